@@ -1,0 +1,1 @@
+//! Control-flow graphs of PTX function bodies (being written).

@@ -1,0 +1,1 @@
+//! Generic dataflow framework over [`crate::cfg`] (being written).
