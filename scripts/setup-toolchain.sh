@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the pinned CUDA toolchain (nvcc, ptxas, cuobjdump, nvdisasm, Sanitizer API
-# headers) from PyPI wheels into .toolchain/, for machines without a GPU.
+# Installs the pinned CUDA toolchain (nvcc, ptxas, cuobjdump, nvdisasm, CCCL and Sanitizer
+# API headers) from PyPI wheels into .toolchain/, for machines without a GPU.
 #
 # The versions match the GPU machine (CUDA 13.0, driver 580): its JIT accepts PTX ISA 9.0
 # at most, so everything we emit is assembled by the same ptxas in our tests.
@@ -18,6 +18,8 @@ pins=(
   nvidia-nvvm==13.0.88
   nvidia-cuda-runtime==13.0.88
   nvidia-cuda-sanitizer-api==13.0.85
+  # CCCL headers (<nv/target>, libcu++): cuda_fp16.h and cooperative_groups.h need them.
+  nvidia-cuda-cccl==13.0.85
   # The first published disassemblers; they read sm_90 code from the 13.0 ptxas.
   nvidia-cuda-cuobjdump==13.2.51
   nvidia-cuda-nvdisasm==13.2.51
@@ -29,7 +31,7 @@ cuda="$dest/nvidia/cu13"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "gpusan: installing the pinned CUDA toolchain into $dest" >&2
   rm -rf "$dest.tmp"
-  python3 -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
     --target "$dest.tmp" "${pins[@]}" >&2
   rm -rf "$dest"
   mv "$dest.tmp" "$dest"

@@ -305,9 +305,19 @@ pub enum Expr {
     Float(FloatLit),
     Symbol(Name),
     /// `generic(var)`, `mask(…)` and similar.
-    Call { func: Name, args: Vec<Expr> },
-    Unary { op: char, expr: Box<Expr> },
-    Binary { op: BinOp, lhs: Box<Expr>, rhs: Box<Expr> },
+    Call {
+        func: Name,
+        args: Vec<Expr>,
+    },
+    Unary {
+        op: char,
+        expr: Box<Expr>,
+    },
+    Binary {
+        op: BinOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
     Paren(Box<Expr>),
 }
 
@@ -401,11 +411,25 @@ pub enum Statement {
     /// `.pragma "nounroll";`
     Pragma(String),
     /// `LABEL: .branchtargets L1, L2;`
-    BranchTargets { label: Name, targets: Vec<Name>, span: Span },
+    BranchTargets {
+        label: Name,
+        targets: Vec<Name>,
+        span: Span,
+    },
     /// `LABEL: .calltargets f1, f2;`
-    CallTargets { label: Name, targets: Vec<Name>, span: Span },
+    CallTargets {
+        label: Name,
+        targets: Vec<Name>,
+        span: Span,
+    },
     /// `LABEL: .callprototype (.param .b32 _) _ (.param .b64 _);`
-    CallPrototype { label: Name, returns: Option<Vec<Param>>, params: Vec<Param>, attributes: Vec<Attribute>, span: Span },
+    CallPrototype {
+        label: Name,
+        returns: Option<Vec<Param>>,
+        params: Vec<Param>,
+        attributes: Vec<Attribute>,
+        span: Span,
+    },
     /// `.section`/`@@DWARF` text inside a body, byte-exact.
     Raw(RawText),
 }
@@ -499,14 +523,20 @@ pub enum Operand {
     F64(u64),
     /// `1.5`, `-2e3`, kept as written.
     DecFloat(Name),
-    /// `[base+offset]`, `[base]`, `[offset]`: the usual address operand.
-    Address { base: Option<Name>, offset: i64 },
+    /// `[base+offset]`, `[base]`, `[offset]`: the usual address operand. `offset_written`
+    /// keeps an explicit `+0`: in unoptimized (`-G`) code ptxas assembles `[p+0]` to an
+    /// add that `[p]` does not have, so dropping it would change the machine code.
+    Address { base: Option<Name>, offset: i64, offset_written: bool },
     /// Any other bracketed operand: `[tex, {%f1, %f2}]`, `[%rd1, {%r2, %r3}]`.
     AddressList(Box<[Operand]>),
     /// `{%r1, %r2, _}`
     Vector(Box<[Operand]>),
     /// `%p|%q`: the paired predicate destination of `setp`, `shfl`, `match`, `elect`.
     Pair(Name, Name),
+    /// `{%f1, %f2, %f3, %f4}|%p`: the vector destination with predicate of `tex`/`tld4`.
+    VectorPair(Box<(Box<[Operand]>, Name)>),
+    /// An operand with a suffix written against it: `[%rd1].unified`.
+    Suffixed(Box<(Operand, Name)>),
     /// `(a, b)`: the parameter lists of `call`.
     List(Box<[Operand]>),
     /// Any other constant expression (`var+8` outside brackets, `(1<<3)`).
@@ -524,7 +554,7 @@ impl Operand {
 
     /// `[base+offset]`
     pub fn address(base: &str, offset: i64) -> Operand {
-        Operand::Address { base: Some(base.into()), offset }
+        Operand::Address { base: Some(base.into()), offset, offset_written: false }
     }
 
     pub fn as_name(&self) -> Option<&Name> {
@@ -537,7 +567,8 @@ impl Operand {
     /// The base register or symbol and offset of a simple address operand.
     pub fn as_address(&self) -> Option<(Option<Name>, i64)> {
         match self {
-            Operand::Address { base, offset } => Some((*base, *offset)),
+            Operand::Address { base, offset, .. } => Some((*base, *offset)),
+            Operand::Suffixed(s) => s.0.as_address(),
             _ => None,
         }
     }
@@ -554,6 +585,11 @@ impl Operand {
             Operand::AddressList(ops) | Operand::Vector(ops) | Operand::List(ops) => {
                 ops.iter().for_each(|o| o.for_each_name(f))
             }
+            Operand::VectorPair(vp) => {
+                vp.0.iter().for_each(|o| o.for_each_name(f));
+                f(vp.1)
+            }
+            Operand::Suffixed(s) => s.0.for_each_name(f),
             Operand::Expr(e) => e.for_each_symbol(f),
             _ => {}
         }

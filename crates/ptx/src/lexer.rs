@@ -184,20 +184,29 @@ mod tests {
         use Token::*;
         assert_eq!(
             kinds("@!%p1 ld.global.nc.v4.f32 {%f1, _}, [%rd2+-16]; // c"),
-            vec![At, Bang, Ident, Ident, Dot, Dot, Dot, Dot, LBrace, Ident, Comma, Ident, RBrace, Comma, LBracket, Ident, Plus, Minus, Int, RBracket, Semi]
+            vec![
+                At, Bang, Ident, Ident, Dot, Dot, Dot, Dot, LBrace, Ident, Comma, Ident, RBrace, Comma, LBracket,
+                Ident, Plus, Minus, Int, RBracket, Semi
+            ]
         );
     }
 
     #[test]
     fn literals() {
         use Token::*;
-        assert_eq!(kinds("0f3F800000 0d3FF0000000000000 0x1fU 017 0b101 42 1.5 2e10"), vec![HexF32, HexF64, Int, Int, Int, Int, DecFloat, DecFloat]);
+        assert_eq!(
+            kinds("0f3F800000 0d3FF0000000000000 0x1fU 017 0b101 42 1.5 2e10"),
+            vec![HexF32, HexF64, Int, Int, Int, Int, DecFloat, DecFloat]
+        );
     }
 
     #[test]
     fn scoped_modifiers_and_digits() {
         use Token::*;
-        assert_eq!(kinds("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"), vec![Ident, Dot, Dot, Dot, Dot, Dot, Dot, Dot]);
+        assert_eq!(
+            kinds("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"),
+            vec![Ident, Dot, Dot, Dot, Dot, Dot, Dot, Dot]
+        );
     }
 
     #[test]

@@ -55,7 +55,8 @@ impl fmt::Display for ParseError {
         let text = self.source_line.replace('\t', " ");
         writeln!(f, "{:gutter$} |", "")?;
         writeln!(f, "{} | {}", self.line, text)?;
-        let width = (self.span.end.saturating_sub(self.span.start) as usize).clamp(1, text.len().saturating_sub(self.column as usize - 1).max(1));
+        let width = (self.span.end.saturating_sub(self.span.start) as usize)
+            .clamp(1, text.len().saturating_sub(self.column as usize - 1).max(1));
         write!(f, "{:gutter$} | {:col$}{}", "", "", "^".repeat(width), col = self.column as usize - 1)
     }
 }
@@ -216,7 +217,8 @@ impl<'s> Parser<'s> {
     fn int_lit(&mut self, negative: bool) -> PResult<IntLit> {
         let t = self.expect(Token::Int, "an integer")?;
         let text = self.text(t);
-        parse_int(text, negative).ok_or_else(|| self.error_at(t, format!("`{text}` is no valid integer literal or does not fit in 64 bits")))
+        parse_int(text, negative)
+            .ok_or_else(|| self.error_at(t, format!("`{text}` is no valid integer literal or does not fit in 64 bits")))
     }
 
     fn u32_lit(&mut self, what: &str) -> PResult<u32> {
@@ -247,7 +249,10 @@ impl<'s> Parser<'s> {
             Token::Eof => Ok(None),
             Token::Dwarf => {
                 self.bump();
-                Ok(Some(Item::Raw(RawText { text: self.text(t).to_string(), span: Span { start: t.start, end: t.end } })))
+                Ok(Some(Item::Raw(RawText {
+                    text: self.text(t).to_string(),
+                    span: Span { start: t.start, end: t.end },
+                })))
             }
             Token::Dot => self.directive_item().map(Some),
             _ => self.expected("a module directive (`.version`, `.target`, `.entry`, `.func`, `.global`, …)"),
@@ -314,7 +319,9 @@ impl<'s> Parser<'s> {
                 let linkage = self.linkages();
                 let t = self.peek();
                 match (t.tok, self.text(t)) {
-                    (Token::Dot, ".entry") | (Token::Dot, ".func") => Ok(Item::Function(Box::new(self.function(linkage)?))),
+                    (Token::Dot, ".entry") | (Token::Dot, ".func") => {
+                        Ok(Item::Function(Box::new(self.function(linkage)?)))
+                    }
                     (Token::Dot, name) if is_var_space(name) => {
                         let mut decls = self.var_decls(linkage)?;
                         if decls.len() != 1 {
@@ -365,7 +372,11 @@ impl<'s> Parser<'s> {
                         return Ok(RawText { text: self.src[span.range()].to_string(), span });
                     }
                 }
-                Token::Eof => return Err(self.error_at(t, "expected `}` closing the `.section`, found the end of the file".into())),
+                Token::Eof => {
+                    return Err(
+                        self.error_at(t, "expected `}` closing the `.section`, found the end of the file".into())
+                    )
+                }
                 Token::Invalid => return Err(self.error_at(t, format!("`{}` starts no PTX token", self.text(t)))),
                 _ => {}
             }
@@ -391,7 +402,8 @@ impl<'s> Parser<'s> {
     fn function(&mut self, linkage: Vec<Linkage>) -> PResult<Function> {
         let start = self.bump();
         let kind = if self.text(start) == ".entry" { FunctionKind::Entry } else { FunctionKind::Func };
-        let returns = if kind == FunctionKind::Func && self.at(Token::LParen) { Some(self.param_list()?) } else { None };
+        let returns =
+            if kind == FunctionKind::Func && self.at(Token::LParen) { Some(self.param_list()?) } else { None };
         let name = self.ident("the function name")?;
         let params = if self.at(Token::LParen) { Some(self.param_list()?) } else { None };
         let attributes = self.attributes()?;
@@ -403,7 +415,16 @@ impl<'s> Parser<'s> {
         } else {
             return self.expected("`{` opening the body or `;` ending the declaration");
         };
-        Ok(Function { linkage, kind, returns, name, params, attributes, body, span: Span { start: start.start, end: self.prev_end } })
+        Ok(Function {
+            linkage,
+            kind,
+            returns,
+            name,
+            params,
+            attributes,
+            body,
+            span: Span { start: start.start, end: self.prev_end },
+        })
     }
 
     /// Attributes between a signature and its body: `.maxntid 256, 1, 1 .noreturn`.
@@ -523,7 +544,9 @@ impl<'s> Parser<'s> {
                                     break t;
                                 }
                             }
-                            Token::Eof | Token::Semi => return Err(self.error_at(t, "expected `)` closing `.attribute(`".into())),
+                            Token::Eof | Token::Semi => {
+                                return Err(self.error_at(t, "expected `)` closing `.attribute(`".into()))
+                            }
                             _ => {}
                         }
                     };
@@ -532,7 +555,9 @@ impl<'s> Parser<'s> {
                 v @ (".v2" | ".v4" | ".v8") => vector = Some(v[2..].parse().expect("digit")),
                 other => {
                     if ty.is_some() {
-                        return Err(self.error_at(t, format!("unexpected `{other}`: the declaration already has a type")));
+                        return Err(
+                            self.error_at(t, format!("unexpected `{other}`: the declaration already has a type"))
+                        );
                     }
                     ty = Some(Name::from(&other[1..]));
                 }
@@ -658,6 +683,9 @@ impl<'s> Parser<'s> {
             Token::Int => Ok(Expr::Int(self.int_lit(false)?)),
             Token::HexF32 | Token::HexF64 | Token::DecFloat => Ok(Expr::Float(self.float_lit()?)),
             Token::Ident => {
+                if self.text(t).starts_with('%') && self.text(t).len() > 1 {
+                    return Err(self.error_at(t, format!("register `{}` in a constant expression", self.text(t))));
+                }
                 let name = self.dotted_name()?;
                 if self.at(Token::LParen) && self.peek().start == self.prev_end {
                     self.bump();
@@ -727,7 +755,10 @@ impl<'s> Parser<'s> {
                 }
                 Token::Dwarf => {
                     self.bump();
-                    out.push(Statement::Raw(RawText { text: self.text(t).to_string(), span: Span { start: t.start, end: t.end } }));
+                    out.push(Statement::Raw(RawText {
+                        text: self.text(t).to_string(),
+                        span: Span { start: t.start, end: t.end },
+                    }));
                 }
                 Token::Dot => self.body_directive(&mut out)?,
                 Token::At => out.push(Statement::Inst(self.instruction()?)),
@@ -819,7 +850,13 @@ impl<'s> Parser<'s> {
                 let params = if self.at(Token::LParen) { self.param_list()? } else { Vec::new() };
                 let attributes = self.attributes()?;
                 self.expect(Token::Semi, "`;` ending the prototype")?;
-                out.push(Statement::CallPrototype { label, returns, params, attributes, span: Span { start: span_start, end: self.prev_end } });
+                out.push(Statement::CallPrototype {
+                    label,
+                    returns,
+                    params,
+                    attributes,
+                    span: Span { start: span_start, end: self.prev_end },
+                });
             }
             _ => out.push(Statement::Label(label, Span { start: t.start, end: t.end })),
         }
@@ -842,8 +879,28 @@ impl<'s> Parser<'s> {
         while self.at(Token::Dot) && self.peek().start == mods_end {
             mods_end = self.bump().end;
         }
-        let modifiers = if mods_end == op.end { Name::default() } else { Name::from(&self.src[mods_start as usize + 1..mods_end as usize]) };
+        let modifiers = if mods_end == op.end {
+            Name::default()
+        } else {
+            Name::from(&self.src[mods_start as usize + 1..mods_end as usize])
+        };
         let mut operands = SmallVec::new();
+        let starts_operand = matches!(
+            self.peek().tok,
+            Token::Ident
+                | Token::LBracket
+                | Token::LBrace
+                | Token::LParen
+                | Token::Bang
+                | Token::Minus
+                | Token::Int
+                | Token::HexF32
+                | Token::HexF64
+                | Token::DecFloat
+        );
+        if !starts_operand && !self.at(Token::Semi) {
+            return self.expected("an operand or `;` ending the instruction");
+        }
         if !self.at(Token::Semi) {
             loop {
                 operands.push(self.operand()?);
@@ -904,11 +961,24 @@ impl<'s> Parser<'s> {
             }
             Token::LBracket => {
                 self.bump();
-                self.address()
+                let addr = self.address()?;
+                // `[a].unified`: a suffix written against the address.
+                let n = self.peek();
+                if n.tok == Token::Dot && n.start == self.prev_end {
+                    self.bump();
+                    return Ok(Operand::Suffixed(Box::new((addr, Name::from(&self.text(n)[1..])))));
+                }
+                Ok(addr)
             }
             Token::LBrace => {
                 self.bump();
-                Ok(Operand::Vector(self.operand_list(Token::RBrace, "`,` or `}` in the vector")?))
+                let elems = self.operand_list(Token::RBrace, "`,` or `}` in the vector")?;
+                if self.eat(Token::Pipe) {
+                    // `tex … {d0, d1, d2, d3}|p, …`: a vector destination with a predicate.
+                    let pred = self.ident("the predicate after `|`")?;
+                    return Ok(Operand::VectorPair(Box::new((elems, pred))));
+                }
+                Ok(Operand::Vector(elems))
             }
             Token::LParen => {
                 self.bump();
@@ -952,30 +1022,30 @@ impl<'s> Parser<'s> {
 
     /// After `[`: `base`, `base+imm`, `base+-imm`, `imm`, or a composite list.
     fn address(&mut self) -> PResult<Operand> {
+        // The common shapes take the fast path without allocating; anything else
+        // (`[tex, {…}]`, `[sym+4*2]`) is a list of general operands.
         let first = self.peek();
+        let kinds = [self.peek_nth(1).tok, self.peek_nth(2).tok, self.peek_nth(3).tok];
+        use Token::{Int, Minus, Plus, RBracket};
         let simple = match first.tok {
             Token::Ident => {
-                let n1 = self.peek_nth(1).tok;
-                matches!(n1, Token::RBracket | Token::Plus | Token::Minus)
+                matches!(kinds, [RBracket, _, _] | [Plus, Int, RBracket] | [Plus, Minus, Int] | [Minus, Int, RBracket])
             }
-            Token::Int | Token::Minus => true,
+            Token::Int => kinds[0] == RBracket,
+            Token::Minus => kinds[0] == Int && kinds[1] == RBracket,
             _ => false,
         };
         if !simple {
             return Ok(Operand::AddressList(self.operand_list(Token::RBracket, "`,` or `]` in the address")?));
         }
         let base = if first.tok == Token::Ident { Some(self.dotted_name()?) } else { None };
-        let offset = if base.is_none() {
-            self.signed_i64()?
-        } else if self.eat(Token::Plus) {
-            self.signed_i64()?
-        } else if self.at(Token::Minus) {
-            self.signed_i64()?
+        let (offset, offset_written) = if base.is_none() || self.eat(Token::Plus) || self.at(Token::Minus) {
+            (self.signed_i64()?, true)
         } else {
-            0
+            (0, false)
         };
         self.expect(Token::RBracket, "`]` closing the address")?;
-        Ok(Operand::Address { base, offset })
+        Ok(Operand::Address { base, offset, offset_written })
     }
 }
 

@@ -114,6 +114,9 @@ fn write_params(w: &mut impl Write, params: &[Param], multiline: bool) -> fmt::R
     for (i, p) in params.iter().enumerate() {
         if i > 0 {
             w.write_char(',')?;
+            if !multiline {
+                w.write_char(' ')?;
+            }
         }
         if multiline {
             w.write_str("\n\t")?;
@@ -360,12 +363,12 @@ pub fn write_operand(w: &mut impl Write, op: &Operand) -> fmt::Result {
         Operand::F32(b) => write!(w, "0f{b:08X}"),
         Operand::F64(b) => write!(w, "0d{b:016X}"),
         Operand::DecFloat(d) => w.write_str(d),
-        Operand::Address { base, offset } => {
+        Operand::Address { base, offset, offset_written } => {
             w.write_char('[')?;
             match base {
                 Some(b) => {
                     w.write_str(b)?;
-                    if *offset != 0 {
+                    if *offset != 0 || *offset_written {
                         write!(w, "+{offset}")?;
                     }
                 }
@@ -377,6 +380,14 @@ pub fn write_operand(w: &mut impl Write, op: &Operand) -> fmt::Result {
         Operand::Vector(ops) => write_list(w, '{', ops, '}'),
         Operand::List(ops) => write_list(w, '(', ops, ')'),
         Operand::Pair(a, b) => write!(w, "{a}|{b}"),
+        Operand::VectorPair(vp) => {
+            write_list(w, '{', &vp.0, '}')?;
+            write!(w, "|{}", vp.1)
+        }
+        Operand::Suffixed(s) => {
+            write_operand(w, &s.0)?;
+            write!(w, ".{}", s.1)
+        }
         Operand::Expr(e) => write_expr(w, e),
     }
 }

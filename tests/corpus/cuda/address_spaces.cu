@@ -1,9 +1,9 @@
 // PTX features: state-space queries and conversions: isspacep.global/.shared/.const/
-// .local (__isGlobal/__isShared/__isConstant/__isLocal), isspacep.shared::cta/cluster,
+// .local/.shared::cluster (__isGlobal/__isShared/__isConstant/__isLocal/__isClusterShared),
 // cvta.to.shared / cvta.shared (__cvta_generic_to_shared / __cvta_shared_to_generic),
-// cvta.global/.local/.const, 32-bit shared addresses (.u32 in mov/ld.shared),
-// generic loads through pointers of unknown space (ld.u32 without state space), and
-// __isGridConstant on a __grid_constant__ param (isspacep.param).
+// cvta.global/.local/.const, 32-bit shared addresses, generic loads through pointers of
+// unknown space (ld.u32 without a state space), and the address of a __grid_constant__
+// kernel parameter (mov.b64 %rd, NAME_param_2; cvta.param).
 struct Big { int v[8]; };
 
 __device__ __noinline__ int classify(const void* p) {

@@ -1,6 +1,6 @@
-// PTX features: dynamic stack allocation: alloca.u64 / alloca.align.u64 style
-// instructions (PTX 7.3+ `alloca`), stacksave/stackrestore around a loop-scoped
-// variable-length buffer, and cvta.local on the result.
+// PTX features: dynamic stack allocation: `alloca.u64 %rd, %size, align;` (PTX 7.3+),
+// in a kernel and in a non-inlined .func, with the result used as a generic pointer;
+// variable-length buffers indexed in loops.
 extern "C" __global__ void alloca_buffer(const int* sizes, const float* in, float* out) {
   int t = blockIdx.x * blockDim.x + threadIdx.x;
   int n = sizes[t] & 63;

@@ -1,7 +1,6 @@
-// PTX features: assert() -> call to .extern .func __assertfail with string args
-// (file, line, function name as .global .b8 arrays), __trap() -> trap;, __brkpt() ->
-// brkpt;, noreturn paths followed by `exit`/unreachable handling, conditional trap
-// guarded by a predicate (@%p trap;), and pmevent via __prof_trigger.
+// PTX features: assert() -> call.uni to `.extern .func __assertfail` with string args
+// (file, line, function name as .global .b8 arrays: $str, $str$1, __unnamed_1),
+// __trap() -> trap;, __brkpt() -> brkpt;, __prof_trigger -> pmevent 3;.
 #include <cassert>
 
 extern "C" __global__ void checked_copy(const int* in, int* out, int n, int limit) {

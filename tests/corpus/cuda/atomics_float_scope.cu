@@ -1,7 +1,7 @@
 // PTX features: floating-point atomics (atom.add.f32, atom.add.f64, atom.add.noftz.f16,
-// atom.add.noftz.bf16x2, vector atom.add.v2.f32/.v4.f32 on sm_90), scoped atomics
-// (atom.cta.*, atom.sys.*, red.cta/red.sys via atomicAdd_block/atomicAdd_system),
-// and a CAS loop implementing a float atomicMax (atom.cas.b32 inside a loop).
+// atom.add.noftz.f16x2/.bf16x2 from header inline asm, vector atom.global.add.v2.f32 /
+// .v4.f32 on sm_90), scoped atomics (atom.global.cta.* / atom.global.sys.* via *_block /
+// *_system), and a CAS loop implementing a float atomicMax (atom.cas.b32 in a loop).
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 

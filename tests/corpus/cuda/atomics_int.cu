@@ -1,7 +1,8 @@
 // PTX features: integer atomics of every flavour on global and shared memory:
 // atom.add/.cas/.exch/.min/.max (signed+unsigned, 32+64 bit), atom.and/.or/.xor,
-// atom.inc/.dec, red.* (result unused), atom.shared.*, atom.global.* forms,
-// and 16-bit atomicCAS (atom.cas.b16).
+// atom.inc/.dec, atom.shared.*, atom.global.* forms, 16-bit atomicCAS (atom.cas.b16).
+// NVVM emits atom.* even when the result is unused (ptxas turns those into RED), so
+// red.* forms with memory-order/scope qualifiers and red.async (sm_90) come from inline asm.
 extern "C" __global__ void atomics_int_global(int* ip, unsigned* up, unsigned long long* ull,
                                               long long* ll, unsigned short* us, int* results) {
   int t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -54,4 +55,23 @@ extern "C" __global__ void atomics_int_shared(int* out) {
   __syncthreads();
   if (t < 8) out[blockIdx.x * 9 + t] = s[t];
   if (t == 0) out[blockIdx.x * 9 + 8] = (int)s64;
+}
+
+// red.* with explicit semantics/scope and the sm_90 red.async into a cluster peer's shared memory.
+extern "C" __global__ void red_forms(int* gi, unsigned long long* gu, float* gf, int* out) {
+  __shared__ __align__(8) unsigned long long bar;
+  __shared__ unsigned counter;
+  int t = threadIdx.x;
+  if (t == 0) { counter = 0; bar = 0; }
+  __syncthreads();
+  asm volatile("red.global.add.u32 [%0], %1;" :: "l"(gi), "r"(1) : "memory");
+  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" :: "l"(gu), "l"((unsigned long long)t) : "memory");
+  asm volatile("red.release.sys.global.or.b32 [%0], %1;" :: "l"(gi + 1), "r"(1 << (t & 31)) : "memory");
+  asm volatile("red.global.add.f32 [%0], %1;" :: "l"(gf), "f"(0.5f) : "memory");
+  asm volatile("red.shared.max.u32 [%0], %1;" :: "r"((unsigned)__cvta_generic_to_shared(&counter)), "r"((unsigned)t) : "memory");
+  asm volatile("red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.add.u32 [%0], %1, [%2];"
+               :: "r"((unsigned)__cvta_generic_to_shared(&counter)), "r"(1u),
+                  "r"((unsigned)__cvta_generic_to_shared(&bar)) : "memory");
+  __syncthreads();
+  if (t == 0) out[blockIdx.x] = (int)counter;
 }

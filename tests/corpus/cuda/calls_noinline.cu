@@ -1,7 +1,7 @@
 // PTX features: non-inlined device functions (.func with .param .b32/.b64/.f32/
-// .align N .b8 x[N] params, struct returns via .param .align 16 .b8 func_retval0[..]),
-// call.uni (retval), name, (params); st.param/ld.param of aggregates; .visible .func
-// with C linkage vs internal mangled .func; many parameters (>8); a void function.
+// .align N .b8 x[N] params, struct returns via .param .align N .b8 func_retval0[..]),
+// call.uni (retval0), name, (param0, ...); st.param.v2.b32 / ld.param of aggregates; an
+// extern "C" device function (.func accumulate); ten parameters; a void function.
 struct Vec3 { float x, y, z; };
 struct __align__(16) Result { double value; int index; int flags; };
 

@@ -1,8 +1,8 @@
 // PTX features: thread block clusters (sm_90): .explicitcluster and .reqnctapercluster
 // X, Y, Z directives (__cluster_dims__), distributed shared memory through
-// cg::this_cluster(): mapa.shared::cluster, ld.shared::cluster, barrier.cluster.arrive
-// (.release/.relaxed) / barrier.cluster.wait (.acquire), %cluster_ctarank, %clusterid,
-// %cluster_nctarank special registers, isspacep.shared::cluster, atom.shared::cluster.
+// cg::this_cluster(): mapa.u64 (generic address of a peer CTA's shared variable), generic
+// ld/atom through the mapped address, barrier.cluster.arrive(.relaxed)(.aligned) /
+// barrier.cluster.wait(.aligned), %cluster_ctarank / %cluster_nctarank / %clusterid.x.
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
 

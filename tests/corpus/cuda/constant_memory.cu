@@ -1,7 +1,7 @@
 // PTX features: __constant__ memory (.const .align N .b8 / .f32 arrays), ld.const with
-// constant and register offsets, a constant struct, a large constant-bank table,
-// constant data used through a generic pointer (cvta.const), and kernel params read
-// from the .param space including a by-value array struct.
+// constant and register offsets (ld.const.f32/.f64/.u32), a constant struct, a large
+// uninitialised constant table, constant data used through a pointer (folded back to
+// ld.const), and a by-value struct kernel param containing an array.
 struct Filter { float taps[9]; int radius; };
 
 __constant__ float c_coeffs[16];

@@ -1,7 +1,7 @@
-// PTX features: cooperative groups lowering: thread_block sync (bar.sync / barrier.sync),
-// tiled_partition<32>/<16>/<4> shuffles (shfl.sync with computed masks), cg::reduce
-// (redux.sync for int, shuffles for float), coalesced_threads() (activemask, popc,
-// fns), labeled_partition (match.any), thread_rank arithmetic from %tid.*.
+// PTX features: cooperative groups lowering: thread_block sync (barrier.sync),
+// tiled_partition<32>/<16>/<4> shuffles (shfl.sync.* with computed masks), cg::reduce
+// (redux.sync.add/max.s32 for int, shuffles for float), coalesced_threads() (activemask,
+// popc, brev/bfind), labeled_partition (match.any.sync), bar.warp.sync, thread_rank math.
 #include <cooperative_groups.h>
 #include <cooperative_groups/reduce.h>
 namespace cg = cooperative_groups;

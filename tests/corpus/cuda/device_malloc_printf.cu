@@ -1,8 +1,8 @@
 // PTX features: calls to external device-runtime functions declared with
-// .extern .func: malloc/free (.param .b64 return value), vprintf with a
-// .local-built argument buffer (st.local of each vararg, cvta.local), global
-// .const string literals ($str, $str$1 ... as .global .align 1 .b8 arrays) addressed
-// via cvta.global.u64, and memset/memcpy expansions on heap memory.
+// .extern .func: malloc/free ((.param .b64 func_retval0) malloc), vprintf with an
+// argument buffer built in .local (st.local of each vararg, cvta.local), string literals
+// as .global .align 1 .b8 $str... arrays addressed via cvta.global.u64, and memset/memcpy
+// expanded into byte loops (ld.u8/st.u8) over generic heap pointers.
 #include <cstdio>
 
 extern "C" __global__ void heap_per_thread(int* out, int count) {

@@ -1,8 +1,10 @@
 // PTX features: double-precision math from libdevice (inlined __nv_* expansions):
-// sqrt.rn.f64, rcp.rn.f64, div.rn.f64, fma.rn.f64, exp/log/pow/sin/cos/tanh/erf/atan2
-// polynomial expansions with lots of f64 immediates (0dXXXXXXXXXXXXXXXX), mov.b64
-// {lo,hi} splitting, cvt.rzi/rni, testp, and single-precision fast intrinsics
-// (ex2.approx.ftz.f32, lg2.approx, sin.approx, rsqrt.approx, div.full.f32).
+// sqrt.rn.f64, div.rn.f64, fma.rn.f64, rcp.approx.ftz.f64, exp/log/pow/sin/cos/tanh/erf/
+// atan2 polynomial expansions with many f64 immediates (0dXXXXXXXXXXXXXXXX), the
+// __internal_trig_reduction_slowpathd .func with a struct return and a local array,
+// madc/addc carry chains, cvt.rzi/rni/rmi; single-precision fast intrinsics
+// (ex2.approx.ftz.f32, lg2.approx, sin/cos.approx, rsqrt.approx, div.approx.f32,
+// div.rn.f32, sqrt.rm.f32, mul.rp.f32, cvt.sat.f32.f32).
 extern "C" __global__ void dmath(const double* x, const double* y, double* out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;

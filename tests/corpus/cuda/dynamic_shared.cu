@@ -1,6 +1,6 @@
 // PTX features: dynamic shared memory (extern __shared__ -> .extern .shared .align 16
 // .b8 name[]), carving several typed views out of it, mov.u32 of a shared symbol
-// address, ld.shared.v4 / st.shared.v2, %dynamic_smem_size special register via asm.
+// address, ld.shared.v4 / st.shared.v4 (float4, double2), %dynamic_smem_size via asm.
 extern __shared__ __align__(16) unsigned char dyn_smem[];
 
 extern "C" __global__ void dyn_shared_views(const float4* in, float4* out, int n, int nfloat) {
@@ -20,7 +20,7 @@ extern "C" __global__ void dyn_shared_views(const float4* in, float4* out, int n
 
 template <typename T>
 __global__ void dyn_shared_reverse(T* data, int n) {
-  extern __shared__ __align__(sizeof(T)) unsigned char raw[];
+  extern __shared__ __align__(16) unsigned char raw[];
   T* s = reinterpret_cast<T*>(raw);
   int t = threadIdx.x;
   if (t < n) s[t] = data[t];

@@ -1,8 +1,8 @@
-// PTX features: indirect calls through function pointers: call.uni (retval), %rd, (args),
-// prototype_N; with a .callprototype declaration (prototype_N : .callprototype ...);
-// a __device__ table of function pointers initialised with addresses of .func symbols
-// (.global .align 8 .u64 table[4] = {fn0, fn1, ...}), virtual dispatch on a
-// device-constructed object (vtable in .global, call through loaded pointer).
+// PTX features: indirect calls through function pointers: `call (retval0), %rd, (param0),
+// prototype_N;` with a `prototype_N : .callprototype (.param .b32 _) _ (.param .b32 _);`
+// declaration; __device__ tables of function pointers initialised with .func symbols
+// (.global .align 8 .u64 unary_table[4] = {_Z8f_squaref, ...}); virtual dispatch on
+// device-constructed objects (vtables as .global arrays, calls through loaded pointers).
 typedef float (*unary_fn)(float);
 typedef int (*binop_fn)(int, int);
 

@@ -1,9 +1,9 @@
-// PTX features: module-scope variables with initializers: .global arrays with
-// {..} initializer lists, .global .u64 pointers initialised with generic(sym)+offset,
-// .global pointer to a string constant, .visible vs internal (static) .global,
-// __managed__ variables (.global .attribute(.managed)), .extern-free weak/common
-// layout of structs (.b8 byte lists), and a .const (__constant__) table whose address
-// is stored in a global.
+// PTX features: module-scope variables with initializers: .global .b8 arrays with
+// byte-list initializers, .global .u64 pointers initialised with generic(sym)+offset and
+// {generic(a), generic(a)+8} lists, a .global pointer to a string constant ($str), a
+// static (internal) .global, __managed__ variables (.global .attribute(.managed)), a
+// struct initialiser emitted as a .u64 list mixing integers and generic($str$1), and a
+// .const (__constant__) table whose address is stored in a global.
 struct Config { int width; int height; float scale; const char* name; };
 
 __device__ int lookup[8] = {1, 1, 2, 3, 5, 8, 13, 21};

@@ -1,7 +1,7 @@
-// PTX features: grid-wide synchronization via cg::this_grid().sync() (lowered to
-// a barrier on a global word: atom/red.release.gpu, ld.acquire.gpu spin loop,
-// fence/membar.gl, %envreg / cudaCGGetIntrinsicHandle-style grid workspace),
-// grid.thread_rank()/size() arithmetic, two-phase reduction in one kernel.
+// PTX features: grid-wide synchronization via cg::this_grid().sync(): the grid
+// workspace pointer read from %envreg1/%envreg2, an atom.add.release.gpu arrive plus an
+// ld.acquire.gpu spin loop (header inline asm), bar.sync around it;
+// grid.thread_rank()/size() 64-bit arithmetic, two-phase reduction in one kernel.
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
 

@@ -1,8 +1,8 @@
-// PTX features: half and bfloat16 arithmetic: .f16/.f16x2/.bf16/.bf16x2 registers
-// (.b16/.b32 in PTX), fma.rn.f16x2, add/mul .bf16x2, cvt.rn.f16.f32, cvt.rn.bf16x2.f32,
-// cvt.f32.f16, hsqrt/hexp (ex2.approx.f16x2), comparisons setp.*.f16x2 with two
-// predicate outputs, min/max .f16x2 (incl .NaN), fp8 e4m3/e5m2 conversions (sm_89+):
-// cvt.rn.satfinite.e4m3x2.f32 and cvt.rn.f16x2.e5m2x2.
+// PTX features: half and bfloat16 arithmetic, mostly as inline asm from cuda_fp16.hpp /
+// cuda_bf16.hpp: { } blocks with .reg .b16/.b32 temporaries, fma.rn.f16x2, max.f16x2,
+// min.NaN.f16x2, set.gt.u32.f16x2, max.bf16x2, ex2.approx.f16x2 (hexp), cvt.rn.f16.f32,
+// cvt.rn.bf16.f32, cvt.f32.f16, comparisons through predicate temporaries (__$tempN), and
+// fp8 conversions (sm_89+): cvt.rn.satfinite.e4m3x2.f32, cvt.rn.f16x2.e5m2x2.
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>

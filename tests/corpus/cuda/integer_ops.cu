@@ -1,8 +1,9 @@
-// PTX features: integer division/remainder by variables (div.s32, rem.u32, div.u64,
-// rem.s64), by constants (mul.hi magic sequences), 24-bit multiply (mul24), mul.hi,
-// mul.wide, sad, min/max .s64, abs, brev/clz/popc/ffs (bfind), bit-field intrinsics,
-// funnel shifts (shf.l/r.clamp/wrap), byte_perm (prmt), dp4a/dp2a (sm_61+), SIMD
-// video intrinsics (__vadd4, __vabsdiffu4, __vcmpgtu2), and saturating conversions.
+// PTX features: integer division/remainder by variables (div.s32, div.u32, div.s64,
+// div.u64; remainders become mul/sub), division by constants (mul.hi magic sequences),
+// mul.hi .s32/.u32/.s64, sad.s32, min/max .s64, abs .s32/.s64, brev/clz/popc/bfind,
+// fns.b32 (__fns), funnel shifts (shf.l.wrap / shf.r.clamp), prmt (__byte_perm),
+// dp4a / dp2a.lo (sm_61+), SIMD video intrinsics (vabsdiff4 and lop3-based __vadd4 ...),
+// float->int conversions with rounding modes.
 extern "C" __global__ void int_div(const int* a, const int* b, const long long* la,
                                    const long long* lb, int* out, long long* lout, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;

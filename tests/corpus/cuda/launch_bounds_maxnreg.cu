@@ -1,7 +1,7 @@
 // PTX features: kernel performance directives: .maxntid X, Y, Z and .minnctapersm N
 // (__launch_bounds__(threads, minBlocks)), .maxclusterrank (third launch-bounds
-// argument), .maxnreg N (__maxnreg__), .reqntid via asm-free attribute
-// (__launch_bounds__ only gives maxntid), and .pragma "nounroll" from #pragma unroll 1.
+// argument), .maxnreg N (__maxnreg__), templated launch bounds on .weak .entry kernels,
+// and .pragma "nounroll"; from #pragma unroll 1.
 extern "C" __global__ void __launch_bounds__(256, 2) lb_256_2(const float* in, float* out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   float acc = 0.f;

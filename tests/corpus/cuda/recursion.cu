@@ -1,6 +1,6 @@
-// PTX features: recursive .func calls (call.uni to itself), a per-call .local stack
-// frame (__local_depot, %SP/%SPL with add.u64 from the depot), mutual recursion, and
-// recursive tree traversal over an explicit array-encoded binary tree.
+// PTX features: recursive .func calls (call.uni to itself: fib, quicksort, tree walk),
+// mutual recursion (NVVM may turn it into a loop), mul.hi-based division by 2, and in
+// the -G variant a __local_depot frame with %SP/%SPL per call.
 __device__ __noinline__ unsigned long long fib(int n) {
   return n < 2 ? (unsigned long long)n : fib(n - 1) + fib(n - 2);
 }

@@ -1,7 +1,6 @@
 // PTX features: reads of special registers: %tid/%ntid/%ctaid/%nctaid (.x/.y/.z),
-// %laneid, %warpid, %nwarpid, %smid, %nsmid, %gridid, %lanemask_eq/lt/le/gt/ge,
-// %pm0, %total_smem_size, %dynamic_smem_size, %envreg*, %reserved_smem_offset_*
-// are sm_90-specific; 3-D thread/block indexing arithmetic.
+// %laneid, %warpid, %nwarpid, %smid, %nsmid, %gridid (64-bit), %lanemask_eq/lt/le/gt/ge,
+// %total_smem_size; 3-D thread/block indexing arithmetic.
 extern "C" __global__ void read_sregs(unsigned* out) {
   unsigned lane, warp, nwarp, sm, nsm, lt, le, gt, ge, eq, tsm;
   unsigned long long grid;

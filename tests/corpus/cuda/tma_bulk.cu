@@ -1,10 +1,11 @@
-// PTX features: Hopper bulk async copies and TMA: mbarrier.init/arrive.expect_tx/
-// try_wait.parity loops on .shared::cta(::cluster) addresses, cp.async.bulk
+// PTX features: Hopper bulk async copies and TMA: mbarrier.init/arrive.expect_tx (with the
+// `_` sink operand)/try_wait.parity loops on .shared::cta addresses, cp.async.bulk
 // .shared::cluster.global.mbarrier::complete_tx::bytes (1-D), cp.async.bulk.tensor.2d
 // .shared::cluster.global.tile.mbarrier::complete_tx::bytes with a CUtensorMap passed as a
-// __grid_constant__ kernel parameter (.param .align 64 .b8 x[128], generic address of a
-// param), cp.async.bulk.tensor store (global.shared::cta.bulk_group),
-// cp.async.bulk.commit_group/wait_group.read, fence.proxy.async, prefetch.tensormap.
+// __grid_constant__ kernel parameter (.param .align 128 .b8 NAME_param_0[128], its address
+// taken with mov.b64 %rd, NAME_param_0), cp.async.bulk.tensor store
+// (global.shared::cta.bulk_group), cp.async.bulk.commit_group / wait_group(.read),
+// fence.proxy.async, fence.mbarrier_init, prefetch.tensormap, mbarrier.inval.
 #include <cuda.h>
 #include <cstdint>
 

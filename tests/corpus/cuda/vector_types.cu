@@ -1,6 +1,6 @@
 // PTX features: vector loads/stores ld.global.v2.f32, .v4.f32, .v4.s32/.u32, .v2.f64,
-// .v2.u64, .v4.u16 (short4), .v2.u8 (uchar2), vector shared memory ops, mov.b64
-// packing of float2, make_* constructors, and struct-of-vector params (.param .align 16).
+// .v2.u64, .v4.u16 (short4), .v2.u8 (uchar2), vector shared memory ops, make_*
+// constructors, and a by-value struct kernel param (.param .align 16 .b8 NAME_param_1[32]).
 struct __align__(16) Particle { float4 pos; float4 vel; };
 
 extern "C" __global__ void vec_axpy(const float4* x, float4* y, const float2* s, const int4* ii,

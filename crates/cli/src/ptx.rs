@@ -1,0 +1,109 @@
+//! `gpusan ptx …`: the PTX front-end on the command line.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use gpusan_ptx::printer;
+
+#[derive(Subcommand)]
+pub enum PtxCommand {
+    /// Parse and print PTX in canonical form (streams item by item).
+    Fmt(FmtArgs),
+    /// Per function: instructions and memory accesses by state space (loads, stores, atomics).
+    Stats(StatsArgs),
+    /// Dump basic blocks, edges, dominators and loops of each function.
+    Cfg(CfgArgs),
+}
+
+#[derive(Args)]
+pub struct FmtArgs {
+    /// PTX file; `-` for standard input.
+    input: PathBuf,
+    /// Output file (default: standard output).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct StatsArgs {
+    /// PTX files.
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct CfgArgs {
+    /// PTX file.
+    input: PathBuf,
+    /// Only this function (default: all functions with a body).
+    #[arg(long)]
+    function: Option<String>,
+}
+
+pub fn run(cmd: PtxCommand) -> Result<()> {
+    match cmd {
+        PtxCommand::Fmt(a) => fmt(a),
+        PtxCommand::Stats(a) => crate::ptx::stats::run(&a.inputs, a.json),
+        PtxCommand::Cfg(a) => cfg(a),
+    }
+}
+
+fn read_input(path: &PathBuf) -> Result<String> {
+    if path.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::stdin().read_to_string(&mut s).context("reading standard input")?;
+        Ok(s)
+    } else {
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+    }
+}
+
+pub(crate) fn parse_file(path: &PathBuf) -> Result<gpusan_ptx::Module> {
+    let src = read_input(path)?;
+    gpusan_ptx::parse(&src).map_err(|e| anyhow::anyhow!("{}", e.with_path(path.display().to_string())))
+}
+
+fn fmt(a: FmtArgs) -> Result<()> {
+    let src = read_input(&a.input)?;
+    let mut out: Box<dyn Write> = match &a.output {
+        Some(p) => Box::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, &mut out);
+    // One item at a time: memory stays near the input size however large the module.
+    let mut buf = String::new();
+    for item in gpusan_ptx::Items::new(&src) {
+        let item = item.map_err(|e| anyhow::anyhow!("{}", e.with_path(a.input.display().to_string())))?;
+        buf.clear();
+        printer::write_item(&mut buf, &item).expect("String writes cannot fail");
+        out.write_all(buf.as_bytes())?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn cfg(a: CfgArgs) -> Result<()> {
+    let module = parse_file(&a.input)?;
+    let mut found = false;
+    for item in &module.items {
+        let gpusan_ptx::ast::Item::Function(f) = item else { continue };
+        if f.body.is_none() || a.function.as_deref().is_some_and(|n| n != f.name.as_str()) {
+            continue;
+        }
+        found = true;
+        let cfg = gpusan_ptx::cfg::Cfg::build(f).with_context(|| format!("function {}", f.name))?;
+        println!("function {}", f.name);
+        print!("{}", gpusan_ptx::cfg::dump(&cfg, f));
+    }
+    if !found {
+        anyhow::bail!("no function with a body{}", a.function.map(|n| format!(" named `{n}`")).unwrap_or_default());
+    }
+    Ok(())
+}
+
+mod stats;

@@ -1,0 +1,118 @@
+//! Malformed PTX gets a located error that says what was expected, never a panic.
+
+use gpusan_ptx::{parse, ParseError};
+
+const HEAD: &str = ".version 9.0\n.target sm_90\n.address_size 64\n";
+
+fn err(src: &str) -> ParseError {
+    match parse(src) {
+        Ok(_) => panic!("parsed without error:\n{src}"),
+        Err(e) => e,
+    }
+}
+
+/// Asserts the error's 1-based line and column and that its message contains `needle`.
+#[track_caller]
+fn assert_err(src: &str, line: u32, column: u32, needle: &str) {
+    let e = err(src);
+    assert_eq!((e.line, e.column), (line, column), "wrong location for `{}`:\n{e}", e.message);
+    assert!(e.message.contains(needle), "message `{}` lacks `{needle}`", e.message);
+}
+
+fn kernel(body: &str) -> String {
+    format!("{HEAD}.visible .entry k(\n\t.param .u64 p\n)\n{{\n\t.reg .b32 %r<4>;\n{body}\n}}\n")
+}
+
+#[test]
+fn truncated_file_points_at_the_end() {
+    let full = kernel("\tld.param.u64 %r1, [p];\n\tret;");
+    let cut = &full[..full.find("ret").unwrap()];
+    let e = err(cut);
+    assert_eq!(e.span.start as usize, cut.len());
+    assert!(e.message.contains("expected `}` closing the body, found the end of the file"), "{}", e.message);
+}
+
+#[test]
+fn truncated_inside_an_instruction() {
+    let src = format!("{HEAD}.visible .entry k()\n{{\n\tadd.s32 %r1, %r2,");
+    let e = err(&src);
+    assert_eq!(e.line, 6);
+    assert!(e.message.contains("expected an operand, found the end of the file"), "{}", e.message);
+}
+
+#[test]
+fn bad_operand() {
+    // line 9 of the kernel: `add.s32 %r1, ;`
+    assert_err(&kernel("\tadd.s32 %r1, ;"), 9, 15, "expected an operand, found `;`");
+}
+
+#[test]
+fn missing_semicolon_between_instructions() {
+    assert_err(&kernel("\tadd.s32 %r1, %r2, %r3\n\tret;"), 10, 2, "expected `,` or `;` after the operand");
+}
+
+#[test]
+fn bad_address_offset() {
+    assert_err(&kernel("\tld.global.u32 %r1, [%r2+%r3];"), 9, 26, "register `%r3` in a constant expression");
+}
+
+#[test]
+fn unknown_directive_at_module_level() {
+    assert_err(&format!("{HEAD}.bogus 1;\n"), 4, 1, "unknown directive `.bogus` at module level");
+}
+
+#[test]
+fn unknown_directive_in_a_body() {
+    assert_err(&kernel("\t.maxwell 3;"), 9, 2, "unknown directive `.maxwell` in a function body");
+}
+
+#[test]
+fn stray_character() {
+    assert_err(&kernel("\tadd.s32 %r1, %r2, #3;"), 9, 20, "`#`, which starts no PTX token");
+}
+
+#[test]
+fn unterminated_string() {
+    let e = err(&format!("{HEAD}.file 1 \"a.cu\n"));
+    assert_eq!(e.line, 4);
+}
+
+#[test]
+fn unterminated_block_comment() {
+    let e = err(&format!("{HEAD}/* never closed\n.visible .entry k() {{ ret; }}\n"));
+    assert_eq!((e.line, e.column), (4, 1), "{e}");
+}
+
+#[test]
+fn integer_too_large() {
+    assert_err(&kernel("\tmov.u64 %r1, 99999999999999999999999;"), 9, 15, "does not fit in 64 bits");
+}
+
+#[test]
+fn register_count_needs_brackets_closed() {
+    assert_err(&format!("{HEAD}.visible .entry k()\n{{\n\t.reg .b32 %r<4;\n}}\n"), 6, 16, "expected `>`");
+}
+
+#[test]
+fn unclosed_section_points_at_the_end() {
+    let src = format!("{HEAD}.section .debug_info {{\n.b8 1, 2\n");
+    let e = err(&src);
+    assert!(e.message.contains("closing the `.section`"), "{}", e.message);
+    assert_eq!(e.span.start as usize, src.len());
+}
+
+#[test]
+fn deep_nesting_is_refused_not_overflowed() {
+    let body = "{".repeat(100_000);
+    let e = err(&format!("{HEAD}.visible .entry k()\n{{\n{body}"));
+    assert!(e.message.contains("nesting deeper"), "{}", e.message);
+}
+
+#[test]
+fn error_display_has_path_line_column_and_caret() {
+    let e = err(&kernel("\tadd.s32 %r1, ;")).with_path("k.ptx");
+    let shown = e.to_string();
+    assert!(shown.starts_with("k.ptx:9:15: expected an operand"), "{shown}");
+    assert!(shown.contains("9 |  add.s32 %r1, ;"), "{shown}");
+    assert!(shown.lines().last().unwrap().ends_with('^'), "{shown}");
+}

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The project's test command (README, .ci/run): installs the pinned CUDA toolchain if
+# needed, checks formatting, runs every test. No GPU needed.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+scripts/setup-toolchain.sh >/dev/null
+cargo fmt --all -- --check
+cargo test --workspace --locked "$@"
