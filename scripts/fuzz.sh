@@ -98,27 +98,37 @@ EOF
 done
 
 if [ -n "${FUZZ_RECORD:-}" ]; then
-  python3 - "$FUZZ_RECORD" "$secs" "$sanitizer" "${summaries[@]}" <<'EOF'
+  # One entry per target; a later run of a target replaces its entry, others are kept.
+  python3 - "$FUZZ_RECORD" "$secs" "$sanitizer" "${FUZZ_FORK:-}" "${summaries[@]}" <<'EOF'
 import datetime, json, os, platform, subprocess, sys
-path, secs, sanitizer, *runs = sys.argv[1:]
+path, secs, sanitizer, fork, *runs = sys.argv[1:]
 def sh(*a):
     try:
         return subprocess.run(a, capture_output=True, text=True, check=True).stdout.strip()
     except Exception:
         return None
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), None)
-rec = {
-    "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    "command": f"scripts/fuzz.sh {secs} " + " ".join(json.loads(r)["target"] for r in runs),
-    "seconds_per_target": int(secs),
-    "sanitizer": sanitizer,
-    "git_commit": sh("git", "rev-parse", "HEAD"),
-    "git_dirty": bool(sh("git", "status", "--porcelain", "--untracked-files=no")),
-    "rustc": sh("rustc", "--version"),
-    "cargo_fuzz": sh("cargo", "fuzz", "--version"),
-    "machine": {"nproc": os.cpu_count(), "cpu": cpu, "os": platform.platform()},
-    "targets": [json.loads(r) for r in runs],
-}
+try:
+    rec = json.load(open(path))
+except (OSError, ValueError):
+    rec = {}
+rec.setdefault("targets", {})
+rec["about"] = "cargo-fuzz/libFuzzer runs of fuzz/fuzz_targets/*, written by scripts/fuzz.sh (FUZZ_RECORD)"
+rec["machine"] = {"nproc": os.cpu_count(), "cpu": cpu, "os": platform.platform()}
+rec["rustc"] = sh("rustc", "--version")
+rec["cargo_fuzz"] = sh("cargo", "fuzz", "--version")
+env = " ".join(x for x in [f"FUZZ_FORK={fork}" if fork else "", f"FUZZ_SANITIZER={sanitizer}" if sanitizer != "none" else ""] if x)
+for r in map(json.loads, runs):
+    r = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "script": (env + " " if env else "") + f"scripts/fuzz.sh {secs} {r['target']}",
+        "seconds": int(secs),
+        "sanitizer": sanitizer,
+        "git_commit": sh("git", "rev-parse", "HEAD"),
+        "git_dirty": bool(sh("git", "status", "--porcelain", "--untracked-files=no")),
+        **r,
+    }
+    rec["targets"][r["target"]] = r
 os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
 with open(path, "w") as f:
     json.dump(rec, f, indent=2)

@@ -3,6 +3,7 @@
 //! ```text
 //! ptx-frontend-bench time FILE [RUNS]   # timings of every mode, one JSON object on stdout
 //! ptx-frontend-bench mem MODE FILE      # one run of MODE, peak RSS as JSON on stdout
+//! ptx-frontend-bench stats FILE         # AST node sizes and statement counts (for profiling)
 //! ```
 //!
 //! Modes: `parse` (source → `Module`), `print` (`Module` → `String`, the module parsed
@@ -165,12 +166,82 @@ fn mem_one(mode: &str, path: &str) {
     );
 }
 
+/// Sizes of the syntax tree's nodes and how many statements of each kind the file has:
+/// where the tree's memory goes.
+fn stats(path: &str) {
+    use gpusan_ptx::ast::*;
+    use std::mem::size_of;
+    let src = read(path);
+    let module = parse_or_die(&src);
+    let mut counts: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
+    let mut operands = [0u64; 9];
+    let mut spilled = 0u64;
+    let mut body_capacity_slack = 0u64;
+    let mut names = std::collections::HashSet::new();
+    fn walk<'a>(
+        stmts: &'a [Statement],
+        src: &str,
+        counts: &mut std::collections::BTreeMap<&'static str, (u64, u64)>,
+        operands: &mut [u64; 9],
+        spilled: &mut u64,
+        names: &mut std::collections::HashSet<Name>,
+    ) {
+        for s in stmts {
+            let kind = match s {
+                Statement::Decl(_) => "decl",
+                Statement::Label(..) => "label",
+                Statement::Inst(i) => {
+                    operands[i.operands.len().min(8)] += 1;
+                    if i.operands.spilled() {
+                        *spilled += 1;
+                    }
+                    for o in &i.operands {
+                        o.for_each_name(&mut |n| {
+                            names.insert(n);
+                        });
+                    }
+                    "inst"
+                }
+                Statement::Block(b) => {
+                    walk(b, src, counts, operands, spilled, names);
+                    "block"
+                }
+                Statement::Loc(_) => "loc",
+                Statement::Pragma(_) => "pragma",
+                _ => "other",
+            };
+            let e = counts.entry(kind).or_default();
+            e.0 += 1;
+        }
+    }
+    for it in &module.items {
+        if let Item::Function(f) = it {
+            if let Some(b) = &f.body {
+                body_capacity_slack += ((b.capacity() - b.len()) * size_of::<Statement>()) as u64;
+                walk(b, &src, &mut counts, &mut operands, &mut spilled, &mut names);
+            }
+        }
+    }
+    let total: u64 = counts.values().map(|c| c.0).sum();
+    eprintln!("size_of: Statement {} Instruction {} Operand {} VarDecl {} Loc {} Name {}",
+        size_of::<Statement>(), size_of::<Instruction>(), size_of::<Operand>(), size_of::<VarDecl>(), size_of::<Loc>(), size_of::<Name>());
+    eprintln!("input {} bytes, {} statements ({:.1} input bytes per statement)", src.len(), total, src.len() as f64 / total as f64);
+    for (k, (n, _)) in &counts {
+        eprintln!("  {k:>8}: {n:>10} ({:.1}%)", 100.0 * *n as f64 / total as f64);
+    }
+    eprintln!("instructions by operand count (0..7, 8+): {operands:?}; spilled SmallVecs: {spilled}");
+    eprintln!("Vec<Statement> capacity slack in function bodies: {body_capacity_slack} bytes ({:.2}x input)", body_capacity_slack as f64 / src.len() as f64);
+    eprintln!("statement arrays (len x size_of): {} bytes ({:.2}x input)", total * size_of::<Statement>() as u64, (total * size_of::<Statement>() as u64) as f64 / src.len() as f64);
+    eprintln!("distinct operand names: {}", names.len());
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["time", path] => time_all(path, 5),
         ["time", path, runs] => time_all(path, runs.parse().unwrap_or_else(|_| die("RUNS must be a number"))),
         ["mem", mode, path] => mem_one(mode, path),
-        _ => die("usage: ptx-frontend-bench time FILE [RUNS] | mem MODE FILE"),
+        ["stats", path] => stats(path),
+        _ => die("usage: ptx-frontend-bench time FILE [RUNS] | mem MODE FILE | stats FILE"),
     }
 }

@@ -247,7 +247,8 @@ pub fn write_expr(w: &mut impl Write, e: &Expr) -> fmt::Result {
         }
         Expr::Binary { op, lhs, rhs } => {
             write_expr(w, lhs)?;
-            w.write_str(op.as_str())?;
+            // `a%b` would lex as `a` and the register `%b`.
+            w.write_str(if *op == BinOp::Rem { " % " } else { op.as_str() })?;
             write_expr(w, rhs)
         }
         Expr::Paren(e) => {
