@@ -64,6 +64,12 @@ for t in "${targets[@]}"; do
   rc=${PIPESTATUS[0]}
   set -e
   crashes=$(find "fuzz/artifacts/$t" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'timeout-*' -o -name 'oom-*' \) | sort)
+  # Fork mode does not log the children's panic messages: replay each artifact once.
+  bin="fuzz/target/$(rustc -vV | sed -n 's/^host: //p')/release/$t"
+  for c in $crashes; do
+    echo "fuzz: replaying $c" >>"$log"
+    "$bin" "$c" 2>&1 | grep -A1 'panicked at' >>"$log" || true
+  done
   summaries+=("$(python3 - "$t" "$log" "$rc" "$start" "${cmd[*]}" "$crashes" <<'EOF'
 import json, re, sys
 target, log, rc, start, cmd, crashes = sys.argv[1:7]

@@ -12,6 +12,7 @@
 //! a pass created.
 
 use smallvec::SmallVec;
+pub use thin_vec::ThinVec;
 
 /// An identifier, register name or modifier list: an interned 8-byte handle that derefs
 /// to `&str`. PTX repeats a few thousand distinct names millions of times, so interning
@@ -354,7 +355,11 @@ impl BinOp {
 
 /// An integer literal, remembering how it was written: in PTX the radix and the `U`
 /// suffix are part of the literal's type, so printing must keep them.
+///
+/// Packed so an [`Operand`] holding one stays 16 bytes; read fields by value
+/// (`let v = lit.value;`), not by reference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(C, packed(4))]
 pub struct IntLit {
     pub value: u64,
     pub radix: Radix,
@@ -370,10 +375,11 @@ impl IntLit {
 
     /// The value as a signed 64-bit integer, wrapping like PTX does for `-0x8000…`.
     pub fn as_i64(self) -> i64 {
+        let value = self.value;
         if self.negative {
-            (self.value as i64).wrapping_neg()
+            (value as i64).wrapping_neg()
         } else {
-            self.value as i64
+            value as i64
         }
     }
 }
@@ -505,8 +511,9 @@ impl Instruction {
     }
 }
 
-/// An instruction operand. Kept at 24 bytes (three fit inline in an instruction):
-/// lists are boxed slices and rare forms are boxed.
+/// An instruction operand. Kept at 16 bytes, three inline in an instruction: lists are
+/// thin vectors (one pointer) and rare forms are boxed. A module of millions of
+/// instructions must fit in a few times its text.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Operand {
     /// A register, special register (`%tid.x`), variable, label or function name, or `_`.
@@ -526,19 +533,20 @@ pub enum Operand {
     /// `[base+offset]`, `[base]`, `[offset]`: the usual address operand. `offset_written`
     /// keeps an explicit `+0`: in unoptimized (`-G`) code ptxas assembles `[p+0]` to an
     /// add that `[p]` does not have, so dropping it would change the machine code.
-    Address { base: Option<Name>, offset: i64, offset_written: bool },
-    /// Any other bracketed operand: `[tex, {%f1, %f2}]`, `[%rd1, {%r2, %r3}]`.
-    AddressList(Box<[Operand]>),
+    /// Offsets beyond 32 bits (absolute addresses) are kept as an [`Operand::AddressList`].
+    Address { base: Option<Name>, offset: i32, offset_written: bool },
+    /// Any other bracketed operand: `[tex, {%f1, %f2}]`, `[%rd1, {%r2, %r3}]`, `[s+4*2]`.
+    AddressList(ThinVec<Operand>),
     /// `{%r1, %r2, _}`
-    Vector(Box<[Operand]>),
+    Vector(ThinVec<Operand>),
     /// `%p|%q`: the paired predicate destination of `setp`, `shfl`, `match`, `elect`.
-    Pair(Name, Name),
+    Pair(Box<(Name, Name)>),
     /// `{%f1, %f2, %f3, %f4}|%p`: the vector destination with predicate of `tex`/`tld4`.
-    VectorPair(Box<(Box<[Operand]>, Name)>),
+    VectorPair(Box<(ThinVec<Operand>, Name)>),
     /// An operand with a suffix written against it: `[%rd1].unified`.
     Suffixed(Box<(Operand, Name)>),
     /// `(a, b)`: the parameter lists of `call`.
-    List(Box<[Operand]>),
+    List(ThinVec<Operand>),
     /// Any other constant expression (`var+8` outside brackets, `(1<<3)`).
     Expr(Box<Expr>),
 }
@@ -553,7 +561,7 @@ impl Operand {
     }
 
     /// `[base+offset]`
-    pub fn address(base: &str, offset: i64) -> Operand {
+    pub fn address(base: &str, offset: i32) -> Operand {
         Operand::Address { base: Some(base.into()), offset, offset_written: false }
     }
 
@@ -567,7 +575,7 @@ impl Operand {
     /// The base register or symbol and offset of a simple address operand.
     pub fn as_address(&self) -> Option<(Option<Name>, i64)> {
         match self {
-            Operand::Address { base, offset, .. } => Some((*base, *offset)),
+            Operand::Address { base, offset, .. } => Some((*base, *offset as i64)),
             Operand::Suffixed(s) => s.0.as_address(),
             _ => None,
         }
@@ -578,9 +586,9 @@ impl Operand {
         match self {
             Operand::Name(n) | Operand::Not(n) | Operand::Neg(n) => f(*n),
             Operand::Address { base: Some(b), .. } => f(*b),
-            Operand::Pair(a, b) => {
-                f(*a);
-                f(*b)
+            Operand::Pair(p) => {
+                f(p.0);
+                f(p.1)
             }
             Operand::AddressList(ops) | Operand::Vector(ops) | Operand::List(ops) => {
                 ops.iter().for_each(|o| o.for_each_name(f))
@@ -608,5 +616,18 @@ impl Expr {
             }
             Expr::Int(_) | Expr::Float(_) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+
+    /// The memory budget (a module within a few times its text) rests on these sizes.
+    #[test]
+    fn nodes_stay_small() {
+        assert_eq!(std::mem::size_of::<Operand>(), 16);
+        assert!(std::mem::size_of::<Instruction>() <= 96, "{}", std::mem::size_of::<Instruction>());
+        assert!(std::mem::size_of::<Statement>() <= 104, "{}", std::mem::size_of::<Statement>());
     }
 }

@@ -7,7 +7,6 @@
 //! new modifier or instruction parses without a table entry. The first error stops the
 //! parse and carries its line, column and the offending source line.
 
-use std::collections::VecDeque;
 use std::fmt;
 
 use logos::Logos;
@@ -101,13 +100,20 @@ impl Iterator for Items<'_> {
 
 type PResult<T> = Result<T, ParseError>;
 
+/// Tokens the parser may look ahead (`peek_nth(LOOKAHEAD - 1)` at most).
+const LOOKAHEAD: usize = 4;
+
 /// Nesting deeper than this is rejected rather than risking the stack on hostile input.
 const MAX_DEPTH: u32 = 256;
 
 struct Parser<'s> {
     src: &'s str,
     lexer: logos::Lexer<'s, Token>,
-    ahead: VecDeque<Spanned>,
+    /// Lookahead ring: `ahead[(head + i) % LOOKAHEAD]` for `i < len`. A fixed array rather
+    /// than a deque: `peek`/`bump` run once per token and dominate the profile otherwise.
+    ahead: [Spanned; LOOKAHEAD],
+    head: usize,
+    len: usize,
     /// End of the last token taken, for adjacency tests and "after this" errors.
     prev_end: u32,
     depth: u32,
@@ -115,11 +121,21 @@ struct Parser<'s> {
 
 impl<'s> Parser<'s> {
     fn new(src: &'s str) -> Parser<'s> {
-        Parser { src, lexer: Token::lexer(src), ahead: VecDeque::with_capacity(4), prev_end: 0, depth: 0 }
+        Parser {
+            src,
+            lexer: Token::lexer(src),
+            ahead: [Spanned { tok: Token::Eof, start: 0, end: 0 }; LOOKAHEAD],
+            head: 0,
+            len: 0,
+            prev_end: 0,
+            depth: 0,
+        }
     }
 
+    #[inline]
     fn fill(&mut self, n: usize) {
-        while self.ahead.len() <= n {
+        debug_assert!(n < LOOKAHEAD);
+        while self.len <= n {
             let t = match self.lexer.next() {
                 Some(Ok(tok)) => {
                     let s = self.lexer.span();
@@ -131,23 +147,28 @@ impl<'s> Parser<'s> {
                 }
                 None => Spanned { tok: Token::Eof, start: self.src.len() as u32, end: self.src.len() as u32 },
             };
-            self.ahead.push_back(t);
+            self.ahead[(self.head + self.len) % LOOKAHEAD] = t;
+            self.len += 1;
         }
     }
 
+    #[inline]
     fn peek(&mut self) -> Spanned {
         self.fill(0);
-        self.ahead[0]
+        self.ahead[self.head]
     }
 
     fn peek_nth(&mut self, n: usize) -> Spanned {
         self.fill(n);
-        self.ahead[n]
+        self.ahead[(self.head + n) % LOOKAHEAD]
     }
 
+    #[inline]
     fn bump(&mut self) -> Spanned {
         self.fill(0);
-        let t = self.ahead.pop_front().expect("filled");
+        let t = self.ahead[self.head];
+        self.head = (self.head + 1) % LOOKAHEAD;
+        self.len -= 1;
         if t.tok != Token::Eof {
             self.prev_end = t.end;
         }
@@ -227,7 +248,8 @@ impl<'s> Parser<'s> {
         }
         let t = self.peek();
         let v = self.int_lit(false)?;
-        u32::try_from(v.value).map_err(|_| self.error_at(t, format!("{what} `{}` does not fit in 32 bits", v.value)))
+        let value = v.value;
+        u32::try_from(value).map_err(|_| self.error_at(t, format!("{what} `{value}` does not fit in 32 bits")))
     }
 
     /// An optionally negative integer with an optional leading `+`/`-` already consumed by the caller.
@@ -630,6 +652,9 @@ impl<'s> Parser<'s> {
 
     fn binary(&mut self, min_prec: u8) -> PResult<Expr> {
         let mut lhs = self.unary()?;
+        // A chain `a+b+c+…` is parsed in a loop but builds a left-deep tree that printing
+        // and dropping walk recursively: bound its depth like any other nesting.
+        let mut chain = 0u32;
         loop {
             let next = self.peek();
             let (op, prec) = match next.tok {
@@ -647,6 +672,10 @@ impl<'s> Parser<'s> {
             };
             if prec < min_prec {
                 return Ok(lhs);
+            }
+            chain += 1;
+            if self.depth + chain > MAX_DEPTH {
+                return Err(self.error_at(next, format!("expression nesting deeper than {MAX_DEPTH} levels")));
             }
             self.bump();
             self.enter()?;
@@ -746,6 +775,8 @@ impl<'s> Parser<'s> {
                 Token::RBrace => {
                     self.bump();
                     self.leave();
+                    // Doubling growth leaves up to half the vector unused; bodies are large.
+                    out.shrink_to_fit();
                     return Ok(out);
                 }
                 Token::Eof => return self.expected("`}` closing the body"),
@@ -916,7 +947,7 @@ impl<'s> Parser<'s> {
         Ok(Instruction { guard, opcode, modifiers, operands, span: Span { start, end: self.prev_end } })
     }
 
-    fn operand_list(&mut self, close: Token, what: &str) -> PResult<Box<[Operand]>> {
+    fn operand_list(&mut self, close: Token, what: &str) -> PResult<ThinVec<Operand>> {
         self.enter()?;
         let mut items = Vec::new();
         if !self.at(close) {
@@ -929,7 +960,7 @@ impl<'s> Parser<'s> {
         }
         self.expect(close, what)?;
         self.leave();
-        Ok(items.into_boxed_slice())
+        Ok(ThinVec::from(items))
     }
 
     fn operand(&mut self) -> PResult<Operand> {
@@ -940,7 +971,7 @@ impl<'s> Parser<'s> {
                 match self.peek().tok {
                     Token::Pipe => {
                         self.bump();
-                        Ok(Operand::Pair(name, self.ident("the second predicate after `|`")?))
+                        Ok(Operand::Pair(Box::new((name, self.ident("the second predicate after `|`")?))))
                     }
                     Token::Plus | Token::Minus => {
                         // `sym+8` outside brackets, as in `mov.u64 %rd1, sym+8;`
@@ -1045,7 +1076,23 @@ impl<'s> Parser<'s> {
             (0, false)
         };
         self.expect(Token::RBracket, "`]` closing the address")?;
-        Ok(Operand::Address { base, offset, offset_written })
+        match i32::try_from(offset) {
+            Ok(offset) => Ok(Operand::Address { base, offset, offset_written }),
+            // An absolute 64-bit address or a huge offset: keep it as written, as a bracketed expression.
+            Err(_) => {
+                let int = Expr::Int(IntLit {
+                    value: offset.unsigned_abs(),
+                    radix: Radix::Dec,
+                    unsigned: false,
+                    negative: offset < 0,
+                });
+                let e = match base {
+                    Some(b) => Expr::Binary { op: BinOp::Add, lhs: Box::new(Expr::Symbol(b)), rhs: Box::new(int) },
+                    None => int,
+                };
+                Ok(Operand::AddressList(thin_vec::thin_vec![Operand::Expr(Box::new(e))]))
+            }
+        }
     }
 }
 

@@ -116,3 +116,10 @@ fn error_display_has_path_line_column_and_caret() {
     assert!(shown.contains("9 |  add.s32 %r1, ;"), "{shown}");
     assert!(shown.lines().last().unwrap().ends_with('^'), "{shown}");
 }
+
+#[test]
+fn long_expression_chains_are_refused_not_overflowed() {
+    let chain = vec!["1"; 50_000].join("+");
+    let e = err(&format!("{HEAD}.global .u64 x = {chain};\n"));
+    assert!(e.message.contains("expression nesting deeper"), "{}", e.message);
+}
