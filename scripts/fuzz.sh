@@ -104,7 +104,7 @@ EOF
 done
 
 if [ -n "${FUZZ_RECORD:-}" ]; then
-  # One entry per target; a later run of a target replaces its entry, others are kept.
+  # "targets": the latest run of each target; "history": every recorded run.
   python3 - "$FUZZ_RECORD" "$secs" "$sanitizer" "${FUZZ_FORK:-}" "${summaries[@]}" <<'EOF'
 import datetime, json, os, platform, subprocess, sys
 path, secs, sanitizer, fork, *runs = sys.argv[1:]
@@ -135,6 +135,7 @@ for r in map(json.loads, runs):
         **r,
     }
     rec["targets"][r["target"]] = r
+    rec.setdefault("history", []).append(r)
 os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
 with open(path, "w") as f:
     json.dump(rec, f, indent=2)

@@ -90,9 +90,7 @@ fn run_once(mode: &str, src: &str, parsed: Option<&gpusan_ptx::Module>) -> Durat
 
 fn proc_status_kib(field: &str) -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    s.lines()
-        .find_map(|l| l.strip_prefix(field)?.trim().strip_suffix("kB")?.trim().parse().ok())
-        .unwrap_or(0)
+    s.lines().find_map(|l| l.strip_prefix(field)?.trim().strip_suffix("kB")?.trim().parse().ok()).unwrap_or(0)
 }
 
 fn time_all(path: &str, runs: usize) {
@@ -223,15 +221,34 @@ fn stats(path: &str) {
         }
     }
     let total: u64 = counts.values().map(|c| c.0).sum();
-    eprintln!("size_of: Statement {} Instruction {} Operand {} VarDecl {} Loc {} Name {}",
-        size_of::<Statement>(), size_of::<Instruction>(), size_of::<Operand>(), size_of::<VarDecl>(), size_of::<Loc>(), size_of::<Name>());
-    eprintln!("input {} bytes, {} statements ({:.1} input bytes per statement)", src.len(), total, src.len() as f64 / total as f64);
+    eprintln!(
+        "size_of: Statement {} Instruction {} Operand {} VarDecl {} Loc {} Name {}",
+        size_of::<Statement>(),
+        size_of::<Instruction>(),
+        size_of::<Operand>(),
+        size_of::<VarDecl>(),
+        size_of::<Loc>(),
+        size_of::<Name>()
+    );
+    eprintln!(
+        "input {} bytes, {} statements ({:.1} input bytes per statement)",
+        src.len(),
+        total,
+        src.len() as f64 / total as f64
+    );
     for (k, (n, _)) in &counts {
         eprintln!("  {k:>8}: {n:>10} ({:.1}%)", 100.0 * *n as f64 / total as f64);
     }
     eprintln!("instructions by operand count (0..7, 8+): {operands:?}; spilled SmallVecs: {spilled}");
-    eprintln!("Vec<Statement> capacity slack in function bodies: {body_capacity_slack} bytes ({:.2}x input)", body_capacity_slack as f64 / src.len() as f64);
-    eprintln!("statement arrays (len x size_of): {} bytes ({:.2}x input)", total * size_of::<Statement>() as u64, (total * size_of::<Statement>() as u64) as f64 / src.len() as f64);
+    eprintln!(
+        "Vec<Statement> capacity slack in function bodies: {body_capacity_slack} bytes ({:.2}x input)",
+        body_capacity_slack as f64 / src.len() as f64
+    );
+    eprintln!(
+        "statement arrays (len x size_of): {} bytes ({:.2}x input)",
+        total * size_of::<Statement>() as u64,
+        (total * size_of::<Statement>() as u64) as f64 / src.len() as f64
+    );
     eprintln!("distinct operand names: {}", names.len());
 }
 

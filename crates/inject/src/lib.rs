@@ -1,0 +1,20 @@
+//! `libgpusan_inject.so`: the only place gpusan exports C symbols into a user's program.
+//!
+//! A CUDA program reaches the driver in four ways, and each needs its own door:
+//! - linked against `libcuda.so` (driver-API programs): calls bind to exported names, so
+//!   under `LD_PRELOAD` our `cuMemAlloc_v2` etc. are called first;
+//! - `dlopen("libcuda.so.1")` + `dlsym(h, "cu…")` (Triton, libraries): our `dlsym`;
+//! - `cuGetProcAddress` (cudart, static or shared, since CUDA 11.3): our `dlsym` hands out
+//!   our `cuGetProcAddress`, which hands out our wrappers for the functions we watch;
+//! - nothing we can hook (the driver loaded by other means): the Compute Sanitizer API's
+//!   callbacks, when the driver loads this library through `CUDA_INJECTION64_PATH` and
+//!   calls `InitializeInjection`.
+//!
+//! This first version is a probe: wrappers count calls and pass them through, and at exit
+//! the counts go to `$GPUSAN_PROBE_OUT` as JSON, so we can see on the GPU machine which
+//! door each kind of program uses. Wrappers never panic and never change a result.
+
+mod probe;
+mod resolve;
+mod sanitizer;
+mod wrappers;

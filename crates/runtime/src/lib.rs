@@ -1,0 +1,12 @@
+//! The library `gpusan run` injects into a CUDA program. It sees every allocation, copy,
+//! module and launch, checks host API calls against what it knows, keeps a copy of that
+//! knowledge on the GPU for instrumented kernels, and turns what went wrong into reports.
+//!
+//! The pieces, and the one direction data flows between them:
+//! - [`registry`]: every live and freed (quarantined) allocation, thread-safe.
+//! - [`checks`]: host API calls (copies, sets, frees) judged against the registry.
+//! - [`report`]: one error format for every mode, as text and JSON.
+
+pub mod checks;
+pub mod registry;
+pub mod report;

@@ -1,0 +1,615 @@
+//! The one error format of every mode: a [`Report`] per finding, whether a host API check or
+//! an instrumented kernel found it; a [`Collector`] that folds repeats and bounds memory; and
+//! the [`Document`] written at exit, as compute-sanitizer-style text or as JSON.
+//!
+//! Stacks travel as [`SiteId`]s until [`Collector::finish`] symbolizes each distinct site
+//! once: symbolizing is slow and most findings are repeats that are only counted.
+//!
+//! JSON is the stable interface for scripts: field names are fixed, enum values are
+//! `snake_case`, addresses are `"0x…"` strings (exact for every 64-bit value), and
+//! `Document::from_json` reads back what `to_json` wrote.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::{self, Write as _};
+
+use serde::{Deserialize, Serialize};
+
+use crate::registry::{hex, AllocKind, Allocation, Frame, SiteId};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    // Host API checks.
+    MemcpyOutOfBounds,
+    MemsetOutOfBounds,
+    /// A copy or set touching freed (quarantined) memory.
+    UseAfterFreeHost,
+    /// A device pointer in no known allocation.
+    UnknownDeviceAddress,
+    /// A 2-D/3-D copy or set whose rows are wider than their pitch.
+    InvalidPitch,
+    /// A peer copy naming a device the memory does not belong to.
+    DeviceMismatch,
+    DoubleFree,
+    InvalidFree,
+    MismatchedFree,
+    UnknownFree,
+    Leak,
+    // Instrumented kernels.
+    OutOfBoundsRead,
+    OutOfBoundsWrite,
+    OutOfBoundsAtomic,
+    UseAfterFree,
+    UseAfterScope,
+    SharedOutOfBounds,
+    LocalOutOfBounds,
+    MisalignedAccess,
+}
+
+/// Which pointer argument of an API call a host finding is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Operand {
+    Dst,
+    Src,
+    /// The pointer of a free.
+    Ptr,
+}
+
+impl Operand {
+    pub fn name(self) -> &'static str {
+        match self {
+            Operand::Dst => "dst",
+            Operand::Src => "src",
+            Operand::Ptr => "ptr",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    Read,
+    Write,
+    Atomic,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Space {
+    Global,
+    Shared,
+    Local,
+    Generic,
+}
+
+/// A host stack: the site while collecting, its frames once symbolized. Serialized as the
+/// frames alone (a site id means nothing outside the process).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Stack {
+    #[serde(skip)]
+    pub site: SiteId,
+    pub frames: Vec<Frame>,
+}
+
+impl From<SiteId> for Stack {
+    fn from(site: SiteId) -> Self {
+        Stack { site, frames: Vec::new() }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SourceLoc {
+    pub file: String,
+    pub line: u32,
+}
+
+/// An allocation as reports show it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocInfo {
+    pub id: u64,
+    #[serde(with = "hex")]
+    pub base: u64,
+    pub size: u64,
+    pub kind: AllocKind,
+    pub device: i32,
+    pub freed: bool,
+    pub alloc_stack: Stack,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_stack: Option<Stack>,
+}
+
+impl From<&Allocation> for AllocInfo {
+    fn from(a: &Allocation) -> Self {
+        AllocInfo {
+            id: a.id,
+            base: a.base,
+            size: a.size,
+            kind: a.kind,
+            device: a.device,
+            freed: !a.is_live(),
+            alloc_stack: a.site.into(),
+            free_stack: a.free_site().map(Stack::from),
+        }
+    }
+}
+
+/// Where the reported address lies relative to `Nearest::allocation`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "relation", rename_all = "snake_case")]
+pub enum Position {
+    /// `offset` bytes from the base (the access may still run past the end).
+    Inside { offset: u64 },
+    /// `bytes` past the end: 0 is the first byte after the allocation.
+    PastEnd { bytes: u64 },
+    /// `bytes` before the base: 1 is the byte just below it.
+    Before { bytes: u64 },
+}
+
+impl Position {
+    /// Where `addr` lies relative to `alloc`.
+    pub fn of(addr: u64, alloc: &Allocation) -> Position {
+        if addr < alloc.base {
+            Position::Before { bytes: alloc.base - addr }
+        } else if addr - alloc.base < alloc.size {
+            Position::Inside { offset: addr - alloc.base }
+        } else {
+            Position::PastEnd { bytes: addr - alloc.end() }
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Nearest {
+    pub allocation: AllocInfo,
+    pub position: Position,
+}
+
+impl Nearest {
+    pub fn new(addr: u64, alloc: &Allocation) -> Self {
+        Nearest { allocation: alloc.into(), position: Position::of(addr, alloc) }
+    }
+}
+
+/// A module variable (`__device__`/`__constant__`) named by a symbol copy.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SymbolInfo {
+    pub name: String,
+    #[serde(with = "hex")]
+    pub address: u64,
+    pub size: u64,
+}
+
+/// A finding of a host API check.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostDetails {
+    pub api: String,
+    pub operand: Operand,
+    /// First byte the call touches (the pointer, for frees).
+    #[serde(with = "hex")]
+    pub address: u64,
+    /// Bytes the call spans from `address` (0 for frees).
+    pub size: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nearest: Option<Nearest>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub symbol: Option<SymbolInfo>,
+    pub call_stack: Stack,
+}
+
+/// A finding of an instrumented kernel.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceDetails {
+    pub kernel: String,
+    pub block: [u32; 3],
+    pub thread: [u32; 3],
+    pub space: Space,
+    pub access: Access,
+    #[serde(with = "hex")]
+    pub address: u64,
+    pub size: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nearest: Option<Nearest>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ptx: Option<SourceLoc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceLoc>,
+    pub launch_stack: Stack,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "origin", rename_all = "snake_case")]
+pub enum Details {
+    Host(HostDetails),
+    Device(DeviceDetails),
+}
+
+/// One error.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    pub kind: ErrorKind,
+    /// The headline, e.g. "Out-of-bounds __global__ write of size 4 bytes".
+    pub message: String,
+    pub details: Details,
+}
+
+impl Report {
+    /// A kernel finding, its headline derived from the details.
+    pub fn device(kind: ErrorKind, details: DeviceDetails) -> Report {
+        let what = match kind {
+            ErrorKind::UseAfterFree => "Use-after-free",
+            ErrorKind::UseAfterScope => "Use-after-scope",
+            ErrorKind::MisalignedAccess => "Misaligned",
+            _ => "Out-of-bounds",
+        };
+        let space = match details.space {
+            Space::Global => "__global__",
+            Space::Shared => "__shared__",
+            Space::Local => "__local__",
+            Space::Generic => "generic",
+        };
+        let access = match details.access {
+            Access::Read => "read",
+            Access::Write => "write",
+            Access::Atomic => "atomic",
+        };
+        let message = format!("{what} {space} {access} of size {}", plural(u64::from(details.size), "byte"));
+        Report { kind, message, details: Details::Device(details) }
+    }
+
+    fn stacks_mut(&mut self) -> Vec<&mut Stack> {
+        let (own, nearest) = match &mut self.details {
+            Details::Host(h) => (&mut h.call_stack, &mut h.nearest),
+            Details::Device(d) => (&mut d.launch_stack, &mut d.nearest),
+        };
+        let mut stacks = vec![own];
+        if let Some(n) = nearest {
+            stacks.push(&mut n.allocation.alloc_stack);
+            stacks.extend(n.allocation.free_stack.as_mut());
+        }
+        stacks
+    }
+}
+
+/// Live allocations never freed, grouped by where they were made.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Leak {
+    pub count: u64,
+    pub bytes: u64,
+    pub alloc_stack: Stack,
+}
+
+/// A report and how many times it happened.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counted {
+    pub count: u64,
+    #[serde(flatten)]
+    pub report: Report,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Every occurrence, stored or not, leaked allocations included.
+    pub total: u64,
+    /// Distinct errors in `errors`.
+    pub unique: u64,
+    /// Occurrences of errors not stored because the cap was reached.
+    pub not_stored: u64,
+    pub by_kind: BTreeMap<ErrorKind, u64>,
+    pub leaked_bytes: u64,
+}
+
+/// What a run writes at exit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Document {
+    /// Always "gpusan".
+    pub tool: String,
+    pub version: String,
+    /// The checking mode that produced it.
+    pub mode: String,
+    pub errors: Vec<Counted>,
+    pub summary: Summary,
+    pub leaks: Vec<Leak>,
+}
+
+impl Document {
+    pub fn to_json(&self) -> String {
+        // Only strings, integers and maps with string keys: serialization cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    pub fn from_json(text: &str) -> serde_json::Result<Document> {
+        serde_json::from_str(text)
+    }
+
+    /// The human rendering, in the style of compute-sanitizer.
+    pub fn to_text(&self) -> String {
+        self.to_string()
+    }
+}
+
+const BAR: &str = "=========";
+
+impl fmt::Display for Document {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{BAR} GPUSAN {} (mode: {})", self.version, self.mode)?;
+        for error in &self.errors {
+            write!(f, "{}", error.report)?;
+            if error.count > 1 {
+                writeln!(f, "{BAR}     Seen {} times", error.count)?;
+            }
+            writeln!(f, "{BAR}")?;
+        }
+        if !self.leaks.is_empty() {
+            let count: u64 = self.leaks.iter().map(|l| l.count).sum();
+            let bytes: u64 = self.leaks.iter().map(|l| l.bytes).sum();
+            writeln!(f, "{BAR} LEAK SUMMARY: {} in {} leaked", plural(bytes, "byte"), plural(count, "allocation"))?;
+            for leak in &self.leaks {
+                writeln!(
+                    f,
+                    "{BAR}     {} in {}, allocated at:",
+                    plural(leak.bytes, "byte"),
+                    plural(leak.count, "allocation")
+                )?;
+                write_frames(f, &leak.alloc_stack)?;
+            }
+            writeln!(f, "{BAR}")?;
+        }
+        let s = &self.summary;
+        write!(f, "{BAR} ERROR SUMMARY: {}", plural(s.total, "error"))?;
+        if s.not_stored > 0 {
+            write!(f, " ({} not shown)", s.not_stored)?;
+        }
+        writeln!(f)
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{BAR} {}", self.message)?;
+        match &self.details {
+            Details::Host(h) => {
+                if let Some(symbol) = &h.symbol {
+                    let offset = h.address.wrapping_sub(symbol.address);
+                    writeln!(
+                        f,
+                        "{BAR}     Symbol {} is {} at {:#x}; the access of {} at offset {offset} runs {} past its end",
+                        symbol.name,
+                        plural(symbol.size, "byte"),
+                        symbol.address,
+                        plural(h.size, "byte"),
+                        plural(offset.saturating_add(h.size).saturating_sub(symbol.size), "byte"),
+                    )?;
+                }
+                write_nearest(f, h.address, h.size, h.nearest.as_ref(), h.symbol.is_none())?;
+                write_stack(f, "Called at", &h.call_stack)
+            }
+            Details::Device(d) => {
+                write!(f, "{BAR}     at {}", d.kernel)?;
+                if let Some(source) = &d.source {
+                    write!(f, " in {}:{}", source.file, source.line)?;
+                }
+                if let Some(ptx) = &d.ptx {
+                    write!(f, " (PTX {}:{})", ptx.file, ptx.line)?;
+                }
+                writeln!(f)?;
+                let [tx, ty, tz] = d.thread;
+                let [bx, by, bz] = d.block;
+                writeln!(f, "{BAR}     by thread ({tx},{ty},{tz}) in block ({bx},{by},{bz})")?;
+                write_nearest(f, d.address, u64::from(d.size), d.nearest.as_ref(), true)?;
+                write_stack(f, "Launched at", &d.launch_stack)
+            }
+        }
+    }
+}
+
+fn write_nearest(
+    f: &mut fmt::Formatter<'_>,
+    addr: u64,
+    size: u64,
+    nearest: Option<&Nearest>,
+    unknown: bool,
+) -> fmt::Result {
+    let Some(Nearest { allocation: a, position }) = nearest else {
+        return if unknown {
+            writeln!(f, "{BAR}     Address {addr:#x} is not in any known allocation")
+        } else {
+            Ok(())
+        };
+    };
+    let state = if a.freed { ", freed" } else { "" };
+    let what = format!(
+        "a {}-byte {} allocation at {:#x} (id {}, device {}{state})",
+        a.size,
+        a.kind.describe(),
+        a.base,
+        a.id,
+        a.device
+    );
+    match *position {
+        Position::Inside { offset } => {
+            write!(f, "{BAR}     Address {addr:#x} is at offset {offset} of {what}")?;
+            let over = offset.saturating_add(size).saturating_sub(a.size);
+            if over > 0 {
+                write!(f, "; the access of {} runs {} past its end", plural(size, "byte"), plural(over, "byte"))?;
+            }
+            writeln!(f)?;
+        }
+        Position::PastEnd { bytes } => {
+            writeln!(f, "{BAR}     Address {addr:#x} is {} past the end of {what}", plural(bytes, "byte"))?
+        }
+        Position::Before { bytes } => {
+            writeln!(f, "{BAR}     Address {addr:#x} is {} before {what}", plural(bytes, "byte"))?
+        }
+    }
+    write_stack(f, "Allocated at", &a.alloc_stack)?;
+    match &a.free_stack {
+        Some(stack) => write_stack(f, "Freed at", stack),
+        None => Ok(()),
+    }
+}
+
+fn write_stack(f: &mut fmt::Formatter<'_>, title: &str, stack: &Stack) -> fmt::Result {
+    if stack.frames.is_empty() {
+        return Ok(());
+    }
+    writeln!(f, "{BAR}     {title}:")?;
+    write_frames(f, stack)
+}
+
+fn write_frames(f: &mut fmt::Formatter<'_>, stack: &Stack) -> fmt::Result {
+    for frame in &stack.frames {
+        write!(f, "{BAR}         Host Frame: ")?;
+        if let Some(function) = &frame.function {
+            write!(f, "{function} ")?;
+        }
+        match (&frame.file, frame.line) {
+            (Some(file), Some(line)) => write!(f, "at {file}:{line} ")?,
+            (Some(file), None) => write!(f, "in {file} ")?,
+            _ => {}
+        }
+        writeln!(f, "[{:#x}]", frame.address)?;
+    }
+    Ok(())
+}
+
+pub(crate) fn plural(n: u64, unit: &str) -> String {
+    let mut out = n.to_string();
+    let _ = write!(out, " {unit}{}", if n == 1 { "" } else { "s" });
+    out
+}
+
+/// Limits of a [`Collector`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CollectorConfig {
+    /// Distinct reports kept; later new ones are only counted.
+    pub max_stored: usize,
+}
+
+impl Default for CollectorConfig {
+    fn default() -> Self {
+        CollectorConfig { max_stored: 1000 }
+    }
+}
+
+/// What makes two findings the same error: kind, site, API or kernel, and code location.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Key {
+    kind: ErrorKind,
+    site: SiteId,
+    name: String,
+    operand: Option<Operand>,
+    ptx: Option<SourceLoc>,
+    source: Option<SourceLoc>,
+}
+
+impl Key {
+    fn of(report: &Report) -> Key {
+        match &report.details {
+            Details::Host(h) => Key {
+                kind: report.kind,
+                site: h.call_stack.site,
+                name: h.api.clone(),
+                operand: Some(h.operand),
+                ptx: None,
+                source: None,
+            },
+            Details::Device(d) => Key {
+                kind: report.kind,
+                site: d.launch_stack.site,
+                name: d.kernel.clone(),
+                operand: None,
+                ptx: d.ptx.clone(),
+                source: d.source.clone(),
+            },
+        }
+    }
+}
+
+/// Gathers reports over a run: identical ones are counted once, at most `max_stored` distinct
+/// ones are kept (the first), every occurrence is counted. Not synchronized: the runtime
+/// keeps it behind its own lock.
+#[derive(Default)]
+pub struct Collector {
+    config: CollectorConfig,
+    index: HashMap<Key, usize>,
+    errors: Vec<Counted>,
+    summary: Summary,
+}
+
+impl Collector {
+    pub fn new(config: CollectorConfig) -> Self {
+        Collector { config, ..Collector::default() }
+    }
+
+    /// Adds one occurrence; true when it is a new stored error.
+    pub fn push(&mut self, report: Report) -> bool {
+        self.push_n(report, 1)
+    }
+
+    /// Adds `times` occurrences at once (a GPU buffer drains already aggregated).
+    pub fn push_n(&mut self, report: Report, times: u64) -> bool {
+        if times == 0 {
+            return false;
+        }
+        self.summary.total += times;
+        *self.summary.by_kind.entry(report.kind).or_default() += times;
+        let key = Key::of(&report);
+        if let Some(&i) = self.index.get(&key) {
+            if let Some(error) = self.errors.get_mut(i) {
+                error.count += times;
+            }
+            return false;
+        }
+        if self.errors.len() >= self.config.max_stored {
+            self.summary.not_stored += times;
+            return false;
+        }
+        self.index.insert(key, self.errors.len());
+        self.errors.push(Counted { count: times, report });
+        true
+    }
+
+    pub fn errors(&self) -> &[Counted] {
+        &self.errors
+    }
+
+    /// Every occurrence so far.
+    pub fn total(&self) -> u64 {
+        self.summary.total
+    }
+
+    /// The final document: leaks added, every stack symbolized through `symbolize` (each
+    /// distinct site once; pass [`crate::registry::symbolize`] in the runtime).
+    pub fn finish(self, mode: &str, leaks: Vec<Leak>, mut symbolize: impl FnMut(SiteId) -> Vec<Frame>) -> Document {
+        let Collector { mut errors, mut summary, .. } = self;
+        summary.unique = errors.len() as u64;
+        let leaked: u64 = leaks.iter().map(|l| l.count).sum();
+        if leaked > 0 {
+            summary.total += leaked;
+            *summary.by_kind.entry(ErrorKind::Leak).or_default() += leaked;
+        }
+        summary.leaked_bytes = leaks.iter().map(|l| l.bytes).sum();
+        let mut leaks = leaks;
+        let mut cache: HashMap<SiteId, Vec<Frame>> = HashMap::new();
+        let stacks =
+            errors.iter_mut().flat_map(|e| e.report.stacks_mut()).chain(leaks.iter_mut().map(|l| &mut l.alloc_stack));
+        for stack in stacks {
+            if stack.frames.is_empty() && stack.site != SiteId::UNKNOWN {
+                stack.frames = cache.entry(stack.site).or_insert_with(|| symbolize(stack.site)).clone();
+            }
+            // A document holds frames only: site ids mean nothing outside this process, and
+            // dropping them makes `from_json(to_json(d)) == d`.
+            stack.site = SiteId::UNKNOWN;
+        }
+        Document {
+            tool: "gpusan".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            mode: mode.into(),
+            errors,
+            summary,
+            leaks,
+        }
+    }
+}

@@ -1,0 +1,324 @@
+//! Reports: text and JSON renderings against fixed expectations, JSON round trip, device
+//! headlines, and the collector's folding, cap and symbolization.
+
+use gpusan_runtime::checks::{check_call, Call, Mem};
+use gpusan_runtime::registry::*;
+use gpusan_runtime::report::*;
+
+const A: u64 = 0x7f00_0000_0000;
+
+fn site(n: u32) -> SiteId {
+    SiteId::from_raw(n)
+}
+
+fn alloc(id: u64, base: u64, size: u64, state: AllocState) -> Allocation {
+    Allocation { id, base, size, kind: AllocKind::Device, device: 0, context: 1, site: site(1), state }
+}
+
+/// Frames a fake symbolizer gives: site n has n frames, the first always named.
+fn frames(s: SiteId) -> Vec<Frame> {
+    let n = s.raw();
+    (0..n)
+        .map(|i| Frame {
+            function: Some(format!("fn_{n}_{i}")),
+            file: (i == 0).then(|| format!("src/f{n}.cu")),
+            line: (i == 0).then_some(10 * n),
+            address: 0x40_0000 + u64::from(n) * 0x100 + u64::from(i),
+        })
+        .collect()
+}
+
+fn device_details(kernel: &str, address: u64, nearest: Option<Nearest>) -> DeviceDetails {
+    DeviceDetails {
+        kernel: kernel.into(),
+        block: [1, 0, 0],
+        thread: [32, 0, 0],
+        space: Space::Global,
+        access: Access::Write,
+        address,
+        size: 4,
+        nearest,
+        ptx: Some(SourceLoc { file: "vec.ptx".into(), line: 88 }),
+        source: Some(SourceLoc { file: "vec.cu".into(), line: 12 }),
+        launch_stack: site(2).into(),
+    }
+}
+
+fn fixture() -> Document {
+    let r = Registry::default();
+    r.insert(NewAlloc { base: A, size: 1024, kind: AllocKind::Device, device: 0, context: 1, site: site(1) }).unwrap();
+    let mut c = Collector::new(CollectorConfig::default());
+    let copy = Call::Copy { dst: Mem::Device(A), src: Mem::Host(0x5555_0000_0000), count: 1025 };
+    for _ in 0..2 {
+        c.push(check_call(&r, "cudaMemcpy", &copy)[0].to_report(site(3)));
+    }
+    let past = alloc(1, A, 1024, AllocState::Live);
+    c.push(Report::device(
+        ErrorKind::OutOfBoundsWrite,
+        device_details("vecAdd", A + 1028, Some(Nearest::new(A + 1028, &past))),
+    ));
+    let freed = alloc(1, A, 1024, AllocState::Freed { site: site(4) });
+    let mut uaf = device_details("vecAdd", A + 8, Some(Nearest::new(A + 8, &freed)));
+    (uaf.access, uaf.source) = (Access::Read, None);
+    c.push(Report::device(ErrorKind::UseAfterFree, uaf));
+    let leaks = vec![Leak { count: 2, bytes: 3072, alloc_stack: site(1).into() }];
+    c.finish("check", leaks, frames)
+}
+
+const TEXT: &str = "\
+========= GPUSAN 0.1.0 (mode: check)
+========= Out-of-bounds write of 1025 bytes by cudaMemcpy (dst)
+=========     Address 0x7f0000000000 is at offset 0 of a 1024-byte device allocation at 0x7f0000000000 (id 1, device 0); the access of 1025 bytes runs 1 byte past its end
+=========     Allocated at:
+=========         Host Frame: fn_1_0 at src/f1.cu:10 [0x400100]
+=========     Called at:
+=========         Host Frame: fn_3_0 at src/f3.cu:30 [0x400300]
+=========         Host Frame: fn_3_1 [0x400301]
+=========         Host Frame: fn_3_2 [0x400302]
+=========     Seen 2 times
+=========
+========= Out-of-bounds __global__ write of size 4 bytes
+=========     at vecAdd in vec.cu:12 (PTX vec.ptx:88)
+=========     by thread (32,0,0) in block (1,0,0)
+=========     Address 0x7f0000000404 is 4 bytes past the end of a 1024-byte device allocation at 0x7f0000000000 (id 1, device 0)
+=========     Allocated at:
+=========         Host Frame: fn_1_0 at src/f1.cu:10 [0x400100]
+=========     Launched at:
+=========         Host Frame: fn_2_0 at src/f2.cu:20 [0x400200]
+=========         Host Frame: fn_2_1 [0x400201]
+=========
+========= Use-after-free __global__ read of size 4 bytes
+=========     at vecAdd (PTX vec.ptx:88)
+=========     by thread (32,0,0) in block (1,0,0)
+=========     Address 0x7f0000000008 is at offset 8 of a 1024-byte device allocation at 0x7f0000000000 (id 1, device 0, freed)
+=========     Allocated at:
+=========         Host Frame: fn_1_0 at src/f1.cu:10 [0x400100]
+=========     Freed at:
+=========         Host Frame: fn_4_0 at src/f4.cu:40 [0x400400]
+=========         Host Frame: fn_4_1 [0x400401]
+=========         Host Frame: fn_4_2 [0x400402]
+=========         Host Frame: fn_4_3 [0x400403]
+=========     Launched at:
+=========         Host Frame: fn_2_0 at src/f2.cu:20 [0x400200]
+=========         Host Frame: fn_2_1 [0x400201]
+=========
+========= LEAK SUMMARY: 3072 bytes in 2 allocations leaked
+=========     3072 bytes in 2 allocations, allocated at:
+=========         Host Frame: fn_1_0 at src/f1.cu:10 [0x400100]
+=========
+========= ERROR SUMMARY: 6 errors
+";
+
+#[test]
+fn text_rendering() {
+    let text = fixture().to_text();
+    assert_eq!(text, TEXT, "got:\n{text}");
+}
+
+#[test]
+fn json_rendering_has_stable_field_names() {
+    let json: serde_json::Value = serde_json::from_str(&fixture().to_json()).unwrap();
+    let frame = |n: u32| serde_json::json!([{ "function": format!("fn_{n}_0"), "file": format!("src/f{n}.cu"), "line": 10 * n, "address": format!("{:#x}", 0x40_0000 + n * 0x100) }]);
+    assert_eq!(json["tool"], "gpusan");
+    assert_eq!(json["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(json["mode"], "check");
+    assert_eq!(
+        json["summary"],
+        serde_json::json!({
+            "total": 6, "unique": 3, "not_stored": 0, "leaked_bytes": 3072,
+            "by_kind": { "memcpy_out_of_bounds": 2, "out_of_bounds_write": 1, "use_after_free": 1, "leak": 2 },
+        })
+    );
+    assert_eq!(json["leaks"], serde_json::json!([{ "count": 2, "bytes": 3072, "alloc_stack": frame(1) }]));
+    let host = &json["errors"][0];
+    assert_eq!(host["count"], 2);
+    assert_eq!(host["kind"], "memcpy_out_of_bounds");
+    assert_eq!(host["message"], "Out-of-bounds write of 1025 bytes by cudaMemcpy (dst)");
+    let mut details = host["details"].clone();
+    assert_eq!(details["call_stack"].as_array().map(Vec::len), Some(3));
+    details["call_stack"] = serde_json::Value::Null;
+    assert_eq!(
+        details,
+        serde_json::json!({
+            "origin": "host", "api": "cudaMemcpy", "operand": "dst", "address": "0x7f0000000000", "size": 1025,
+            "nearest": {
+                "allocation": {
+                    "id": 1, "base": "0x7f0000000000", "size": 1024, "kind": "device", "device": 0, "freed": false,
+                    "alloc_stack": frame(1),
+                },
+                "position": { "relation": "inside", "offset": 0 },
+            },
+            "call_stack": null,
+        })
+    );
+    let device = &json["errors"][1];
+    let mut details = device["details"].clone();
+    details["launch_stack"] = serde_json::Value::Null;
+    assert_eq!(
+        details,
+        serde_json::json!({
+            "origin": "device", "kernel": "vecAdd", "block": [1, 0, 0], "thread": [32, 0, 0], "space": "global",
+            "access": "write", "address": "0x7f0000000404", "size": 4,
+            "nearest": {
+                "allocation": {
+                    "id": 1, "base": "0x7f0000000000", "size": 1024, "kind": "device", "device": 0, "freed": false,
+                    "alloc_stack": frame(1),
+                },
+                "position": { "relation": "past_end", "bytes": 4 },
+            },
+            "ptx": { "file": "vec.ptx", "line": 88 }, "source": { "file": "vec.cu", "line": 12 },
+            "launch_stack": null,
+        })
+    );
+    assert_eq!(json["errors"][2]["details"]["nearest"]["allocation"]["free_stack"][0]["function"], "fn_4_0");
+    let kinds = serde_json::json!([
+        { "pitched": { "pitch": 512, "width_bytes": 500, "height": 2 } },
+        { "host_pinned": { "mapped": true } },
+        "managed",
+    ]);
+    let parsed: Vec<AllocKind> = serde_json::from_value(kinds.clone()).unwrap();
+    assert_eq!(
+        parsed,
+        [
+            AllocKind::Pitched { pitch: 512, width_bytes: 500, height: 2 },
+            AllocKind::HostPinned { mapped: true },
+            AllocKind::Managed
+        ]
+    );
+    assert_eq!(serde_json::to_value(&parsed).unwrap(), kinds);
+}
+
+#[test]
+fn json_round_trip() {
+    let doc = fixture();
+    let back = Document::from_json(&doc.to_json()).unwrap();
+    assert_eq!(back, doc);
+    assert_eq!(back.to_text(), TEXT);
+    let bad = doc.to_json().replace("\"0x7f0000000404\"", "\"7f0000000404\"");
+    assert!(Document::from_json(&bad).is_err(), "addresses must be 0x-prefixed");
+}
+
+#[test]
+fn device_headlines() {
+    use Access::*;
+    use ErrorKind::*;
+    use Space::*;
+    let cases = [
+        (OutOfBoundsRead, Global, Read, 4, "Out-of-bounds __global__ read of size 4 bytes"),
+        (OutOfBoundsAtomic, Global, Atomic, 8, "Out-of-bounds __global__ atomic of size 8 bytes"),
+        (SharedOutOfBounds, Shared, Write, 1, "Out-of-bounds __shared__ write of size 1 byte"),
+        (LocalOutOfBounds, Local, Read, 16, "Out-of-bounds __local__ read of size 16 bytes"),
+        (UseAfterScope, Local, Write, 4, "Use-after-scope __local__ write of size 4 bytes"),
+        (MisalignedAccess, Generic, Read, 8, "Misaligned generic read of size 8 bytes"),
+    ];
+    for (kind, space, access, size, want) in cases {
+        let report = Report::device(kind, DeviceDetails { space, access, size, ..device_details("k", A, None) });
+        assert_eq!((report.kind, report.message.as_str()), (kind, want));
+        assert!(report.to_string().contains(&format!("Address {A:#x} is not in any known allocation")));
+    }
+}
+
+#[test]
+fn positions() {
+    let a = alloc(1, 0x1000, 0x100, AllocState::Live);
+    let cases = [
+        (0xfff, Position::Before { bytes: 1 }),
+        (0x1000, Position::Inside { offset: 0 }),
+        (0x10ff, Position::Inside { offset: 0xff }),
+        (0x1100, Position::PastEnd { bytes: 0 }),
+        (0x1104, Position::PastEnd { bytes: 4 }),
+    ];
+    for (addr, want) in cases {
+        assert_eq!(Position::of(addr, &a), want, "{addr:#x}");
+    }
+}
+
+fn host(api: &str, operand: Operand, call_site: u32, address: u64) -> Report {
+    Report {
+        kind: ErrorKind::MemcpyOutOfBounds,
+        message: "m".into(),
+        details: Details::Host(HostDetails {
+            api: api.into(),
+            operand,
+            address,
+            size: 1,
+            nearest: None,
+            symbol: None,
+            call_stack: site(call_site).into(),
+        }),
+    }
+}
+
+#[test]
+fn collector_folds_identical_findings() {
+    let mut c = Collector::new(CollectorConfig::default());
+    assert!(c.push(host("cudaMemcpy", Operand::Dst, 5, 0x10)));
+    assert!(!c.push(host("cudaMemcpy", Operand::Dst, 5, 0x20)), "same kind, site and API: a repeat");
+    assert!(c.push(host("cudaMemcpy", Operand::Src, 5, 0x10)), "another operand");
+    assert!(c.push(host("cudaMemcpy", Operand::Dst, 6, 0x10)), "another site");
+    assert!(c.push(host("cudaMemcpyAsync", Operand::Dst, 5, 0x10)), "another API");
+    let d = |ptx_line, thread| {
+        let mut details = device_details("k", A + 4096, None);
+        details.ptx = Some(SourceLoc { file: "k.ptx".into(), line: ptx_line });
+        details.thread = [thread, 0, 0];
+        Report::device(ErrorKind::OutOfBoundsWrite, details)
+    };
+    assert!(c.push(d(10, 0)));
+    assert!(!c.push(d(10, 1)), "same PTX line, another thread");
+    assert!(c.push(d(11, 0)));
+    assert!(!c.push_n(d(11, 5), 40));
+    let counts: Vec<u64> = c.errors().iter().map(|e| e.count).collect();
+    assert_eq!(counts, [2, 1, 1, 1, 2, 41]);
+    assert_eq!(c.total(), 48);
+    let doc = c.finish("check", vec![], |_| vec![]);
+    assert_eq!((doc.summary.total, doc.summary.unique, doc.summary.not_stored), (48, 6, 0));
+    assert_eq!(doc.summary.by_kind.get(&ErrorKind::MemcpyOutOfBounds), Some(&5));
+    assert_eq!(doc.summary.by_kind.get(&ErrorKind::OutOfBoundsWrite), Some(&43));
+}
+
+#[test]
+fn collector_caps_what_it_stores_but_counts_everything() {
+    let mut c = Collector::new(CollectorConfig { max_stored: 2 });
+    for s in [1, 2, 3, 3, 1, 4] {
+        c.push(host("cudaMemcpy", Operand::Dst, s, 0));
+    }
+    assert_eq!(
+        c.errors()
+            .iter()
+            .map(|e| (e.report.details.clone(), e.count))
+            .map(|(d, n)| match d {
+                Details::Host(h) => (h.call_stack.site.raw(), n),
+                Details::Device(_) => unreachable!(),
+            })
+            .collect::<Vec<_>>(),
+        [(1, 2), (2, 1)]
+    );
+    let doc = c.finish("check", vec![], |_| vec![]);
+    assert_eq!((doc.summary.total, doc.summary.unique, doc.summary.not_stored), (6, 2, 3));
+    assert_eq!(doc.summary.by_kind.get(&ErrorKind::MemcpyOutOfBounds), Some(&6));
+    assert!(doc.to_text().ends_with("========= ERROR SUMMARY: 6 errors (3 not shown)\n"), "{}", doc.to_text());
+}
+
+#[test]
+fn finish_symbolizes_each_site_once() {
+    let mut c = Collector::new(CollectorConfig::default());
+    let a = alloc(1, A, 16, AllocState::Freed { site: site(3) });
+    for (s, operand) in [(2, Operand::Dst), (2, Operand::Src), (0, Operand::Ptr)] {
+        let mut r = host("cudaMemcpy", operand, s, A);
+        if let Details::Host(h) = &mut r.details {
+            h.nearest = Some(Nearest::new(A, &a));
+        }
+        c.push(r);
+    }
+    let mut calls = vec![];
+    let doc = c.finish("check", vec![Leak { count: 1, bytes: 16, alloc_stack: site(1).into() }], |s| {
+        calls.push(s.raw());
+        frames(s)
+    });
+    calls.sort();
+    assert_eq!(calls, [1, 2, 3], "sites 1 (alloc, leak), 2 (two calls) and 3 (free) once each; none for unknown");
+    let Details::Host(h) = &doc.errors[2].report.details else { panic!() };
+    assert!(h.call_stack.frames.is_empty());
+    assert_eq!(h.nearest.as_ref().unwrap().allocation.free_stack.as_ref().unwrap().frames.len(), 3);
+    assert_eq!(doc.leaks[0].alloc_stack.frames, frames(site(1)));
+}
