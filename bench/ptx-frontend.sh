@@ -56,8 +56,18 @@ export CARGO_TARGET_DIR="$root/$work/target"
 cargo build --release --quiet --manifest-path bench/ptx-frontend/Cargo.toml
 bin=$CARGO_TARGET_DIR/release/ptx-frontend-bench
 
+# Timings are only meaningful on an idle machine: wait (up to BENCH_WAIT_IDLE seconds,
+# default 300) for the 1-minute load average to drop below 0.5, and record it.
+waited=0
+while [ "$waited" -lt "${BENCH_WAIT_IDLE:-300}" ] && python3 -c 'import os,sys; sys.exit(os.getloadavg()[0] < 0.5)'; do
+  sleep 10
+  waited=$((waited + 10))
+done
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "bench: load average $load_before (waited ${waited}s for it to settle)" >&2
 echo "bench: timing (best and median of $runs runs per mode, 1 thread)" >&2
 timing=$("$bin" time "$ptx" "$runs")
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 mem=()
 for mode in parse print parse_print stream; do
@@ -72,9 +82,9 @@ for mode in parse print parse_print stream; do
   echo "bench: mem $mode: ${mem[-1]}" >&2
 done
 
-python3 - "$timing" "$ptx" "$nvcc_s" "$runs" "${nvcc_flags[*]}" "${mem[@]}" <<'EOF'
+python3 - "$timing" "$ptx" "$nvcc_s" "$runs" "${nvcc_flags[*]}" "$load_before" "$load_after" "${mem[@]}" <<'EOF'
 import datetime, hashlib, json, os, pathlib, platform, subprocess, sys
-timing, ptx, nvcc_s, runs, flags, *mem = sys.argv[1:]
+timing, ptx, nvcc_s, runs, flags, load_before, load_after, *mem = sys.argv[1:]
 t = json.loads(timing)
 def sh(*a):
     try:
@@ -94,6 +104,7 @@ rec = {
     "git_dirty": bool(sh("git", "status", "--porcelain", "--untracked-files=no")),
     "crates_ptx_src_sha256": src.hexdigest()[:16],
     "machine": {"nproc": os.cpu_count(), "cpu": cpu, "os": platform.platform(), "rustc": sh("rustc", "--version")},
+    "load_average_before_after_timing": [load_before, load_after],
     "input": {
         "path": ptx,
         "bytes": t["input_bytes"],

@@ -5,4 +5,6 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/setup-toolchain.sh >/dev/null
 cargo fmt --all -- --check
+# `gpusan run` tests inject this library; cargo does not build a cdylib for other crates' tests.
+cargo build --locked -p gpusan-inject
 cargo test --workspace --locked "$@"

@@ -2,6 +2,7 @@
 //! `gpusan sim` as those crates get code).
 
 mod ptx;
+mod run;
 
 use std::process::ExitCode;
 
@@ -16,6 +17,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a CUDA program with gpusan's runtime injected and report what it finds.
+    Run(run::RunArgs),
     /// Work with PTX files: format, count memory instructions, dump control flow.
     #[command(subcommand)]
     Ptx(ptx::PtxCommand),
@@ -24,10 +27,11 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Ptx(cmd) => ptx::run(cmd),
+        Command::Run(args) => run::run(args),
+        Command::Ptx(cmd) => ptx::run(cmd).map(|()| 0),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
             eprintln!("gpusan: {e:#}");
             ExitCode::FAILURE

@@ -14,7 +14,9 @@
 //! the counts go to `$GPUSAN_PROBE_OUT` as JSON, so we can see on the GPU machine which
 //! door each kind of program uses. Wrappers never panic and never change a result.
 
+mod hooks;
 mod probe;
 mod resolve;
 mod sanitizer;
+mod state;
 mod wrappers;

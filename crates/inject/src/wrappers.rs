@@ -1,9 +1,11 @@
-//! Wrappers for the driver functions gpusan watches. Each counts its calls and forwards
-//! to the real function; the real address comes from whichever door handed the wrapper
+//! Wrappers for the driver functions gpusan watches. Each counts its calls and hands the
+//! real function to its handler in [`crate::hooks`] (or simply forwards); the real address comes from whichever door handed the wrapper
 //! out, or from `dlsym` on first use when the program linked against `libcuda` directly.
 
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
+
+use crate::hooks;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 type CUresult = c_int;
@@ -16,18 +18,26 @@ pub struct Hook {
     pub calls: &'static AtomicU64,
 }
 
-fn real_or_resolve(real: &AtomicUsize, name: &CStr) -> usize {
-    let p = real.load(Ordering::Acquire);
-    if p != 0 {
-        return p;
+/// Sentinel for a driver export this driver does not have, so it is not looked up again.
+const ABSENT: usize = usize::MAX;
+
+pub fn real_or_resolve(real: &AtomicUsize, name: &CStr) -> usize {
+    match real.load(Ordering::Acquire) {
+        0 => {}
+        ABSENT => return 0,
+        p => return p,
     }
     let p = unsafe { crate::resolve::real_driver_symbol(name) };
-    real.store(p, Ordering::Release);
+    real.store(if p == 0 { ABSENT } else { p }, Ordering::Release);
     p
 }
 
+/// `fn name(args);` forwards and counts; `fn name(args) => |real| handler(real, args…);`
+/// hands the typed real function to a handler in [`crate::hooks`].
 macro_rules! wrappers {
-    ($( fn $name:ident ( $($arg:ident : $ty:ty),* $(,)? ); )*) => {
+    (@call $f:ident, [], $($arg:ident),*) => { $f($($arg),*) };
+    (@call $f:ident, [$real:ident $handler:expr], $($arg:ident),*) => {{ let $real = $f; $handler }};
+    ($( fn $name:ident ( $($arg:ident : $ty:ty),* $(,)? ) $(=> |$real:ident| $handler:expr)? ; )*) => {
         $(
             #[allow(non_snake_case)]
             mod $name {
@@ -43,7 +53,7 @@ macro_rules! wrappers {
                     return 3; // CUDA_ERROR_NOT_INITIALIZED: the driver is not loaded
                 }
                 let f: unsafe extern "C" fn($($ty),*) -> CUresult = std::mem::transmute(real);
-                f($($arg),*)
+                wrappers!(@call f, [$($real $handler)?], $($arg),*)
             }
         )*
 
@@ -59,33 +69,79 @@ macro_rules! wrappers {
 }
 
 wrappers! {
-    fn cuMemAlloc_v2(dptr: *mut u64, size: usize);
-    fn cuMemFree_v2(dptr: u64);
-    fn cuMemAllocAsync(dptr: *mut u64, size: usize, stream: Ptr);
-    fn cuMemAllocAsync_ptsz(dptr: *mut u64, size: usize, stream: Ptr);
-    fn cuMemFreeAsync(dptr: u64, stream: Ptr);
-    fn cuMemFreeAsync_ptsz(dptr: u64, stream: Ptr);
-    fn cuMemAllocFromPoolAsync(dptr: *mut u64, size: usize, pool: Ptr, stream: Ptr);
-    fn cuMemAllocFromPoolAsync_ptsz(dptr: *mut u64, size: usize, pool: Ptr, stream: Ptr);
-    fn cuMemAllocManaged(dptr: *mut u64, size: usize, flags: u32);
-    fn cuMemAllocPitch_v2(dptr: *mut u64, pitch: *mut usize, width: usize, height: usize, elem: u32);
-    fn cuMemHostAlloc(pp: *mut Ptr, size: usize, flags: u32);
-    fn cuMemFreeHost(p: Ptr);
-    fn cuMemcpyHtoD_v2(dst: u64, src: *const c_void, n: usize);
-    fn cuMemcpyDtoH_v2(dst: Ptr, src: u64, n: usize);
-    fn cuMemcpyDtoD_v2(dst: u64, src: u64, n: usize);
-    fn cuMemcpyAsync(dst: u64, src: u64, n: usize, stream: Ptr);
-    fn cuMemcpyAsync_ptsz(dst: u64, src: u64, n: usize, stream: Ptr);
-    fn cuMemcpyHtoDAsync_v2(dst: u64, src: *const c_void, n: usize, stream: Ptr);
-    fn cuMemcpyHtoDAsync_v2_ptsz(dst: u64, src: *const c_void, n: usize, stream: Ptr);
-    fn cuMemcpyDtoHAsync_v2(dst: Ptr, src: u64, n: usize, stream: Ptr);
-    fn cuMemcpyDtoHAsync_v2_ptsz(dst: Ptr, src: u64, n: usize, stream: Ptr);
-    fn cuMemsetD8_v2(dst: u64, value: u8, n: usize);
-    fn cuMemsetD32_v2(dst: u64, value: u32, n: usize);
-    fn cuMemsetD8Async(dst: u64, value: u8, n: usize, stream: Ptr);
-    fn cuMemsetD8Async_ptsz(dst: u64, value: u8, n: usize, stream: Ptr);
-    fn cuMemsetD32Async(dst: u64, value: u32, n: usize, stream: Ptr);
-    fn cuMemsetD32Async_ptsz(dst: u64, value: u32, n: usize, stream: Ptr);
+    fn cuMemAlloc_v2(dptr: *mut u64, size: usize) => |real| hooks::mem_alloc(real, dptr, size);
+    fn cuMemAllocPitch_v2(dptr: *mut u64, pitch: *mut usize, width: usize, height: usize, elem: u32)
+        => |real| hooks::mem_alloc_pitch(real, dptr, pitch, width, height, elem);
+    fn cuMemAllocAsync(dptr: *mut u64, size: usize, stream: Ptr) => |real| hooks::mem_alloc_async(real, dptr, size, stream);
+    fn cuMemAllocAsync_ptsz(dptr: *mut u64, size: usize, stream: Ptr) => |real| hooks::mem_alloc_async(real, dptr, size, stream);
+    fn cuMemAllocFromPoolAsync(dptr: *mut u64, size: usize, pool: Ptr, stream: Ptr)
+        => |real| hooks::mem_alloc_from_pool(real, dptr, size, pool, stream);
+    fn cuMemAllocFromPoolAsync_ptsz(dptr: *mut u64, size: usize, pool: Ptr, stream: Ptr)
+        => |real| hooks::mem_alloc_from_pool(real, dptr, size, pool, stream);
+    fn cuMemAllocManaged(dptr: *mut u64, size: usize, flags: u32) => |real| hooks::mem_alloc_managed(real, dptr, size, flags);
+    fn cuMemHostAlloc(pp: *mut Ptr, size: usize, flags: u32) => |real| hooks::mem_host_alloc(real, pp, size, flags);
+    fn cuMemAllocHost_v2(pp: *mut Ptr, size: usize) => |real| hooks::mem_alloc_host(real, pp, size);
+    fn cuMemFree_v2(dptr: u64) => |real| hooks::mem_free(real, dptr);
+    fn cuMemFreeAsync(dptr: u64, stream: Ptr) => |real| hooks::mem_free_async(real, dptr, stream);
+    fn cuMemFreeAsync_ptsz(dptr: u64, stream: Ptr) => |real| hooks::mem_free_async(real, dptr, stream);
+    fn cuMemFreeHost(p: Ptr) => |real| hooks::mem_free_host(real, p);
+
+    fn cuMemcpyHtoD_v2(dst: u64, src: *const c_void, n: usize) => |real| hooks::memcpy_htod(real, dst, src, n);
+    fn cuMemcpyHtoD_v2_ptds(dst: u64, src: *const c_void, n: usize) => |real| hooks::memcpy_htod(real, dst, src, n);
+    fn cuMemcpyDtoH_v2(dst: Ptr, src: u64, n: usize) => |real| hooks::memcpy_dtoh(real, dst, src, n);
+    fn cuMemcpyDtoH_v2_ptds(dst: Ptr, src: u64, n: usize) => |real| hooks::memcpy_dtoh(real, dst, src, n);
+    fn cuMemcpyDtoD_v2(dst: u64, src: u64, n: usize) => |real| hooks::memcpy_dtod(real, dst, src, n);
+    fn cuMemcpyDtoD_v2_ptds(dst: u64, src: u64, n: usize) => |real| hooks::memcpy_dtod(real, dst, src, n);
+    fn cuMemcpy(dst: u64, src: u64, n: usize) => |real| hooks::memcpy(real, dst, src, n);
+    fn cuMemcpy_ptds(dst: u64, src: u64, n: usize) => |real| hooks::memcpy(real, dst, src, n);
+    fn cuMemcpyAsync(dst: u64, src: u64, n: usize, stream: Ptr) => |real| hooks::memcpy_async(real, dst, src, n, stream);
+    fn cuMemcpyAsync_ptsz(dst: u64, src: u64, n: usize, stream: Ptr) => |real| hooks::memcpy_async(real, dst, src, n, stream);
+    fn cuMemcpyHtoDAsync_v2(dst: u64, src: *const c_void, n: usize, stream: Ptr)
+        => |real| hooks::memcpy_htod_async(real, dst, src, n, stream);
+    fn cuMemcpyHtoDAsync_v2_ptsz(dst: u64, src: *const c_void, n: usize, stream: Ptr)
+        => |real| hooks::memcpy_htod_async(real, dst, src, n, stream);
+    fn cuMemcpyDtoHAsync_v2(dst: Ptr, src: u64, n: usize, stream: Ptr) => |real| hooks::memcpy_dtoh_async(real, dst, src, n, stream);
+    fn cuMemcpyDtoHAsync_v2_ptsz(dst: Ptr, src: u64, n: usize, stream: Ptr)
+        => |real| hooks::memcpy_dtoh_async(real, dst, src, n, stream);
+    fn cuMemcpyDtoDAsync_v2(dst: u64, src: u64, n: usize, stream: Ptr) => |real| hooks::memcpy_dtod_async(real, dst, src, n, stream);
+    fn cuMemcpyDtoDAsync_v2_ptsz(dst: u64, src: u64, n: usize, stream: Ptr)
+        => |real| hooks::memcpy_dtod_async(real, dst, src, n, stream);
+    fn cuMemcpy2D_v2(p: *const hooks::Memcpy2D) => |real| hooks::memcpy_2d(real, p);
+    fn cuMemcpy2D_v2_ptds(p: *const hooks::Memcpy2D) => |real| hooks::memcpy_2d(real, p);
+    fn cuMemcpy2DUnaligned_v2(p: *const hooks::Memcpy2D) => |real| hooks::memcpy_2d(real, p);
+    fn cuMemcpy2DUnaligned_v2_ptds(p: *const hooks::Memcpy2D) => |real| hooks::memcpy_2d(real, p);
+    fn cuMemcpy2DAsync_v2(p: *const hooks::Memcpy2D, stream: Ptr) => |real| hooks::memcpy_2d_async(real, p, stream);
+    fn cuMemcpy2DAsync_v2_ptsz(p: *const hooks::Memcpy2D, stream: Ptr) => |real| hooks::memcpy_2d_async(real, p, stream);
+
+    fn cuMemsetD8_v2(dst: u64, v: u8, n: usize) => |real| hooks::memset("cuMemsetD8", 1, real, dst, v, n);
+    fn cuMemsetD8_v2_ptds(dst: u64, v: u8, n: usize) => |real| hooks::memset("cuMemsetD8", 1, real, dst, v, n);
+    fn cuMemsetD16_v2(dst: u64, v: u16, n: usize) => |real| hooks::memset("cuMemsetD16", 2, real, dst, v, n);
+    fn cuMemsetD16_v2_ptds(dst: u64, v: u16, n: usize) => |real| hooks::memset("cuMemsetD16", 2, real, dst, v, n);
+    fn cuMemsetD32_v2(dst: u64, v: u32, n: usize) => |real| hooks::memset("cuMemsetD32", 4, real, dst, v, n);
+    fn cuMemsetD32_v2_ptds(dst: u64, v: u32, n: usize) => |real| hooks::memset("cuMemsetD32", 4, real, dst, v, n);
+    fn cuMemsetD8Async(dst: u64, v: u8, n: usize, s: Ptr) => |real| hooks::memset_async("cuMemsetD8Async", 1, real, dst, v, n, s);
+    fn cuMemsetD8Async_ptsz(dst: u64, v: u8, n: usize, s: Ptr)
+        => |real| hooks::memset_async("cuMemsetD8Async", 1, real, dst, v, n, s);
+    fn cuMemsetD16Async(dst: u64, v: u16, n: usize, s: Ptr) => |real| hooks::memset_async("cuMemsetD16Async", 2, real, dst, v, n, s);
+    fn cuMemsetD16Async_ptsz(dst: u64, v: u16, n: usize, s: Ptr)
+        => |real| hooks::memset_async("cuMemsetD16Async", 2, real, dst, v, n, s);
+    fn cuMemsetD32Async(dst: u64, v: u32, n: usize, s: Ptr) => |real| hooks::memset_async("cuMemsetD32Async", 4, real, dst, v, n, s);
+    fn cuMemsetD32Async_ptsz(dst: u64, v: u32, n: usize, s: Ptr)
+        => |real| hooks::memset_async("cuMemsetD32Async", 4, real, dst, v, n, s);
+    fn cuMemsetD2D8_v2(dst: u64, pitch: usize, v: u8, w: usize, h: usize)
+        => |real| hooks::memset_2d("cuMemsetD2D8", 1, real, dst, pitch, v, w, h);
+    fn cuMemsetD2D8_v2_ptds(dst: u64, pitch: usize, v: u8, w: usize, h: usize)
+        => |real| hooks::memset_2d("cuMemsetD2D8", 1, real, dst, pitch, v, w, h);
+    fn cuMemsetD2D32_v2(dst: u64, pitch: usize, v: u32, w: usize, h: usize)
+        => |real| hooks::memset_2d("cuMemsetD2D32", 4, real, dst, pitch, v, w, h);
+    fn cuMemsetD2D8Async(dst: u64, pitch: usize, v: u8, w: usize, h: usize, s: Ptr)
+        => |real| hooks::memset_2d_async("cuMemsetD2D8Async", 1, real, dst, pitch, v, w, h, s);
+    fn cuMemsetD2D8Async_ptsz(dst: u64, pitch: usize, v: u8, w: usize, h: usize, s: Ptr)
+        => |real| hooks::memset_2d_async("cuMemsetD2D8Async", 1, real, dst, pitch, v, w, h, s);
+    fn cuMemsetD2D32Async(dst: u64, pitch: usize, v: u32, w: usize, h: usize, s: Ptr)
+        => |real| hooks::memset_2d_async("cuMemsetD2D32Async", 4, real, dst, pitch, v, w, h, s);
+
+    // Watched but not yet acted on: module loads and launches (kernel substitution).
     fn cuModuleLoadData(module: *mut Ptr, image: *const c_void);
     fn cuModuleLoadDataEx(module: *mut Ptr, image: *const c_void, n: u32, options: *mut c_int, values: *mut Ptr);
     fn cuModuleLoadFatBinary(module: *mut Ptr, fatbin: *const c_void);

@@ -258,7 +258,7 @@ impl Report {
         Report { kind, message, details: Details::Device(details) }
     }
 
-    fn stacks_mut(&mut self) -> Vec<&mut Stack> {
+    pub fn stacks_mut(&mut self) -> Vec<&mut Stack> {
         let (own, nearest) = match &mut self.details {
             Details::Host(h) => (&mut h.call_stack, &mut h.nearest),
             Details::Device(d) => (&mut d.launch_stack, &mut d.nearest),

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# The GPU suite of `gpusan run`: runs on the GPU machine, from the repo root, in one call.
+#
+#   bench/gpu-suite.sh DIR        DIR holds the prebuilt `gpusan` and `libgpusan_inject.so`
+#
+# 1. builds every tests/cases/*.cu with the machine's nvcc (-arch=sm_90 -lineinfo, static
+#    cudart; cases whose header says `also-cudart-shared: yes` also with -cudart shared), the
+#    overhead benchmarks of bench/runtime/ (-O3) and a small helper for the interface checks;
+# 2. bench/runtime/overhead.py: each benchmark natively and under `gpusan run`, alternating
+#    → $OUT/runtime-overhead.json;
+# 3. tests/cases/suite.py: each case natively, under `gpusan run --mode api --leak-check full
+#    --report-json`, judged against its header; the command-line contract of `gpusan run`;
+#    bench/injection's PyTorch and Triton programs under gpusan; then every case under
+#    compute-sanitizer memcheck as far as time allows → $OUT/runtime-cases.json;
+# 4. $OUT/suite-logs.tar.gz (every run's output and report), and both tables printed last.
+#
+# Time: everything is bounded by GPUSAN_SUITE_BUDGET_S (default 450 s, under the 8 minutes
+# one call may take); each run has its own `timeout`. Environment knobs: OUT (default
+# /tmp/gpusan-suite-out), GPUSAN_SUITE_MODES (default "api"; later "api check"),
+# GPUSAN_SUITE_ONLY (regex of case names), NVCC, COMPUTE_SANITIZER.
+set -uo pipefail
+
+t0=$(date +%s)
+budget=${GPUSAN_SUITE_BUDGET_S:-450}
+deadline=$((t0 + budget))
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo" || exit 2
+
+if [ $# -lt 1 ]; then
+  echo "usage: bench/gpu-suite.sh DIR   (DIR: the gpusan binary and libgpusan_inject.so)" >&2
+  exit 2
+fi
+if ! dir=$(cd "$1" 2>/dev/null && pwd); then
+  echo "gpu-suite: no such directory: $1" >&2
+  exit 2
+fi
+gpusan="$dir/gpusan"
+out=${OUT:-/tmp/gpusan-suite-out}
+mkdir -p "$out"
+work=$(mktemp -d /tmp/gpusan-suite.XXXXXX)
+mkdir -p "$work/bin" "$work/benchbin" "$work/logs"
+export PATH="/usr/local/cuda/bin:$PATH"
+export PYTHONUNBUFFERED=1
+nvcc=${NVCC:-nvcc}
+cs=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/compute-sanitizer/compute-sanitizer)}
+jobs=$(nproc 2>/dev/null || echo 4)
+modes=${GPUSAN_SUITE_MODES:-api}
+say() { echo "[gpu-suite +$(( $(date +%s) - t0 ))s] $*"; }
+# Seconds from now until epoch $1 plus $2 of grace, at least 5: an outer `timeout` per step.
+until_s() { local s=$(( $1 - $(date +%s) + $2 )); [ "$s" -lt 5 ] && s=5; echo "$s"; }
+
+[ -x "$gpusan" ] || say "WARNING: $gpusan missing or not executable: gpusan runs will be recorded as skipped"
+[ -f "$dir/libgpusan_inject.so" ] || say "WARNING: $dir/libgpusan_inject.so missing"
+
+# ---------------------------------------------------------------- 1. environment
+say "environment"
+python3 - "$gpusan" "$dir" "$cs" "$nvcc" "$budget" "$modes" > "$work/env.json" <<'PY'
+import datetime, hashlib, json, os, platform, subprocess, sys
+gpusan, d, cs, nvcc, budget, modes = sys.argv[1:]
+def sh(cmd, timeout=30):
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return (r.stdout + r.stderr).strip()
+    except Exception as e:  # noqa: BLE001 (any failure is recorded, never fatal)
+        return f"unavailable: {e}"
+def sha(p):
+    try:
+        return hashlib.sha256(open(p, "rb").read()).hexdigest()
+    except OSError as e:
+        return f"unavailable: {e}"
+smi = sh(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,compute_cap,clocks.max.sm",
+          "--format=csv,noheader"])
+json.dump({
+    "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    "gpus": [l.strip() for l in smi.splitlines() if l.strip()],
+    "gpu_query_fields": "name, driver_version, memory.total, compute_cap, clocks.max.sm",
+    "host": platform.platform(), "cpus": os.cpu_count(),
+    "nvcc": sh([nvcc, "--version"]).splitlines()[-1:],
+    "compute_sanitizer": sh([cs, "--version"]).splitlines()[-1:],
+    "gpusan_binary": gpusan, "gpusan_version": sh([gpusan, "--version"], 10),
+    "gpusan_sha256": sha(gpusan), "inject_sha256": sha(os.path.join(d, "libgpusan_inject.so")),
+    "git_head": sh(["git", "rev-parse", "HEAD"], 10),
+    "python": platform.python_version(),
+    "suite_budget_s": int(budget), "modes": modes.split(),
+    "build_flags": {"cases": "nvcc -arch=sm_90 -lineinfo [-cudart shared]", "benchmarks": "nvcc -O3 -arch=sm_90 -lineinfo"},
+}, sys.stdout, indent=1)
+PY
+cat "$work/env.json"; echo
+
+# ---------------------------------------------------------------- 2. builds
+say "building cases and benchmarks with $jobs jobs"
+build_one() {  # SRC OUT CUDART(static|shared) OPT
+  local src=$1 exe=$2 cudart=$3 opt=$4
+  local extra=()
+  [ "$cudart" = shared ] && extra=(-cudart shared)
+  [ "$opt" = O3 ] && extra+=(-O3)
+  if timeout 300 "$nvcc" -arch=sm_90 -lineinfo "${extra[@]}" -o "$exe" "$src" > "$exe.build-log" 2>&1; then
+    rm -f "$exe.build-log"
+  else
+    mv "$exe.build-log" "$exe.build-error"
+    echo "BUILD FAILED: $src ($cudart)"
+  fi
+}
+export -f build_one
+export nvcc
+{
+  for src in tests/cases/*.cu; do
+    name=$(basename "$src" .cu)
+    printf '%s\0%s\0%s\0%s\0' "$src" "$work/bin/$name" static -
+    if grep -q '^// also-cudart-shared: yes' "$src"; then
+      printf '%s\0%s\0%s\0%s\0' "$src" "$work/bin/$name.shared" shared -
+    fi
+  done
+  for b in launch malloc copy kernel; do
+    printf '%s\0%s\0%s\0%s\0' "bench/runtime/$b.cu" "$work/benchbin/$b" static O3
+  done
+} | xargs -0 -n 4 -P "$jobs" bash -c 'build_one "$@"' _
+# The interface helper: exits 3 after a CUDA call, aborts on --abort, echoes its arguments.
+cat > "$work/exit3.cu" <<'CU'
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cuda_runtime.h>
+int main(int argc, char** argv) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, 256) != cudaSuccess || cudaFree(p) != cudaSuccess) return 1;
+    if (argc > 1 && !strcmp(argv[1], "--abort")) abort();
+    printf("argv=");
+    for (int i = 2; i < argc; i++) printf("[%s]", argv[i]);
+    printf("\n");
+    return 3;
+}
+CU
+build_one "$work/exit3.cu" "$work/bin-exit3" static -
+built=$(find "$work/bin" -maxdepth 1 -type f -perm -u+x | wc -l)
+failed=$(find "$work/bin" "$work/benchbin" -name '*.build-error' | wc -l)
+say "built $built case executables; $failed build failures"
+cp "$work"/bin/*.build-error "$work"/benchbin/*.build-error "$work/logs/" 2>/dev/null
+
+# ---------------------------------------------------------------- 3. overhead benchmarks
+# About 2 minutes at most, so the cases keep most of the budget.
+bench_deadline=$(( $(date +%s) + 150 ))
+[ "$bench_deadline" -gt $((deadline - 200)) ] && bench_deadline=$((deadline - 200))
+say "overhead benchmarks (until +$((bench_deadline - t0))s)"
+timeout "$(until_s "$bench_deadline" 30)" python3 bench/runtime/overhead.py \
+  --bin "$work/benchbin" --gpusan "$gpusan" --out "$out/runtime-overhead.json" \
+  --mode "${modes%% *}" --rounds 2 --deadline "$bench_deadline" --logs "$work/logs/bench" \
+  --env-json "$work/env.json" --table-out "$work/overhead-table.txt"
+say "overhead.py exit $?"
+
+# ---------------------------------------------------------------- 4. cases, programs, interface, compute-sanitizer
+cases_deadline=$((deadline - 20))
+say "cases (until +$((cases_deadline - t0))s)"
+only=()
+[ -n "${GPUSAN_SUITE_ONLY:-}" ] && only=(--only "$GPUSAN_SUITE_ONLY")
+timeout "$(until_s "$cases_deadline" 15)" python3 tests/cases/suite.py \
+  --cases tests/cases --bin "$work/bin" --gpusan "$gpusan" --out "$out/runtime-cases.json" \
+  --modes "$modes" --compute-sanitizer "$cs" --deadline "$cases_deadline" --logs "$work/logs" \
+  --env-json "$work/env.json" --interface-bin "$work/bin-exit3" --table-out "$work/cases-table.txt" \
+  --programs "pytorch=python3 bench/injection/torch_step.py" "triton=python3 bench/injection/triton_add.py" \
+  "${only[@]}"
+say "suite.py exit $?"
+
+# ---------------------------------------------------------------- 5. logs and tables
+tar czf "$out/suite-logs.tar.gz" -C "$work" logs env.json 2>/dev/null
+say "outputs: $(find "$out" -maxdepth 1 -type f -printf '%f (%s B) ')"
+echo
+echo "==================== overhead (gpusan/native)"
+cat "$work/overhead-table.txt" 2>/dev/null || echo "(no overhead table: see logs)"
+echo "==================== cases"
+cat "$work/cases-table.txt" 2>/dev/null || echo "(no cases table: see logs)"
+say "done in $(( $(date +%s) - t0 )) s"

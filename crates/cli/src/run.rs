@@ -1,0 +1,160 @@
+//! `gpusan run [options] -- PROGRAM [ARGS…]`: starts the program with the runtime
+//! injected, waits for it, and reports what the runtime found, in the style users know
+//! from compute-sanitizer.
+//!
+//! The runtime (libgpusan_inject.so, next to this binary or at `$GPUSAN_INJECT_LIB`)
+//! reads its options from `GPUSAN_*` variables and writes its findings to a file in a
+//! private folder: the final document at exit, and each new finding at once to
+//! `<file>.events`, so a program that crashes still leaves its findings behind.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use gpusan_runtime::report::{Collector, CollectorConfig, Document, Report};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Mode {
+    /// Host API checks: every allocation, free, copy and set judged against the
+    /// allocation registry. Kernels run unchanged.
+    Api,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
+pub enum LeakCheck {
+    Full,
+    None,
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    #[arg(long, value_enum, default_value = "api")]
+    mode: Mode,
+    /// Exit with this code when any error was found (else the program's own code).
+    #[arg(long, value_name = "N")]
+    error_exitcode: Option<i32>,
+    /// Write the report as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    report_json: Option<PathBuf>,
+    /// Report device allocations never freed.
+    #[arg(long, value_enum, default_value = "none")]
+    leak_check: LeakCheck,
+    /// Write the text report to FILE instead of standard error.
+    #[arg(long, value_name = "FILE")]
+    log_file: Option<PathBuf>,
+    /// Freed bytes held back from reuse so use-after-free stays detectable.
+    #[arg(long, value_name = "BYTES", default_value_t = 256 << 20)]
+    quarantine_bytes: u64,
+    /// The program and its arguments.
+    #[arg(last = true, required = true, value_name = "PROGRAM")]
+    command: Vec<OsString>,
+}
+
+/// Where the injected library is: `$GPUSAN_INJECT_LIB`, or next to this binary.
+fn inject_library() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("GPUSAN_INJECT_LIB") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().context("locating the gpusan binary")?;
+    let lib = exe.with_file_name("libgpusan_inject.so");
+    if !lib.is_file() {
+        bail!(
+            "{} not found: build it with `cargo build --release -p gpusan-inject` or set GPUSAN_INJECT_LIB",
+            lib.display()
+        );
+    }
+    Ok(lib)
+}
+
+/// A private folder for the runtime's files, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Result<Scratch> {
+        let base = std::env::temp_dir();
+        for n in 0..100u32 {
+            let dir = base.join(format!("gpusan-{}-{n}", std::process::id()));
+            if std::fs::create_dir(&dir).is_ok() {
+                return Ok(Scratch(dir));
+            }
+        }
+        bail!("cannot create a folder in {}", base.display())
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The findings: the final document if the program exited normally, else whatever the
+/// events file holds.
+pub fn collect(report: &Path, mode: &str) -> Result<Document> {
+    if let Ok(text) = std::fs::read_to_string(report) {
+        return Document::from_json(&text)
+            .with_context(|| format!("reading the runtime's report {}", report.display()));
+    }
+    let mut events = report.as_os_str().to_owned();
+    events.push(".events");
+    let mut collector = Collector::new(CollectorConfig::default());
+    if let Ok(text) = std::fs::read_to_string(&events) {
+        // A line cut short by a crash is skipped; every complete one counts.
+        for r in text.lines().filter_map(|l| serde_json::from_str::<Report>(l).ok()) {
+            collector.push(r);
+        }
+    }
+    Ok(collector.finish(mode, Vec::new(), |_| Vec::new()))
+}
+
+pub fn run(a: RunArgs) -> Result<i32> {
+    let lib = inject_library()?;
+    let scratch = Scratch::new()?;
+    let report = scratch.0.join("report.json");
+    let mode = match a.mode {
+        Mode::Api => "api",
+    };
+    let mut preload = OsString::from(&lib);
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
+        preload.push(":");
+        preload.push(old);
+    }
+    let mut cmd = Command::new(&a.command[0]);
+    cmd.args(&a.command[1..])
+        .env("LD_PRELOAD", preload)
+        .env("GPUSAN_MODE", mode)
+        .env("GPUSAN_REPORT", &report)
+        .env("GPUSAN_LEAK_CHECK", if a.leak_check == LeakCheck::Full { "full" } else { "none" })
+        .env("GPUSAN_QUARANTINE_BYTES", a.quarantine_bytes.to_string());
+    let mut child = cmd.spawn().with_context(|| format!("starting {}", a.command[0].to_string_lossy()))?;
+    // Ctrl-C reaches the program (same process group); gpusan waits to report on it.
+    let old_int = unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+    let status = child.wait();
+    unsafe { libc::signal(libc::SIGINT, old_int) };
+    let status = status.context("waiting for the program")?;
+
+    let doc = collect(&report, mode)?;
+    let mut text = doc.to_text();
+    use std::os::unix::process::ExitStatusExt;
+    let program_code = match (status.code(), status.signal()) {
+        (Some(c), _) => c,
+        (None, Some(sig)) => {
+            text.push_str(&format!("========= The program was killed by signal {sig}\n"));
+            128 + sig
+        }
+        (None, None) => 1,
+    };
+    match &a.log_file {
+        Some(p) => std::fs::write(p, &text).with_context(|| format!("writing {}", p.display()))?,
+        None => eprint!("{text}"),
+    }
+    if let Some(p) = &a.report_json {
+        std::fs::write(p, doc.to_json()).with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(match a.error_exitcode {
+        Some(code) if doc.summary.total > 0 => code,
+        _ => program_code,
+    })
+}

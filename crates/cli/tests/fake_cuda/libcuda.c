@@ -1,0 +1,52 @@
+/* A stand-in for libcuda.so.1 so CI (no GPU) can run programs under `gpusan run`:
+ * "device" memory is host memory, and each function behaves like the driver's for the
+ * cases the tests use (success, or CUDA_ERROR_INVALID_VALUE for a bad free). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+#define MAX_ALLOCS 4096
+static uintptr_t live[MAX_ALLOCS];
+
+static int find(uintptr_t p) {
+    for (int i = 0; i < MAX_ALLOCS; i++) if (live[i] == p) return i;
+    return -1;
+}
+CUresult cuInit(unsigned flags) { (void)flags; return 0; }
+CUresult cuCtxGetCurrent(void **ctx) { *ctx = (void *)0x1000; return 0; }
+CUresult cuCtxGetDevice(int *dev) { *dev = 0; return 0; }
+CUresult cuMemAlloc_v2(uint64_t *dptr, size_t size) {
+    int i = find(0);
+    void *p = aligned_alloc(256, (size + 255) / 256 * 256);
+    if (i < 0 || !p) return 2;
+    live[i] = (uintptr_t)p;
+    *dptr = (uint64_t)(uintptr_t)p;
+    return 0;
+}
+CUresult cuMemFree_v2(uint64_t dptr) {
+    int i = find((uintptr_t)dptr);
+    if (dptr == 0) return 0;
+    if (i < 0) return 1;
+    live[i] = 0;
+    free((void *)(uintptr_t)dptr);
+    return 0;
+}
+CUresult cuMemcpyHtoD_v2(uint64_t dst, const void *src, size_t n) { memcpy((void *)(uintptr_t)dst, src, n); return 0; }
+CUresult cuMemcpyDtoH_v2(void *dst, uint64_t src, size_t n) { memcpy(dst, (void *)(uintptr_t)src, n); return 0; }
+CUresult cuMemsetD8_v2(uint64_t dst, unsigned char v, size_t n) { memset((void *)(uintptr_t)dst, v, n); return 0; }
+
+struct entry { const char *name; void *fn; };
+static const struct entry table[] = {
+    {"cuMemAlloc", (void *)cuMemAlloc_v2}, {"cuMemFree", (void *)cuMemFree_v2},
+    {"cuMemcpyHtoD", (void *)cuMemcpyHtoD_v2}, {"cuMemcpyDtoH", (void *)cuMemcpyDtoH_v2},
+    {"cuMemsetD8", (void *)cuMemsetD8_v2}, {"cuCtxGetCurrent", (void *)cuCtxGetCurrent},
+};
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t flags, int *status) {
+    (void)version; (void)flags;
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+        if (strcmp(table[i].name, symbol) == 0) { *pfn = table[i].fn; if (status) *status = 0; return 0; }
+    *pfn = 0;
+    if (status) *status = 1;
+    return 500; /* CUDA_ERROR_NOT_FOUND */
+}

@@ -1,0 +1,83 @@
+/* Exercises gpusan's doors and checks against the fake driver.
+ * usage: prog DOOR SCENARIO, DOOR = link | dlsym | getproc. Exit code 0 unless the
+ * driver returned an error the scenario did not expect. */
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef int (*alloc_t)(uint64_t *, size_t);
+typedef int (*free_t)(uint64_t);
+typedef int (*htod_t)(uint64_t, const void *, size_t);
+typedef int (*dtoh_t)(void *, uint64_t, size_t);
+typedef int (*memset_t)(uint64_t, unsigned char, size_t);
+typedef int (*getproc_t)(const char *, void **, int, uint64_t, int *);
+
+int cuMemAlloc_v2(uint64_t *, size_t);
+int cuMemFree_v2(uint64_t);
+int cuMemcpyHtoD_v2(uint64_t, const void *, size_t);
+int cuMemcpyDtoH_v2(void *, uint64_t, size_t);
+int cuMemsetD8_v2(uint64_t, unsigned char, size_t);
+
+static alloc_t alloc_; static free_t free_; static htod_t htod; static dtoh_t dtoh; static memset_t set;
+
+static void *get(void *h, getproc_t gp, const char *plain, const char *versioned) {
+    void *f = 0;
+    if (gp) gp(plain, &f, 13000, 0, 0);
+    else f = dlsym(h, versioned);
+    return f;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) return 2;
+    const char *door = argv[1], *s = argv[2];
+    if (strcmp(door, "link") == 0) {
+        alloc_ = cuMemAlloc_v2; free_ = cuMemFree_v2; htod = cuMemcpyHtoD_v2; dtoh = cuMemcpyDtoH_v2; set = cuMemsetD8_v2;
+    } else {
+        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!h) { fprintf(stderr, "%s\n", dlerror()); return 2; }
+        getproc_t gp = strcmp(door, "getproc") == 0 ? (getproc_t)dlsym(h, "cuGetProcAddress_v2") : 0;
+        alloc_ = (alloc_t)get(h, gp, "cuMemAlloc", "cuMemAlloc_v2");
+        free_ = (free_t)get(h, gp, "cuMemFree", "cuMemFree_v2");
+        htod = (htod_t)get(h, gp, "cuMemcpyHtoD", "cuMemcpyHtoD_v2");
+        dtoh = (dtoh_t)get(h, gp, "cuMemcpyDtoH", "cuMemcpyDtoH_v2");
+        set = (memset_t)get(h, gp, "cuMemsetD8", "cuMemsetD8_v2");
+    }
+    char host[4096] = {0};
+    uint64_t a = 0, b = 0;
+    if (alloc_(&a, 1024) || alloc_(&b, 1024)) return 3;
+    int rc = 0;
+    if (!strcmp(s, "clean")) {
+        rc |= htod(a, host, 1024) | dtoh(host, a, 1024) | set(b, 0, 1024);
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "memcpy_overflow")) {
+        /* Runs 4 bytes past a's end (harmless here: the fake's blocks are padded). */
+        htod(a, host, 1028);
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "memset_overflow")) {
+        set(b, 0, 1025);
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "double_free")) {
+        rc |= free_(a);
+        if (free_(a) != 1) rc |= 1; /* the driver refuses a second free; so must gpusan */
+        rc |= free_(b);
+    } else if (!strcmp(s, "interior_free")) {
+        if (free_(a + 16) == 0) rc |= 1;
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "uaf_copy")) {
+        rc |= free_(a);
+        dtoh(host, a, 64); /* quarantined: still mapped, so this does not crash */
+        rc |= free_(b);
+    } else if (!strcmp(s, "crash_after_double_free")) {
+        free_(a);
+        free_(a);
+        raise(SIGSEGV); /* no atexit: only findings already written survive */
+    } else if (!strcmp(s, "leak")) {
+        rc |= free_(a);
+    } else {
+        return 2;
+    }
+    printf("%s %s done rc=%d\n", door, s, rc);
+    return rc;
+}

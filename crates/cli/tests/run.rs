@@ -1,0 +1,178 @@
+//! `gpusan run` end to end without a GPU: a fake `libcuda.so.1` (tests/fake_cuda/) backs
+//! "device" memory with host memory, and a C program calls it through each door gpusan
+//! guards (linked symbols, `dlsym`, `cuGetProcAddress`). Each bug must be reported with
+//! its kind; clean runs must report nothing; the program's own behaviour must not change.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+struct Fake {
+    dir: PathBuf,
+    prog: PathBuf,
+}
+
+/// Builds the fake driver and the program once per test process.
+fn fake() -> &'static Fake {
+    static FAKE: OnceLock<Fake> = OnceLock::new();
+    FAKE.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake_cuda");
+        let dir = std::env::temp_dir().join(format!("gpusan-fake-cuda-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cc = |args: &[&str]| {
+            let out = Command::new("cc").args(args).output().expect("a C compiler (cc)");
+            assert!(out.status.success(), "cc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        };
+        let lib = dir.join("libcuda.so.1");
+        cc(&[
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libcuda.so.1",
+            "-o",
+            lib.to_str().unwrap(),
+            src.join("libcuda.c").to_str().unwrap(),
+        ]);
+        let _ = std::os::unix::fs::symlink(&lib, dir.join("libcuda.so"));
+        let prog = dir.join("prog");
+        let rpath = format!("-Wl,-rpath,{}", dir.display());
+        cc(&[
+            "-o",
+            prog.to_str().unwrap(),
+            src.join("prog.c").to_str().unwrap(),
+            "-L",
+            dir.to_str().unwrap(),
+            "-lcuda",
+            "-ldl",
+            &rpath,
+        ]);
+        Fake { dir, prog }
+    })
+}
+
+fn inject_lib() -> PathBuf {
+    let lib = Path::new(env!("CARGO_BIN_EXE_gpusan")).with_file_name("libgpusan_inject.so");
+    assert!(
+        lib.is_file(),
+        "{} missing: run `cargo build -p gpusan-inject` first (scripts/test.sh does)",
+        lib.display()
+    );
+    lib
+}
+
+struct Outcome {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    report: serde_json::Value,
+}
+
+impl Outcome {
+    fn kinds(&self) -> Vec<String> {
+        let mut k: Vec<String> = self.report["summary"]["by_kind"].as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    }
+}
+
+fn gpusan_run(options: &[&str], program: &[&str]) -> Outcome {
+    let f = fake();
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let json = f.dir.join(format!("report-{n}.json"));
+    let _ = std::fs::remove_file(&json);
+    let out = Command::new(env!("CARGO_BIN_EXE_gpusan"))
+        .arg("run")
+        .args(options)
+        .args(["--report-json", json.to_str().unwrap(), "--"])
+        .args(program)
+        .env("GPUSAN_INJECT_LIB", inject_lib())
+        .env("LD_LIBRARY_PATH", &f.dir)
+        .output()
+        .unwrap();
+    let report = serde_json::from_str(&std::fs::read_to_string(&json).expect("report written")).unwrap();
+    Outcome {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        report,
+    }
+}
+
+fn prog() -> &'static str {
+    fake().prog.to_str().unwrap()
+}
+
+#[test]
+fn every_door_every_scenario() {
+    let cases: &[(&str, &[&str], &[&str])] = &[
+        ("clean", &[], &[]),
+        ("clean", &["--leak-check", "full"], &[]),
+        ("memcpy_overflow", &[], &["memcpy_out_of_bounds"]),
+        ("memset_overflow", &[], &["memset_out_of_bounds"]),
+        ("double_free", &[], &["double_free"]),
+        ("interior_free", &[], &["invalid_free"]),
+        ("uaf_copy", &[], &["use_after_free_host"]),
+        ("leak", &["--leak-check", "full"], &["leak"]),
+        ("leak", &[], &[]),
+    ];
+    let mut failures = Vec::new();
+    for door in ["link", "dlsym", "getproc"] {
+        for (scenario, options, want) in cases {
+            let o = gpusan_run(options, &[prog(), door, scenario]);
+            let got = o.kinds();
+            if got != *want || o.code != Some(0) {
+                failures.push(format!(
+                    "{door} {scenario} {options:?}: kinds {got:?}, want {want:?}; exit {:?}\n{}{}",
+                    o.code, o.stdout, o.stderr
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn report_names_the_allocation_and_the_overflow() {
+    let o = gpusan_run(&[], &[prog(), "link", "memcpy_overflow"]);
+    let e = &o.report["errors"][0];
+    assert_eq!(e["kind"], "memcpy_out_of_bounds");
+    assert_eq!(e["details"]["size"], 1028, "{e:#}");
+    let text = e.to_string();
+    assert!(text.contains("1024"), "allocation size missing: {e:#}");
+    assert!(o.stderr.contains("ERROR SUMMARY: 1 error"), "{}", o.stderr);
+}
+
+#[test]
+fn error_exitcode_applies_only_when_errors_were_found() {
+    assert_eq!(gpusan_run(&["--error-exitcode", "42"], &[prog(), "link", "double_free"]).code, Some(42));
+    assert_eq!(gpusan_run(&["--error-exitcode", "42"], &[prog(), "link", "clean"]).code, Some(0));
+}
+
+#[test]
+fn program_exit_code_and_output_pass_through() {
+    let o = gpusan_run(&[], &["sh", "-c", "echo out; echo err >&2; exit 7"]);
+    assert_eq!(o.code, Some(7));
+    assert_eq!(o.stdout, "out\n");
+    assert!(o.stderr.starts_with("err\n"), "{}", o.stderr);
+}
+
+#[test]
+fn a_killed_program_is_reported_with_its_findings() {
+    // The program dies without running its exit handlers: the findings written before
+    // the crash (the events file) must survive it.
+    let o = gpusan_run(&[], &[prog(), "link", "crash_after_double_free"]);
+    assert_eq!(o.code, Some(128 + 11));
+    assert!(o.stderr.contains("killed by signal 11"), "{}", o.stderr);
+    assert_eq!(o.report["summary"]["by_kind"]["double_free"], 1, "{:#}", o.report);
+}
+
+#[test]
+fn missing_program_is_a_clear_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpusan"))
+        .args(["run", "--", "/nonexistent/program"])
+        .env("GPUSAN_INJECT_LIB", inject_lib())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("starting /nonexistent/program"));
+}

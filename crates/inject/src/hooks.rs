@@ -1,0 +1,488 @@
+//! What gpusan does around the driver calls it watches: record allocations, judge frees,
+//! copies and sets against the registry, and hold freed memory in quarantine.
+//!
+//! Every handler calls the real function exactly as the program asked, except a second
+//! free of quarantined memory, which the driver would refuse and gpusan answers the same
+//! way. gpusan's own work runs under `quietly`: if it ever panics, the call still goes
+//! through untouched.
+
+// Handlers mirror the driver functions they stand for, arguments and all.
+#![allow(clippy::too_many_arguments)]
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use gpusan_runtime::checks::{check_free, Call, Mem};
+use gpusan_runtime::registry::{capture_site, AllocKind, Allocation, FreeApi, FreeOutcome, Lookup, NewAlloc, SiteId};
+
+use crate::state::state;
+
+pub type CUresult = i32;
+type Ptr = *mut c_void;
+const SUCCESS: CUresult = 0;
+const ERROR_INVALID_VALUE: CUresult = 1;
+const ERROR_OUT_OF_MEMORY: CUresult = 2;
+
+/// Runs gpusan's bookkeeping; a panic inside it is contained.
+fn quietly<R>(f: impl FnOnce() -> R) -> Option<R> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
+}
+
+/// Frames of gpusan's own between the program and `capture_site`: the handler and the
+/// exported wrapper.
+const OWN_FRAMES: usize = 2;
+
+#[inline(never)]
+fn site() -> SiteId {
+    let s = capture_site(OWN_FRAMES + 1);
+    std::hint::black_box(s)
+}
+
+/// A driver function gpusan itself calls, resolved once.
+fn driver_fn(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
+    let p = slot.load(Ordering::Acquire);
+    if p != 0 {
+        return p;
+    }
+    let p = unsafe { crate::resolve::real_driver_symbol(name) };
+    slot.store(p, Ordering::Release);
+    p
+}
+
+/// The current context and its device, for the registry.
+fn current_context() -> (u64, i32) {
+    static GET_CTX: AtomicUsize = AtomicUsize::new(0);
+    static GET_DEV: AtomicUsize = AtomicUsize::new(0);
+    let (g, d) = (driver_fn(&GET_CTX, c"cuCtxGetCurrent"), driver_fn(&GET_DEV, c"cuCtxGetDevice"));
+    let (mut ctx, mut dev): (Ptr, i32) = (std::ptr::null_mut(), -1);
+    unsafe {
+        if g != 0 {
+            let f: unsafe extern "C" fn(*mut Ptr) -> CUresult = std::mem::transmute(g);
+            f(&mut ctx);
+        }
+        if d != 0 && !ctx.is_null() {
+            let f: unsafe extern "C" fn(*mut i32) -> CUresult = std::mem::transmute(d);
+            f(&mut dev);
+        }
+    }
+    (ctx as u64, dev)
+}
+
+fn record_alloc(base: u64, size: u64, kind: AllocKind, site: SiteId) {
+    let (context, device) = current_context();
+    let _ = state().registry.insert(NewAlloc { base, size, kind, device, context, site });
+}
+
+/// Really frees an allocation leaving quarantine.
+fn release(a: &Allocation) {
+    static FREE: AtomicUsize = AtomicUsize::new(0);
+    static FREE_HOST: AtomicUsize = AtomicUsize::new(0);
+    let (slot, name) = match a.kind {
+        // Stream-ordered memory went back to its pool when it was freed (see `free_async`).
+        AllocKind::Async { .. } | AllocKind::Pool { .. } => return,
+        AllocKind::HostPinned { .. } => (&FREE_HOST, c"cuMemFreeHost"),
+        _ => (&FREE, c"cuMemFree_v2"),
+    };
+    let f = driver_fn(slot, name);
+    if f == 0 {
+        return;
+    }
+    unsafe {
+        if matches!(a.kind, AllocKind::HostPinned { .. }) {
+            let f: unsafe extern "C" fn(Ptr) -> CUresult = std::mem::transmute(f);
+            f(a.base as Ptr);
+        } else {
+            let f: unsafe extern "C" fn(u64) -> CUresult = std::mem::transmute(f);
+            f(a.base);
+        }
+    }
+}
+
+/// Gives every quarantined allocation back, so a failed allocation can be retried.
+fn drain_quarantine() -> bool {
+    let evicted = state().registry.evict_quarantine(0);
+    evicted.iter().for_each(release);
+    !evicted.is_empty()
+}
+
+/// Allocates through `alloc`; out of memory with memory in quarantine, drains it and
+/// tries once more: the quarantine must never make a program fail that would not.
+fn alloc_with_retry(mut alloc: impl FnMut() -> CUresult) -> CUresult {
+    let r = alloc();
+    if r == ERROR_OUT_OF_MEMORY && quietly(drain_quarantine).unwrap_or(false) {
+        return alloc();
+    }
+    r
+}
+
+/// The common path of every free. `Deferred` frees are held in quarantine instead of
+/// reaching the driver; `Immediate` ones (stream-ordered) reach it now and are only
+/// remembered as freed.
+enum Release {
+    Deferred,
+    Immediate,
+}
+
+fn free_common(
+    api: FreeApi,
+    name: &'static str,
+    ptr: u64,
+    release_now: Release,
+    real: impl FnOnce() -> CUresult,
+) -> CUresult {
+    let Some(outcome) = quietly(|| {
+        let s = site();
+        let st = state();
+        let freed = st.registry.free(ptr, api, s);
+        if let Some(f) = check_free(&st.registry, name, ptr, &freed.outcome) {
+            st.finding(&f, s);
+        }
+        freed.evicted.iter().filter(|a| a.base != ptr).for_each(release);
+        (freed.outcome, freed.evicted.iter().any(|a| a.base == ptr))
+    }) else {
+        return real();
+    };
+    match (outcome, release_now) {
+        ((FreeOutcome::Freed(_), _), Release::Immediate) => real(),
+        // A zero quarantine budget evicts the allocation at once: free it now.
+        ((FreeOutcome::Freed(_), true), Release::Deferred) => real(),
+        ((FreeOutcome::Freed(_), false), Release::Deferred) => SUCCESS,
+        // The program freed this already; the driver would refuse the second free too.
+        ((FreeOutcome::DoubleFree { .. }, _), _) => ERROR_INVALID_VALUE,
+        _ => real(),
+    }
+}
+
+/// A pointer passed where unified addressing allows host or device memory.
+fn uva(p: u64) -> Mem {
+    match state().registry.lookup(p) {
+        Lookup::Live { .. } | Lookup::Freed { .. } => Mem::Device(p),
+        Lookup::Outside { .. } => Mem::Host(p),
+    }
+}
+
+fn check(api: &'static str, call: Call) {
+    quietly(|| state().check(api, &call, site()));
+}
+
+// ---- allocations -------------------------------------------------------------------
+
+type AllocFn = unsafe extern "C" fn(*mut u64, usize) -> CUresult;
+
+pub unsafe fn mem_alloc(real: AllocFn, dptr: *mut u64, size: usize) -> CUresult {
+    let r = alloc_with_retry(|| real(dptr, size));
+    if r == SUCCESS && !dptr.is_null() {
+        quietly(|| record_alloc(*dptr, size as u64, AllocKind::Device, site()));
+    }
+    r
+}
+
+pub unsafe fn mem_alloc_pitch(
+    real: unsafe extern "C" fn(*mut u64, *mut usize, usize, usize, u32) -> CUresult,
+    dptr: *mut u64,
+    pitch: *mut usize,
+    width: usize,
+    height: usize,
+    elem: u32,
+) -> CUresult {
+    let r = alloc_with_retry(|| real(dptr, pitch, width, height, elem));
+    if r == SUCCESS && !dptr.is_null() && !pitch.is_null() {
+        let (p, w, h) = (*pitch as u64, width as u64, height as u64);
+        let kind = AllocKind::Pitched { pitch: p, width_bytes: w, height: h };
+        quietly(|| record_alloc(*dptr, p * h, kind, site()));
+    }
+    r
+}
+
+pub unsafe fn mem_alloc_async(
+    real: unsafe extern "C" fn(*mut u64, usize, Ptr) -> CUresult,
+    dptr: *mut u64,
+    size: usize,
+    stream: Ptr,
+) -> CUresult {
+    let r = alloc_with_retry(|| real(dptr, size, stream));
+    if r == SUCCESS && !dptr.is_null() {
+        quietly(|| record_alloc(*dptr, size as u64, AllocKind::Async { stream: stream as u64 }, site()));
+    }
+    r
+}
+
+pub unsafe fn mem_alloc_from_pool(
+    real: unsafe extern "C" fn(*mut u64, usize, Ptr, Ptr) -> CUresult,
+    dptr: *mut u64,
+    size: usize,
+    pool: Ptr,
+    stream: Ptr,
+) -> CUresult {
+    let r = alloc_with_retry(|| real(dptr, size, pool, stream));
+    if r == SUCCESS && !dptr.is_null() {
+        let kind = AllocKind::Pool { pool: pool as u64, stream: stream as u64 };
+        quietly(|| record_alloc(*dptr, size as u64, kind, site()));
+    }
+    r
+}
+
+pub unsafe fn mem_alloc_managed(
+    real: unsafe extern "C" fn(*mut u64, usize, u32) -> CUresult,
+    dptr: *mut u64,
+    size: usize,
+    flags: u32,
+) -> CUresult {
+    let r = alloc_with_retry(|| real(dptr, size, flags));
+    if r == SUCCESS && !dptr.is_null() {
+        quietly(|| record_alloc(*dptr, size as u64, AllocKind::Managed, site()));
+    }
+    r
+}
+
+pub unsafe fn mem_host_alloc(
+    real: unsafe extern "C" fn(*mut Ptr, usize, u32) -> CUresult,
+    pp: *mut Ptr,
+    size: usize,
+    flags: u32,
+) -> CUresult {
+    const DEVICEMAP: u32 = 0x02;
+    let r = alloc_with_retry(|| real(pp, size, flags));
+    if r == SUCCESS && !pp.is_null() {
+        let kind = AllocKind::HostPinned { mapped: flags & DEVICEMAP != 0 };
+        quietly(|| record_alloc(*pp as u64, size as u64, kind, site()));
+    }
+    r
+}
+
+pub unsafe fn mem_alloc_host(
+    real: unsafe extern "C" fn(*mut Ptr, usize) -> CUresult,
+    pp: *mut Ptr,
+    size: usize,
+) -> CUresult {
+    let r = alloc_with_retry(|| real(pp, size));
+    if r == SUCCESS && !pp.is_null() {
+        quietly(|| record_alloc(*pp as u64, size as u64, AllocKind::HostPinned { mapped: false }, site()));
+    }
+    r
+}
+
+// ---- frees -------------------------------------------------------------------------
+
+pub unsafe fn mem_free(real: unsafe extern "C" fn(u64) -> CUresult, dptr: u64) -> CUresult {
+    free_common(FreeApi::Free, "cuMemFree", dptr, Release::Deferred, || real(dptr))
+}
+
+pub unsafe fn mem_free_async(real: unsafe extern "C" fn(u64, Ptr) -> CUresult, dptr: u64, stream: Ptr) -> CUresult {
+    // Stream-ordered: the free must take its place in the stream, so it reaches the
+    // driver now; the registry still knows the range as freed until it is reused.
+    free_common(FreeApi::FreeAsync, "cuMemFreeAsync", dptr, Release::Immediate, || real(dptr, stream))
+}
+
+pub unsafe fn mem_free_host(real: unsafe extern "C" fn(Ptr) -> CUresult, p: Ptr) -> CUresult {
+    free_common(FreeApi::FreeHost, "cuMemFreeHost", p as u64, Release::Deferred, || real(p))
+}
+
+// ---- copies ------------------------------------------------------------------------
+
+pub unsafe fn memcpy_htod(
+    real: unsafe extern "C" fn(u64, *const c_void, usize) -> CUresult,
+    dst: u64,
+    src: *const c_void,
+    n: usize,
+) -> CUresult {
+    check("cuMemcpyHtoD", Call::Copy { dst: Mem::Device(dst), src: Mem::Host(src as u64), count: n as u64 });
+    real(dst, src, n)
+}
+
+pub unsafe fn memcpy_dtoh(
+    real: unsafe extern "C" fn(Ptr, u64, usize) -> CUresult,
+    dst: Ptr,
+    src: u64,
+    n: usize,
+) -> CUresult {
+    check("cuMemcpyDtoH", Call::Copy { dst: Mem::Host(dst as u64), src: Mem::Device(src), count: n as u64 });
+    real(dst, src, n)
+}
+
+pub unsafe fn memcpy_dtod(
+    real: unsafe extern "C" fn(u64, u64, usize) -> CUresult,
+    dst: u64,
+    src: u64,
+    n: usize,
+) -> CUresult {
+    check("cuMemcpyDtoD", Call::Copy { dst: Mem::Device(dst), src: Mem::Device(src), count: n as u64 });
+    real(dst, src, n)
+}
+
+pub unsafe fn memcpy(
+    real: unsafe extern "C" fn(u64, u64, usize) -> CUresult,
+    dst: u64,
+    src: u64,
+    n: usize,
+) -> CUresult {
+    check("cuMemcpy", Call::Copy { dst: uva(dst), src: uva(src), count: n as u64 });
+    real(dst, src, n)
+}
+
+pub unsafe fn memcpy_async(
+    real: unsafe extern "C" fn(u64, u64, usize, Ptr) -> CUresult,
+    dst: u64,
+    src: u64,
+    n: usize,
+    s: Ptr,
+) -> CUresult {
+    check("cuMemcpyAsync", Call::Copy { dst: uva(dst), src: uva(src), count: n as u64 });
+    real(dst, src, n, s)
+}
+
+pub unsafe fn memcpy_htod_async(
+    real: unsafe extern "C" fn(u64, *const c_void, usize, Ptr) -> CUresult,
+    dst: u64,
+    src: *const c_void,
+    n: usize,
+    s: Ptr,
+) -> CUresult {
+    check("cuMemcpyHtoDAsync", Call::Copy { dst: Mem::Device(dst), src: Mem::Host(src as u64), count: n as u64 });
+    real(dst, src, n, s)
+}
+
+pub unsafe fn memcpy_dtoh_async(
+    real: unsafe extern "C" fn(Ptr, u64, usize, Ptr) -> CUresult,
+    dst: Ptr,
+    src: u64,
+    n: usize,
+    s: Ptr,
+) -> CUresult {
+    check("cuMemcpyDtoHAsync", Call::Copy { dst: Mem::Host(dst as u64), src: Mem::Device(src), count: n as u64 });
+    real(dst, src, n, s)
+}
+
+pub unsafe fn memcpy_dtod_async(
+    real: unsafe extern "C" fn(u64, u64, usize, Ptr) -> CUresult,
+    dst: u64,
+    src: u64,
+    n: usize,
+    s: Ptr,
+) -> CUresult {
+    check("cuMemcpyDtoDAsync", Call::Copy { dst: Mem::Device(dst), src: Mem::Device(src), count: n as u64 });
+    real(dst, src, n, s)
+}
+
+/// `CUDA_MEMCPY2D` (the `_v2` layout, `size_t` fields).
+#[repr(C)]
+pub struct Memcpy2D {
+    src_x: usize,
+    src_y: usize,
+    src_type: u32,
+    src_host: *const c_void,
+    src_device: u64,
+    src_array: Ptr,
+    src_pitch: usize,
+    dst_x: usize,
+    dst_y: usize,
+    dst_type: u32,
+    dst_host: Ptr,
+    dst_device: u64,
+    dst_array: Ptr,
+    dst_pitch: usize,
+    width: usize,
+    height: usize,
+}
+
+fn side(mem_type: u32, host: u64, device: u64, array: u64, x: usize, y: usize, pitch: usize) -> Mem {
+    let offset = (y as u64).saturating_mul(pitch as u64).saturating_add(x as u64);
+    match mem_type {
+        1 => Mem::Host(host.wrapping_add(offset)),
+        2 => Mem::Device(device.wrapping_add(offset)),
+        3 => Mem::Array(array),
+        _ => uva(device.wrapping_add(offset)),
+    }
+}
+
+unsafe fn check_2d(api: &'static str, p: *const Memcpy2D) {
+    if p.is_null() {
+        return;
+    }
+    let c = &*p;
+    let src = side(c.src_type, c.src_host as u64, c.src_device, c.src_array as u64, c.src_x, c.src_y, c.src_pitch);
+    let dst = side(c.dst_type, c.dst_host as u64, c.dst_device, c.dst_array as u64, c.dst_x, c.dst_y, c.dst_pitch);
+    check(
+        api,
+        Call::Copy2D {
+            dst,
+            dpitch: c.dst_pitch as u64,
+            src,
+            spitch: c.src_pitch as u64,
+            width: c.width as u64,
+            height: c.height as u64,
+        },
+    );
+}
+
+pub unsafe fn memcpy_2d(real: unsafe extern "C" fn(*const Memcpy2D) -> CUresult, p: *const Memcpy2D) -> CUresult {
+    check_2d("cuMemcpy2D", p);
+    real(p)
+}
+
+pub unsafe fn memcpy_2d_async(
+    real: unsafe extern "C" fn(*const Memcpy2D, Ptr) -> CUresult,
+    p: *const Memcpy2D,
+    s: Ptr,
+) -> CUresult {
+    check_2d("cuMemcpy2DAsync", p);
+    real(p, s)
+}
+
+// ---- sets --------------------------------------------------------------------------
+
+pub unsafe fn memset<T: Copy>(
+    api: &'static str,
+    elem: u64,
+    real: unsafe extern "C" fn(u64, T, usize) -> CUresult,
+    dst: u64,
+    v: T,
+    n: usize,
+) -> CUresult {
+    check(api, Call::Set { dst: Mem::Device(dst), count: (n as u64).saturating_mul(elem) });
+    real(dst, v, n)
+}
+
+pub unsafe fn memset_async<T: Copy>(
+    api: &'static str,
+    elem: u64,
+    real: unsafe extern "C" fn(u64, T, usize, Ptr) -> CUresult,
+    dst: u64,
+    v: T,
+    n: usize,
+    s: Ptr,
+) -> CUresult {
+    check(api, Call::Set { dst: Mem::Device(dst), count: (n as u64).saturating_mul(elem) });
+    real(dst, v, n, s)
+}
+
+pub unsafe fn memset_2d<T: Copy>(
+    api: &'static str,
+    elem: u64,
+    real: unsafe extern "C" fn(u64, usize, T, usize, usize) -> CUresult,
+    dst: u64,
+    pitch: usize,
+    v: T,
+    w: usize,
+    h: usize,
+) -> CUresult {
+    let width = (w as u64).saturating_mul(elem);
+    check(api, Call::Set2D { dst: Mem::Device(dst), pitch: pitch as u64, width, height: h as u64 });
+    real(dst, pitch, v, w, h)
+}
+
+pub unsafe fn memset_2d_async<T: Copy>(
+    api: &'static str,
+    elem: u64,
+    real: unsafe extern "C" fn(u64, usize, T, usize, usize, Ptr) -> CUresult,
+    dst: u64,
+    pitch: usize,
+    v: T,
+    w: usize,
+    h: usize,
+    s: Ptr,
+) -> CUresult {
+    let width = (w as u64).saturating_mul(elem);
+    check(api, Call::Set2D { dst: Mem::Device(dst), pitch: pitch as u64, width, height: h as u64 });
+    real(dst, pitch, v, w, h, s)
+}

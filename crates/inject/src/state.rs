@@ -1,0 +1,125 @@
+//! The runtime's state inside the program: the allocation registry, the findings, and the
+//! options `gpusan run` passed through the environment. Created on first use; at exit the
+//! findings (and leaks, when asked) are written where `gpusan run` reads them.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+use gpusan_runtime::checks::{self, Call, Finding};
+use gpusan_runtime::registry::{self, Config as RegistryConfig, Registry, SiteId};
+use gpusan_runtime::report::{Collector, CollectorConfig, Report};
+
+/// Options, from `GPUSAN_*` variables set by `gpusan run`.
+pub struct Options {
+    pub mode: String,
+    pub leak_check: bool,
+    /// The final JSON document; `<path>.events` receives each new finding at once, so a
+    /// program that crashes still leaves its findings behind.
+    pub report: Option<PathBuf>,
+    pub registry: RegistryConfig,
+}
+
+impl Options {
+    fn from_env() -> Options {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let mut registry = RegistryConfig::default();
+        if let Some(b) = var("GPUSAN_QUARANTINE_BYTES").and_then(|v| v.parse().ok()) {
+            registry.quarantine_bytes = b;
+        }
+        Options {
+            mode: var("GPUSAN_MODE").unwrap_or_else(|| "api".into()),
+            leak_check: var("GPUSAN_LEAK_CHECK").is_some_and(|v| v == "full"),
+            report: var("GPUSAN_REPORT").map(PathBuf::from),
+            registry,
+        }
+    }
+}
+
+pub struct State {
+    pub options: Options,
+    pub registry: Registry,
+    collector: Mutex<Collector>,
+    events: Mutex<Option<std::fs::File>>,
+}
+
+static STATE: OnceLock<State> = OnceLock::new();
+
+pub fn state() -> &'static State {
+    STATE.get_or_init(|| {
+        let options = Options::from_env();
+        let events = options.report.as_ref().and_then(|p| {
+            let mut name = p.clone().into_os_string();
+            name.push(".events");
+            std::fs::OpenOptions::new().create(true).append(true).open(name).ok()
+        });
+        State {
+            registry: Registry::new(options.registry),
+            collector: Mutex::new(Collector::new(CollectorConfig::default())),
+            events: Mutex::new(events),
+            options,
+        }
+    })
+}
+
+impl State {
+    /// Records a finding; a new distinct one is also written to the events file now.
+    pub fn report(&self, report: Report) {
+        let is_new = self.collector.lock().unwrap_or_else(|p| p.into_inner()).push(report.clone());
+        if !is_new {
+            return;
+        }
+        let mut report = report;
+        for stack in report.stacks_mut() {
+            stack.frames = registry::symbolize(stack.site);
+        }
+        if let Ok(line) = serde_json::to_string(&report) {
+            if let Some(f) = self.events.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                let _ = writeln!(f, "{line}");
+            }
+        }
+    }
+
+    pub fn check(&self, api: &'static str, call: &Call, site: SiteId) {
+        for f in checks::check_call(&self.registry, api, call) {
+            self.finding(&f, site);
+        }
+    }
+
+    pub fn finding(&self, f: &Finding, site: SiteId) {
+        self.report(f.to_report(site));
+    }
+
+    /// Writes the final document: findings, and leaks when `--leak-check full`.
+    pub fn finish(&self) {
+        let Some(path) = &self.options.report else { return };
+        let collector = std::mem::replace(
+            &mut *self.collector.lock().unwrap_or_else(|p| p.into_inner()),
+            Collector::new(CollectorConfig::default()),
+        );
+        let leaks = if self.options.leak_check { checks::leak_summary(&self.registry) } else { Vec::new() };
+        let doc = collector.finish(&self.options.mode, leaks, registry::symbolize);
+        let tmp = path.with_extension("tmp");
+        if std::fs::write(&tmp, doc.to_json()).is_ok() {
+            let _ = std::fs::rename(&tmp, path);
+        }
+    }
+}
+
+extern "C" fn at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(s) = STATE.get() {
+            s.finish();
+        }
+    });
+}
+
+extern "C" fn on_load() {
+    // Registered before main, so it runs after the handlers CUDA registers later
+    // (atexit runs in reverse order): the program's frees have all been seen by then.
+    unsafe { libc::atexit(at_exit) };
+}
+
+#[used]
+#[link_section = ".init_array"]
+static ON_LOAD: extern "C" fn() = on_load;

@@ -1,0 +1,23 @@
+// gpusan-case: check
+// expect: out_of_bounds_write
+// expect-leak: none
+// compute-sanitizer: yes
+// what: device-side malloc(60) in a kernel, then an int written at byte 60 (past the 60 bytes
+//       asked for, inside the heap's 16-byte rounding), then free
+#include "case.h"
+__global__ void k(int* out, int bytes) {
+    int* p = (int*)malloc(bytes);
+    if (!p) { out[threadIdx.x] = -1; return; }
+    for (int i = 0; i < bytes / 4; i++) p[i] = i;
+    p[bytes / 4] = 99;  // bug: bytes 60..63
+    out[threadIdx.x] = p[0];
+    free(p);
+}
+int main() {
+    int* d;
+    CK(cudaMalloc(&d, 32 * sizeof(int)));
+    k<<<1, 32>>>(d, 60);
+    CK(cudaDeviceSynchronize());
+    CK(cudaFree(d));
+    BUG_DONE();
+}
