@@ -18,7 +18,7 @@ int main() {
     for (int i = 0; i < n; i++) m[i] = i;
     CK(cudaMemcpy(d, m, n * sizeof(int), cudaMemcpyDefault));
     twice<<<(n + 255) / 256, 256>>>(d, n);
-    CK(cudaMemcpy(m, d, n * sizeof(int), cudaMemcpyDeviceToDevice));
+    CK(cudaMemcpy(m, d, n * sizeof(int), cudaMemcpyDefault));
     twice<<<(n + 255) / 256, 256>>>(m, n);
     CK(cudaDeviceSynchronize());
     bool ok = true;

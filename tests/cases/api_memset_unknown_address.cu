@@ -2,6 +2,7 @@
 // expect: unknown_device_address
 // expect-leak: none
 // compute-sanitizer: yes
+// native: may-fail
 // what: cudaMemset on a device-looking address 16 GiB past a live buffer, in no allocation
 //       (CUDA is expected to refuse it: the suite records what it returns)
 #include "case.h"

@@ -6,12 +6,12 @@
 //       asked for, inside the heap's 16-byte rounding), then free
 #include "case.h"
 __global__ void k(int* out, int bytes) {
-    int* p = (int*)malloc(bytes);
+    volatile int* p = (volatile int*)malloc(bytes);  // volatile: the stores stay
     if (!p) { out[threadIdx.x] = -1; return; }
     for (int i = 0; i < bytes / 4; i++) p[i] = i;
     p[bytes / 4] = 99;  // bug: bytes 60..63
     out[threadIdx.x] = p[0];
-    free(p);
+    free((void*)p);
 }
 int main() {
     int* d;

@@ -2,16 +2,17 @@
 // expect: local_out_of_bounds
 // expect-leak: none
 // compute-sanitizer: no
-// what: a per-thread array of 8 ints indexed by a run-time value (so it lives in local
-//       memory) is read at index 8, one past its end, inside the thread's stack frame
+// what: a per-thread array of 32 ints indexed by run-time values (so it lives in local
+//       memory, not registers) is read at index 32, one past its end, inside the thread's
+//       local memory window
 #include "case.h"
 __global__ void k(const int* idx, int* out) {
-    int a[8];
-    for (int i = 0; i < 8; i++) a[i] = i * idx[i];
-    out[threadIdx.x] = a[idx[8]];  // idx[8] == 8
+    int a[32];
+    for (int i = 0; i < 32; i++) a[(i * idx[0]) & 31] = i * idx[i % 8];
+    out[threadIdx.x] = a[idx[8]];  // idx[8] == 32
 }
 int main() {
-    int h[9] = {1, 2, 3, 4, 5, 6, 7, 8, 8};
+    int h[9] = {1, 2, 3, 4, 5, 6, 7, 8, 32};
     int *idx, *out;
     CK(cudaMalloc(&idx, sizeof h));
     CK(cudaMalloc(&out, 32 * sizeof(int)));

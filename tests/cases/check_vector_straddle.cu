@@ -4,7 +4,10 @@
 // compute-sanitizer: yes
 // what: a 16-byte float4 load at byte 1008 of a 1020-byte buffer: 12 bytes inside, 4 past
 #include "case.h"
-__global__ void k(const float4* p, float* out, int last) { out[0] = p[last].w; }
+__global__ void k(const float4* p, float* out, int last) {
+    float4 q = p[last];  // all four lanes used: one 16-byte load
+    out[0] = q.x + q.y + q.z + q.w;
+}
 int main() {
     float *d, *out;
     CK(cudaMalloc(&d, 1020));  // 255 floats; the last whole float4 is number 62

@@ -117,6 +117,40 @@ struct Parser<'s> {
     /// End of the last token taken, for adjacency tests and "after this" errors.
     prev_end: u32,
     depth: u32,
+    names: NameCache,
+}
+
+/// A direct-mapped cache in front of the global interner: a module names the same few
+/// thousand registers and modifiers millions of times, and a hit here costs a short hash
+/// and a compare instead of the interner's lock.
+struct NameCache {
+    slots: Box<[Option<Name>; NAME_SLOTS]>,
+}
+
+const NAME_SLOTS: usize = 4096;
+
+impl NameCache {
+    fn new() -> NameCache {
+        NameCache { slots: Box::new([None; NAME_SLOTS]) }
+    }
+
+    #[inline]
+    fn get(&mut self, s: &str) -> Name {
+        // FNV-1a over the bytes: names are short, and this only picks a slot.
+        let mut h: u32 = 0x811c_9dc5;
+        for &b in s.as_bytes() {
+            h = (h ^ b as u32).wrapping_mul(0x0100_0193);
+        }
+        let slot = &mut self.slots[h as usize % NAME_SLOTS];
+        match slot {
+            Some(n) if n.as_str() == s => *n,
+            _ => {
+                let n = Name::from(s);
+                *slot = Some(n);
+                n
+            }
+        }
+    }
 }
 
 impl<'s> Parser<'s> {
@@ -129,6 +163,7 @@ impl<'s> Parser<'s> {
             len: 0,
             prev_end: 0,
             depth: 0,
+            names: NameCache::new(),
         }
     }
 
@@ -175,14 +210,17 @@ impl<'s> Parser<'s> {
         t
     }
 
+    #[inline]
     fn text(&self, t: Spanned) -> &'s str {
         &self.src[t.start as usize..t.end as usize]
     }
 
+    #[inline]
     fn at(&mut self, tok: Token) -> bool {
         self.peek().tok == tok
     }
 
+    #[inline]
     fn eat(&mut self, tok: Token) -> bool {
         if self.at(tok) {
             self.bump();
@@ -197,6 +235,8 @@ impl<'s> Parser<'s> {
     }
 
     /// "expected WHAT, found …" at the next token.
+    #[cold]
+    #[inline(never)]
     fn expected<T>(&mut self, what: &str) -> PResult<T> {
         let t = self.peek();
         let found = match t.tok {
@@ -207,6 +247,7 @@ impl<'s> Parser<'s> {
         Err(self.error_at(t, format!("expected {what}, found {found}")))
     }
 
+    #[inline]
     fn expect(&mut self, tok: Token, what: &str) -> PResult<Spanned> {
         if self.at(tok) {
             Ok(self.bump())
@@ -215,9 +256,11 @@ impl<'s> Parser<'s> {
         }
     }
 
+    #[inline]
     fn ident(&mut self, what: &str) -> PResult<Name> {
         let t = self.expect(Token::Ident, what)?;
-        Ok(Name::from(self.text(t)))
+        let text = self.text(t);
+        Ok(self.names.get(text))
     }
 
     fn enter(&mut self) -> PResult<()> {
@@ -520,7 +563,7 @@ impl<'s> Parser<'s> {
                     if ty.is_some() {
                         return Err(self.error_at(t, format!("unexpected `{other}`: the parameter already has a type")));
                     }
-                    ty = Some(Name::from(&other[1..]));
+                    ty = Some(self.names.get(&other[1..]));
                 }
             }
         }
@@ -581,7 +624,7 @@ impl<'s> Parser<'s> {
                             self.error_at(t, format!("unexpected `{other}`: the declaration already has a type"))
                         );
                     }
-                    ty = Some(Name::from(&other[1..]));
+                    ty = Some(self.names.get(&other[1..]));
                 }
             }
         }
@@ -748,6 +791,7 @@ impl<'s> Parser<'s> {
     }
 
     /// An identifier and any `.x`-style suffix written against it (`%tid.x`, `%envreg3`).
+    #[inline]
     fn dotted_name(&mut self) -> PResult<Name> {
         let t = self.expect(Token::Ident, "a name")?;
         let mut end = t.end;
@@ -760,7 +804,8 @@ impl<'s> Parser<'s> {
                 break;
             }
         }
-        Ok(Name::from(&self.src[t.start as usize..end as usize]))
+        let src = self.src;
+        Ok(self.names.get(&src[t.start as usize..end as usize]))
     }
 
     // ---- function bodies -------------------------------------------------------------
@@ -903,7 +948,8 @@ impl<'s> Parser<'s> {
             None
         };
         let op = self.expect(Token::Ident, "an instruction")?;
-        let opcode = Name::from(self.text(op));
+        let text = self.text(op);
+        let opcode = self.names.get(text);
         // Modifiers are written against the opcode: `ld.global.v4.f32`.
         let mods_start = self.peek().start;
         let mut mods_end = op.end;
@@ -913,7 +959,8 @@ impl<'s> Parser<'s> {
         let modifiers = if mods_end == op.end {
             Name::default()
         } else {
-            Name::from(&self.src[mods_start as usize + 1..mods_end as usize])
+            let src = self.src;
+            self.names.get(&src[mods_start as usize + 1..mods_end as usize])
         };
         let mut operands = SmallVec::new();
         let starts_operand = matches!(
