@@ -164,6 +164,7 @@ say "suite.py exit $?"
 # ---------------------------------------------------------------- 5. logs and tables
 tar czf "$out/suite-logs.tar.gz" -C "$work" logs env.json 2>/dev/null
 say "outputs: $(find "$out" -maxdepth 1 -type f -printf '%f (%s B) ')"
+python3 -c 'import json, sys; e = json.load(open(sys.argv[1])); print("GPU:", "; ".join(e["gpus"]), "| nvcc:", *e["nvcc"], "| compute-sanitizer:", *e["compute_sanitizer"], "| gpusan:", e["gpusan_version"])' "$work/env.json" 2>/dev/null
 echo
 echo "==================== overhead (gpusan/native)"
 cat "$work/overhead-table.txt" 2>/dev/null || echo "(no overhead table: see logs)"

@@ -374,8 +374,10 @@ def judge_cs(case, r):
         found = (non_leak > 0 if case["expect"] else False) or (leak > 0 if case["expect_leak"] else False)
         res["detected"] = found
         res["verdict"] = "detected" if found else "missed"
-        # Leaks it finds in a non-leak case are false positives of its own.
-        res["false_positive"] = leak > 0 and not case["expect_leak"]
+        # Leaks it reports in a bug case follow from the bug (a faulting kernel stops the
+        # program before its frees): recorded, not counted as false positives.
+        res["false_positive"] = False
+        res["leaks_after_error"] = leak > 0 and not case["expect_leak"]
     else:
         res["detected"] = None
         res["false_positive"] = parsed["errors"] > 0

@@ -153,6 +153,30 @@ fn free_common(
     }
 }
 
+/// Whether the driver knows `p` as device memory (`cuPointerGetAttribute`'s range).
+/// Asked only for addresses the registry does not know, which is rare.
+fn driver_knows(p: u64) -> bool {
+    const RANGE_START_ADDR: i32 = 11;
+    static GET: AtomicUsize = AtomicUsize::new(0);
+    let f = driver_fn(&GET, c"cuPointerGetAttribute");
+    if f == 0 {
+        return false;
+    }
+    let mut start: u64 = 0;
+    let f: unsafe extern "C" fn(*mut c_void, i32, u64) -> CUresult = unsafe { std::mem::transmute(f) };
+    unsafe { f(&mut start as *mut u64 as *mut c_void, RANGE_START_ADDR, p) == SUCCESS && start != 0 }
+}
+
+/// A pointer the API says is device memory: judged against the registry, unless gpusan
+/// never saw it allocated and the driver vouches for it (module variables and the like).
+fn device(p: u64) -> Mem {
+    match state().registry.lookup(p) {
+        Lookup::Live { .. } | Lookup::Freed { .. } => Mem::Device(p),
+        Lookup::Outside { .. } if driver_knows(p) => Mem::Untracked(p),
+        Lookup::Outside { .. } => Mem::Device(p),
+    }
+}
+
 /// A pointer passed where unified addressing allows host or device memory.
 fn uva(p: u64) -> Mem {
     match state().registry.lookup(p) {
@@ -161,8 +185,16 @@ fn uva(p: u64) -> Mem {
     }
 }
 
+/// Judges a call; the call stack (the costly part) is captured only for a finding.
 fn check(api: &'static str, call: Call) {
-    quietly(|| state().check(api, &call, site()));
+    quietly(|| {
+        let st = state();
+        let findings = gpusan_runtime::checks::check_call(&st.registry, api, &call);
+        if !findings.is_empty() {
+            let s = site();
+            findings.iter().for_each(|f| st.finding(f, s));
+        }
+    });
 }
 
 // ---- allocations -------------------------------------------------------------------
@@ -286,7 +318,7 @@ pub unsafe fn memcpy_htod(
     src: *const c_void,
     n: usize,
 ) -> CUresult {
-    check("cuMemcpyHtoD", Call::Copy { dst: Mem::Device(dst), src: Mem::Host(src as u64), count: n as u64 });
+    check("cuMemcpyHtoD", Call::Copy { dst: device(dst), src: Mem::Host(src as u64), count: n as u64 });
     real(dst, src, n)
 }
 
@@ -296,7 +328,7 @@ pub unsafe fn memcpy_dtoh(
     src: u64,
     n: usize,
 ) -> CUresult {
-    check("cuMemcpyDtoH", Call::Copy { dst: Mem::Host(dst as u64), src: Mem::Device(src), count: n as u64 });
+    check("cuMemcpyDtoH", Call::Copy { dst: Mem::Host(dst as u64), src: device(src), count: n as u64 });
     real(dst, src, n)
 }
 
@@ -306,7 +338,7 @@ pub unsafe fn memcpy_dtod(
     src: u64,
     n: usize,
 ) -> CUresult {
-    check("cuMemcpyDtoD", Call::Copy { dst: Mem::Device(dst), src: Mem::Device(src), count: n as u64 });
+    check("cuMemcpyDtoD", Call::Copy { dst: device(dst), src: device(src), count: n as u64 });
     real(dst, src, n)
 }
 
@@ -338,7 +370,7 @@ pub unsafe fn memcpy_htod_async(
     n: usize,
     s: Ptr,
 ) -> CUresult {
-    check("cuMemcpyHtoDAsync", Call::Copy { dst: Mem::Device(dst), src: Mem::Host(src as u64), count: n as u64 });
+    check("cuMemcpyHtoDAsync", Call::Copy { dst: device(dst), src: Mem::Host(src as u64), count: n as u64 });
     real(dst, src, n, s)
 }
 
@@ -349,7 +381,7 @@ pub unsafe fn memcpy_dtoh_async(
     n: usize,
     s: Ptr,
 ) -> CUresult {
-    check("cuMemcpyDtoHAsync", Call::Copy { dst: Mem::Host(dst as u64), src: Mem::Device(src), count: n as u64 });
+    check("cuMemcpyDtoHAsync", Call::Copy { dst: Mem::Host(dst as u64), src: device(src), count: n as u64 });
     real(dst, src, n, s)
 }
 
@@ -360,7 +392,7 @@ pub unsafe fn memcpy_dtod_async(
     n: usize,
     s: Ptr,
 ) -> CUresult {
-    check("cuMemcpyDtoDAsync", Call::Copy { dst: Mem::Device(dst), src: Mem::Device(src), count: n as u64 });
+    check("cuMemcpyDtoDAsync", Call::Copy { dst: device(dst), src: device(src), count: n as u64 });
     real(dst, src, n, s)
 }
 
@@ -385,13 +417,13 @@ pub struct Memcpy2D {
     height: usize,
 }
 
-fn side(mem_type: u32, host: u64, device: u64, array: u64, x: usize, y: usize, pitch: usize) -> Mem {
+fn side(mem_type: u32, host: u64, dev: u64, array: u64, x: usize, y: usize, pitch: usize) -> Mem {
     let offset = (y as u64).saturating_mul(pitch as u64).saturating_add(x as u64);
     match mem_type {
         1 => Mem::Host(host.wrapping_add(offset)),
-        2 => Mem::Device(device.wrapping_add(offset)),
+        2 => device(dev.wrapping_add(offset)),
         3 => Mem::Array(array),
-        _ => uva(device.wrapping_add(offset)),
+        _ => uva(dev.wrapping_add(offset)),
     }
 }
 
@@ -439,7 +471,7 @@ pub unsafe fn memset<T: Copy>(
     v: T,
     n: usize,
 ) -> CUresult {
-    check(api, Call::Set { dst: Mem::Device(dst), count: (n as u64).saturating_mul(elem) });
+    check(api, Call::Set { dst: device(dst), count: (n as u64).saturating_mul(elem) });
     real(dst, v, n)
 }
 
@@ -452,7 +484,7 @@ pub unsafe fn memset_async<T: Copy>(
     n: usize,
     s: Ptr,
 ) -> CUresult {
-    check(api, Call::Set { dst: Mem::Device(dst), count: (n as u64).saturating_mul(elem) });
+    check(api, Call::Set { dst: device(dst), count: (n as u64).saturating_mul(elem) });
     real(dst, v, n, s)
 }
 
@@ -467,7 +499,7 @@ pub unsafe fn memset_2d<T: Copy>(
     h: usize,
 ) -> CUresult {
     let width = (w as u64).saturating_mul(elem);
-    check(api, Call::Set2D { dst: Mem::Device(dst), pitch: pitch as u64, width, height: h as u64 });
+    check(api, Call::Set2D { dst: device(dst), pitch: pitch as u64, width, height: h as u64 });
     real(dst, pitch, v, w, h)
 }
 
@@ -483,6 +515,6 @@ pub unsafe fn memset_2d_async<T: Copy>(
     s: Ptr,
 ) -> CUresult {
     let width = (w as u64).saturating_mul(elem);
-    check(api, Call::Set2D { dst: Mem::Device(dst), pitch: pitch as u64, width, height: h as u64 });
+    check(api, Call::Set2D { dst: device(dst), pitch: pitch as u64, width, height: h as u64 });
     real(dst, pitch, v, w, h, s)
 }

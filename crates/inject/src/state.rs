@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
-use gpusan_runtime::checks::{self, Call, Finding};
+use gpusan_runtime::checks::{self, Finding};
 use gpusan_runtime::registry::{self, Config as RegistryConfig, Registry, SiteId};
 use gpusan_runtime::report::{Collector, CollectorConfig, Report};
 
@@ -77,12 +77,6 @@ impl State {
             if let Some(f) = self.events.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
                 let _ = writeln!(f, "{line}");
             }
-        }
-    }
-
-    pub fn check(&self, api: &'static str, call: &Call, site: SiteId) {
-        for f in checks::check_call(&self.registry, api, call) {
-            self.finding(&f, site);
         }
     }
 

@@ -20,6 +20,10 @@ pub enum Mem {
     Host(u64),
     /// A CUDA array handle: opaque, its bounds are the driver's to check.
     Array(u64),
+    /// Device memory the driver knows but gpusan never saw allocated (module variables,
+    /// memory allocated before gpusan was injected, IPC or VMM mappings): not judged,
+    /// because gpusan does not know its bounds and a guess could be a false report.
+    Untracked(u64),
 }
 
 /// One side of a 3-D copy or set: `cudaPitchedPtr` plus the `cudaPos` of the region.
@@ -303,7 +307,7 @@ impl Checker<'_> {
         let (addr, is_device) = match mem {
             Mem::Device(addr) => (addr, true),
             Mem::Host(addr) => (addr, false),
-            Mem::Array(_) => return,
+            Mem::Array(_) | Mem::Untracked(_) => return,
         };
         if len == 0 {
             return;
@@ -336,7 +340,7 @@ impl Checker<'_> {
     /// `height` rows of `width` bytes, `pitch` apart: the last row ends at
     /// `(height - 1) * pitch + width`.
     fn plane(&mut self, operand: Operand, mem: Mem, pitch: u64, width: u64, height: u64) {
-        if width == 0 || height == 0 || matches!(mem, Mem::Array(_)) {
+        if width == 0 || height == 0 || matches!(mem, Mem::Array(_) | Mem::Untracked(_)) {
             return;
         }
         if width > pitch {
@@ -348,7 +352,7 @@ impl Checker<'_> {
     }
 
     fn volume(&mut self, operand: Operand, p: Pitched3D, e: Extent) {
-        if e.width == 0 || e.height == 0 || e.depth == 0 || matches!(p.mem, Mem::Array(_)) {
+        if e.width == 0 || e.height == 0 || e.depth == 0 || matches!(p.mem, Mem::Array(_) | Mem::Untracked(_)) {
             return;
         }
         let [x, y, z] = p.pos.map(u128::from);

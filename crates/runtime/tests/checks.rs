@@ -308,3 +308,16 @@ fn leaks_are_grouped_by_allocation_site() {
     let leaks: Vec<_> = leak_summary(&r).into_iter().map(|l| (l.alloc_stack.site, l.count, l.bytes)).collect();
     assert_eq!(leaks, [(site(1), 2, 400), (site(2), 1, 200)]);
 }
+
+#[test]
+fn untracked_device_memory_is_never_judged() {
+    // Module variables and memory allocated before injection: the driver vouches for them,
+    // gpusan has no bounds, so nothing may be reported, while the same address as plain
+    // device memory is an unknown address.
+    let r = two();
+    let far = 0x7000_0000_0000;
+    assert!(copy(&r, Mem::Untracked(far), Mem::Host(0x1000), 64).is_empty());
+    assert!(copy(&r, Mem::Host(0x1000), Mem::Untracked(far), 64).is_empty());
+    assert!(check_call(&r, "cuMemsetD8", &Call::Set { dst: Mem::Untracked(far), count: 1 << 20 }).is_empty());
+    assert_eq!(copy(&r, Mem::Device(far), Mem::Host(0x1000), 64).len(), 1);
+}
