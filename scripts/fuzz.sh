@@ -59,11 +59,12 @@ for t in "${targets[@]}"; do
     -rss_limit_mb=4096 -print_final_stats=1 "${extra[@]}")
   echo "fuzz: ${cmd[*]}" >&2
   start=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  touch "$log.start"   # artifacts newer than this are this run's
   set +e
   "${cmd[@]}" 2>&1 | tee "$log" | grep -E --line-buffered 'DONE|NEW_FUNC|pulse|INFO: seed|ERROR|panicked|SUMMARY|stat::|crash-|#[0-9]+: cov' >&2
   rc=${PIPESTATUS[0]}
   set -e
-  crashes=$(find "fuzz/artifacts/$t" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'timeout-*' -o -name 'oom-*' \) | sort)
+  crashes=$(find "fuzz/artifacts/$t" -maxdepth 1 -type f -newer "$log.start" \( -name 'crash-*' -o -name 'timeout-*' -o -name 'oom-*' \) | sort)
   # Fork mode does not log the children's panic messages: replay each artifact once.
   bin="fuzz/target/$(rustc -vV | sed -n 's/^host: //p')/release/$t"
   for c in $crashes; do

@@ -15,6 +15,20 @@ pub enum PtxCommand {
     Stats(StatsArgs),
     /// Dump basic blocks, edges, dominators and loops of each function.
     Cfg(CfgArgs),
+    /// Apply an instrumentation pass and print the instrumented PTX.
+    Instrument(InstrumentArgs),
+}
+
+#[derive(Args)]
+pub struct InstrumentArgs {
+    /// PTX file; `-` for standard input.
+    input: PathBuf,
+    /// The pass to apply.
+    #[arg(long, default_value = "count", value_parser = clap::builder::PossibleValuesParser::new(gpusan_passes::PASSES))]
+    pass: String,
+    /// Output file (default: standard output).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -50,6 +64,7 @@ pub fn run(cmd: PtxCommand) -> Result<()> {
         PtxCommand::Fmt(a) => fmt(a),
         PtxCommand::Stats(a) => crate::ptx::stats::run(&a.inputs, a.json),
         PtxCommand::Cfg(a) => cfg(a),
+        PtxCommand::Instrument(a) => instrument(a),
     }
 }
 
@@ -103,6 +118,19 @@ fn cfg(a: CfgArgs) -> Result<()> {
     if !found {
         anyhow::bail!("no function with a body{}", a.function.map(|n| format!(" named `{n}`")).unwrap_or_default());
     }
+    Ok(())
+}
+
+fn instrument(a: InstrumentArgs) -> Result<()> {
+    let src = read_input(&a.input)?;
+    let pass = gpusan_passes::pass_by_name(&a.pass).expect("clap checked the name");
+    let out = gpusan_passes::instrument(&src, &*pass)
+        .map_err(|e| anyhow::anyhow!("{}", e.with_path(a.input.display().to_string())))?;
+    match &a.output {
+        Some(p) => std::fs::write(p, &out.ptx).with_context(|| format!("writing {}", p.display()))?,
+        None => std::io::stdout().lock().write_all(out.ptx.as_bytes())?,
+    }
+    eprintln!("gpusan: {} sites instrumented by `{}`", out.report.total_sites(), a.pass);
     Ok(())
 }
 

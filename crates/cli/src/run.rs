@@ -20,6 +20,9 @@ pub enum Mode {
     /// Host API checks: every allocation, free, copy and set judged against the
     /// allocation registry. Kernels run unchanged.
     Api,
+    /// Host API checks, and every kernel with PTX replaced by an instrumented build that
+    /// counts its executed global and generic memory instructions (proves substitution).
+    Count,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
@@ -115,6 +118,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let report = scratch.0.join("report.json");
     let mode = match a.mode {
         Mode::Api => "api",
+        Mode::Count => "count",
     };
     let mut preload = OsString::from(&lib);
     if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {

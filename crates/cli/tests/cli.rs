@@ -101,3 +101,17 @@ fn cfg_dumps_each_function() {
     let out = gpusan(&["ptx", "cfg", "--function", "nope", input.to_str().unwrap()], None);
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn instrument_applies_the_count_pass() {
+    let input = write_tmp("i.ptx", KERNEL);
+    let out = gpusan(&["ptx", "instrument", "--pass", "count", input.to_str().unwrap()], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ptx = String::from_utf8(out.stdout).unwrap();
+    // Three global accesses in the kernel (two loads, one store); shared and param untouched.
+    assert_eq!(ptx.matches("red.global.add.u64").count(), 3, "{ptx}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("3 sites instrumented by `count`"));
+    assert!(gpusan_ptx::parse(&ptx).is_ok());
+    let out = gpusan(&["ptx", "instrument", "--pass", "nope", input.to_str().unwrap()], None);
+    assert!(!out.status.success());
+}

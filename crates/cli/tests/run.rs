@@ -75,6 +75,10 @@ impl Outcome {
 }
 
 fn gpusan_run(options: &[&str], program: &[&str]) -> Outcome {
+    gpusan_run_env(options, program, &[])
+}
+
+fn gpusan_run_env(options: &[&str], program: &[&str], env: &[(&str, &Path)]) -> Outcome {
     let f = fake();
     static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -87,6 +91,7 @@ fn gpusan_run(options: &[&str], program: &[&str]) -> Outcome {
         .args(program)
         .env("GPUSAN_INJECT_LIB", inject_lib())
         .env("LD_LIBRARY_PATH", &f.dir)
+        .envs(env.iter().map(|(k, v)| (*k, *v)))
         .output()
         .unwrap();
     let report = serde_json::from_str(&std::fs::read_to_string(&json).expect("report written")).unwrap();
@@ -175,4 +180,38 @@ fn missing_program_is_a_clear_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("starting /nonexistent/program"));
+}
+
+/// Runs `prog link SCENARIO` and returns what the fake driver was asked to load.
+fn loaded_under(mode: &str, scenario: &str) -> (String, Outcome) {
+    let f = fake();
+    let seen = f.dir.join(format!("loaded-{mode}-{scenario}.txt"));
+    let _ = std::fs::remove_file(&seen);
+    let cache = f.dir.join(format!("cache-{mode}-{scenario}"));
+    let env = [("FAKE_CUDA_LOADED", seen.as_path()), ("GPUSAN_CACHE_DIR", cache.as_path())];
+    let o = gpusan_run_env(&["--mode", mode], &[prog(), "link", scenario], &env);
+    (std::fs::read_to_string(&seen).unwrap_or_default(), o)
+}
+
+#[test]
+fn count_mode_loads_an_instrumented_module_and_api_mode_the_original() {
+    let (instrumented, o) = loaded_under("count", "load_ptx");
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert!(instrumented.contains(".visible .global .align 8 .u64 \t__gpusan_count;"), "{instrumented}");
+    assert_eq!(instrumented.matches("red.global.add.u64").count(), 2, "one per global access:\n{instrumented}");
+    assert_eq!(o.report["counters"]["modules_instrumented"], 1, "{:#}", o.report);
+
+    let (original, o) = loaded_under("api", "load_ptx");
+    assert_eq!(o.code, Some(0));
+    assert!(!original.contains("__gpusan_count") && original.contains("ld.global.u32"), "{original}");
+    assert!(o.report.get("counters").is_none(), "{:#}", o.report);
+}
+
+#[test]
+fn machine_code_only_modules_load_unchanged_and_are_reported_unchecked() {
+    let (loaded, o) = loaded_under("count", "load_cubin");
+    assert_eq!(loaded, "<cubin>");
+    assert_eq!(o.code, Some(0));
+    assert_eq!(o.report["unchecked_modules"]["machine code only (cubin)"], 1, "{:#}", o.report);
+    assert!(o.stderr.contains("UNCHECKED: 1 module loaded unchanged"), "{}", o.stderr);
 }

@@ -39,7 +39,7 @@ fn site() -> SiteId {
 }
 
 /// A driver function gpusan itself calls, resolved once.
-fn driver_fn(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
+pub fn driver_fn(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
     let p = slot.load(Ordering::Acquire);
     if p != 0 {
         return p;
@@ -329,7 +329,8 @@ pub unsafe fn memcpy_dtoh(
     n: usize,
 ) -> CUresult {
     check("cuMemcpyDtoH", Call::Copy { dst: Mem::Host(dst as u64), src: device(src), count: n as u64 });
-    real(dst, src, n)
+    // A synchronous copy back is where most programs wait for their kernels.
+    after_sync(real(dst, src, n))
 }
 
 pub unsafe fn memcpy_dtod(
@@ -517,4 +518,115 @@ pub unsafe fn memset_2d_async<T: Copy>(
     let width = (w as u64).saturating_mul(elem);
     check(api, Call::Set2D { dst: device(dst), pitch: pitch as u64, width, height: h as u64 });
     real(dst, pitch, v, w, h, s)
+}
+
+// ---- module loads (kernel substitution) ------------------------------------------------
+
+/// Whether this run instruments kernels (`--mode count`).
+fn substituting() -> bool {
+    state().options.mode == "count"
+}
+
+/// Loads `image` through `load`, instrumented when the mode asks for it and possible,
+/// else as it is; `register` records a successful instrumented load.
+unsafe fn load_module(
+    image: *const c_void,
+    mut load: impl FnMut(*const c_void) -> CUresult,
+    register: impl FnOnce(),
+) -> CUresult {
+    if !substituting() {
+        return load(image);
+    }
+    match quietly(|| crate::modules::substitute(image)) {
+        Some(crate::modules::Image::Substitute(bytes)) => {
+            let r = load(bytes.as_ptr() as *const c_void);
+            if r == SUCCESS {
+                crate::modules::with(|m| m.substituted += 1);
+                register();
+                return r;
+            }
+            crate::modules::with(|m| {
+                *m.unchecked.entry(format!("instrumented module refused by the driver (error {r})")).or_default() += 1
+            });
+            load(image)
+        }
+        Some(crate::modules::Image::Original(why)) => {
+            crate::modules::with(|m| *m.unchecked.entry(why).or_default() += 1);
+            load(image)
+        }
+        None => load(image),
+    }
+}
+
+pub unsafe fn module_load_data(
+    real: unsafe extern "C" fn(*mut Ptr, *const c_void) -> CUresult,
+    module: *mut Ptr,
+    image: *const c_void,
+) -> CUresult {
+    load_module(
+        image,
+        |i| real(module, i),
+        || crate::modules::with(|m| m.instrumented.push(crate::modules::Loaded::Module(*module as usize))),
+    )
+}
+
+pub unsafe fn module_load_data_ex(
+    real: unsafe extern "C" fn(*mut Ptr, *const c_void, u32, *mut i32, *mut Ptr) -> CUresult,
+    module: *mut Ptr,
+    image: *const c_void,
+    n: u32,
+    options: *mut i32,
+    values: *mut Ptr,
+) -> CUresult {
+    load_module(
+        image,
+        |i| real(module, i, n, options, values),
+        || crate::modules::with(|m| m.instrumented.push(crate::modules::Loaded::Module(*module as usize))),
+    )
+}
+
+pub unsafe fn module_load_fat_binary(
+    real: unsafe extern "C" fn(*mut Ptr, *const c_void) -> CUresult,
+    module: *mut Ptr,
+    image: *const c_void,
+) -> CUresult {
+    load_module(
+        image,
+        |i| real(module, i),
+        || crate::modules::with(|m| m.instrumented.push(crate::modules::Loaded::Module(*module as usize))),
+    )
+}
+
+pub unsafe fn library_load_data(
+    real: unsafe extern "C" fn(*mut Ptr, *const c_void, *mut i32, *mut Ptr, u32, *mut i32, *mut Ptr, u32) -> CUresult,
+    lib: *mut Ptr,
+    code: *const c_void,
+    jo: *mut i32,
+    jv: *mut Ptr,
+    njo: u32,
+    lo: *mut i32,
+    lv: *mut Ptr,
+    nlo: u32,
+) -> CUresult {
+    load_module(
+        code,
+        |i| real(lib, i, jo, jv, njo, lo, lv, nlo),
+        || crate::modules::with(|m| m.instrumented.push(crate::modules::Loaded::Library(*lib as usize))),
+    )
+}
+
+/// After a synchronization the instrumented kernels' counters are final for now: read them.
+fn after_sync(r: CUresult) -> CUresult {
+    if r == SUCCESS && substituting() {
+        quietly(crate::modules::read_counters);
+    }
+    r
+}
+
+pub unsafe fn ctx_synchronize(real: unsafe extern "C" fn() -> CUresult) -> CUresult {
+    after_sync(real())
+}
+
+pub unsafe fn stream_synchronize(real: unsafe extern "C" fn(Ptr) -> CUresult, s: Ptr) -> CUresult {
+    after_sync(real(s))
 }

@@ -10,11 +10,14 @@
 //!   callbacks, when the driver loads this library through `CUDA_INJECTION64_PATH` and
 //!   calls `InitializeInjection`.
 //!
-//! This first version is a probe: wrappers count calls and pass them through, and at exit
-//! the counts go to `$GPUSAN_PROBE_OUT` as JSON, so we can see on the GPU machine which
-//! door each kind of program uses. Wrappers never panic and never change a result.
+//! Behind the doors, [`hooks`] does gpusan's work (registry, checks, quarantine) and
+//! [`modules`] swaps modules for instrumented builds; [`state`] holds what a run found and
+//! writes it at exit. With `$GPUSAN_PROBE_OUT` set, [`probe`] also records which door each
+//! driver function came through (how the injection design was chosen).
 
 mod hooks;
+mod modules;
+mod passes;
 mod probe;
 mod resolve;
 mod sanitizer;

@@ -92,7 +92,18 @@ impl State {
             Collector::new(CollectorConfig::default()),
         );
         let leaks = if self.options.leak_check { checks::leak_summary(&self.registry) } else { Vec::new() };
-        let doc = collector.finish(&self.options.mode, leaks, registry::symbolize);
+        let mut doc = collector.finish(&self.options.mode, leaks, registry::symbolize);
+        if self.options.mode == "count" {
+            // A last read, in case kernels ran after the last synchronization; fails
+            // harmlessly once CUDA has torn its contexts down.
+            crate::modules::read_counters();
+            crate::modules::with(|m| {
+                doc.counters.insert("executed_memory_instructions".into(), m.counts.values().sum());
+                doc.counters.insert("modules_instrumented".into(), m.substituted);
+                doc.counters.insert("modules_from_cache".into(), m.cache_hits);
+                doc.unchecked_modules = m.unchecked.clone();
+            });
+        }
         let tmp = path.with_extension("tmp");
         if std::fs::write(&tmp, doc.to_json()).is_ok() {
             let _ = std::fs::rename(&tmp, path);

@@ -141,12 +141,16 @@ wrappers! {
     fn cuMemsetD2D32Async(dst: u64, pitch: usize, v: u32, w: usize, h: usize, s: Ptr)
         => |real| hooks::memset_2d_async("cuMemsetD2D32Async", 4, real, dst, pitch, v, w, h, s);
 
-    // Watched but not yet acted on: module loads and launches (kernel substitution).
-    fn cuModuleLoadData(module: *mut Ptr, image: *const c_void);
-    fn cuModuleLoadDataEx(module: *mut Ptr, image: *const c_void, n: u32, options: *mut c_int, values: *mut Ptr);
-    fn cuModuleLoadFatBinary(module: *mut Ptr, fatbin: *const c_void);
+    // Module loads: replaced by instrumented builds when the mode instruments kernels.
+    fn cuModuleLoadData(module: *mut Ptr, image: *const c_void) => |real| hooks::module_load_data(real, module, image);
+    fn cuModuleLoadDataEx(module: *mut Ptr, image: *const c_void, n: u32, options: *mut c_int, values: *mut Ptr)
+        => |real| hooks::module_load_data_ex(real, module, image, n, options, values);
+    fn cuModuleLoadFatBinary(module: *mut Ptr, fatbin: *const c_void) => |real| hooks::module_load_fat_binary(real, module, fatbin);
+    fn cuLibraryLoadData(lib: *mut Ptr, code: *const c_void, jo: *mut c_int, jv: *mut Ptr, njo: u32, lo: *mut c_int, lv: *mut Ptr, nlo: u32)
+        => |real| hooks::library_load_data(real, lib, code, jo, jv, njo, lo, lv, nlo);
+
+    // Watched: launches reach the substituted modules' kernels by construction.
     fn cuModuleGetFunction(f: *mut Ptr, module: Ptr, name: *const c_char);
-    fn cuLibraryLoadData(lib: *mut Ptr, code: *const c_void, jo: *mut c_int, jv: *mut Ptr, njo: u32, lo: *mut c_int, lv: *mut Ptr, nlo: u32);
     fn cuLibraryGetKernel(k: *mut Ptr, lib: Ptr, name: *const c_char);
     fn cuLaunchKernel(f: Ptr, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: Ptr, params: *mut Ptr, extra: *mut Ptr);
     fn cuLaunchKernel_ptsz(f: Ptr, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: Ptr, params: *mut Ptr, extra: *mut Ptr);
@@ -155,9 +159,9 @@ wrappers! {
     fn cuLaunchCooperativeKernel(f: Ptr, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: Ptr, params: *mut Ptr);
     fn cuGraphLaunch(exec: Ptr, stream: Ptr);
     fn cuGraphLaunch_ptsz(exec: Ptr, stream: Ptr);
-    fn cuCtxSynchronize();
-    fn cuStreamSynchronize(stream: Ptr);
-    fn cuStreamSynchronize_ptsz(stream: Ptr);
+    fn cuCtxSynchronize() => |real| hooks::ctx_synchronize(real);
+    fn cuStreamSynchronize(stream: Ptr) => |real| hooks::stream_synchronize(real, stream);
+    fn cuStreamSynchronize_ptsz(stream: Ptr) => |real| hooks::stream_synchronize(real, stream);
 }
 
 pub fn by_name(name: &[u8]) -> Option<Hook> {

@@ -311,6 +311,13 @@ pub struct Document {
     pub errors: Vec<Counted>,
     pub summary: Summary,
     pub leaks: Vec<Leak>,
+    /// Values instrumented kernels counted (`count` mode: executed memory instructions).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub counters: BTreeMap<String, u64>,
+    /// Modules loaded without instrumentation, by reason ("machine code only", …), with
+    /// how many: their kernels ran unchecked.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unchecked_modules: BTreeMap<String, u64>,
 }
 
 impl Document {
@@ -355,6 +362,12 @@ impl fmt::Display for Document {
                 write_frames(f, &leak.alloc_stack)?;
             }
             writeln!(f, "{BAR}")?;
+        }
+        for (name, value) in &self.counters {
+            writeln!(f, "{BAR} COUNTER {name}: {value}")?;
+        }
+        for (why, n) in &self.unchecked_modules {
+            writeln!(f, "{BAR} UNCHECKED: {} loaded unchanged: {why}", plural(*n, "module"))?;
         }
         let s = &self.summary;
         write!(f, "{BAR} ERROR SUMMARY: {}", plural(s.total, "error"))?;
@@ -610,6 +623,8 @@ impl Collector {
             errors,
             summary,
             leaks,
+            counters: BTreeMap::new(),
+            unchecked_modules: BTreeMap::new(),
         }
     }
 }

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 
 typedef int CUresult;
 #define MAX_ALLOCS 4096
@@ -35,6 +36,23 @@ CUresult cuMemFree_v2(uint64_t dptr) {
 CUresult cuMemcpyHtoD_v2(uint64_t dst, const void *src, size_t n) { memcpy((void *)(uintptr_t)dst, src, n); return 0; }
 CUresult cuMemcpyDtoH_v2(void *dst, uint64_t src, size_t n) { memcpy(dst, (void *)(uintptr_t)src, n); return 0; }
 CUresult cuMemsetD8_v2(uint64_t dst, unsigned char v, size_t n) { memset((void *)(uintptr_t)dst, v, n); return 0; }
+
+/* Records the image it is asked to load in $FAKE_CUDA_LOADED, so tests can see whether
+ * gpusan substituted it. */
+CUresult cuModuleLoadData(void **module, const void *image) {
+    const char *path = getenv("FAKE_CUDA_LOADED");
+    if (path) {
+        FILE *f = fopen(path, "w");
+        if (f) {
+            const unsigned char *b = image;
+            if (b[0] == 0x7f && b[1] == 'E') fputs("<cubin>", f);
+            else fputs((const char *)image, f);
+            fclose(f);
+        }
+    }
+    *module = (void *)0x4000;
+    return 0;
+}
 
 struct entry { const char *name; void *fn; };
 static const struct entry table[] = {

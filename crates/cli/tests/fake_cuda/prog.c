@@ -19,6 +19,13 @@ int cuMemFree_v2(uint64_t);
 int cuMemcpyHtoD_v2(uint64_t, const void *, size_t);
 int cuMemcpyDtoH_v2(void *, uint64_t, size_t);
 int cuMemsetD8_v2(uint64_t, unsigned char, size_t);
+int cuModuleLoadData(void **, const void *);
+
+static const char *ptx =
+    ".version 9.0\n.target sm_90\n.address_size 64\n"
+    ".visible .entry k(.param .u64 p)\n{\n\t.reg .b64 %rd<3>;\n\t.reg .b32 %r<2>;\n"
+    "\tld.param.u64 %rd1, [p];\n\tcvta.to.global.u64 %rd2, %rd1;\n"
+    "\tld.global.u32 %r1, [%rd2];\n\tst.global.u32 [%rd2+4], %r1;\n\tret;\n}\n";
 
 static alloc_t alloc_; static free_t free_; static htod_t htod; static dtoh_t dtoh; static memset_t set;
 
@@ -73,6 +80,15 @@ int main(int argc, char **argv) {
         free_(a);
         free_(a);
         raise(SIGSEGV); /* no atexit: only findings already written survive */
+    } else if (!strcmp(s, "load_ptx")) {
+        void *m = 0;
+        rc |= cuModuleLoadData(&m, ptx);
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "load_cubin")) {
+        static const unsigned char cubin[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+        void *m = 0;
+        rc |= cuModuleLoadData(&m, cubin);
+        rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "leak")) {
         rc |= free_(a);
     } else {

@@ -1,0 +1,333 @@
+//! gpusan's instrumentation passes over the PTX syntax tree of `gpusan-ptx`, and the
+//! verifier that runs around every one of them.
+//!
+//! A pass rewrites a parsed [`Module`] in place ([`Pass::run`]) and says what it did
+//! ([`PassReport`]). [`instrument`] is the whole job from text to text: parse, verify the
+//! input, run the pass, verify its output, print. The input is verified too so a broken
+//! module is blamed on whoever produced it, not on the pass; and because the output is
+//! verified before anything reaches ptxas or the driver, a pass bug shows up as a located
+//! message here instead of as a JIT failure inside the user's process.
+//!
+//! ```
+//! let src = ".version 9.0\n.target sm_90\n.address_size 64\n\
+//!            .visible .entry k(.param .u64 p)\n{\n\t.reg .b64 %rd<2>;\n\
+//!            \tld.param.u64 %rd1, [p];\n\tst.global.u32 [%rd1], 0;\n\tret;\n}\n";
+//! let out = gpusan_passes::instrument(src, &gpusan_passes::count::Count::default()).unwrap();
+//! assert!(out.ptx.contains("red.global.add.u64 \t[__gpusan_count], 1;"));
+//! assert_eq!(out.report.functions[0].sites, 1);
+//! ```
+//!
+//! Passes, one module each (ZLUDA's layout): [`count`]. The verifier: [`mod@verify`].
+
+use std::fmt;
+
+use gpusan_ptx::ast::{FunctionKind, Name, Span};
+use gpusan_ptx::{Module, ParseError};
+
+pub mod count;
+pub mod verify;
+
+pub use verify::{verify, VerifierError, VerifierErrors};
+
+/// A transformation of a whole module.
+///
+/// Passes take the module rather than one function because what they add is module-wide
+/// (a counter, a metadata table, a new parameter on every kernel) and must be added once.
+pub trait Pass {
+    /// Short name for reports and errors: `count`.
+    fn name(&self) -> &'static str;
+
+    /// Rewrites `module` in place. On error the module may be half rewritten; callers
+    /// drop it (the original text is still theirs).
+    fn run(&self, module: &mut Module) -> Result<PassReport, PassError>;
+}
+
+/// What a pass did, function by function, in module order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PassReport {
+    pub functions: Vec<FunctionReport>,
+}
+
+impl PassReport {
+    /// Instrumented sites over all functions.
+    pub fn total_sites(&self) -> u64 {
+        self.functions.iter().map(|f| f.sites as u64).sum()
+    }
+
+    /// Instructions added over all functions.
+    pub fn total_inserted(&self) -> u64 {
+        self.functions.iter().map(|f| f.inserted as u64).sum()
+    }
+
+    pub fn function(&self, name: &str) -> Option<&FunctionReport> {
+        self.functions.iter().find(|f| f.name == name)
+    }
+}
+
+/// One function with a body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionReport {
+    pub name: Name,
+    pub kind: FunctionKind,
+    /// Instructions the pass instrumented (for `count`: memory instructions counted).
+    pub sites: u32,
+    /// Instructions the pass added.
+    pub inserted: u32,
+}
+
+/// Why a pass refused a module. Passes fail only on modules they cannot instrument
+/// soundly (a name they need is taken, a configuration is invalid); anything else is a
+/// bug the verifier catches.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct PassError {
+    pub message: String,
+    /// Where in the source the problem is; [`Span::NONE`] when nowhere in particular.
+    pub span: Span,
+    /// The function concerned, if one is.
+    pub function: Option<Name>,
+}
+
+impl PassError {
+    pub fn new(message: impl Into<String>) -> PassError {
+        PassError { message: message.into(), span: Span::NONE, function: None }
+    }
+
+    pub fn at(mut self, span: Span) -> PassError {
+        self.span = span;
+        self
+    }
+
+    pub fn in_function(mut self, function: Name) -> PassError {
+        self.function = Some(function);
+        self
+    }
+}
+
+/// A 1-based line and column in the instrumented source, as the parser reports them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    pub path: Option<String>,
+    pub line: u32,
+    pub column: u32,
+}
+
+impl Location {
+    /// Where `span` starts in `src`; `None` for nodes a pass created.
+    pub fn of(src: &str, span: Span) -> Option<Location> {
+        if span.is_none() || span.start as usize > src.len() {
+            return None;
+        }
+        let start = span.start as usize;
+        // A span from another text than `src` must give no location, not a panic: the
+        // runtime calls this inside the user's process.
+        if !src.is_char_boundary(start) {
+            return None;
+        }
+        let line_start = src[..start].rfind('\n').map_or(0, |i| i + 1);
+        let line = src.as_bytes()[..line_start].iter().filter(|&&b| b == b'\n').count() as u32 + 1;
+        let column = src.get(line_start..start).map_or(0, |s| s.chars().count()) as u32 + 1;
+        Some(Location { path: None, line, column })
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.path.as_deref().unwrap_or("<input>"), self.line, self.column)
+    }
+}
+
+/// One located message of a failed pass or verification.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// `None` when the node has no source position (a pass created it).
+    pub location: Option<Location>,
+    pub function: Option<Name>,
+    /// The instruction concerned, printed, when there is one: the only way to find a node
+    /// a pass created.
+    pub context: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.location, &self.context) {
+            (Some(l), _) => write!(f, "{l}: ")?,
+            // An instruction without a source position is one a pass created.
+            (None, Some(_)) => f.write_str("<inserted>: ")?,
+            (None, None) => {}
+        }
+        if let Some(func) = &self.function {
+            write!(f, "in `{func}`: ")?;
+        }
+        f.write_str(&self.message)?;
+        if let Some(c) = &self.context {
+            write!(f, "\n    | {c}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What stage a verification failed after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// The module as parsed, before any pass.
+    Input,
+    /// The output of the named pass.
+    After(&'static str),
+}
+
+/// Why [`instrument`] produced nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Parse(#[from] ParseError),
+    #[error("pass `{pass}` cannot instrument this module: {diagnostic}")]
+    Pass { pass: &'static str, diagnostic: Diagnostic },
+    #[error("{}", verify_message(*stage, diagnostics))]
+    Verify { stage: Stage, diagnostics: Vec<Diagnostic> },
+}
+
+fn verify_message(stage: Stage, diagnostics: &[Diagnostic]) -> String {
+    let n = diagnostics.len();
+    let mut s = match stage {
+        Stage::Input => format!("the input is not valid PTX ({n} error{})", plural(n)),
+        Stage::After(p) => {
+            format!("pass `{p}` produced invalid PTX ({n} error{}); this is a bug in the pass", plural(n))
+        }
+    };
+    for d in diagnostics {
+        s.push('\n');
+        s.push_str(&d.to_string());
+    }
+    s
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+impl Error {
+    /// Names the file every location is in.
+    pub fn with_path(self, path: impl Into<String>) -> Error {
+        let path = path.into();
+        let set = |d: &mut Diagnostic| {
+            if let Some(l) = &mut d.location {
+                l.path = Some(path.clone());
+            }
+        };
+        match self {
+            Error::Parse(e) => Error::Parse(e.with_path(path)),
+            Error::Pass { pass, mut diagnostic } => {
+                set(&mut diagnostic);
+                Error::Pass { pass, diagnostic }
+            }
+            Error::Verify { stage, mut diagnostics } => {
+                diagnostics.iter_mut().for_each(set);
+                Error::Verify { stage, diagnostics }
+            }
+        }
+    }
+
+    fn pass(src: &str, pass: &'static str, e: PassError) -> Error {
+        let diagnostic =
+            Diagnostic { location: Location::of(src, e.span), function: e.function, context: None, message: e.message };
+        Error::Pass { pass, diagnostic }
+    }
+
+    fn verify(src: &str, stage: Stage, errors: VerifierErrors) -> Error {
+        let diagnostics = errors
+            .0
+            .into_iter()
+            .map(|e| Diagnostic {
+                location: Location::of(src, e.span),
+                function: e.function,
+                context: e.context,
+                message: e.kind.to_string(),
+            })
+            .collect();
+        Error::Verify { stage, diagnostics }
+    }
+}
+
+/// An instrumented module and what the pass did to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instrumented {
+    pub ptx: String,
+    pub report: PassReport,
+}
+
+/// Parses `src`, verifies it, runs `pass`, verifies the result and prints it.
+pub fn instrument(src: &str, pass: &dyn Pass) -> Result<Instrumented, Error> {
+    let mut module = gpusan_ptx::parse(src)?;
+    verify(&module).map_err(|e| Error::verify(src, Stage::Input, e))?;
+    let report = pass.run(&mut module).map_err(|e| Error::pass(src, pass.name(), e))?;
+    verify(&module).map_err(|e| Error::verify(src, Stage::After(pass.name()), e))?;
+    Ok(Instrumented { ptx: gpusan_ptx::print(&module), report })
+}
+
+/// The names [`pass_by_name`] knows.
+pub const PASSES: &[&str] = &["count"];
+
+/// A pass with its default configuration, by the name it reports (`count`), for command
+/// lines.
+pub fn pass_by_name(name: &str) -> Option<Box<dyn Pass>> {
+    match name {
+        "count" => Some(Box::new(count::Count::default())),
+        _ => None,
+    }
+}
+
+/// What the runtime instruments modules with. One struct so the runtime's call does not
+/// change as passes are added behind it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RuntimeConfig {
+    pub count: count::Config,
+}
+
+/// The runtime's entry point: a whole module's PTX in, the instrumented PTX out. The
+/// runtime finds the counter with `cuModuleGetGlobal(config.count.counter_symbol)`.
+pub fn instrument_ptx_for_runtime(ptx: &str, config: &RuntimeConfig) -> Result<String, Error> {
+    instrument(ptx, &count::Count::new(config.count.clone())).map(|i| i.ptx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SRC: &str = ".version 9.0\n.target sm_90\n.address_size 64\n\n.visible .entry k(.param .u64 p)\n{\n\
+                       \t.reg .b64 %rd<2>;\n\tld.param.u64 %rd1, [p];\n\tst.global.u32 [%rd1], 0;\n\tret;\n}\n";
+
+    #[test]
+    fn runtime_entry_point_uses_its_counter_name() {
+        let config = RuntimeConfig { count: count::Config { counter_symbol: "__rt_n".into() } };
+        let ptx = instrument_ptx_for_runtime(SRC, &config).unwrap();
+        assert!(ptx.contains(".visible .global .align 8 .u64 \t__rt_n;\n"), "{ptx}");
+        assert!(ptx.contains("\tred.global.add.u64 \t[__rt_n], 1;\n\tst.global.u32"), "{ptx}");
+        // Instrumented output is refused, not instrumented twice.
+        let e = instrument_ptx_for_runtime(&ptx, &config).unwrap_err();
+        assert!(matches!(e, Error::Pass { pass: "count", .. }), "{e}");
+    }
+
+    #[test]
+    fn passes_by_name() {
+        for name in PASSES {
+            assert_eq!(pass_by_name(name).unwrap().name(), *name);
+        }
+        assert!(pass_by_name("nope").is_none());
+    }
+
+    #[test]
+    fn locations() {
+        let l = Location::of("ab\ncd", Span::new(4, 5)).unwrap();
+        assert_eq!((l.line, l.column), (2, 2));
+        assert_eq!(l.to_string(), "<input>:2:2");
+        assert_eq!(Location::of("ab", Span::NONE), None);
+        assert_eq!(Location::of("ab", Span::new(9, 10)), None);
+        assert_eq!(Location::of("é", Span::new(1, 2)), None);
+    }
+}

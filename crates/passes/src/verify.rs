@@ -1,0 +1,557 @@
+//! The verifier: checks a module for the mistakes a pass can make before ptxas or the
+//! driver sees it, and reports every one it finds rather than the first (Cranelift's
+//! verifier does the same: one run shows the whole extent of a pass bug).
+//!
+//! It checks what ptxas would reject with a less helpful message, or what the driver
+//! would reject inside the user's process:
+//!
+//! - every name an instruction uses is declared before it, in its `{ }` scope or an
+//!   enclosing one: registers (`%r<N>` declares `%r0 … %r{N-1}`), body variables,
+//!   parameters, module variables and functions; labels may be used before they are
+//!   defined, as in PTX;
+//! - no name is declared twice in one scope (parameters share the body's scope, labels
+//!   share the names of registers, as ptxas has it);
+//! - every `bra`, `brx.idx` and `.branchtargets` names a label (or table) in scope, all of
+//!   them reported, as [`gpusan_ptx::cfg`] words it; the control-flow graph is then built
+//!   for each body, and whatever else it rejects is reported too (it stops at its first
+//!   error, which is why the labels are resolved here as well);
+//! - `.version` is at most [`MAX_VERSION`].
+//!
+//! A name that is undeclared is reported once per function, at its first use: a pass
+//! that forgets a declaration forgets it at every site, and one line says so.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+use gpusan_ptx::ast::{Function, Initializer, Instruction, Item, Linkage, Name, Operand, Span, Statement, VarDecl};
+use gpusan_ptx::cfg::{Cfg, CfgError};
+use gpusan_ptx::printer::Ptx;
+use gpusan_ptx::Module;
+
+/// The newest PTX ISA the GPU machine's driver (580, CUDA 13.0) JIT-compiles. A module
+/// declaring a newer one would load nowhere we run.
+pub const MAX_VERSION: (u32, u32) = (9, 0);
+
+/// What is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ErrorKind {
+    #[error("register `{0}` is not declared")]
+    UndeclaredRegister(Name),
+    #[error("`{0}` is not a declared register, variable, parameter, function or label")]
+    UndefinedSymbol(Name),
+    #[error("`{0}` is used before its declaration, or outside the `{{ }}` that declares it")]
+    UsedBeforeDeclaration(Name),
+    /// The name as declared: `%r<4>` for a range.
+    #[error("`{0}` is declared twice in one scope")]
+    DuplicateDeclaration(String),
+    #[error("{0}")]
+    ControlFlow(CfgError),
+    #[error(".version {major}.{minor} is newer than PTX ISA {}.{}, the newest the GPU driver accepts", MAX_VERSION.0, MAX_VERSION.1)]
+    VersionTooNew { major: u32, minor: u32 },
+    #[error("the module has no .version directive")]
+    MissingVersion,
+}
+
+/// One error, with where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifierError {
+    pub kind: ErrorKind,
+    /// The function it is in, if any.
+    pub function: Option<Name>,
+    /// Source position; [`Span::NONE`] for nodes a pass created (see `context`).
+    pub span: Span,
+    /// The instruction, printed, when the error is at one.
+    pub context: Option<String>,
+}
+
+impl fmt::Display for VerifierError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(func) = &self.function {
+            write!(f, "in `{func}`: ")?;
+        }
+        write!(f, "{}", self.kind)?;
+        if let Some(c) = &self.context {
+            write!(f, "\n    | {c}")?;
+        }
+        Ok(())
+    }
+}
+
+/// All errors of one module, in module order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VerifierErrors(pub Vec<VerifierError>);
+
+impl fmt::Display for VerifierErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for VerifierErrors {}
+
+/// Checks `module`; `Err` holds every error found.
+pub fn verify(module: &Module) -> Result<(), VerifierErrors> {
+    let mut v = Verifier { errors: Vec::new(), symbols: HashMap::new(), all_symbols: HashSet::new() };
+    v.module(module);
+    if v.errors.is_empty() {
+        Ok(())
+    } else {
+        Err(VerifierErrors(v.errors))
+    }
+}
+
+/// What a module-level name is, for duplicate checks.
+#[derive(Clone, Copy)]
+enum Symbol {
+    Var { external: bool },
+    Function { defined: bool },
+    Alias,
+}
+
+struct Verifier {
+    errors: Vec<VerifierError>,
+    /// Module-level names declared so far.
+    symbols: HashMap<Name, Symbol>,
+    /// Every module-level name, to tell "declared later" from "never declared".
+    all_symbols: HashSet<Name>,
+}
+
+impl Verifier {
+    fn error(&mut self, kind: ErrorKind, function: Option<Name>, span: Span) {
+        self.errors.push(VerifierError { kind, function, span, context: None });
+    }
+
+    fn module(&mut self, module: &Module) {
+        for item in &module.items {
+            match item {
+                Item::Var(v) => self.all_symbols.insert(v.name),
+                Item::Function(f) => self.all_symbols.insert(f.name),
+                Item::Alias { alias, .. } => self.all_symbols.insert(*alias),
+                _ => false,
+            };
+        }
+        let mut version = false;
+        for item in &module.items {
+            match item {
+                Item::Version { major, minor } => {
+                    version = true;
+                    if (*major, *minor) > MAX_VERSION {
+                        self.error(ErrorKind::VersionTooNew { major: *major, minor: *minor }, None, Span::NONE);
+                    }
+                }
+                Item::Var(v) => self.module_var(v),
+                Item::Function(f) => {
+                    let defined = f.body.is_some();
+                    match self.symbols.get(&f.name) {
+                        Some(Symbol::Function { defined: true }) if defined => {
+                            self.error(ErrorKind::DuplicateDeclaration(f.name.to_string()), None, f.span)
+                        }
+                        Some(Symbol::Function { defined: true }) => {}
+                        Some(Symbol::Var { .. } | Symbol::Alias) => {
+                            self.error(ErrorKind::DuplicateDeclaration(f.name.to_string()), None, f.span)
+                        }
+                        _ => {
+                            self.symbols.insert(f.name, Symbol::Function { defined });
+                        }
+                    }
+                    if f.body.is_some() {
+                        self.function(f);
+                    }
+                }
+                Item::Alias { alias, target } => {
+                    if !self.symbols.contains_key(target) {
+                        let kind = self.unresolved(*target, false);
+                        self.error(kind, None, Span::NONE);
+                    }
+                    if self.symbols.insert(*alias, Symbol::Alias).is_some() {
+                        self.error(ErrorKind::DuplicateDeclaration(alias.to_string()), None, Span::NONE);
+                    }
+                }
+                Item::Target(_) | Item::AddressSize(_) | Item::File(_) | Item::Raw(_) | Item::Pragma(_) => {}
+            }
+        }
+        if !version {
+            self.error(ErrorKind::MissingVersion, None, Span::NONE);
+        }
+    }
+
+    fn module_var(&mut self, v: &VarDecl) {
+        if let Some(init) = &v.init {
+            let mut missing = Vec::new();
+            for_each_init_symbol(init, &mut |n| {
+                if !self.symbols.contains_key(&n) && n != v.name {
+                    missing.push(n)
+                }
+            });
+            for n in missing {
+                let kind = self.unresolved(n, false);
+                self.error(kind, None, v.span);
+            }
+        }
+        let external = v.linkage.contains(&Linkage::Extern);
+        match self.symbols.get(&v.name) {
+            // `.extern` declares what another declaration (or module) defines.
+            Some(&Symbol::Var { external: e }) if e || external => {
+                self.symbols.insert(v.name, Symbol::Var { external: e && external });
+            }
+            Some(_) => self.error(ErrorKind::DuplicateDeclaration(v.name.to_string()), None, v.span),
+            None => {
+                self.symbols.insert(v.name, Symbol::Var { external });
+            }
+        }
+    }
+
+    /// The error for a name nothing in scope declares.
+    fn unresolved(&self, name: Name, declared_in_function: bool) -> ErrorKind {
+        if declared_in_function || self.all_symbols.contains(&name) {
+            ErrorKind::UsedBeforeDeclaration(name)
+        } else if name.starts_with('%') {
+            ErrorKind::UndeclaredRegister(name)
+        } else {
+            ErrorKind::UndefinedSymbol(name)
+        }
+    }
+
+    fn function(&mut self, f: &Function) {
+        let body = f.body.as_deref().unwrap_or_default();
+        let mut all_decls = Scope::default();
+        collect_decls(body, &mut all_decls);
+        let first_error = self.errors.len();
+        let mut fc = FunctionChecker {
+            v: self,
+            function: f.name,
+            scopes: vec![Scope::default()],
+            all_decls,
+            reported: HashSet::new(),
+        };
+        // Parameters live in the body's scope: `.reg .b64 p;` in a kernel taking `p` is a
+        // duplicate definition to ptxas.
+        for p in f.returns.iter().flatten().chain(f.params.iter().flatten()) {
+            fc.declare(p.name, None, f.span);
+        }
+        fc.block(body, true);
+
+        // The graph stops at its first error, which the name checks above have usually
+        // reported already with the same span; add it only when it is news.
+        if let Err(e) = Cfg::build(f) {
+            let (span, inst) = cfg_error_site(&e);
+            let known = self.errors[first_error..].iter().any(|x| {
+                if span.is_none() {
+                    x.context.as_deref().is_some_and(|c| Some(c) == inst)
+                } else {
+                    x.span == span
+                }
+            });
+            if !known {
+                self.errors.push(VerifierError {
+                    kind: ErrorKind::ControlFlow(e),
+                    function: Some(f.name),
+                    span,
+                    context: None,
+                });
+            }
+        }
+    }
+}
+
+/// The operand index of a branch's label (`bra L`) or table (`brx.idx i, T`), and whether
+/// it is a table.
+fn branch_target(inst: &Instruction) -> Option<(usize, bool)> {
+    match inst.opcode.as_str() {
+        "bra" => Some((0, false)),
+        "brx" => Some((1, true)),
+        _ => None,
+    }
+}
+
+fn cfg_error_site(e: &CfgError) -> (Span, Option<&str>) {
+    match e {
+        CfgError::NoBody(_) => (Span::NONE, None),
+        CfgError::UndefinedLabel { inst, span, .. }
+        | CfgError::UndefinedTable { inst, span, .. }
+        | CfgError::MissingTarget { inst, span } => (*span, Some(inst)),
+        CfgError::UndefinedTarget { span, .. } | CfgError::DuplicateLabel { span, .. } => (*span, None),
+    }
+}
+
+fn for_each_init_symbol(init: &Initializer, f: &mut impl FnMut(Name)) {
+    match init {
+        Initializer::Expr(e) => e.for_each_symbol(f),
+        Initializer::List(items) => items.iter().for_each(|i| for_each_init_symbol(i, f)),
+    }
+}
+
+/// Every name the body declares anywhere, as if in one scope (the widest range of a
+/// prefix).
+fn collect_decls(stmts: &[Statement], out: &mut Scope) {
+    for s in stmts {
+        match s {
+            Statement::Decl(d) => match d.count {
+                Some(n) => {
+                    let max = out.ranges.entry(d.name).or_insert(n);
+                    *max = (*max).max(n);
+                }
+                None => {
+                    out.names.insert(d.name);
+                }
+            },
+            Statement::Label(l, _) => {
+                out.names.insert(*l);
+            }
+            Statement::BranchTargets { label, .. }
+            | Statement::CallTargets { label, .. }
+            | Statement::CallPrototype { label, .. } => {
+                out.names.insert(*label);
+            }
+            Statement::Block(b) => collect_decls(b, out),
+            _ => {}
+        }
+    }
+}
+
+/// The names one `{ }` scope has declared so far.
+#[derive(Default)]
+struct Scope {
+    /// Plain declarations: registers, variables, parameters.
+    names: HashSet<Name>,
+    /// `%r<N>`: prefix → N.
+    ranges: HashMap<Name, u32>,
+    /// For each prefix, the lowest number of a plain name `prefix<number>`, which a later
+    /// range declaration of that prefix would declare again.
+    lowest_numbered: HashMap<Name, u64>,
+    /// Labels and `.branchtargets`/`.calltargets`/`.callprototype` names: the whole
+    /// scope's, known before its first statement since branches may jump forward.
+    labels: HashSet<Name>,
+}
+
+impl Scope {
+    fn contains(&self, name: Name) -> bool {
+        self.names.contains(&name) || self.labels.contains(&name) || self.in_range(name)
+    }
+
+    fn in_range(&self, name: Name) -> bool {
+        if self.ranges.is_empty() {
+            return false;
+        }
+        split_number(&name).is_some_and(|(prefix, n)| {
+            Name::from_existing(prefix).and_then(|p| self.ranges.get(&p)).is_some_and(|&count| n < count as u64)
+        })
+    }
+}
+
+/// `%r12` → (`%r`, 12). ptxas reads the digits as a number, so `%r012` is `%r12` too.
+fn split_number(name: &str) -> Option<(&str, u64)> {
+    let digits = name.bytes().rev().take_while(u8::is_ascii_digit).count();
+    if digits == 0 || digits == name.len() {
+        return None;
+    }
+    let (prefix, n) = name.split_at(name.len() - digits);
+    Some((prefix, n.parse().ok()?))
+}
+
+struct FunctionChecker<'v> {
+    v: &'v mut Verifier,
+    function: Name,
+    /// The scopes enclosing the statement being checked, innermost last.
+    scopes: Vec<Scope>,
+    /// Everything the function declares, in any scope.
+    all_decls: Scope,
+    /// Undeclared names already reported in this function.
+    reported: HashSet<Name>,
+}
+
+impl FunctionChecker<'_> {
+    fn error(&mut self, kind: ErrorKind, span: Span, inst: Option<&Instruction>) {
+        let context = inst.map(|i| Ptx(i).to_string().replace(" \t", " "));
+        self.v.errors.push(VerifierError { kind, function: Some(self.function), span, context });
+    }
+
+    /// Checks one statement list; `body` for the function's own, whose scope already
+    /// exists (it holds the parameters).
+    fn block(&mut self, stmts: &[Statement], body: bool) {
+        if !body {
+            self.scopes.push(Scope::default());
+        }
+        for s in stmts {
+            let (label, span) = match s {
+                Statement::Label(l, span) => (*l, *span),
+                Statement::BranchTargets { label, span, .. }
+                | Statement::CallTargets { label, span, .. }
+                | Statement::CallPrototype { label, span, .. } => (*label, *span),
+                _ => continue,
+            };
+            let scope = self.scopes.last_mut().unwrap();
+            if !scope.labels.insert(label) || scope.names.contains(&label) || scope.in_range(label) {
+                self.error(ErrorKind::DuplicateDeclaration(label.to_string()), span, None);
+            }
+        }
+        for s in stmts {
+            match s {
+                Statement::Decl(d) => {
+                    if let Some(init) = &d.init {
+                        for_each_init_symbol(init, &mut |n| self.use_name(n, d.span, None));
+                    }
+                    self.declare(d.name, d.count, d.span);
+                }
+                Statement::Inst(i) => {
+                    if let Some(g) = &i.guard {
+                        self.use_name(g.reg, i.span, Some(i));
+                    }
+                    let target = branch_target(i);
+                    for (k, op) in i.operands.iter().enumerate() {
+                        match (target, op) {
+                            (Some((t, table)), Operand::Name(n)) if t == k => self.use_target(*n, table, i),
+                            _ => op.for_each_name(&mut |n| self.use_name(n, i.span, Some(i))),
+                        }
+                    }
+                }
+                Statement::Block(b) => self.block(b, false),
+                Statement::BranchTargets { label, targets, span } => {
+                    for &t in targets {
+                        if !self.resolves(t) {
+                            let e = CfgError::UndefinedTarget { table: *label, label: t, span: *span };
+                            self.error(ErrorKind::ControlFlow(e), *span, None);
+                        }
+                    }
+                }
+                Statement::CallTargets { targets, span, .. } => {
+                    for &t in targets {
+                        self.use_name(t, *span, None);
+                    }
+                }
+                Statement::Label(..)
+                | Statement::CallPrototype { .. }
+                | Statement::Loc(_)
+                | Statement::Pragma(_)
+                | Statement::Raw(_) => {}
+            }
+        }
+        if !body {
+            self.scopes.pop();
+        }
+    }
+
+    fn declare(&mut self, name: Name, count: Option<u32>, span: Span) {
+        let scope = self.scopes.last_mut().unwrap();
+        let duplicate = match count {
+            Some(n) => {
+                let again = scope.ranges.insert(name, n).is_some();
+                again || scope.lowest_numbered.get(&name).is_some_and(|&low| low < n as u64)
+            }
+            None => {
+                let dup = !scope.names.insert(name) || scope.labels.contains(&name) || scope.in_range(name);
+                if let Some((prefix, n)) = split_number(&name) {
+                    let low = scope.lowest_numbered.entry(Name::from(prefix)).or_insert(n);
+                    *low = (*low).min(n);
+                }
+                dup
+            }
+        };
+        if duplicate {
+            let shown = match count {
+                Some(n) => format!("{name}<{n}>"),
+                None => name.to_string(),
+            };
+            self.error(ErrorKind::DuplicateDeclaration(shown), span, None);
+        }
+    }
+
+    fn resolves(&self, name: Name) -> bool {
+        self.scopes.iter().rev().any(|s| s.contains(name)) || self.v.symbols.contains_key(&name) || is_predefined(&name)
+    }
+
+    /// A branch's label or a `brx.idx`'s table: reported as the graph would, but every one
+    /// of them rather than the graph's first.
+    fn use_target(&mut self, name: Name, table: bool, inst: &Instruction) {
+        if self.resolves(name) {
+            return;
+        }
+        let text = Ptx(inst).to_string().replace(" \t", " ");
+        let e = if table {
+            CfgError::UndefinedTable { table: name, inst: text, span: inst.span }
+        } else {
+            CfgError::UndefinedLabel { label: name, inst: text, span: inst.span }
+        };
+        self.error(ErrorKind::ControlFlow(e), inst.span, Some(inst));
+    }
+
+    fn use_name(&mut self, name: Name, span: Span, inst: Option<&Instruction>) {
+        if name == "_" || self.resolves(name) {
+            return;
+        }
+        // `%tid.x`, and the `.x` components of vector registers.
+        if let Some((base, _)) = name.split_once('.') {
+            if is_predefined(base) || Name::from_existing(base).is_some_and(|b| self.resolves(b)) {
+                return;
+            }
+        }
+        if !self.reported.insert(name) {
+            return;
+        }
+        let declared = self.all_decls.contains(name);
+        let kind = self.v.unresolved(name, declared);
+        self.error(kind, span, inst);
+    }
+}
+
+/// Special registers (PTX ISA "Special Registers") and predefined constants; `%tid.x`
+/// and the like are checked by their base.
+fn is_predefined(name: &str) -> bool {
+    const FIXED: &[&str] = &[
+        "%tid",
+        "%ntid",
+        "%laneid",
+        "%warpid",
+        "%nwarpid",
+        "%ctaid",
+        "%nctaid",
+        "%smid",
+        "%nsmid",
+        "%gridid",
+        "%is_explicit_cluster",
+        "%clusterid",
+        "%nclusterid",
+        "%cluster_ctaid",
+        "%cluster_nctaid",
+        "%cluster_ctarank",
+        "%cluster_nctarank",
+        "%lanemask_eq",
+        "%lanemask_le",
+        "%lanemask_lt",
+        "%lanemask_ge",
+        "%lanemask_gt",
+        "%clock",
+        "%clock_hi",
+        "%clock64",
+        "%globaltimer",
+        "%globaltimer_lo",
+        "%globaltimer_hi",
+        "%reserved_smem_offset_begin",
+        "%reserved_smem_offset_end",
+        "%reserved_smem_offset_cap",
+        "%reserved_smem_offset_0",
+        "%reserved_smem_offset_1",
+        "%total_smem_size",
+        "%aggr_smem_size",
+        "%dynamic_smem_size",
+        "%current_graph_exec",
+        "WARP_SZ",
+    ];
+    if FIXED.contains(&name) {
+        return true;
+    }
+    // %pm0…%pm7, %pm0_64…%pm7_64, %envreg0…%envreg31
+    let pm = name.strip_prefix("%pm").map(|n| n.strip_suffix("_64").unwrap_or(n));
+    if pm.is_some_and(|n| matches!(n.as_bytes(), [b'0'..=b'7'])) {
+        return true;
+    }
+    name.strip_prefix("%envreg").is_some_and(|n| {
+        matches!(n.len(), 1 | 2) && n.bytes().all(|b| b.is_ascii_digit()) && n.parse::<u32>().is_ok_and(|v| v <= 31)
+    })
+}
