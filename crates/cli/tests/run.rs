@@ -118,6 +118,9 @@ fn every_door_every_scenario() {
         ("interior_free", &[], &["invalid_free"]),
         ("uaf_copy", &[], &["use_after_free_host"]),
         ("leak", &["--leak-check", "full"], &["leak"]),
+        // A module variable: bounds learnt from cuModuleGetGlobal; never a leak.
+        ("symbol_clean", &["--leak-check", "full"], &[]),
+        ("symbol_overflow", &[], &["memcpy_out_of_bounds"]),
         ("leak", &[], &[]),
     ];
     let mut failures = Vec::new();

@@ -630,3 +630,39 @@ pub unsafe fn ctx_synchronize(real: unsafe extern "C" fn() -> CUresult) -> CUres
 pub unsafe fn stream_synchronize(real: unsafe extern "C" fn(Ptr) -> CUresult, s: Ptr) -> CUresult {
     after_sync(real(s))
 }
+
+// ---- module variables ----------------------------------------------------------------
+
+/// The program asked where a module variable is (cudart does before `cudaMemcpyToSymbol`):
+/// from now on its exact bounds are known, so copies past its end are caught.
+unsafe fn learn_variable(r: CUresult, dptr: *mut u64, bytes: *mut usize) -> CUresult {
+    if r == SUCCESS && !dptr.is_null() && !bytes.is_null() {
+        let (base, size) = (*dptr, *bytes as u64);
+        quietly(|| {
+            if matches!(state().registry.lookup(base), Lookup::Outside { .. }) {
+                record_alloc(base, size, AllocKind::ModuleVariable, SiteId::UNKNOWN);
+            }
+        });
+    }
+    r
+}
+
+pub unsafe fn library_get_global(
+    real: unsafe extern "C" fn(*mut u64, *mut usize, Ptr, *const std::ffi::c_char) -> CUresult,
+    dptr: *mut u64,
+    bytes: *mut usize,
+    lib: Ptr,
+    name: *const std::ffi::c_char,
+) -> CUresult {
+    learn_variable(real(dptr, bytes, lib, name), dptr, bytes)
+}
+
+pub unsafe fn module_get_global(
+    real: unsafe extern "C" fn(*mut u64, *mut usize, Ptr, *const std::ffi::c_char) -> CUresult,
+    dptr: *mut u64,
+    bytes: *mut usize,
+    module: Ptr,
+    name: *const std::ffi::c_char,
+) -> CUresult {
+    learn_variable(real(dptr, bytes, module, name), dptr, bytes)
+}

@@ -149,6 +149,12 @@ wrappers! {
     fn cuLibraryLoadData(lib: *mut Ptr, code: *const c_void, jo: *mut c_int, jv: *mut Ptr, njo: u32, lo: *mut c_int, lv: *mut Ptr, nlo: u32)
         => |real| hooks::library_load_data(real, lib, code, jo, jv, njo, lo, lv, nlo);
 
+    // Module variables: their bounds become known when the program asks for their address.
+    fn cuLibraryGetGlobal(dptr: *mut u64, bytes: *mut usize, lib: Ptr, name: *const c_char)
+        => |real| hooks::library_get_global(real, dptr, bytes, lib, name);
+    fn cuModuleGetGlobal_v2(dptr: *mut u64, bytes: *mut usize, module: Ptr, name: *const c_char)
+        => |real| hooks::module_get_global(real, dptr, bytes, module, name);
+
     // Watched: launches reach the substituted modules' kernels by construction.
     fn cuModuleGetFunction(f: *mut Ptr, module: Ptr, name: *const c_char);
     fn cuLibraryGetKernel(k: *mut Ptr, lib: Ptr, name: *const c_char);

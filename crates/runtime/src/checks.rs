@@ -416,7 +416,8 @@ pub fn check_free(registry: &Registry, api: &'static str, ptr: u64, outcome: &Fr
 /// Live allocations at exit, grouped by allocation site, largest total first.
 pub fn leak_summary(registry: &Registry) -> Vec<Leak> {
     let mut groups: HashMap<SiteId, (u64, u64)> = HashMap::new();
-    for alloc in registry.snapshot().iter().filter(|a| a.is_live()) {
+    // Module variables live as long as their module: never the program's to free.
+    for alloc in registry.snapshot().iter().filter(|a| a.is_live() && a.kind != AllocKind::ModuleVariable) {
         let group = groups.entry(alloc.site).or_default();
         group.0 += 1;
         group.1 = group.1.saturating_add(alloc.size);

@@ -59,6 +59,10 @@ pub enum AllocKind {
     /// A CUDA array: an opaque handle, not addressable memory. Register it at its handle with
     /// size 1 so frees and leaks are tracked; copies never name it by address.
     Array,
+    /// A `__device__`, `__constant__` or `__managed__` variable of a loaded module, learnt
+    /// when the program asks for its address. It lives as long as its module: no free call
+    /// may release it, and it is never a leak.
+    ModuleVariable,
     /// Anything else; any free call may release it.
     Other,
 }
@@ -73,6 +77,8 @@ enum Family {
     Vmm,
     Array,
     DeviceHeap,
+    /// Module variables: released with their module, by no free call.
+    Module,
     Any,
 }
 
@@ -91,6 +97,7 @@ impl AllocKind {
             AllocKind::GraphNode => "graph_node",
             AllocKind::DeviceHeap => "device_heap",
             AllocKind::Array => "array",
+            AllocKind::ModuleVariable => "module_variable",
             AllocKind::Other => "other",
         }
     }
@@ -109,6 +116,7 @@ impl AllocKind {
             AllocKind::GraphNode => "graph",
             AllocKind::DeviceHeap => "device-heap",
             AllocKind::Array => "CUDA array",
+            AllocKind::ModuleVariable => "module variable",
             AllocKind::Other => "other",
         }
     }
@@ -127,6 +135,7 @@ impl AllocKind {
             AllocKind::GraphNode => 9,
             AllocKind::DeviceHeap => 10,
             AllocKind::Array => 11,
+            AllocKind::ModuleVariable => 12,
             AllocKind::Other => 0,
         }
     }
@@ -144,6 +153,7 @@ impl AllocKind {
             AllocKind::Vmm => Family::Vmm,
             AllocKind::Array => Family::Array,
             AllocKind::DeviceHeap => Family::DeviceHeap,
+            AllocKind::ModuleVariable => Family::Module,
             AllocKind::Other => Family::Any,
         }
     }

@@ -54,6 +54,15 @@ CUresult cuModuleLoadData(void **module, const void *image) {
     return 0;
 }
 
+/* One 64-byte module variable, with room behind it so an overflowing copy stays harmless. */
+static unsigned char module_var[64 + 256];
+CUresult cuModuleGetGlobal_v2(uint64_t *dptr, size_t *bytes, void *module, const char *name) {
+    (void)module; (void)name;
+    *dptr = (uint64_t)(uintptr_t)module_var;
+    *bytes = 64;
+    return 0;
+}
+
 struct entry { const char *name; void *fn; };
 static const struct entry table[] = {
     {"cuMemAlloc", (void *)cuMemAlloc_v2}, {"cuMemFree", (void *)cuMemFree_v2},
