@@ -13,7 +13,12 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 corpus="$root/fuzz/corpus"
-mkdir -p "$corpus/parse" "$corpus/lex"
+mkdir -p "$corpus/parse" "$corpus/lex" "$corpus/fatbin"
+# The fatbin target starts from the fatbin crate's fixtures (executables, libraries,
+# objects, compressed and plain fatbins).
+for f in "$root"/crates/fatbin/tests/fixtures/*; do
+  [ -f "$f" ] && cp -n "$f" "$corpus/fatbin/$(basename "$f")"
+done
 
 shopt -s nullglob
 ptx=("$root"/tests/corpus/ptx/*.ptx)

@@ -3,7 +3,7 @@
 #
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]
 #   SECONDS  time per target (default 60)
-#   TARGET   parse, lex (default: both, one after the other)
+#   TARGET   parse, lex, fatbin (default: all, one after the other)
 # Environment:
 #   FUZZ_SANITIZER=none|address  (default none). `none` needs nothing beyond stable Rust:
 #       cargo-fuzz then passes only stable -C flags (sancov instrumentation, the
@@ -30,7 +30,7 @@ cd "$root"
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(parse lex)
+[ ${#targets[@]} -gt 0 ] || targets=(parse lex fatbin)
 sanitizer=${FUZZ_SANITIZER:-none}
 max_len=${FUZZ_MAX_LEN:-32768}
 
@@ -54,8 +54,10 @@ for t in "${targets[@]}"; do
   if [ -n "${FUZZ_FORK:-}" ]; then
     extra=(-fork="$FUZZ_FORK" -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
   fi
+  # The PTX dictionary helps the text targets only.
+  case $t in parse|lex) extra+=(-dict=fuzz/ptx.dict) ;; esac
   cmd=(cargo fuzz run --sanitizer "$sanitizer" "$t" "fuzz/corpus/$t" --
-    -max_total_time="$secs" -dict=fuzz/ptx.dict -max_len="$max_len" -timeout=10
+    -max_total_time="$secs" -max_len="$max_len" -timeout=10
     -rss_limit_mb=4096 -print_final_stats=1 "${extra[@]}")
   echo "fuzz: ${cmd[*]}" >&2
   start=$(date -u +%Y-%m-%dT%H:%M:%SZ)

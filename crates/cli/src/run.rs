@@ -3,9 +3,10 @@
 //! from compute-sanitizer.
 //!
 //! The runtime (libgpusan_inject.so, next to this binary or at `$GPUSAN_INJECT_LIB`)
-//! reads its options from `GPUSAN_*` variables and writes its findings to a file in a
-//! private folder: the final document at exit, and each new finding at once to
-//! `<file>.events`, so a program that crashes still leaves its findings behind.
+//! reads its options from `GPUSAN_*` variables and writes its findings into a private
+//! folder, one file per process (programs start others): the final document at exit, and
+//! each new finding at once to `<file>.events`, so a process that crashes still leaves its
+//! findings behind. The report merges them all.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -93,9 +94,9 @@ impl Drop for Scratch {
     }
 }
 
-/// The findings: the final document if the program exited normally, else whatever the
+/// What one process left: its final document, or, if it died first, the findings its
 /// events file holds.
-pub fn collect(report: &Path, mode: &str) -> Result<Document> {
+fn collect_process(report: &Path, mode: &str) -> Result<Document> {
     if let Ok(text) = std::fs::read_to_string(report) {
         return Document::from_json(&text)
             .with_context(|| format!("reading the runtime's report {}", report.display()));
@@ -112,10 +113,30 @@ pub fn collect(report: &Path, mode: &str) -> Result<Document> {
     Ok(collector.finish(mode, Vec::new(), |_| Vec::new()))
 }
 
+/// The findings of every process of the run (each writes `report-<pid>.json[.events]`).
+pub fn collect(dir: &Path, mode: &str) -> Result<Document> {
+    let mut doc = Collector::new(CollectorConfig::default()).finish(mode, Vec::new(), |_| Vec::new());
+    let mut reports: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?;
+            let base = name.strip_suffix(".events").unwrap_or(name);
+            (base.starts_with("report-") && base.ends_with(".json")).then(|| p.with_file_name(base))
+        })
+        .collect();
+    reports.sort();
+    reports.dedup();
+    for r in reports {
+        doc.merge(collect_process(&r, mode)?);
+    }
+    Ok(doc)
+}
+
 pub fn run(a: RunArgs) -> Result<i32> {
     let lib = inject_library()?;
     let scratch = Scratch::new()?;
-    let report = scratch.0.join("report.json");
+
     let mode = match a.mode {
         Mode::Api => "api",
         Mode::Count => "count",
@@ -129,7 +150,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     cmd.args(&a.command[1..])
         .env("LD_PRELOAD", preload)
         .env("GPUSAN_MODE", mode)
-        .env("GPUSAN_REPORT", &report)
+        .env("GPUSAN_REPORT_DIR", &scratch.0)
         .env("GPUSAN_LEAK_CHECK", if a.leak_check == LeakCheck::Full { "full" } else { "none" })
         .env("GPUSAN_QUARANTINE_BYTES", a.quarantine_bytes.to_string());
     let mut child = cmd.spawn().with_context(|| format!("starting {}", a.command[0].to_string_lossy()))?;
@@ -139,7 +160,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     unsafe { libc::signal(libc::SIGINT, old_int) };
     let status = status.context("waiting for the program")?;
 
-    let doc = collect(&report, mode)?;
+    let doc = collect(&scratch.0, mode)?;
     let mut text = doc.to_text();
     use std::os::unix::process::ExitStatusExt;
     let program_code = match (status.code(), status.signal()) {

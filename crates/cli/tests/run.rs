@@ -43,6 +43,7 @@ fn fake() -> &'static Fake {
             dir.to_str().unwrap(),
             "-lcuda",
             "-ldl",
+            "-lpthread",
             &rpath,
         ]);
         Fake { dir, prog }
@@ -217,4 +218,28 @@ fn machine_code_only_modules_load_unchanged_and_are_reported_unchecked() {
     assert_eq!(o.code, Some(0));
     assert_eq!(o.report["unchecked_modules"]["machine code only (cubin)"], 1, "{:#}", o.report);
     assert!(o.stderr.contains("UNCHECKED: 1 module loaded unchanged"), "{}", o.stderr);
+}
+
+#[test]
+fn many_threads_at_once_lose_nothing_and_invent_nothing() {
+    let o = gpusan_run(&["--leak-check", "full"], &[prog(), "link", "threads"]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    // 1600 allocations and frees from 8 threads: exactly the one double free, no leak.
+    assert_eq!(o.kinds(), vec!["double_free"], "{:#}", o.report);
+    assert_eq!(o.report["summary"]["total"], 1, "{:#}", o.report);
+}
+
+#[test]
+fn a_forked_child_neither_hangs_nor_changes_the_report() {
+    let o = gpusan_run(&[], &[prog(), "link", "fork"]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
+}
+
+#[test]
+fn findings_of_every_process_are_merged() {
+    let script = format!("{p} link double_free && {p} link memcpy_overflow", p = prog());
+    let o = gpusan_run(&[], &["sh", "-c", &script]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), vec!["double_free", "memcpy_out_of_bounds"], "{:#}", o.report);
 }

@@ -23,8 +23,12 @@ const SUCCESS: CUresult = 0;
 const ERROR_INVALID_VALUE: CUresult = 1;
 const ERROR_OUT_OF_MEMORY: CUresult = 2;
 
-/// Runs gpusan's bookkeeping; a panic inside it is contained.
+/// Runs gpusan's bookkeeping; a panic inside it is contained. Skipped entirely in a
+/// forked child (see `state::FORKED_CHILD`): the call then simply goes through.
 fn quietly<R>(f: impl FnOnce() -> R) -> Option<R> {
+    if crate::state::FORKED_CHILD.load(Ordering::Relaxed) {
+        return None;
+    }
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
 }
 
@@ -78,10 +82,14 @@ fn release(a: &Allocation) {
     static FREE: AtomicUsize = AtomicUsize::new(0);
     static FREE_HOST: AtomicUsize = AtomicUsize::new(0);
     let (slot, name) = match a.kind {
-        // Stream-ordered memory went back to its pool when it was freed (see `free_async`).
-        AllocKind::Async { .. } | AllocKind::Pool { .. } => return,
+        // Only these kinds are held back at their free (`Release::Deferred`).
+        AllocKind::Device | AllocKind::Pitched { .. } | AllocKind::Managed | AllocKind::Other => {
+            (&FREE, c"cuMemFree_v2")
+        }
         AllocKind::HostPinned { .. } => (&FREE_HOST, c"cuMemFreeHost"),
-        _ => (&FREE, c"cuMemFree_v2"),
+        // Released when the program freed them (stream-ordered frees, unregistrations,
+        // unmaps) or never by a free call (module variables, device heap, arrays, graphs).
+        _ => return,
     };
     let f = driver_fn(slot, name);
     if f == 0 {
@@ -180,6 +188,11 @@ fn device(p: u64) -> Mem {
 /// A pointer passed where unified addressing allows host or device memory.
 fn uva(p: u64) -> Mem {
     match state().registry.lookup(p) {
+        Lookup::Live { alloc, .. } | Lookup::Freed { alloc, .. }
+            if matches!(alloc.kind, AllocKind::HostPinned { .. } | AllocKind::HostRegistered) =>
+        {
+            Mem::Host(p)
+        }
         Lookup::Live { .. } | Lookup::Freed { .. } => Mem::Device(p),
         Lookup::Outside { .. } => Mem::Host(p),
     }
@@ -665,4 +678,147 @@ pub unsafe fn module_get_global(
     name: *const std::ffi::c_char,
 ) -> CUresult {
     learn_variable(real(dptr, bytes, module, name), dptr, bytes)
+}
+
+// ---- 3-D and peer copies ---------------------------------------------------------------
+
+/// `CUDA_MEMCPY3D` (the `_v2` layout, `size_t` fields).
+#[repr(C)]
+pub struct Memcpy3D {
+    src_x: usize,
+    src_y: usize,
+    src_z: usize,
+    src_lod: usize,
+    src_type: u32,
+    src_host: *const c_void,
+    src_device: u64,
+    src_array: Ptr,
+    reserved0: Ptr,
+    src_pitch: usize,
+    src_height: usize,
+    dst_x: usize,
+    dst_y: usize,
+    dst_z: usize,
+    dst_lod: usize,
+    dst_type: u32,
+    dst_host: Ptr,
+    dst_device: u64,
+    dst_array: Ptr,
+    reserved1: Ptr,
+    dst_pitch: usize,
+    dst_height: usize,
+    width: usize,
+    height: usize,
+    depth: usize,
+}
+
+fn base_of(mem_type: u32, host: u64, dev: u64, array: u64) -> Mem {
+    match mem_type {
+        1 => Mem::Host(host),
+        2 => device(dev),
+        3 => Mem::Array(array),
+        _ => uva(dev),
+    }
+}
+
+unsafe fn check_3d(api: &'static str, p: *const Memcpy3D) {
+    use gpusan_runtime::checks::{Extent, Pitched3D};
+    if p.is_null() {
+        return;
+    }
+    let c = &*p;
+    let src = Pitched3D {
+        mem: base_of(c.src_type, c.src_host as u64, c.src_device, c.src_array as u64),
+        pitch: c.src_pitch as u64,
+        rows: c.src_height as u64,
+        pos: [c.src_x as u64, c.src_y as u64, c.src_z as u64],
+    };
+    let dst = Pitched3D {
+        mem: base_of(c.dst_type, c.dst_host as u64, c.dst_device, c.dst_array as u64),
+        pitch: c.dst_pitch as u64,
+        rows: c.dst_height as u64,
+        pos: [c.dst_x as u64, c.dst_y as u64, c.dst_z as u64],
+    };
+    let extent = Extent { width: c.width as u64, height: c.height as u64, depth: c.depth as u64 };
+    check(api, Call::Copy3D { dst, src, extent });
+}
+
+pub unsafe fn memcpy_3d(real: unsafe extern "C" fn(*const Memcpy3D) -> CUresult, p: *const Memcpy3D) -> CUresult {
+    check_3d("cuMemcpy3D", p);
+    real(p)
+}
+
+pub unsafe fn memcpy_3d_async(
+    real: unsafe extern "C" fn(*const Memcpy3D, Ptr) -> CUresult,
+    p: *const Memcpy3D,
+    s: Ptr,
+) -> CUresult {
+    check_3d("cuMemcpy3DAsync", p);
+    real(p, s)
+}
+
+pub unsafe fn memcpy_peer(
+    real: unsafe extern "C" fn(u64, Ptr, u64, Ptr, usize) -> CUresult,
+    dst: u64,
+    dst_ctx: Ptr,
+    src: u64,
+    src_ctx: Ptr,
+    n: usize,
+) -> CUresult {
+    check("cuMemcpyPeer", Call::Copy { dst: device(dst), src: device(src), count: n as u64 });
+    real(dst, dst_ctx, src, src_ctx, n)
+}
+
+pub unsafe fn memcpy_peer_async(
+    real: unsafe extern "C" fn(u64, Ptr, u64, Ptr, usize, Ptr) -> CUresult,
+    dst: u64,
+    dst_ctx: Ptr,
+    src: u64,
+    src_ctx: Ptr,
+    n: usize,
+    s: Ptr,
+) -> CUresult {
+    check("cuMemcpyPeerAsync", Call::Copy { dst: device(dst), src: device(src), count: n as u64 });
+    real(dst, dst_ctx, src, src_ctx, n, s)
+}
+
+// ---- host registration and virtual memory mappings ------------------------------------
+
+pub unsafe fn mem_host_register(
+    real: unsafe extern "C" fn(Ptr, usize, u32) -> CUresult,
+    p: Ptr,
+    size: usize,
+    flags: u32,
+) -> CUresult {
+    let r = real(p, size, flags);
+    if r == SUCCESS {
+        quietly(|| record_alloc(p as u64, size as u64, AllocKind::HostRegistered, site()));
+    }
+    r
+}
+
+pub unsafe fn mem_host_unregister(real: unsafe extern "C" fn(Ptr) -> CUresult, p: Ptr) -> CUresult {
+    // The user's memory stays; only the registration ends, at once.
+    free_common(FreeApi::HostUnregister, "cuMemHostUnregister", p as u64, Release::Immediate, || real(p))
+}
+
+pub unsafe fn mem_map(
+    real: unsafe extern "C" fn(u64, usize, usize, u64, u64) -> CUresult,
+    ptr: u64,
+    size: usize,
+    offset: usize,
+    handle: u64,
+    flags: u64,
+) -> CUresult {
+    let r = real(ptr, size, offset, handle, flags);
+    if r == SUCCESS {
+        quietly(|| record_alloc(ptr, size as u64, AllocKind::Vmm, site()));
+    }
+    r
+}
+
+pub unsafe fn mem_unmap(real: unsafe extern "C" fn(u64, usize) -> CUresult, ptr: u64, size: usize) -> CUresult {
+    // The address range stays reserved after an unmap, so no allocation can take it until
+    // the program maps it again: unmapping at once keeps use after unmap detectable.
+    free_common(FreeApi::MemUnmap, "cuMemUnmap", ptr, Release::Immediate, || real(ptr, size))
 }

@@ -14,8 +14,9 @@ use gpusan_runtime::report::{Collector, CollectorConfig, Report};
 pub struct Options {
     pub mode: String,
     pub leak_check: bool,
-    /// The final JSON document; `<path>.events` receives each new finding at once, so a
-    /// program that crashes still leaves its findings behind.
+    /// Where this process writes its findings: `report-<pid>.json` (final, at exit) and
+    /// `report-<pid>.json.events` (each new finding at once, so a crash loses nothing) in
+    /// the folder `gpusan run` names. One pair per process: programs start others.
     pub report: Option<PathBuf>,
     pub registry: RegistryConfig,
 }
@@ -30,7 +31,8 @@ impl Options {
         Options {
             mode: var("GPUSAN_MODE").unwrap_or_else(|| "api".into()),
             leak_check: var("GPUSAN_LEAK_CHECK").is_some_and(|v| v == "full"),
-            report: var("GPUSAN_REPORT").map(PathBuf::from),
+            report: var("GPUSAN_REPORT_DIR")
+                .map(|d| PathBuf::from(d).join(format!("report-{}.json", std::process::id()))),
             registry,
         }
     }
@@ -111,7 +113,20 @@ impl State {
     }
 }
 
+/// Set in a child created by `fork` (without `exec`). The child inherits the state, but
+/// another thread may have held one of its locks at the fork, and CUDA itself cannot be
+/// used in such a child: gpusan stays out of the way there (see `hooks::quietly`) and
+/// leaves the parent's report alone.
+pub static FORKED_CHILD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn in_forked_child() {
+    FORKED_CHILD.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 extern "C" fn at_exit() {
+    if FORKED_CHILD.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
     let _ = std::panic::catch_unwind(|| {
         if let Some(s) = STATE.get() {
             s.finish();
@@ -122,7 +137,10 @@ extern "C" fn at_exit() {
 extern "C" fn on_load() {
     // Registered before main, so it runs after the handlers CUDA registers later
     // (atexit runs in reverse order): the program's frees have all been seen by then.
-    unsafe { libc::atexit(at_exit) };
+    unsafe {
+        libc::atexit(at_exit);
+        libc::pthread_atfork(None, None, Some(in_forked_child));
+    }
 }
 
 #[used]

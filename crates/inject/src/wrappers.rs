@@ -113,6 +113,22 @@ wrappers! {
     fn cuMemcpy2DAsync_v2(p: *const hooks::Memcpy2D, stream: Ptr) => |real| hooks::memcpy_2d_async(real, p, stream);
     fn cuMemcpy2DAsync_v2_ptsz(p: *const hooks::Memcpy2D, stream: Ptr) => |real| hooks::memcpy_2d_async(real, p, stream);
 
+    fn cuMemcpy3D_v2(p: *const hooks::Memcpy3D) => |real| hooks::memcpy_3d(real, p);
+    fn cuMemcpy3D_v2_ptds(p: *const hooks::Memcpy3D) => |real| hooks::memcpy_3d(real, p);
+    fn cuMemcpy3DAsync_v2(p: *const hooks::Memcpy3D, stream: Ptr) => |real| hooks::memcpy_3d_async(real, p, stream);
+    fn cuMemcpy3DAsync_v2_ptsz(p: *const hooks::Memcpy3D, stream: Ptr) => |real| hooks::memcpy_3d_async(real, p, stream);
+    fn cuMemcpyPeer(dst: u64, dctx: Ptr, src: u64, sctx: Ptr, n: usize) => |real| hooks::memcpy_peer(real, dst, dctx, src, sctx, n);
+    fn cuMemcpyPeer_ptds(dst: u64, dctx: Ptr, src: u64, sctx: Ptr, n: usize)
+        => |real| hooks::memcpy_peer(real, dst, dctx, src, sctx, n);
+    fn cuMemcpyPeerAsync(dst: u64, dctx: Ptr, src: u64, sctx: Ptr, n: usize, s: Ptr)
+        => |real| hooks::memcpy_peer_async(real, dst, dctx, src, sctx, n, s);
+    fn cuMemcpyPeerAsync_ptsz(dst: u64, dctx: Ptr, src: u64, sctx: Ptr, n: usize, s: Ptr)
+        => |real| hooks::memcpy_peer_async(real, dst, dctx, src, sctx, n, s);
+    fn cuMemHostRegister_v2(p: Ptr, size: usize, flags: u32) => |real| hooks::mem_host_register(real, p, size, flags);
+    fn cuMemHostUnregister(p: Ptr) => |real| hooks::mem_host_unregister(real, p);
+    fn cuMemMap(ptr: u64, size: usize, offset: usize, handle: u64, flags: u64) => |real| hooks::mem_map(real, ptr, size, offset, handle, flags);
+    fn cuMemUnmap(ptr: u64, size: usize) => |real| hooks::mem_unmap(real, ptr, size);
+
     fn cuMemsetD8_v2(dst: u64, v: u8, n: usize) => |real| hooks::memset("cuMemsetD8", 1, real, dst, v, n);
     fn cuMemsetD8_v2_ptds(dst: u64, v: u8, n: usize) => |real| hooks::memset("cuMemsetD8", 1, real, dst, v, n);
     fn cuMemsetD16_v2(dst: u64, v: u16, n: usize) => |real| hooks::memset("cuMemsetD16", 2, real, dst, v, n);
@@ -132,6 +148,8 @@ wrappers! {
         => |real| hooks::memset_2d("cuMemsetD2D8", 1, real, dst, pitch, v, w, h);
     fn cuMemsetD2D8_v2_ptds(dst: u64, pitch: usize, v: u8, w: usize, h: usize)
         => |real| hooks::memset_2d("cuMemsetD2D8", 1, real, dst, pitch, v, w, h);
+    fn cuMemsetD2D16_v2(dst: u64, pitch: usize, v: u16, w: usize, h: usize)
+        => |real| hooks::memset_2d("cuMemsetD2D16", 2, real, dst, pitch, v, w, h);
     fn cuMemsetD2D32_v2(dst: u64, pitch: usize, v: u32, w: usize, h: usize)
         => |real| hooks::memset_2d("cuMemsetD2D32", 4, real, dst, pitch, v, w, h);
     fn cuMemsetD2D8Async(dst: u64, pitch: usize, v: u8, w: usize, h: usize, s: Ptr)

@@ -330,6 +330,26 @@ impl Document {
         serde_json::from_str(text)
     }
 
+    /// Folds in the document of another process of the same run (programs start others).
+    pub fn merge(&mut self, other: Document) {
+        self.errors.extend(other.errors);
+        let (s, o) = (&mut self.summary, other.summary);
+        s.total += o.total;
+        s.unique += o.unique;
+        s.not_stored += o.not_stored;
+        s.leaked_bytes += o.leaked_bytes;
+        for (kind, n) in o.by_kind {
+            *s.by_kind.entry(kind).or_default() += n;
+        }
+        self.leaks.extend(other.leaks);
+        for (name, v) in other.counters {
+            *self.counters.entry(name).or_default() += v;
+        }
+        for (why, n) in other.unchecked_modules {
+            *self.unchecked_modules.entry(why).or_default() += n;
+        }
+    }
+
     /// The human rendering, in the style of compute-sanitizer.
     pub fn to_text(&self) -> String {
         self.to_string()

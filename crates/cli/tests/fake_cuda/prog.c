@@ -2,7 +2,10 @@
  * usage: prog DOOR SCENARIO, DOOR = link | dlsym | getproc. Exit code 0 unless the
  * driver returned an error the scenario did not expect. */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +38,21 @@ static void *get(void *h, getproc_t gp, const char *plain, const char *versioned
     if (gp) gp(plain, &f, 13000, 0, 0);
     else f = dlsym(h, versioned);
     return f;
+}
+
+/* Eight threads allocating, copying and freeing at once; thread 0 also frees twice. */
+static void *worker(void *arg) {
+    long id = (long)arg;
+    char buf[256] = {0};
+    for (int i = 0; i < 200; i++) {
+        uint64_t p = 0;
+        if (alloc_(&p, 256)) return (void *)1;
+        htod(p, buf, 256);
+        dtoh(buf, p, 256);
+        free_(p);
+        if (id == 0 && i == 100) free_(p);
+    }
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -86,6 +104,20 @@ int main(int argc, char **argv) {
         size_t size = 0;
         rc |= cuModuleGetGlobal_v2(&sym, &size, (void *)0x4000, "table");
         htod(sym, host, strcmp(s, "symbol_clean") == 0 ? size : size + 4);
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "threads")) {
+        pthread_t t[8];
+        for (long i = 0; i < 8; i++) pthread_create(&t[i], 0, worker, (void *)i);
+        for (int i = 0; i < 8; i++) { void *r; pthread_join(t[i], &r); rc |= r != 0; }
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "fork")) {
+        /* The child frees (in its own copy of the memory) and exits; the parent's report
+         * must not change, nothing may hang. */
+        pid_t pid = fork();
+        if (pid == 0) { free_(a); free_(a); _exit(0); }
+        int st = 0;
+        waitpid(pid, &st, 0);
+        rc |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
         rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "load_ptx")) {
         void *m = 0;
