@@ -243,3 +243,20 @@ fn findings_of_every_process_are_merged() {
     assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
     assert_eq!(o.kinds(), vec!["double_free", "memcpy_out_of_bounds"], "{:#}", o.report);
 }
+
+#[test]
+fn device_abi_table_upload_and_error_drain() {
+    // The program plays an instrumented kernel (the fake driver's memory is host memory):
+    // it finds the allocation table gpusan uploaded before the launch (2 live allocations),
+    // writes one error record, and synchronizes; gpusan must drain it into a report.
+    let o = gpusan_run(&[], &[prog(), "link", "abi"]);
+    assert_eq!(o.code, Some(0), "table or ABI variables wrong: {}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), vec!["out_of_bounds_write"], "{:#}", o.report);
+    let d = &o.report["errors"][0]["details"];
+    assert_eq!(d["kernel"], "abi_probe", "{d:#}");
+    assert_eq!(d["block"], serde_json::json!([2, 0, 0]));
+    assert_eq!(d["thread"], serde_json::json!([5, 0, 0]));
+    assert_eq!(d["ptx"]["line"], 9);
+    assert_eq!(d["size"], 4);
+    assert!(o.stderr.contains("abi_probe"), "{}", o.stderr);
+}

@@ -541,34 +541,45 @@ fn substituting() -> bool {
 }
 
 /// Loads `image` through `load`, instrumented when the mode asks for it and possible,
-/// else as it is; `register` records a successful instrumented load.
+/// else as it is. `handle` names what a successful load produced; the module is then
+/// offered to the device ABI (it takes part if it declares the ABI variables).
 unsafe fn load_module(
     image: *const c_void,
     mut load: impl FnMut(*const c_void) -> CUresult,
-    register: impl FnOnce(),
+    handle: impl Fn() -> crate::modules::Loaded,
 ) -> CUresult {
-    if !substituting() {
-        return load(image);
-    }
-    match quietly(|| crate::modules::substitute(image)) {
-        Some(crate::modules::Image::Substitute(bytes)) => {
-            let r = load(bytes.as_ptr() as *const c_void);
-            if r == SUCCESS {
-                crate::modules::with(|m| m.substituted += 1);
-                register();
-                return r;
+    let r = if !substituting() {
+        load(image)
+    } else {
+        match quietly(|| crate::modules::substitute(image)) {
+            Some(crate::modules::Image::Substitute(bytes)) => {
+                let r = load(bytes.as_ptr() as *const c_void);
+                if r == SUCCESS {
+                    crate::modules::with(|m| {
+                        m.substituted += 1;
+                        m.instrumented.push(handle());
+                    });
+                    r
+                } else {
+                    crate::modules::with(|m| {
+                        *m.unchecked
+                            .entry(format!("instrumented module refused by the driver (error {r})"))
+                            .or_default() += 1
+                    });
+                    load(image)
+                }
             }
-            crate::modules::with(|m| {
-                *m.unchecked.entry(format!("instrumented module refused by the driver (error {r})")).or_default() += 1
-            });
-            load(image)
+            Some(crate::modules::Image::Original(why)) => {
+                crate::modules::with(|m| *m.unchecked.entry(why).or_default() += 1);
+                load(image)
+            }
+            None => load(image),
         }
-        Some(crate::modules::Image::Original(why)) => {
-            crate::modules::with(|m| *m.unchecked.entry(why).or_default() += 1);
-            load(image)
-        }
-        None => load(image),
+    };
+    if r == SUCCESS {
+        quietly(|| crate::mirror::on_module_loaded(handle(), || crate::modules::ptx_of(image, u32::MAX).ok()));
     }
+    r
 }
 
 pub unsafe fn module_load_data(
@@ -576,11 +587,7 @@ pub unsafe fn module_load_data(
     module: *mut Ptr,
     image: *const c_void,
 ) -> CUresult {
-    load_module(
-        image,
-        |i| real(module, i),
-        || crate::modules::with(|m| m.instrumented.push(crate::modules::Loaded::Module(*module as usize))),
-    )
+    load_module(image, |i| real(module, i), || crate::modules::Loaded::Module(*module as usize))
 }
 
 pub unsafe fn module_load_data_ex(
@@ -591,11 +598,7 @@ pub unsafe fn module_load_data_ex(
     options: *mut i32,
     values: *mut Ptr,
 ) -> CUresult {
-    load_module(
-        image,
-        |i| real(module, i, n, options, values),
-        || crate::modules::with(|m| m.instrumented.push(crate::modules::Loaded::Module(*module as usize))),
-    )
+    load_module(image, |i| real(module, i, n, options, values), || crate::modules::Loaded::Module(*module as usize))
 }
 
 pub unsafe fn module_load_fat_binary(
@@ -603,11 +606,7 @@ pub unsafe fn module_load_fat_binary(
     module: *mut Ptr,
     image: *const c_void,
 ) -> CUresult {
-    load_module(
-        image,
-        |i| real(module, i),
-        || crate::modules::with(|m| m.instrumented.push(crate::modules::Loaded::Module(*module as usize))),
-    )
+    load_module(image, |i| real(module, i), || crate::modules::Loaded::Module(*module as usize))
 }
 
 pub unsafe fn library_load_data(
@@ -621,19 +620,68 @@ pub unsafe fn library_load_data(
     lv: *mut Ptr,
     nlo: u32,
 ) -> CUresult {
-    load_module(
-        code,
-        |i| real(lib, i, jo, jv, njo, lo, lv, nlo),
-        || crate::modules::with(|m| m.instrumented.push(crate::modules::Loaded::Library(*lib as usize))),
-    )
+    load_module(code, |i| real(lib, i, jo, jv, njo, lo, lv, nlo), || crate::modules::Loaded::Library(*lib as usize))
 }
 
-/// After a synchronization the instrumented kernels' counters are final for now: read them.
+/// After a synchronization what kernels wrote is final for now: drain their error
+/// records, and read the counters of instrumented modules.
 fn after_sync(r: CUresult) -> CUresult {
-    if r == SUCCESS && substituting() {
-        quietly(crate::modules::read_counters);
+    if r == SUCCESS {
+        quietly(crate::mirror::drain);
+        if substituting() {
+            quietly(crate::modules::read_counters);
+        }
     }
     r
+}
+
+// ---- launches ------------------------------------------------------------------------
+
+fn before_launch() {
+    quietly(crate::mirror::before_launch);
+}
+
+pub unsafe fn launch_kernel(
+    real: unsafe extern "C" fn(Ptr, u32, u32, u32, u32, u32, u32, u32, Ptr, *mut Ptr, *mut Ptr) -> CUresult,
+    f: Ptr,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shmem: u32,
+    stream: Ptr,
+    params: *mut Ptr,
+    extra: *mut Ptr,
+) -> CUresult {
+    before_launch();
+    real(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem, stream, params, extra)
+}
+
+pub unsafe fn launch_kernel_ex(
+    real: unsafe extern "C" fn(*const c_void, Ptr, *mut Ptr, *mut Ptr) -> CUresult,
+    config: *const c_void,
+    f: Ptr,
+    params: *mut Ptr,
+    extra: *mut Ptr,
+) -> CUresult {
+    before_launch();
+    real(config, f, params, extra)
+}
+
+pub unsafe fn launch_cooperative(
+    real: unsafe extern "C" fn(Ptr, u32, u32, u32, u32, u32, u32, u32, Ptr, *mut Ptr) -> CUresult,
+    f: Ptr,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shmem: u32,
+    stream: Ptr,
+    params: *mut Ptr,
+) -> CUresult {
+    before_launch();
+    real(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem, stream, params)
+}
+
+pub unsafe fn graph_launch(real: unsafe extern "C" fn(Ptr, Ptr) -> CUresult, exec: Ptr, stream: Ptr) -> CUresult {
+    before_launch();
+    real(exec, stream)
 }
 
 pub unsafe fn ctx_synchronize(real: unsafe extern "C" fn() -> CUresult) -> CUresult {

@@ -68,7 +68,7 @@ fn cache_dir() -> Option<PathBuf> {
 
 /// The PTX inside a loaded image, if any. `image` is what the program passed: a fatbin
 /// registration wrapper, a fatbin, a cubin, or NUL-terminated PTX text.
-unsafe fn ptx_of(image: *const c_void, max_arch: u32) -> Result<String, String> {
+pub unsafe fn ptx_of(image: *const c_void, max_arch: u32) -> Result<String, String> {
     if image.is_null() {
         return Err("null image".into());
     }

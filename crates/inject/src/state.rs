@@ -89,12 +89,19 @@ impl State {
     /// Writes the final document: findings, and leaks when `--leak-check full`.
     pub fn finish(&self) {
         let Some(path) = &self.options.report else { return };
+        // Kernels may have written errors after the last synchronization (fails harmlessly
+        // once CUDA has torn its contexts down).
+        crate::mirror::drain();
         let collector = std::mem::replace(
             &mut *self.collector.lock().unwrap_or_else(|p| p.into_inner()),
             Collector::new(CollectorConfig::default()),
         );
         let leaks = if self.options.leak_check { checks::leak_summary(&self.registry) } else { Vec::new() };
         let mut doc = collector.finish(&self.options.mode, leaks, registry::symbolize);
+        let lost = crate::mirror::not_stored();
+        if lost > 0 {
+            doc.counters.insert("device_errors_not_stored".into(), lost);
+        }
         if self.options.mode == "count" {
             // A last read, in case kernels ran after the last synchronization; fails
             // harmlessly once CUDA has torn its contexts down.

@@ -176,13 +176,18 @@ wrappers! {
     // Watched: launches reach the substituted modules' kernels by construction.
     fn cuModuleGetFunction(f: *mut Ptr, module: Ptr, name: *const c_char);
     fn cuLibraryGetKernel(k: *mut Ptr, lib: Ptr, name: *const c_char);
-    fn cuLaunchKernel(f: Ptr, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: Ptr, params: *mut Ptr, extra: *mut Ptr);
-    fn cuLaunchKernel_ptsz(f: Ptr, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: Ptr, params: *mut Ptr, extra: *mut Ptr);
-    fn cuLaunchKernelEx(config: *const c_void, f: Ptr, params: *mut Ptr, extra: *mut Ptr);
-    fn cuLaunchKernelEx_ptsz(config: *const c_void, f: Ptr, params: *mut Ptr, extra: *mut Ptr);
-    fn cuLaunchCooperativeKernel(f: Ptr, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: Ptr, params: *mut Ptr);
-    fn cuGraphLaunch(exec: Ptr, stream: Ptr);
-    fn cuGraphLaunch_ptsz(exec: Ptr, stream: Ptr);
+    fn cuLaunchKernel(f: Ptr, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: Ptr, params: *mut Ptr, extra: *mut Ptr)
+        => |real| hooks::launch_kernel(real, f, [gx, gy, gz], [bx, by, bz], shmem, stream, params, extra);
+    fn cuLaunchKernel_ptsz(f: Ptr, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: Ptr, params: *mut Ptr, extra: *mut Ptr)
+        => |real| hooks::launch_kernel(real, f, [gx, gy, gz], [bx, by, bz], shmem, stream, params, extra);
+    fn cuLaunchKernelEx(config: *const c_void, f: Ptr, params: *mut Ptr, extra: *mut Ptr)
+        => |real| hooks::launch_kernel_ex(real, config, f, params, extra);
+    fn cuLaunchKernelEx_ptsz(config: *const c_void, f: Ptr, params: *mut Ptr, extra: *mut Ptr)
+        => |real| hooks::launch_kernel_ex(real, config, f, params, extra);
+    fn cuLaunchCooperativeKernel(f: Ptr, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: Ptr, params: *mut Ptr)
+        => |real| hooks::launch_cooperative(real, f, [gx, gy, gz], [bx, by, bz], shmem, stream, params);
+    fn cuGraphLaunch(exec: Ptr, stream: Ptr) => |real| hooks::graph_launch(real, exec, stream);
+    fn cuGraphLaunch_ptsz(exec: Ptr, stream: Ptr) => |real| hooks::graph_launch(real, exec, stream);
     fn cuCtxSynchronize() => |real| hooks::ctx_synchronize(real);
     fn cuStreamSynchronize(stream: Ptr) => |real| hooks::stream_synchronize(real, stream);
     fn cuStreamSynchronize_ptsz(stream: Ptr) => |real| hooks::stream_synchronize(real, stream);

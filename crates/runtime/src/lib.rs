@@ -6,7 +6,10 @@
 //! - [`registry`]: every live and freed (quarantined) allocation, thread-safe.
 //! - [`checks`]: host API calls (copies, sets, frees) judged against the registry.
 //! - [`report`]: one error format for every mode, as text and JSON.
+//! - [`device_abi`]: what instrumented kernels and the runtime share on the GPU (the
+//!   allocation table, the error buffer) and how error records become reports.
 
 pub mod checks;
+pub mod device_abi;
 pub mod registry;
 pub mod report;

@@ -9,6 +9,7 @@
 typedef int CUresult;
 #define MAX_ALLOCS 4096
 static uintptr_t live[MAX_ALLOCS];
+static int abi_declared; /* the last module loaded declares gpusan's device-ABI variables */
 
 static int find(uintptr_t p) {
     for (int i = 0; i < MAX_ALLOCS; i++) if (live[i] == p) return i;
@@ -50,18 +51,36 @@ CUresult cuModuleLoadData(void **module, const void *image) {
             fclose(f);
         }
     }
+    const unsigned char *img = image;
+    abi_declared = !(img[0] == 0x7f && img[1] == 'E') && strstr((const char *)image, "__gpusan_errors") != 0;
     *module = (void *)0x4000;
     return 0;
 }
 
-/* One 64-byte module variable, with room behind it so an overflowing copy stays harmless. */
+/* One 64-byte module variable, with room behind it so an overflowing copy stays harmless,
+ * and gpusan's device-ABI variables, which exist only in a module that declares them. */
 static unsigned char module_var[64 + 256];
+static uint64_t abi_table, abi_errors;
+static uint32_t abi_module;
 CUresult cuModuleGetGlobal_v2(uint64_t *dptr, size_t *bytes, void *module, const char *name) {
-    (void)module; (void)name;
+    (void)module;
+    if (!strncmp(name, "__gpusan_", 9)) {
+        if (!abi_declared) return 500; /* CUDA_ERROR_NOT_FOUND */
+        if (!strcmp(name, "__gpusan_table")) { *dptr = (uintptr_t)&abi_table; *bytes = 8; return 0; }
+        if (!strcmp(name, "__gpusan_errors")) { *dptr = (uintptr_t)&abi_errors; *bytes = 8; return 0; }
+        if (!strcmp(name, "__gpusan_module")) { *dptr = (uintptr_t)&abi_module; *bytes = 4; return 0; }
+        return 500;
+    }
     *dptr = (uint64_t)(uintptr_t)module_var;
     *bytes = 64;
     return 0;
 }
+CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shmem, void *stream, void **params, void **extra) {
+    (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shmem; (void)stream; (void)params; (void)extra;
+    return 0;
+}
+CUresult cuCtxSynchronize(void) { return 0; }
 
 struct entry { const char *name; void *fn; };
 static const struct entry table[] = {

@@ -24,6 +24,21 @@ int cuMemcpyDtoH_v2(void *, uint64_t, size_t);
 int cuMemsetD8_v2(uint64_t, unsigned char, size_t);
 int cuModuleLoadData(void **, const void *);
 int cuModuleGetGlobal_v2(uint64_t *, size_t *, void *, const char *);
+int cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **);
+int cuCtxSynchronize(void);
+
+/* A module taking part in gpusan's device ABI; functions sorted by name: abi_probe, zeta. */
+static const char *abi_ptx =
+    ".version 9.0\n.target sm_90\n.address_size 64\n"
+    ".visible .global .align 8 .u64 __gpusan_table;\n.visible .global .align 8 .u64 __gpusan_errors;\n"
+    ".visible .global .align 4 .u32 __gpusan_module;\n"
+    ".visible .entry zeta()\n{\n\tret;\n}\n.visible .entry abi_probe()\n{\n\tret;\n}\n";
+
+static uint64_t global_value(void *m, const char *name) {
+    uint64_t addr = 0; size_t size = 0;
+    if (cuModuleGetGlobal_v2(&addr, &size, m, name)) return 0;
+    return size == 4 ? *(uint32_t *)(uintptr_t)addr : *(uint64_t *)(uintptr_t)addr;
+}
 
 static const char *ptx =
     ".version 9.0\n.target sm_90\n.address_size 64\n"
@@ -118,6 +133,31 @@ int main(int argc, char **argv) {
         int st = 0;
         waitpid(pid, &st, 0);
         rc |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "abi")) {
+        /* Plays the instrumented kernel: reads the table gpusan uploaded before the launch,
+         * and writes one error record (a 4-byte write just past `a`'s end). */
+        void *m = 0;
+        rc |= cuModuleLoadData(&m, abi_ptx);
+        rc |= cuLaunchKernel(0, 4, 1, 1, 32, 1, 1, 0, 0, 0, 0);
+        const unsigned char *table = (const unsigned char *)(uintptr_t)global_value(m, "__gpusan_table");
+        uint64_t len = 0;
+        if (!table || memcmp(table, "GSAT", 4) != 0) rc |= 4;
+        else memcpy(&len, table + 8, 8);
+        if (len != 2) rc |= 8; /* a and b */
+        unsigned char *errors = (unsigned char *)(uintptr_t)global_value(m, "__gpusan_errors");
+        uint32_t module = (uint32_t)global_value(m, "__gpusan_module");
+        if (!errors || module == 0) rc |= 16;
+        else {
+            uint32_t *count = (uint32_t *)errors, i = (*count)++;
+            unsigned char *r = errors + 16 + 64 * i;
+            uint64_t addr = a + 1024 + 4;
+            uint32_t f[12] = {module << 16 | 0, 1, 4, 9, 2, 0, 0, 5, 0, 0, 0, 1};
+            memcpy(r, &addr, 8);
+            memset(r + 8, 0, 8);
+            memcpy(r + 16, f, sizeof f);
+        }
+        rc |= cuCtxSynchronize();
         rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "load_ptx")) {
         void *m = 0;

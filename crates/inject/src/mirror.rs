@@ -1,0 +1,230 @@
+//! The runtime's half of the device ABI ([`gpusan_runtime::device_abi`]): the allocation
+//! table and the error buffer on the GPU, their addresses set into every module that
+//! declares the ABI variables, the table re-uploaded before a launch when the registry
+//! changed, and new error records drained into reports at synchronizations.
+//!
+//! Nothing here runs unless a module declared the ABI: programs whose kernels are not
+//! instrumented pay one failed symbol lookup per module load and nothing per launch.
+//!
+//! Ordering: uploads are synchronous copies issued before the launch that needs them, so
+//! a kernel never starts with a table older than the allocations made before its launch.
+//! The table lives in the first context that loads an ABI module (one GPU for now).
+
+use std::ffi::{c_char, c_void, CString};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use gpusan_runtime::device_abi::{
+    ErrorBufferHeader, ErrorRecord, ERRORS_SYMBOL, ERROR_CAPACITY, MODULE_SYMBOL, TABLE_SYMBOL,
+};
+use gpusan_runtime::registry::DeviceTable;
+
+use crate::hooks::{driver_fn, CUresult};
+use crate::modules::Loaded;
+use crate::state::state;
+
+type Ptr = *mut c_void;
+
+struct AbiModule {
+    loaded: Loaded,
+    id: u32,
+    /// Functions defined by the module, sorted by name: `ErrorRecord::function` indexes it.
+    names: Vec<String>,
+    label: String,
+}
+
+struct Abi {
+    table: DeviceTable,
+    table_ptr: u64,
+    table_bytes: usize,
+    errors_ptr: u64,
+    drained: u32,
+    not_stored: u64,
+    modules: Vec<AbiModule>,
+}
+
+static ABI: Mutex<Option<Abi>> = Mutex::new(None);
+/// Set once a module declared the ABI: launches and syncs check nothing before that.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+fn lock() -> std::sync::MutexGuard<'static, Option<Abi>> {
+    ABI.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+unsafe fn call_alloc(bytes: usize) -> Option<u64> {
+    static F: AtomicUsize = AtomicUsize::new(0);
+    let f = driver_fn(&F, c"cuMemAlloc_v2");
+    if f == 0 {
+        return None;
+    }
+    let f: unsafe extern "C" fn(*mut u64, usize) -> CUresult = std::mem::transmute(f);
+    let mut p = 0u64;
+    (f(&mut p, bytes) == 0).then_some(p)
+}
+
+unsafe fn htod(dst: u64, src: *const c_void, n: usize) -> bool {
+    static F: AtomicUsize = AtomicUsize::new(0);
+    let f = driver_fn(&F, c"cuMemcpyHtoD_v2");
+    if f == 0 || n == 0 {
+        return f != 0;
+    }
+    let f: unsafe extern "C" fn(u64, *const c_void, usize) -> CUresult = std::mem::transmute(f);
+    f(dst, src, n) == 0
+}
+
+unsafe fn dtoh(dst: *mut c_void, src: u64, n: usize) -> bool {
+    static F: AtomicUsize = AtomicUsize::new(0);
+    let f = driver_fn(&F, c"cuMemcpyDtoH_v2");
+    if f == 0 {
+        return false;
+    }
+    let f: unsafe extern "C" fn(*mut c_void, u64, usize) -> CUresult = std::mem::transmute(f);
+    f(dst, src, n) == 0
+}
+
+/// Address and size of a module variable, through the driver (not our own hooks).
+fn global_of(loaded: Loaded, name: &str) -> Option<(u64, usize)> {
+    static LIB: AtomicUsize = AtomicUsize::new(0);
+    static MODULE: AtomicUsize = AtomicUsize::new(0);
+    let cname = CString::new(name).ok()?;
+    let (slot, sym, handle) = match loaded {
+        Loaded::Module(h) => (&MODULE, c"cuModuleGetGlobal_v2", h),
+        Loaded::Library(h) => (&LIB, c"cuLibraryGetGlobal", h),
+    };
+    let f = driver_fn(slot, sym);
+    if f == 0 {
+        return None;
+    }
+    let f: unsafe extern "C" fn(*mut u64, *mut usize, Ptr, *const c_char) -> CUresult =
+        unsafe { std::mem::transmute(f) };
+    let (mut p, mut size) = (0u64, 0usize);
+    (unsafe { f(&mut p, &mut size, handle as Ptr, cname.as_ptr()) } == 0).then_some((p, size))
+}
+
+/// Points one module's ABI variables at the buffers.
+unsafe fn point(abi: &Abi, m: &AbiModule) {
+    for (name, value, width) in
+        [(TABLE_SYMBOL, abi.table_ptr, 8usize), (ERRORS_SYMBOL, abi.errors_ptr, 8), (MODULE_SYMBOL, u64::from(m.id), 4)]
+    {
+        if let Some((addr, size)) = global_of(m.loaded, name) {
+            if size >= width {
+                htod(addr, &value as *const u64 as *const c_void, width);
+            }
+        }
+    }
+}
+
+/// Uploads what changed in the table; grows the buffer (and re-points every module) when
+/// the table outgrew it. An outgrown buffer is not freed: a kernel may still be reading it.
+unsafe fn upload(abi: &mut Abi) {
+    let Some(range) = abi.table.update(&state().registry) else { return };
+    let need = 32 + 32 * abi.table.entries().len();
+    let mut full = false;
+    if need > abi.table_bytes {
+        let bytes = need.next_power_of_two().max(32 + 32 * 1024);
+        let Some(p) = call_alloc(bytes) else { return };
+        abi.table_ptr = p;
+        abi.table_bytes = bytes;
+        full = true;
+        for m in &abi.modules {
+            point(abi, m);
+        }
+    }
+    let header = abi.table.header().to_bytes();
+    htod(abi.table_ptr, header.as_ptr() as *const c_void, header.len());
+    let range = if full { 0..abi.table.entries().len() } else { range };
+    let bytes = abi.table.entry_bytes(range.clone());
+    htod(abi.table_ptr + 32 + 32 * range.start as u64, bytes.as_ptr() as *const c_void, bytes.len());
+}
+
+/// The functions a module defines, sorted by name (what `ErrorRecord::function` indexes).
+pub fn function_names(ptx: &str) -> Vec<String> {
+    let mut names: Vec<String> = gpusan_ptx::Items::new(ptx)
+        .filter_map(|i| match i {
+            Ok(gpusan_ptx::ast::Item::Function(f)) if f.body.is_some() => Some(f.name.to_string()),
+            _ => None,
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// After a module loaded: if it declares the ABI, give it its number and the buffers.
+pub fn on_module_loaded(loaded: Loaded, ptx: impl FnOnce() -> Option<String>) {
+    if global_of(loaded, ERRORS_SYMBOL).is_none() {
+        return;
+    }
+    let names = ptx().map(|p| function_names(&p)).unwrap_or_default();
+    let mut guard = lock();
+    if guard.is_none() {
+        let bytes = 16 + ERROR_CAPACITY as usize * ErrorRecord::SIZE;
+        let Some(errors_ptr) = (unsafe { call_alloc(bytes) }) else { return };
+        let header = ErrorBufferHeader { count: 0, capacity: ERROR_CAPACITY, reserved: 0 };
+        unsafe { htod(errors_ptr, &header as *const _ as *const c_void, 16) };
+        *guard = Some(Abi {
+            table: DeviceTable::new(),
+            table_ptr: 0,
+            table_bytes: 0,
+            errors_ptr,
+            drained: 0,
+            not_stored: 0,
+            modules: Vec::new(),
+        });
+    }
+    let abi = guard.as_mut().expect("just set");
+    let id = abi.modules.len() as u32 + 1;
+    let m = AbiModule { loaded, id, names, label: format!("module {id}") };
+    unsafe {
+        upload(abi);
+        point(abi, &m);
+    }
+    abi.modules.push(m);
+    ACTIVE.store(true, Ordering::Release);
+}
+
+/// Before a launch: the kernel must see every allocation made so far.
+pub fn before_launch() {
+    if !ACTIVE.load(Ordering::Acquire) {
+        return;
+    }
+    if let Some(abi) = lock().as_mut() {
+        unsafe { upload(abi) };
+    }
+}
+
+/// After a synchronization: turn new error records into reports.
+pub fn drain() {
+    if !ACTIVE.load(Ordering::Acquire) {
+        return;
+    }
+    let mut guard = lock();
+    let Some(abi) = guard.as_mut() else { return };
+    let mut header = ErrorBufferHeader::default();
+    if !unsafe { dtoh(&mut header as *mut _ as *mut c_void, abi.errors_ptr, 16) } || header.count <= abi.drained {
+        return;
+    }
+    let (from, to) = (abi.drained.min(ERROR_CAPACITY), header.count.min(ERROR_CAPACITY));
+    abi.not_stored += u64::from(header.count - abi.drained) - u64::from(to - from);
+    abi.drained = header.count;
+    if to <= from {
+        return;
+    }
+    let mut bytes = vec![0u8; (to - from) as usize * ErrorRecord::SIZE];
+    let at = abi.errors_ptr + 16 + u64::from(from) * ErrorRecord::SIZE as u64;
+    if !unsafe { dtoh(bytes.as_mut_ptr() as *mut c_void, at, bytes.len()) } {
+        return;
+    }
+    let st = state();
+    for r in ErrorRecord::parse_all(&bytes) {
+        let m = abi.modules.iter().find(|m| m.id == r.module());
+        let kernel =
+            m.and_then(|m| m.names.get(r.function() as usize)).map(String::as_str).unwrap_or("<unknown kernel>");
+        let label = m.map(|m| m.label.as_str()).unwrap_or("<unknown module>");
+        st.report(r.to_report(kernel, label, &st.registry));
+    }
+}
+
+/// Device errors counted by kernels but not stored (the buffer was full between drains).
+pub fn not_stored() -> u64 {
+    lock().as_ref().map_or(0, |a| a.not_stored)
+}

@@ -1,0 +1,247 @@
+//! The contract between instrumented kernels and the runtime: which module variables a
+//! module declares to take part, and the layout of the error buffer kernels write.
+//!
+//! A module that declares these variables gets them set by the runtime right after it
+//! loads:
+//!
+//! | symbol | type | value |
+//! | --- | --- | --- |
+//! | `__gpusan_table` | `.u64` | device address of the allocation table ([`crate::registry::DeviceTable`]: 32-byte header, then 32-byte entries sorted by base) |
+//! | `__gpusan_errors` | `.u64` | device address of the error buffer below |
+//! | `__gpusan_module` | `.u32` | this module's number, for [`ErrorRecord::kernel`] |
+//!
+//! The error buffer is a 16-byte [`ErrorBufferHeader`] followed by `capacity` 64-byte
+//! [`ErrorRecord`]s. A kernel that finds an error does `i = atom.add(count, 1)` and, if
+//! `i < capacity`, writes record `i`; the runtime drains new records at synchronizations, so
+//! every error is counted and the first `capacity` since the last drain are reported in full.
+
+use serde::{Deserialize, Serialize};
+
+use crate::registry::{Lookup, Registry};
+use crate::report::{Access, DeviceDetails, ErrorKind, Nearest, Report, SourceLoc, Space, Stack};
+
+pub const TABLE_SYMBOL: &str = "__gpusan_table";
+pub const ERRORS_SYMBOL: &str = "__gpusan_errors";
+pub const MODULE_SYMBOL: &str = "__gpusan_module";
+
+/// Records the buffer holds between two drains.
+pub const ERROR_CAPACITY: u32 = 4096;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ErrorBufferHeader {
+    /// Errors found so far; may exceed `capacity` (those were counted, not stored).
+    pub count: u32,
+    pub capacity: u32,
+    pub reserved: u64,
+}
+
+/// One error, as a kernel writes it (little-endian, 64 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorRecord {
+    /// First byte of the faulting access.
+    pub address: u64,
+    /// The allocation the pointer was derived from (its table `id`), 0 if unknown.
+    pub allocation: u64,
+    /// `(module << 16) | function`: the module's `__gpusan_module`, and the function's
+    /// index among the module's defined functions sorted by name.
+    pub kernel: u32,
+    /// One of the `CODE_*` constants.
+    pub code: u32,
+    /// Bytes the access spans.
+    pub size: u32,
+    /// PTX line of the access in the instrumented module's source, 0 if unknown.
+    pub ptx_line: u32,
+    pub block: [u32; 3],
+    pub thread: [u32; 3],
+    /// 0 global, 1 shared, 2 local, 3 generic.
+    pub space: u32,
+    /// 0 read, 1 write, 2 atomic.
+    pub access: u32,
+}
+
+pub const CODE_OUT_OF_BOUNDS: u32 = 1;
+pub const CODE_USE_AFTER_FREE: u32 = 2;
+pub const CODE_USE_AFTER_SCOPE: u32 = 3;
+pub const CODE_SHARED_OUT_OF_BOUNDS: u32 = 4;
+pub const CODE_LOCAL_OUT_OF_BOUNDS: u32 = 5;
+pub const CODE_MISALIGNED: u32 = 6;
+
+impl ErrorRecord {
+    pub const SIZE: usize = 64;
+
+    /// Decodes records from the buffer's bytes (after the header); a trailing partial
+    /// record is ignored.
+    pub fn parse_all(bytes: &[u8]) -> Vec<ErrorRecord> {
+        bytes.chunks_exact(Self::SIZE).map(Self::from_bytes).collect()
+    }
+
+    fn from_bytes(b: &[u8]) -> ErrorRecord {
+        let u32_at = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+        let u64_at = |o: usize| u64::from(u32_at(o)) | (u64::from(u32_at(o + 4)) << 32);
+        ErrorRecord {
+            address: u64_at(0),
+            allocation: u64_at(8),
+            kernel: u32_at(16),
+            code: u32_at(20),
+            size: u32_at(24),
+            ptx_line: u32_at(28),
+            block: [u32_at(32), u32_at(36), u32_at(40)],
+            thread: [u32_at(44), u32_at(48), u32_at(52)],
+            space: u32_at(56),
+            access: u32_at(60),
+        }
+    }
+
+    pub fn module(&self) -> u32 {
+        self.kernel >> 16
+    }
+
+    pub fn function(&self) -> u32 {
+        self.kernel & 0xffff
+    }
+
+    fn kind(&self) -> ErrorKind {
+        match (self.code, self.access) {
+            (CODE_USE_AFTER_FREE, _) => ErrorKind::UseAfterFree,
+            (CODE_USE_AFTER_SCOPE, _) => ErrorKind::UseAfterScope,
+            (CODE_SHARED_OUT_OF_BOUNDS, _) => ErrorKind::SharedOutOfBounds,
+            (CODE_LOCAL_OUT_OF_BOUNDS, _) => ErrorKind::LocalOutOfBounds,
+            (CODE_MISALIGNED, _) => ErrorKind::MisalignedAccess,
+            (_, 1) => ErrorKind::OutOfBoundsWrite,
+            (_, 2) => ErrorKind::OutOfBoundsAtomic,
+            _ => ErrorKind::OutOfBoundsRead,
+        }
+    }
+
+    /// The report for this record. `kernel` is the function's name, `module_name` what the
+    /// PTX line refers to; the nearest allocation comes from the registry as it is now.
+    pub fn to_report(&self, kernel: &str, module_name: &str, registry: &Registry) -> Report {
+        // The allocation the pointer came from, when the kernel knew it: an overflow into a
+        // neighbouring live buffer must name the buffer it overflowed, not the neighbour.
+        let root =
+            (self.allocation != 0).then(|| registry.snapshot().into_iter().find(|a| a.id == self.allocation)).flatten();
+        let nearest = match root {
+            Some(a) => Some(Nearest::new(self.address, &a)),
+            None => match registry.lookup(self.address) {
+                Lookup::Live { alloc, .. } | Lookup::Freed { alloc, .. } => Some(Nearest::new(self.address, &alloc)),
+                Lookup::Outside { below, above } => {
+                    // The allocation ending closest before the address explains most overflows.
+                    below.or(above).map(|a| Nearest::new(self.address, &a))
+                }
+            },
+        };
+        let details = DeviceDetails {
+            kernel: kernel.to_string(),
+            block: self.block,
+            thread: self.thread,
+            space: match self.space {
+                1 => Space::Shared,
+                2 => Space::Local,
+                3 => Space::Generic,
+                _ => Space::Global,
+            },
+            access: match self.access {
+                1 => Access::Write,
+                2 => Access::Atomic,
+                _ => Access::Read,
+            },
+            address: self.address,
+            size: self.size,
+            nearest,
+            ptx: (self.ptx_line > 0).then(|| SourceLoc { file: module_name.to_string(), line: self.ptx_line }),
+            source: None,
+            launch_stack: Stack::default(),
+        };
+        Report::device(self.kind(), details)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::{AllocKind, NewAlloc, SiteId};
+
+    #[test]
+    fn layouts_are_what_kernels_write() {
+        assert_eq!(std::mem::size_of::<ErrorBufferHeader>(), 16);
+        assert_eq!(std::mem::size_of::<ErrorRecord>(), ErrorRecord::SIZE);
+        assert_eq!(std::mem::offset_of!(ErrorRecord, kernel), 16);
+        assert_eq!(std::mem::offset_of!(ErrorRecord, ptx_line), 28);
+        assert_eq!(std::mem::offset_of!(ErrorRecord, block), 32);
+        assert_eq!(std::mem::offset_of!(ErrorRecord, thread), 44);
+        assert_eq!(std::mem::offset_of!(ErrorRecord, access), 60);
+    }
+
+    #[test]
+    fn a_record_becomes_a_device_report_naming_the_allocation() {
+        let mut bytes = vec![0u8; 64 * 2 + 10];
+        let put32 = |b: &mut [u8], o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_le_bytes());
+        bytes[0..8].copy_from_slice(&0x7000_0000_0404u64.to_le_bytes());
+        put32(&mut bytes, 16, (3 << 16) | 1);
+        put32(&mut bytes, 20, CODE_OUT_OF_BOUNDS);
+        put32(&mut bytes, 24, 4);
+        put32(&mut bytes, 28, 42);
+        put32(&mut bytes, 32, 7);
+        put32(&mut bytes, 44, 31);
+        put32(&mut bytes, 60, 1);
+        let recs = ErrorRecord::parse_all(&bytes);
+        assert_eq!(recs.len(), 2, "the trailing partial record is ignored");
+        let r = recs[0];
+        assert_eq!((r.module(), r.function(), r.block, r.thread), (3, 1, [7, 0, 0], [31, 0, 0]));
+
+        let reg = Registry::default();
+        let site = SiteId::UNKNOWN;
+        reg.insert(NewAlloc {
+            base: 0x7000_0000_0000,
+            size: 1024,
+            kind: AllocKind::Device,
+            device: 0,
+            context: 1,
+            site,
+        })
+        .unwrap();
+        let report = r.to_report("saxpy", "m3.ptx", &reg);
+        assert_eq!(report.kind, ErrorKind::OutOfBoundsWrite);
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["details"]["kernel"], "saxpy");
+        assert_eq!(json["details"]["ptx"]["line"], 42);
+        let text = report.to_string();
+        assert!(text.contains("4 bytes past the end") || text.contains("past the end"), "{text}");
+    }
+
+    #[test]
+    fn a_known_root_allocation_is_named_even_inside_a_live_neighbour() {
+        let reg = Registry::default();
+        let site = SiteId::UNKNOWN;
+        let x = reg
+            .insert(NewAlloc { base: 0x1000, size: 1024, kind: AllocKind::Device, device: 0, context: 1, site })
+            .unwrap();
+        reg.insert(NewAlloc { base: 0x1400, size: 4096, kind: AllocKind::Device, device: 0, context: 1, site })
+            .unwrap();
+        let rec = ErrorRecord {
+            address: 0x1404,
+            allocation: x.id,
+            size: 4,
+            access: 1,
+            code: CODE_OUT_OF_BOUNDS,
+            ..Default::default()
+        };
+        let named = serde_json::to_value(rec.to_report("k", "m", &reg)).unwrap();
+        assert_eq!(named["details"]["nearest"]["allocation"]["size"], 1024, "{named:#}");
+        let unknown = ErrorRecord { allocation: 0, ..rec };
+        let json = serde_json::to_value(unknown.to_report("k", "m", &reg)).unwrap();
+        assert_eq!(json["details"]["nearest"]["allocation"]["size"], 4096, "{json:#}");
+    }
+
+    #[test]
+    fn codes_map_to_kinds() {
+        let k = |code, access| ErrorRecord { code, access, ..Default::default() }.kind();
+        assert_eq!(k(CODE_OUT_OF_BOUNDS, 0), ErrorKind::OutOfBoundsRead);
+        assert_eq!(k(CODE_OUT_OF_BOUNDS, 2), ErrorKind::OutOfBoundsAtomic);
+        assert_eq!(k(CODE_USE_AFTER_FREE, 1), ErrorKind::UseAfterFree);
+        assert_eq!(k(CODE_SHARED_OUT_OF_BOUNDS, 0), ErrorKind::SharedOutOfBounds);
+        assert_eq!(k(CODE_LOCAL_OUT_OF_BOUNDS, 0), ErrorKind::LocalOutOfBounds);
+    }
+}
