@@ -61,22 +61,7 @@ fn render(input: &str) -> String {
 
 #[test]
 fn fixtures() {
-    let bless = std::env::var_os("BLESS").is_some_and(|v| v == "1");
-    let mut failed = Vec::new();
-    for path in fixture_paths() {
-        let text = std::fs::read_to_string(&path).unwrap();
-        let (input, expected) = split(&text);
-        let actual = render(input);
-        if actual == expected {
-            continue;
-        }
-        if bless {
-            std::fs::write(&path, format!("{}\n\n{SEPARATOR}\n{actual}", input.trim_end())).unwrap();
-        } else {
-            failed.push(format!("{}:\n--- expected\n{expected}--- actual\n{actual}", path.display()));
-        }
-    }
-    assert!(failed.is_empty(), "{} fixtures differ (BLESS=1 to accept):\n{}", failed.len(), failed.join("\n"));
+    gpusan_testkit::file_tests(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/count"), 10, render);
 }
 
 /// The fixtures are real PTX: ptxas assembles every input and every expected output.

@@ -15,8 +15,6 @@ use gpusan_ptx::cfg::{statement_at, BlockId, Cfg, CfgError, DomTree, InstId, Loo
 use gpusan_ptx::dataflow::{liveness, reaching_defs, BitSet, DefSite, Registers};
 use gpusan_ptx::printer::Ptx;
 
-const SEPARATOR: &str = "// ---- expected";
-
 fn functions(module: &gpusan_ptx::Module) -> impl Iterator<Item = &Function> {
     module.items.iter().filter_map(|i| match i {
         Item::Function(f) if f.body.is_some() => Some(&**f),
@@ -94,37 +92,9 @@ fn render(src: &str) -> String {
 #[test]
 fn fixtures() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cfg");
-    let bless = std::env::var_os("BLESS").is_some_and(|v| v == "1");
-    let mut paths: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "ptx"))
-        .collect();
-    paths.sort();
-    assert!(paths.len() >= 10, "expected at least 10 fixtures in {}", dir.display());
-    let mut failed = Vec::new();
-    for path in &paths {
-        let text = std::fs::read_to_string(path).unwrap();
-        let (input, expected) = match text.split_once(&format!("{SEPARATOR}\n")) {
-            Some((i, e)) => (i, e.to_string()),
-            None => (text.as_str(), String::new()),
-        };
-        let actual: String = render(input)
-            .lines()
-            .map(|l| if l.is_empty() { "//\n".to_string() } else { format!("// {l}\n") })
-            .collect();
-        if actual == expected {
-            continue;
-        }
-        if bless {
-            let input = input.trim_end_matches('\n');
-            std::fs::write(path, format!("{input}\n\n{SEPARATOR}\n{actual}")).unwrap();
-        } else {
-            eprintln!("=== {}: expected\n{expected}=== actual\n{actual}", path.display());
-            failed.push(path.file_name().unwrap().to_string_lossy().into_owned());
-        }
-    }
-    assert!(failed.is_empty(), "fixtures differ (BLESS=1 rewrites them): {failed:?}");
+    gpusan_testkit::file_tests(&dir, 10, |input| {
+        render(input).lines().map(|l| if l.is_empty() { "//\n".to_string() } else { format!("// {l}\n") }).collect()
+    });
 }
 
 // ---- unit tests ----------------------------------------------------------------------

@@ -39,19 +39,8 @@ fn printing_is_stable() {
 
 /// Assembles `ptx` for the target its `.target` names and returns the disassembly.
 fn sass(bin: &Path, ptx: &Path, out_dir: &Path) -> Result<String, String> {
-    let src = std::fs::read_to_string(ptx).map_err(|e| e.to_string())?;
-    let target_line = src.lines().find(|l| l.trim_start().starts_with(".target")).ok_or("no .target line")?;
-    let arch = if target_line.contains("sm_90a") { "sm_90a" } else { "sm_90" };
     let cubin = out_dir.join("k.cubin");
-    let mut ptxas = Command::new(bin.join("ptxas"));
-    ptxas.arg(format!("-arch={arch}")).arg(ptx).arg("-o").arg(&cubin);
-    if target_line.contains("debug") {
-        ptxas.arg("-g");
-    }
-    let out = ptxas.output().map_err(|e| format!("ptxas: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("ptxas {}: {}", ptx.display(), String::from_utf8_lossy(&out.stderr)));
-    }
+    common::assemble(&bin.join("ptxas"), ptx, &cubin).map_err(|e| format!("ptxas {}: {e}", ptx.display()))?;
     let out = Command::new(bin.join("cuobjdump")).arg("-sass").arg(&cubin).output().map_err(|e| e.to_string())?;
     if !out.status.success() {
         return Err(format!("cuobjdump: {}", String::from_utf8_lossy(&out.stderr)));

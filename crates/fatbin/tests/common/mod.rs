@@ -48,15 +48,9 @@ pub fn stem(name: &str) -> &str {
     name.rsplit_once('.').map_or(name, |(stem, _)| stem)
 }
 
-/// A tool of the pinned toolchain: $GPUSAN_CUDA/bin, else <repo>/.toolchain/nvidia/cu13/bin.
+/// A tool of the pinned toolchain (see `gpusan-testkit`).
 pub fn cuda_tool(tool: &str) -> PathBuf {
-    let bin = match std::env::var_os("GPUSAN_CUDA") {
-        Some(cuda) => PathBuf::from(cuda).join("bin"),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.toolchain/nvidia/cu13/bin"),
-    };
-    let path = bin.join(tool);
-    assert!(path.is_file(), "{} is missing: run scripts/setup-toolchain.sh", path.display());
-    path
+    gpusan_testkit::cuda_tool(tool)
 }
 
 /// Runs a CUDA tool in `dir` and returns its standard output; fails the test if it fails.
