@@ -256,7 +256,8 @@ fn device_abi_table_upload_and_error_drain() {
     assert_eq!(d["kernel"], "abi_probe", "{d:#}");
     assert_eq!(d["block"], serde_json::json!([2, 0, 0]));
     assert_eq!(d["thread"], serde_json::json!([5, 0, 0]));
-    assert_eq!(d["ptx"]["line"], 9);
+    assert_eq!(d["ptx"]["line"], 15);
+    assert_eq!(d["source"], serde_json::json!({"file": "abi.cu", "line": 7}), "{d:#}");
     assert_eq!(d["size"], 4);
     assert!(o.stderr.contains("abi_probe"), "{}", o.stderr);
 }

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use gpusan_runtime::device_abi::{
-    ErrorBufferHeader, ErrorRecord, ERRORS_SYMBOL, ERROR_CAPACITY, MODULE_SYMBOL, TABLE_SYMBOL,
+    ErrorBufferHeader, ErrorRecord, SourceLines, ERRORS_SYMBOL, ERROR_CAPACITY, MODULE_SYMBOL, TABLE_SYMBOL,
 };
 use gpusan_runtime::registry::DeviceTable;
 
@@ -30,6 +30,8 @@ struct AbiModule {
     id: u32,
     /// Functions defined by the module, sorted by name: `ErrorRecord::function` indexes it.
     names: Vec<String>,
+    /// PTX line → CUDA source line, from the module's `.loc` directives.
+    lines: SourceLines,
     label: String,
 }
 
@@ -154,7 +156,9 @@ pub fn on_module_loaded(loaded: Loaded, ptx: impl FnOnce() -> Option<String>) {
     if global_of(loaded, ERRORS_SYMBOL).is_none() {
         return;
     }
-    let names = ptx().map(|p| function_names(&p)).unwrap_or_default();
+    let ptx = ptx();
+    let names = ptx.as_deref().map(function_names).unwrap_or_default();
+    let lines = ptx.as_deref().map(SourceLines::from_ptx).unwrap_or_default();
     let mut guard = lock();
     if guard.is_none() {
         let bytes = 16 + ERROR_CAPACITY as usize * ErrorRecord::SIZE;
@@ -173,7 +177,7 @@ pub fn on_module_loaded(loaded: Loaded, ptx: impl FnOnce() -> Option<String>) {
     }
     let abi = guard.as_mut().expect("just set");
     let id = abi.modules.len() as u32 + 1;
-    let m = AbiModule { loaded, id, names, label: format!("module {id}") };
+    let m = AbiModule { loaded, id, names, lines, label: format!("module {id}") };
     unsafe {
         upload(abi);
         point(abi, &m);
@@ -220,7 +224,8 @@ pub fn drain() {
         let kernel =
             m.and_then(|m| m.names.get(r.function() as usize)).map(String::as_str).unwrap_or("<unknown kernel>");
         let label = m.map(|m| m.label.as_str()).unwrap_or("<unknown module>");
-        st.report(r.to_report(kernel, label, &st.registry));
+        let none = SourceLines::default();
+        st.report(r.to_report(kernel, label, m.map_or(&none, |m| &m.lines), &st.registry));
     }
 }
 

@@ -116,8 +116,9 @@ impl ErrorRecord {
     }
 
     /// The report for this record. `kernel` is the function's name, `module_name` what the
-    /// PTX line refers to; the nearest allocation comes from the registry as it is now.
-    pub fn to_report(&self, kernel: &str, module_name: &str, registry: &Registry) -> Report {
+    /// PTX line refers to, `lines` the module's line table for the CUDA source line; the
+    /// nearest allocation comes from the registry as it is now.
+    pub fn to_report(&self, kernel: &str, module_name: &str, lines: &SourceLines, registry: &Registry) -> Report {
         // The allocation the pointer came from, when the kernel knew it: an overflow into a
         // neighbouring live buffer must name the buffer it overflowed, not the neighbour.
         let root =
@@ -151,10 +152,52 @@ impl ErrorRecord {
             size: self.size,
             nearest,
             ptx: (self.ptx_line > 0).then(|| SourceLoc { file: module_name.to_string(), line: self.ptx_line }),
-            source: None,
+            source: lines.source_of(self.ptx_line),
             launch_stack: Stack::default(),
         };
         Report::device(self.kind(), details)
+    }
+}
+
+/// Which CUDA source line each PTX line came from, as the module's `.file` and `.loc`
+/// directives say (nvcc writes them with `-lineinfo` and `-G`).
+#[derive(Clone, Debug, Default)]
+pub struct SourceLines {
+    files: Vec<(u32, String)>,
+    /// (PTX line of a `.loc`, file index, source line), in PTX line order.
+    locs: Vec<(u32, u32, u32)>,
+}
+
+impl SourceLines {
+    /// Reads the directives from PTX text. Malformed ones are skipped: this only enriches
+    /// reports, it never decides anything.
+    pub fn from_ptx(ptx: &str) -> SourceLines {
+        let mut t = SourceLines::default();
+        for (i, line) in ptx.lines().enumerate() {
+            let line = line.trim_start();
+            if let Some(rest) = line.strip_prefix(".loc") {
+                let mut n = rest.split(|c: char| c.is_whitespace() || c == ',').filter(|w| !w.is_empty());
+                if let (Some(Ok(file)), Some(Ok(src))) = (n.next().map(str::parse), n.next().map(str::parse)) {
+                    t.locs.push((i as u32 + 1, file, src));
+                }
+            } else if let Some(rest) = line.strip_prefix(".file") {
+                let mut parts = rest.trim_start().splitn(2, char::is_whitespace);
+                if let (Some(Ok(index)), Some(name)) = (parts.next().map(str::parse), parts.next()) {
+                    if let Some(name) = name.split('"').nth(1) {
+                        t.files.push((index, name.to_string()));
+                    }
+                }
+            }
+        }
+        t
+    }
+
+    /// The source line of PTX line `ptx_line`: the last `.loc` before it.
+    pub fn source_of(&self, ptx_line: u32) -> Option<SourceLoc> {
+        let at = self.locs.partition_point(|&(l, _, _)| l <= ptx_line);
+        let &(_, file, line) = self.locs.get(at.checked_sub(1)?)?;
+        let name = self.files.iter().find(|(i, _)| *i == file).map(|(_, n)| n.clone())?;
+        (line > 0).then_some(SourceLoc { file: name, line })
     }
 }
 
@@ -202,7 +245,7 @@ mod tests {
             site,
         })
         .unwrap();
-        let report = r.to_report("saxpy", "m3.ptx", &reg);
+        let report = r.to_report("saxpy", "m3.ptx", &SourceLines::default(), &reg);
         assert_eq!(report.kind, ErrorKind::OutOfBoundsWrite);
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(json["details"]["kernel"], "saxpy");
@@ -228,11 +271,23 @@ mod tests {
             code: CODE_OUT_OF_BOUNDS,
             ..Default::default()
         };
-        let named = serde_json::to_value(rec.to_report("k", "m", &reg)).unwrap();
+        let none = SourceLines::default();
+        let named = serde_json::to_value(rec.to_report("k", "m", &none, &reg)).unwrap();
         assert_eq!(named["details"]["nearest"]["allocation"]["size"], 1024, "{named:#}");
         let unknown = ErrorRecord { allocation: 0, ..rec };
-        let json = serde_json::to_value(unknown.to_report("k", "m", &reg)).unwrap();
+        let json = serde_json::to_value(unknown.to_report("k", "m", &none, &reg)).unwrap();
         assert_eq!(json["details"]["nearest"]["allocation"]["size"], 4096, "{json:#}");
+    }
+
+    #[test]
+    fn ptx_lines_map_to_the_last_loc_before_them() {
+        let ptx = ".version 9.0\n.file 1 \"/src/a.cu\", 1700000000, 12\n.file 2 \"b.h\"\n.entry k()\n{\n\
+                   \t.loc 1 7 3\n\tld.global.u32 %r1, [%rd1];\n\t.loc 2 40 1, function_name $L__info_string0\n\tret;\n}\n";
+        let t = SourceLines::from_ptx(ptx);
+        assert_eq!(t.source_of(4), None, "before any .loc");
+        assert_eq!(t.source_of(7), Some(SourceLoc { file: "/src/a.cu".into(), line: 7 }));
+        assert_eq!(t.source_of(9), Some(SourceLoc { file: "b.h".into(), line: 40 }));
+        assert_eq!(SourceLines::from_ptx(".loc x y\n.file z").source_of(5), None, "malformed directives are skipped");
     }
 
     #[test]

@@ -29,10 +29,10 @@ int cuCtxSynchronize(void);
 
 /* A module taking part in gpusan's device ABI; functions sorted by name: abi_probe, zeta. */
 static const char *abi_ptx =
-    ".version 9.0\n.target sm_90\n.address_size 64\n"
+    ".version 9.0\n.target sm_90\n.address_size 64\n.file 1 \"abi.cu\"\n"
     ".visible .global .align 8 .u64 __gpusan_table;\n.visible .global .align 8 .u64 __gpusan_errors;\n"
     ".visible .global .align 4 .u32 __gpusan_module;\n"
-    ".visible .entry zeta()\n{\n\tret;\n}\n.visible .entry abi_probe()\n{\n\tret;\n}\n";
+    ".visible .entry zeta()\n{\n\tret;\n}\n.visible .entry abi_probe()\n{\n\t.loc 1 7 3\n\tret;\n}\n";
 
 static uint64_t global_value(void *m, const char *name) {
     uint64_t addr = 0; size_t size = 0;
@@ -152,7 +152,7 @@ int main(int argc, char **argv) {
             uint32_t *count = (uint32_t *)errors, i = (*count)++;
             unsigned char *r = errors + 16 + 64 * i;
             uint64_t addr = a + 1024 + 4;
-            uint32_t f[12] = {module << 16 | 0, 1, 4, 9, 2, 0, 0, 5, 0, 0, 0, 1};
+            uint32_t f[12] = {module << 16 | 0, 1, 4, 15, 2, 0, 0, 5, 0, 0, 0, 1}; /* PTX line 15: the ret after `.loc 1 7 3` */
             memcpy(r, &addr, 8);
             memset(r + 8, 0, 8);
             memcpy(r + 16, f, sizeof f);
