@@ -535,9 +535,9 @@ pub unsafe fn memset_2d_async<T: Copy>(
 
 // ---- module loads (kernel substitution) ------------------------------------------------
 
-/// Whether this run instruments kernels (`--mode count`).
+/// Whether this run instruments kernels: every mode but `api` names a pass.
 fn substituting() -> bool {
-    state().options.mode == "count"
+    state().options.mode != "api"
 }
 
 /// Loads `image` through `load`, instrumented when the mode asks for it and possible,
@@ -551,7 +551,7 @@ unsafe fn load_module(
     let r = if !substituting() {
         load(image)
     } else {
-        match quietly(|| crate::modules::substitute(image)) {
+        match quietly(|| crate::modules::substitute(image, &state().options.mode)) {
             Some(crate::modules::Image::Substitute(bytes)) => {
                 let r = load(bytes.as_ptr() as *const c_void);
                 if r == SUCCESS {

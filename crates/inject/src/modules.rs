@@ -147,20 +147,19 @@ unsafe fn jit(ptx: &str) -> Option<Vec<u8>> {
     out
 }
 
-/// Decides what to load for `image`.
-pub unsafe fn substitute(image: *const c_void) -> Image {
+/// Decides what to load for `image` in a run whose mode is the pass `pass`.
+pub unsafe fn substitute(image: *const c_void, pass: &str) -> Image {
     let ptx = match ptx_of(image, 90) {
         Ok(p) => p,
         Err(why) => return Image::Original(why),
     };
-    let pass = "count";
     let k = key(&ptx, pass);
     let cached = cache_dir().map(|d| d.join(format!("{k:016x}.cubin")));
     if let Some(bytes) = cached.as_ref().and_then(|p| std::fs::read(p).ok()).filter(|b| b.starts_with(b"\x7fELF")) {
         with(|m| m.cache_hits += 1);
         return Image::Substitute(Box::leak(bytes.into_boxed_slice()));
     }
-    let instrumented = match crate::passes::instrument(&ptx) {
+    let instrumented = match crate::passes::instrument(&ptx, pass) {
         Ok(text) => text,
         Err(why) => return Image::Original(format!("not instrumented: {why}")),
     };
