@@ -24,6 +24,10 @@ pub enum Mode {
     /// Host API checks, and every kernel with PTX replaced by an instrumented build that
     /// counts its executed global and generic memory instructions (proves substitution).
     Count,
+    /// Host API checks, and every kernel with PTX checked: each global (and generic-global)
+    /// access against the bounds and liveness of the allocation its pointer came from.
+    /// First version: single-root accesses; the others are counted as unchecked.
+    Check,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
@@ -140,6 +144,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let mode = match a.mode {
         Mode::Api => "api",
         Mode::Count => "count",
+        Mode::Check => "check",
     };
     let mut preload = OsString::from(&lib);
     if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {

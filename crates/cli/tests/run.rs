@@ -261,3 +261,15 @@ fn device_abi_table_upload_and_error_drain() {
     assert_eq!(d["size"], 4);
     assert!(o.stderr.contains("abi_probe"), "{}", o.stderr);
 }
+
+#[test]
+fn check_mode_loads_a_module_wired_to_the_device_abi() {
+    let (checked, o) = loaded_under("check", "load_ptx");
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    for symbol in ["__gpusan_table", "__gpusan_errors", "__gpusan_module"] {
+        assert!(checked.contains(symbol), "{symbol} missing:\n{checked}");
+    }
+    // The module's one root (the kernel parameter) is looked up, its two accesses checked.
+    assert!(checked.contains("isspacep.global") || checked.contains("__gpusan_table"), "{checked}");
+    assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
+}

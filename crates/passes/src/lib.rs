@@ -17,13 +17,14 @@
 //! assert_eq!(out.report.functions[0].sites, 1);
 //! ```
 //!
-//! Passes, one module each (ZLUDA's layout): [`count`]. The verifier: [`mod@verify`].
+//! Passes, one module each (ZLUDA's layout): [`count`], [`check`]. The verifier: [`mod@verify`].
 
 use std::fmt;
 
 use gpusan_ptx::ast::{FunctionKind, Name, Span};
 use gpusan_ptx::{Module, ParseError};
 
+pub mod check;
 pub mod count;
 pub mod verify;
 
@@ -40,6 +41,14 @@ pub trait Pass {
     /// Rewrites `module` in place. On error the module may be half rewritten; callers
     /// drop it (the original text is still theirs).
     fn run(&self, module: &mut Module) -> Result<PassReport, PassError>;
+
+    /// [`Pass::run`] knowing the text `module` was parsed from, for passes that record
+    /// source positions in what they emit (`check` writes each access's PTX line into its
+    /// error records). [`instrument`] calls this.
+    fn run_with_source(&self, module: &mut Module, src: &str) -> Result<PassReport, PassError> {
+        let _ = src;
+        self.run(module)
+    }
 }
 
 /// What a pass did, function by function, in module order.
@@ -265,19 +274,20 @@ pub struct Instrumented {
 pub fn instrument(src: &str, pass: &dyn Pass) -> Result<Instrumented, Error> {
     let mut module = gpusan_ptx::parse(src)?;
     verify(&module).map_err(|e| Error::verify(src, Stage::Input, e))?;
-    let report = pass.run(&mut module).map_err(|e| Error::pass(src, pass.name(), e))?;
+    let report = pass.run_with_source(&mut module, src).map_err(|e| Error::pass(src, pass.name(), e))?;
     verify(&module).map_err(|e| Error::verify(src, Stage::After(pass.name()), e))?;
     Ok(Instrumented { ptx: gpusan_ptx::print(&module), report })
 }
 
 /// The names [`pass_by_name`] knows.
-pub const PASSES: &[&str] = &["count"];
+pub const PASSES: &[&str] = &["count", "check"];
 
 /// A pass with its default configuration, by the name it reports (`count`), for command
 /// lines.
 pub fn pass_by_name(name: &str) -> Option<Box<dyn Pass>> {
     match name {
         "count" => Some(Box::new(count::Count::default())),
+        "check" => Some(Box::new(check::Check)),
         _ => None,
     }
 }

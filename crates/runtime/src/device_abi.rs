@@ -51,7 +51,9 @@ pub struct ErrorRecord {
     pub code: u32,
     /// Bytes the access spans.
     pub size: u32,
-    /// PTX line of the access in the instrumented module's source, 0 if unknown.
+    /// Line of the access in the module's PTX as the program supplied it (before
+    /// instrumentation: what the user can open, and what its `.loc` lines refer to); 0 if
+    /// unknown.
     pub ptx_line: u32,
     pub block: [u32; 3],
     pub thread: [u32; 3],

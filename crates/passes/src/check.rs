@@ -1,0 +1,832 @@
+//! `check`, version 0: spatial and temporal safety of global memory, checked against the
+//! runtime's allocation table through the pointer each address was derived from (its
+//! *root*), as cuCatch's base pointer analysis and GPUArmor's root pointer analysis do.
+//!
+//! # What the pass adds
+//!
+//! Once per module, the three variables of the device ABI (`crates/runtime/src/device_abi.rs`),
+//! which the runtime sets after loading the module and which stay 0 when it does not:
+//!
+//! ```ptx
+//! .visible .global .align 8 .u64 __gpusan_table;   // device address of the allocation table
+//! .visible .global .align 8 .u64 __gpusan_errors;  // device address of the error buffer
+//! .visible .global .align 4 .u32 __gpusan_module;  // this module's number
+//! ```
+//!
+//! Per function:
+//!
+//! 1. **Root pointer analysis** on reaching definitions ([`gpusan_ptx::dataflow`]). From
+//!    the address register of each global or generic access the pass walks back through
+//!    pointer arithmetic: `mov` of a register, `add` (every register operand), `sub` (the
+//!    minuend), `mad`/`mad.wide` (the addend), `selp` (both values), `cvta.to.global` and
+//!    `cvta.global` of a register. Operands computed by integer arithmetic (`mul`,
+//!    `mul.wide`, `shl`, `cvt`, `and`, immediates, special registers…) are offsets, not
+//!    pointers, and end their branch of the walk. Every other definition is a root: `ld`
+//!    of a kernel parameter or of a pointer from memory, `call` results, `mov` from a
+//!    symbol, `cvta` of a symbol or from another window, a `.reg` parameter of a `.func`,
+//!    anything not listed above.
+//! 2. **LOADMETA**, once per root, right after the instruction defining it (at the top of
+//!    the body for a `.reg` parameter): a binary search of the table for the root's value,
+//!    exactly `device_lookup` of `crates/runtime/src/registry.rs`, leaving the entry's
+//!    base, `base + size`, id and state in registers of that root, and a predicate saying
+//!    whether an entry was found. A table address of 0 (the module runs without gpusan)
+//!    finds nothing. These predicates are also cleared at the top of the body, so a path
+//!    that reaches an access without running the root's definition finds nothing.
+//!
+//!    **Pointers one past the end.** A root equal to the base of an entry whose neighbour
+//!    below ends exactly there may be the neighbour's end pointer (`p + n`, as loops and
+//!    `std::end` make), not a pointer to the entry: cuCatch pads allocations so this
+//!    cannot happen; the runtime does not, so the lookup also keeps a *low* bound, the
+//!    neighbour's base in that case and the entry's base otherwise, and accesses between
+//!    the two are not judged.
+//! 3. **MEMCHECK** before each checked access, with `a` = address + offset and `w` the
+//!    access's constant width: bad when an entry was found and `a < low` or
+//!    `a + w > base + size` (`CODE_OUT_OF_BOUNDS`), or `a >= base` and the entry is not
+//!    live (`CODE_USE_AFTER_FREE`; the code is that whenever the entry is not live); a
+//!    generic access is judged only when `isspacep.global` holds for `a`. A bad access writes an `ErrorRecord` (the sequence of
+//!    `bench/injection/abi_test.cpp`) and is skipped: its guard becomes "not bad" (and its
+//!    old guard, composed with `and.pred`).
+//!
+//! A root in no entry of the table (a module variable, memory gpusan did not see
+//! allocated, a shared or local window) is never judged: the rule is zero false positives.
+//!
+//! # What version 0 leaves unchecked
+//!
+//! Counted per function in [`CheckFunction`]: accesses whose address has several roots
+//! (a pointer merged at a loop head or a branch join: GPUArmor carries the root's metadata
+//! along in registers, its "BB1/BB2" moves, which come next), no root (an address that is
+//! a symbol or comes only from integer arithmetic), a width not known from the instruction
+//! (bulk copies, `wmma`), and accesses in other state spaces (shared, local, param, const,
+//! textures) or that move no data (prefetches).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use gpusan_ptx::ast::{Function, Item, Linkage, Name, Operand, Span, StateSpace, Statement, VarDecl};
+use gpusan_ptx::cfg::{Cfg, InstId};
+use gpusan_ptx::dataflow::{reaching_defs, BitSet, DefSite, ReachingDefs, RegId};
+use gpusan_ptx::semantics::{memory_accesses, AccessKind, Space};
+use gpusan_ptx::Module;
+
+use crate::{FunctionReport, Pass, PassError, PassReport};
+
+/// `device_abi::TABLE_SYMBOL`.
+pub const TABLE_SYMBOL: &str = "__gpusan_table";
+/// `device_abi::ERRORS_SYMBOL`.
+pub const ERRORS_SYMBOL: &str = "__gpusan_errors";
+/// `device_abi::MODULE_SYMBOL`.
+pub const MODULE_SYMBOL: &str = "__gpusan_module";
+
+/// `device_abi::CODE_OUT_OF_BOUNDS`.
+pub const CODE_OUT_OF_BOUNDS: u32 = 1;
+/// `device_abi::CODE_USE_AFTER_FREE`.
+pub const CODE_USE_AFTER_FREE: u32 = 2;
+
+/// `DeviceEntry::LIVE`: state bits (0–7 of `flags`) of a live allocation.
+const STATE_LIVE: u32 = 1;
+
+/// Prefix of every register the pass adds (`%__gs_…`) and of its labels (`$__gs_…`); the
+/// module must not use it.
+const PREFIX: &str = "__gs_";
+
+/// The pass as a [`Pass`] object, for [`crate::instrument`].
+#[derive(Debug, Clone, Default)]
+pub struct Check;
+
+impl Pass for Check {
+    fn name(&self) -> &'static str {
+        "check"
+    }
+
+    fn run(&self, module: &mut Module) -> Result<PassReport, PassError> {
+        run(module, None).map(|r| r.to_pass_report())
+    }
+
+    fn run_with_source(&self, module: &mut Module, src: &str) -> Result<PassReport, PassError> {
+        run(module, Some(src)).map(|r| r.to_pass_report())
+    }
+}
+
+/// What the pass did, function by function, in module order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CheckReport {
+    pub functions: Vec<CheckFunction>,
+}
+
+impl CheckReport {
+    pub fn to_pass_report(&self) -> PassReport {
+        PassReport {
+            functions: self
+                .functions
+                .iter()
+                .map(|f| FunctionReport { name: f.name, kind: f.kind, sites: f.checked, inserted: f.inserted })
+                .collect(),
+        }
+    }
+}
+
+/// One function with a body. Counts are of memory accesses (one instruction may make
+/// several: a copy reads one place and writes another).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckFunction {
+    pub name: Name,
+    pub kind: gpusan_ptx::ast::FunctionKind,
+    /// Index among the module's defined functions sorted by name: the low 16 bits of
+    /// `ErrorRecord::kernel`.
+    pub index: u32,
+    /// Global and generic accesses checked.
+    pub checked: u32,
+    /// Roots looked up (one LOADMETA each).
+    pub roots: u32,
+    /// Left unchecked: the address has several roots.
+    pub multi_root: u32,
+    /// Left unchecked: the address has no root (a symbol, integer arithmetic only).
+    pub no_root: u32,
+    /// Left unchecked: the width is not a constant.
+    pub unknown_width: u32,
+    /// Left unchecked: shared, local, param, const or texture accesses, and prefetches.
+    pub other: u32,
+    /// Instructions added.
+    pub inserted: u32,
+}
+
+impl CheckFunction {
+    pub fn unchecked(&self) -> u32 {
+        self.multi_root + self.no_root + self.unknown_width + self.other
+    }
+}
+
+/// Instruments `module`. `src`, the text it was parsed from, gives each access's PTX line
+/// for the error records (0 without it).
+pub fn run(module: &mut Module, src: Option<&str>) -> Result<CheckReport, PassError> {
+    check_unused(module)?;
+    let line_starts: Vec<usize> = match src {
+        Some(s) => std::iter::once(0).chain(s.match_indices('\n').map(|(i, _)| i + 1)).collect(),
+        None => Vec::new(),
+    };
+    let line_of = |span: Span| -> u32 {
+        if span.is_none() || line_starts.is_empty() {
+            0
+        } else {
+            line_starts.partition_point(|&s| s <= span.start as usize) as u32
+        }
+    };
+
+    let mut defined: Vec<Name> = module
+        .items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Function(f) if f.body.is_some() => Some(f.name),
+            _ => None,
+        })
+        .collect();
+    defined.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+
+    let mut report = CheckReport::default();
+    for item in &mut module.items {
+        let Item::Function(f) = item else { continue };
+        if f.body.is_none() {
+            continue;
+        }
+        let index = defined.iter().position(|n| *n == f.name).unwrap_or(0) as u32;
+        let r = instrument_function(f, index, &line_of)?;
+        report.functions.push(r);
+    }
+
+    let at = module
+        .items
+        .iter()
+        .position(|i| !matches!(i, Item::Version { .. } | Item::Target(_) | Item::AddressSize(_)))
+        .unwrap_or(module.items.len());
+    let vars = [(TABLE_SYMBOL, "u64", 8), (ERRORS_SYMBOL, "u64", 8), (MODULE_SYMBOL, "u32", 4)];
+    for (k, (name, ty, align)) in vars.into_iter().enumerate() {
+        module.items.insert(at + k, Item::Var(abi_var(name, ty, align)));
+    }
+    Ok(report)
+}
+
+fn abi_var(name: &str, ty: &str, align: u32) -> VarDecl {
+    VarDecl {
+        linkage: vec![Linkage::Visible],
+        space: StateSpace::Global,
+        attributes: Vec::new(),
+        align: Some(align),
+        vector: None,
+        ty: ty.into(),
+        name: name.into(),
+        count: None,
+        array: Vec::new(),
+        init: None,
+        span: Span::NONE,
+    }
+}
+
+/// Refuses a module already declaring one of the ABI variables (instrumented PTX, or a
+/// clash), or using the pass's name prefix.
+fn check_unused(module: &Module) -> Result<(), PassError> {
+    let abi = [TABLE_SYMBOL, ERRORS_SYMBOL, MODULE_SYMBOL];
+    let taken = |name: &str| {
+        PassError::new(format!(
+            "`{name}` is already declared, and it is a variable of gpusan's device ABI this pass adds; \
+             if this is instrumented PTX, instrument the original instead"
+        ))
+    };
+    for item in &module.items {
+        match item {
+            Item::Var(v) if abi.contains(&v.name.as_str()) => return Err(taken(&v.name).at(v.span)),
+            Item::Alias { alias, .. } if abi.contains(&alias.as_str()) => return Err(taken(alias)),
+            Item::Function(f) => {
+                if abi.contains(&f.name.as_str()) {
+                    return Err(taken(&f.name).at(f.span));
+                }
+                let mut bad = None;
+                visit_names(f.body.as_deref().unwrap_or_default(), &mut |n, span| {
+                    let bare = n.trim_start_matches(['%', '$']);
+                    if bare.starts_with(PREFIX) || abi.contains(&n) {
+                        bad.get_or_insert((n.to_string(), span));
+                    }
+                });
+                if let Some((n, span)) = bad {
+                    return Err(PassError::new(format!(
+                        "`{n}` is declared in a function body; the names the check pass adds start with \
+                         `{PREFIX}` (after `%` or `$`) and the ABI variables must not be shadowed"
+                    ))
+                    .at(span)
+                    .in_function(f.name));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn visit_names(stmts: &[Statement], f: &mut impl FnMut(&str, Span)) {
+    for s in stmts {
+        match s {
+            Statement::Decl(d) => f(&d.name, d.span),
+            Statement::Label(l, span) => f(l, *span),
+            Statement::Block(b) => visit_names(b, f),
+            _ => {}
+        }
+    }
+}
+
+/// A root: the definition of one register whose value the accesses derive from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Root {
+    /// A `.reg` parameter, on entry.
+    Entry(RegId),
+    Inst(InstId, RegId),
+}
+
+/// How a definition passes a pointer on.
+enum Def {
+    /// Pointer arithmetic: the pointer is one of these operand indices.
+    Arith(&'static [usize]),
+    /// An integer: no pointer flows through it.
+    Offset,
+    /// Anything else: the value is a root.
+    Root,
+}
+
+fn classify(inst: &gpusan_ptx::ast::Instruction) -> Def {
+    let reg_at = |k: usize| matches!(inst.operands.get(k), Some(Operand::Name(n)) if n.starts_with('%'));
+    match inst.opcode.as_str() {
+        "mov" => match inst.operands.get(1) {
+            Some(Operand::Name(n)) if n.starts_with('%') => {
+                // A register, or a special register (`%tid.x`, `%clock64`): an integer.
+                if n.contains('.') || is_special(n) {
+                    Def::Offset
+                } else {
+                    Def::Arith(&[1])
+                }
+            }
+            Some(Operand::Int(_)) => Def::Offset,
+            _ => Def::Root,
+        },
+        "add" => Def::Arith(&[1, 2]),
+        "sub" => Def::Arith(&[1]),
+        "mad" => Def::Arith(&[3]),
+        "selp" => Def::Arith(&[1, 2]),
+        "cvta" => {
+            let mut m = inst.modifiers();
+            let global = match m.next() {
+                Some("to") => m.next() == Some("global"),
+                Some("global") => true,
+                _ => false,
+            };
+            if global && reg_at(1) {
+                Def::Arith(&[1])
+            } else {
+                Def::Root
+            }
+        }
+        "mul" | "mul24" | "mad24" | "shl" | "shr" | "cvt" | "and" | "or" | "xor" | "not" | "neg" | "div" | "rem"
+        | "min" | "max" | "abs" | "popc" | "clz" | "bfe" | "bfi" | "brev" | "prmt" | "setp" | "set" | "sad"
+        | "bfind" | "fns" | "shf" | "cnot" | "lop3" => Def::Offset,
+        _ => Def::Root,
+    }
+}
+
+fn is_special(n: &str) -> bool {
+    const SPECIAL: &[&str] = &[
+        "%tid",
+        "%ntid",
+        "%laneid",
+        "%warpid",
+        "%nwarpid",
+        "%ctaid",
+        "%nctaid",
+        "%smid",
+        "%nsmid",
+        "%gridid",
+        "%clock",
+        "%clock_hi",
+        "%clock64",
+        "%globaltimer",
+        "%globaltimer_lo",
+        "%globaltimer_hi",
+    ];
+    SPECIAL.contains(&n) || n.starts_with("%lanemask") || n.starts_with("%envreg") || n.starts_with("%pm")
+}
+
+/// The root pointer analysis of one function.
+struct Roots<'a> {
+    cfg: &'a Cfg,
+    rd: ReachingDefs<'a>,
+    insts: Vec<&'a gpusan_ptx::ast::Instruction>,
+    before: HashMap<InstId, BitSet>,
+}
+
+impl Roots<'_> {
+    fn reaching(&mut self, i: InstId, reg: RegId) -> Vec<DefSite> {
+        let rd = &self.rd;
+        let before = self.before.entry(i).or_insert_with(|| rd.before(i));
+        let a = rd.analysis();
+        a.defs_of(reg).iter().filter(|&&d| before.contains(d as usize)).map(|&d| a.defs()[d as usize].site).collect()
+    }
+
+    fn resolve(&self, i: InstId, name: Name) -> Option<RegId> {
+        self.rd.analysis().registers().resolve(self.cfg, self.cfg.inst_scope(i), name)
+    }
+
+    /// The roots of the value of `reg` as instruction `i` reads it.
+    fn roots(&mut self, i: InstId, reg: RegId) -> BTreeSet<Root> {
+        let mut out = BTreeSet::new();
+        let mut seen = HashSet::new();
+        let mut work = vec![(i, reg)];
+        while let Some((at, reg)) = work.pop() {
+            for site in self.reaching(at, reg) {
+                let d = match site {
+                    DefSite::Entry => {
+                        out.insert(Root::Entry(reg));
+                        continue;
+                    }
+                    DefSite::Inst(d) => d,
+                };
+                if !seen.insert((d, reg)) {
+                    continue;
+                }
+                let inst = self.insts[d.index()];
+                match classify(inst) {
+                    Def::Offset => {}
+                    Def::Root => {
+                        out.insert(Root::Inst(d, reg));
+                    }
+                    Def::Arith(ops) => {
+                        for &k in ops {
+                            if let Some(Operand::Name(n)) = inst.operands.get(k) {
+                                if let Some(r) = self.resolve(d, *n) {
+                                    work.push((d, r));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The declared type of each register name, to keep the 64-bit ones: `%rd<N>` declares
+/// `%rd0…`. Names declared with different types in different scopes count as not 64-bit.
+#[derive(Default)]
+struct RegWidths {
+    plain: HashMap<Name, bool>,
+    ranges: HashMap<Name, bool>,
+}
+
+impl RegWidths {
+    fn collect(f: &Function) -> RegWidths {
+        let mut w = RegWidths::default();
+        let is64 = |ty: &str| matches!(ty, "b64" | "u64" | "s64");
+        for p in f.params.iter().flatten().chain(f.returns.iter().flatten()) {
+            if p.space == StateSpace::Reg {
+                let e = w.plain.entry(p.name).or_insert(true);
+                *e &= is64(&p.ty) && p.vector.is_none();
+            }
+        }
+        fn walk(stmts: &[Statement], w: &mut RegWidths, is64: &dyn Fn(&str) -> bool) {
+            for s in stmts {
+                match s {
+                    Statement::Decl(d) if d.space == StateSpace::Reg => {
+                        let map = if d.count.is_some() { &mut w.ranges } else { &mut w.plain };
+                        let e = map.entry(d.name).or_insert(true);
+                        *e &= is64(&d.ty) && d.vector.is_none() && d.array.is_empty();
+                    }
+                    Statement::Block(b) => walk(b, w, is64),
+                    _ => {}
+                }
+            }
+        }
+        walk(f.body.as_deref().unwrap_or_default(), &mut w, &is64);
+        w
+    }
+
+    fn is_64(&self, name: Name) -> bool {
+        if let Some(&b) = self.plain.get(&name) {
+            return b;
+        }
+        let digits = name.bytes().rev().take_while(u8::is_ascii_digit).count();
+        let prefix = &name[..name.len() - digits];
+        digits > 0 && Name::from_existing(prefix).and_then(|p| self.ranges.get(&p)).copied().unwrap_or(false)
+    }
+}
+
+/// Where a rewrite goes: before or after the statement at a path.
+struct Insertion {
+    /// Path of the statement list's parent blocks, then the index to insert at.
+    at: Vec<u32>,
+    /// Accesses' checks go in before LOADMETAs placed at the same point.
+    check: bool,
+    stmts: Vec<Statement>,
+}
+
+fn instrument_function(
+    f: &mut Function,
+    index: u32,
+    line_of: &dyn Fn(Span) -> u32,
+) -> Result<CheckFunction, PassError> {
+    let cfg = Cfg::build(f).map_err(|e| PassError::new(e.to_string()).in_function(f.name))?;
+    let mut report = CheckFunction {
+        name: f.name,
+        kind: f.kind,
+        index,
+        checked: 0,
+        roots: 0,
+        multi_root: 0,
+        no_root: 0,
+        unknown_width: 0,
+        other: 0,
+        inserted: 0,
+    };
+
+    // Analysis: which accesses are checked, against which root.
+    struct Site {
+        inst: InstId,
+        accesses: Vec<(usize, u32, Space, AccessKind, usize)>, // (operand, width, space, kind, root number)
+    }
+    let mut sites = Vec::new();
+    let mut root_numbers: BTreeMap<Root, usize> = BTreeMap::new();
+    {
+        let fref: &Function = f;
+        let widths = RegWidths::collect(fref);
+        let rd = reaching_defs(&cfg, fref);
+        let mut an = Roots { cfg: &cfg, rd, insts: cfg.instructions(fref), before: HashMap::new() };
+        for i in (0..cfg.num_insts() as u32).map(InstId) {
+            let inst = an.insts[i.index()];
+            let mut accesses = Vec::new();
+            for acc in memory_accesses(inst) {
+                if !matches!(acc.space, Space::Global | Space::Generic) || acc.kind == AccessKind::Prefetch {
+                    report.other += 1;
+                    continue;
+                }
+                let Some(w) = acc.width.bytes() else {
+                    report.unknown_width += 1;
+                    continue;
+                };
+                let base = acc.address(inst).as_address().and_then(|(b, _)| b);
+                let Some(reg) = base.and_then(|b| an.resolve(i, b)) else {
+                    report.no_root += 1;
+                    continue;
+                };
+                let roots = an.roots(i, reg);
+                // Both the address and the root are compared as 64-bit values.
+                let wide = |r: RegId| widths.is_64(an.rd.analysis().registers().name(r));
+                let root_reg = |r: &Root| match *r {
+                    Root::Entry(r) | Root::Inst(_, r) => r,
+                };
+                if !wide(reg) || roots.iter().any(|r| !wide(root_reg(r))) {
+                    report.no_root += 1;
+                    continue;
+                }
+                match roots.len() {
+                    0 => report.no_root += 1,
+                    1 => {
+                        let root = *roots.iter().next().unwrap();
+                        let n = root_numbers.len();
+                        let k = *root_numbers.entry(root).or_insert(n);
+                        accesses.push((acc.operand, w, acc.space, acc.kind, k));
+                        report.checked += 1;
+                    }
+                    _ => report.multi_root += 1,
+                }
+            }
+            if !accesses.is_empty() {
+                sites.push(Site { inst: i, accesses });
+            }
+        }
+    }
+    report.roots = root_numbers.len() as u32;
+    if sites.is_empty() {
+        return Ok(report);
+    }
+
+    // Rewrite: LOADMETA after each root's definition, MEMCHECK before each site.
+    let mut labels = 0u32;
+    let mut label = || {
+        labels += 1;
+        format!("$__gs_L{}", labels - 1)
+    };
+    let regs = gpusan_ptx::dataflow::Registers::collect(&cfg, f);
+    let mut insertions = Vec::new();
+    let mut entry_code = String::new();
+    for (root, &k) in &root_numbers {
+        match *root {
+            Root::Entry(reg) => entry_code.push_str(&loadmeta(k, &regs.name(reg), &mut label)),
+            Root::Inst(d, reg) => {
+                let path = cfg.inst_path(d);
+                let mut at = path.to_vec();
+                *at.last_mut().unwrap() += 1;
+                let text = loadmeta(k, &regs.name(reg), &mut label);
+                insertions.push(Insertion { at, check: false, stmts: snippet(&text) });
+            }
+        }
+    }
+    let body = f.body.as_deref().unwrap_or_default();
+    for site in &sites {
+        let path = cfg.inst_path(site.inst);
+        let Some(Statement::Inst(inst)) = gpusan_ptx::cfg::statement_at(body, path) else { continue };
+        let mut text = String::new();
+        let guard = inst.guard.clone();
+        if let Some(g) = &guard {
+            if g.negated {
+                text.push_str(&format!("\tnot.pred %__gs_g, {};\n", g.reg));
+            } else {
+                text.push_str(&format!("\tmov.pred %__gs_g, {};\n", g.reg));
+            }
+        }
+        let line = line_of(inst.span);
+        for (j, &(operand, w, space, kind, k)) in site.accesses.iter().enumerate() {
+            let (base, offset) = inst.operands[operand].as_address().unwrap();
+            let base = base.unwrap();
+            if offset == 0 {
+                text.push_str(&format!("\tmov.b64 %__gs_a, {base};\n"));
+            } else {
+                text.push_str(&format!("\tadd.s64 %__gs_a, {base}, {offset};\n"));
+            }
+            text.push_str(&format!(
+                "\tadd.s64 %__gs_e, %__gs_a, {w};\n\
+                 \tsetp.lt.u64 %__gs_bad, %__gs_a, %__gs_low{k};\n\
+                 \tsetp.gt.or.u64 %__gs_bad, %__gs_e, %__gs_lim{k}, %__gs_bad;\n\
+                 \tsetp.ge.u64 %__gs_q, %__gs_a, %__gs_base{k};\n\
+                 \tsetp.ne.and.u32 %__gs_q, %__gs_st{k}, {STATE_LIVE}, %__gs_q;\n\
+                 \tor.pred %__gs_bad, %__gs_bad, %__gs_q;\n\
+                 \tand.pred %__gs_bad, %__gs_bad, %__gs_ok{k};\n"
+            ));
+            if space == Space::Generic {
+                text.push_str("\tisspacep.global %__gs_q, %__gs_a;\n\tand.pred %__gs_bad, %__gs_bad, %__gs_q;\n");
+            }
+            if guard.is_some() {
+                text.push_str("\tand.pred %__gs_bad, %__gs_bad, %__gs_g;\n");
+            }
+            let space_code = if space == Space::Generic { 3 } else { 0 };
+            let access_code = match kind {
+                AccessKind::Read => 0,
+                AccessKind::Write => 1,
+                _ => 2,
+            };
+            let skip = label();
+            text.push_str(&report_record(k, w, line, index, space_code, access_code, &skip));
+            if j == 0 {
+                text.push_str("\tmov.pred %__gs_any, %__gs_bad;\n");
+            } else {
+                text.push_str("\tor.pred %__gs_any, %__gs_any, %__gs_bad;\n");
+            }
+        }
+        if guard.is_some() {
+            text.push_str("\tnot.pred %__gs_go, %__gs_any;\n\tand.pred %__gs_go, %__gs_go, %__gs_g;\n");
+        } else {
+            text.push_str("\tnot.pred %__gs_go, %__gs_any;\n");
+        }
+        insertions.push(Insertion { at: path.to_vec(), check: true, stmts: snippet(&text) });
+    }
+
+    // Apply, later points first so earlier paths stay valid; at one point the check goes
+    // in first, then the LOADMETA before it.
+    insertions.sort_by(|a, b| b.at.cmp(&a.at).then(b.check.cmp(&a.check)));
+    let site_paths: Vec<Vec<u32>> = sites.iter().map(|s| cfg.inst_path(s.inst).to_vec()).collect();
+    let body = f.body.as_mut().unwrap();
+    // Guards first: paths of the sites are those of the original body.
+    for p in &site_paths {
+        if let Some(Statement::Inst(inst)) = gpusan_ptx::cfg::statement_at_mut(body, p) {
+            inst.guard = Some(gpusan_ptx::ast::Guard { negated: false, reg: "%__gs_go".into() });
+        }
+    }
+    for ins in insertions {
+        report.inserted += ins.stmts.iter().filter(|s| matches!(s, Statement::Inst(_))).count() as u32;
+        let (idx, parents) = ins.at.split_last().unwrap();
+        let list = list_at_mut(body, parents);
+        let idx = *idx as usize;
+        list.splice(idx..idx, ins.stmts);
+    }
+
+    // Declarations and the entry code at the top.
+    let n = root_numbers.len() as u32;
+    let mut top = String::new();
+    for (ty, names) in [
+        ("b64", &["t", "lo", "hi", "mid", "x", "y", "sz", "a", "e", "eb", "r"][..]),
+        ("b32", &["i", "c", "k"][..]),
+        ("pred", &["q", "g", "bad", "any", "go"][..]),
+    ] {
+        for name in names {
+            top.push_str(&format!("\t.reg .{ty} %__gs_{name};\n"));
+        }
+    }
+    for (ty, name) in [("b64", "base"), ("b64", "low"), ("b64", "lim"), ("b64", "id"), ("b32", "st"), ("pred", "ok")] {
+        top.push_str(&format!("\t.reg .{ty} %__gs_{name}<{n}>;\n"));
+    }
+    for k in 0..n {
+        top.push_str(&format!("\tmov.pred %__gs_ok{k}, 0;\n"));
+    }
+    top.push_str(&entry_code);
+    let top = snippet(&top);
+    report.inserted += top.iter().filter(|s| matches!(s, Statement::Inst(_))).count() as u32;
+    body.splice(0..0, top);
+    Ok(report)
+}
+
+fn list_at_mut<'a>(body: &'a mut Vec<Statement>, parents: &[u32]) -> &'a mut Vec<Statement> {
+    let mut list = body;
+    for &i in parents {
+        match &mut list[i as usize] {
+            Statement::Block(b) => list = b,
+            _ => unreachable!("a path's parents are blocks"),
+        }
+    }
+    list
+}
+
+/// LOADMETA for root number `k` whose value is in register `value`: the table lookup of
+/// `gpusan_runtime::registry::device_lookup`, line for line:
+///
+/// ```text
+/// lo = 0; hi = len
+/// while lo < hi { mid = lo + (hi - lo) / 2; if e[mid].base <= addr { lo = mid + 1 } else { hi = mid } }
+/// if lo == 0 { miss } else if addr - e[lo-1].base < e[lo-1].size (unsigned) { hit e[lo-1] } else { miss }
+/// ```
+///
+/// The table is a 32-byte header (`len` at offset 8) followed by 32-byte entries
+/// (`base`, `size`, `id`, `flags`), so entry `i` is at `table + 32 + 32 * i` and entry
+/// `lo - 1` at `table + 32 * lo`. After a hit, `low` is the entry's base, or the base of
+/// entry `lo - 2` when the value is the entry's base and entry `lo - 2` ends there (a
+/// pointer one past the end of that neighbour).
+fn loadmeta(k: usize, value: &str, label: &mut impl FnMut() -> String) -> String {
+    let (head, end, done) = (label(), label(), label());
+    format!(
+        "\tmov.pred %__gs_ok{k}, 0;\n\
+         \tld.global.u64 %__gs_t, [{TABLE_SYMBOL}];\n\
+         \tsetp.eq.u64 %__gs_q, %__gs_t, 0;\n\
+         \t@%__gs_q bra {done};\n\
+         \tld.global.u64 %__gs_hi, [%__gs_t+8];\n\
+         \tmov.u64 %__gs_lo, 0;\n\
+         {head}:\n\
+         \tsetp.ge.u64 %__gs_q, %__gs_lo, %__gs_hi;\n\
+         \t@%__gs_q bra {end};\n\
+         \tsub.s64 %__gs_mid, %__gs_hi, %__gs_lo;\n\
+         \tshr.u64 %__gs_mid, %__gs_mid, 1;\n\
+         \tadd.s64 %__gs_mid, %__gs_lo, %__gs_mid;\n\
+         \tshl.b64 %__gs_x, %__gs_mid, 5;\n\
+         \tadd.s64 %__gs_x, %__gs_t, %__gs_x;\n\
+         \tld.global.u64 %__gs_x, [%__gs_x+32];\n\
+         \tsetp.le.u64 %__gs_q, %__gs_x, {value};\n\
+         \t@%__gs_q add.s64 %__gs_lo, %__gs_mid, 1;\n\
+         \t@!%__gs_q mov.u64 %__gs_hi, %__gs_mid;\n\
+         \tbra {head};\n\
+         {end}:\n\
+         \tsetp.eq.u64 %__gs_q, %__gs_lo, 0;\n\
+         \t@%__gs_q bra {done};\n\
+         \tshl.b64 %__gs_x, %__gs_lo, 5;\n\
+         \tadd.s64 %__gs_x, %__gs_t, %__gs_x;\n\
+         \tld.global.v2.u64 {{%__gs_base{k}, %__gs_sz}}, [%__gs_x];\n\
+         \tld.global.u64 %__gs_id{k}, [%__gs_x+16];\n\
+         \tld.global.u32 %__gs_st{k}, [%__gs_x+24];\n\
+         \tand.b32 %__gs_st{k}, %__gs_st{k}, 255;\n\
+         \tadd.s64 %__gs_lim{k}, %__gs_base{k}, %__gs_sz;\n\
+         \tsub.s64 %__gs_y, {value}, %__gs_base{k};\n\
+         \tsetp.lt.u64 %__gs_ok{k}, %__gs_y, %__gs_sz;\n\
+         \tmov.b64 %__gs_low{k}, %__gs_base{k};\n\
+         \tsetp.ne.u64 %__gs_q, {value}, %__gs_base{k};\n\
+         \t@%__gs_q bra {done};\n\
+         \tsetp.lt.u64 %__gs_q, %__gs_lo, 2;\n\
+         \t@%__gs_q bra {done};\n\
+         \tld.global.v2.u64 {{%__gs_y, %__gs_sz}}, [%__gs_x+-32];\n\
+         \tadd.s64 %__gs_sz, %__gs_y, %__gs_sz;\n\
+         \tsetp.eq.u64 %__gs_q, %__gs_sz, %__gs_base{k};\n\
+         \t@%__gs_q mov.b64 %__gs_low{k}, %__gs_y;\n\
+         {done}:\n"
+    )
+}
+
+/// Writes one `ErrorRecord` when `%__gs_bad` holds: `i = atom.add(count, 1)`, and if
+/// `i < capacity`, record `i` at `errors + 16 + 64 * i` (bench/injection/abi_test.cpp).
+/// Offsets in the record: address 0, allocation 8, kernel 16, code 20, size 24,
+/// ptx_line 28, block 32/36/40, thread 44/48/52, space 56, access 60.
+fn report_record(k: usize, w: u32, line: u32, function: u32, space: u32, access: u32, skip: &str) -> String {
+    format!(
+        "\t@!%__gs_bad bra {skip};\n\
+         \tld.global.u64 %__gs_eb, [{ERRORS_SYMBOL}];\n\
+         \tsetp.eq.u64 %__gs_q, %__gs_eb, 0;\n\
+         \t@%__gs_q bra {skip};\n\
+         \tatom.global.add.u32 %__gs_i, [%__gs_eb], 1;\n\
+         \tld.global.u32 %__gs_c, [%__gs_eb+4];\n\
+         \tsetp.ge.u32 %__gs_q, %__gs_i, %__gs_c;\n\
+         \t@%__gs_q bra {skip};\n\
+         \tmul.wide.u32 %__gs_r, %__gs_i, 64;\n\
+         \tadd.s64 %__gs_r, %__gs_eb, %__gs_r;\n\
+         \tst.global.u64 [%__gs_r+16], %__gs_a;\n\
+         \tst.global.u64 [%__gs_r+24], %__gs_id{k};\n\
+         \tld.global.u32 %__gs_k, [{MODULE_SYMBOL}];\n\
+         \tshl.b32 %__gs_k, %__gs_k, 16;\n\
+         \tor.b32 %__gs_k, %__gs_k, {function};\n\
+         \tst.global.u32 [%__gs_r+32], %__gs_k;\n\
+         \tsetp.ne.u32 %__gs_q, %__gs_st{k}, {STATE_LIVE};\n\
+         \tselp.u32 %__gs_k, {CODE_USE_AFTER_FREE}, {CODE_OUT_OF_BOUNDS}, %__gs_q;\n\
+         \tst.global.u32 [%__gs_r+36], %__gs_k;\n\
+         \tst.global.u32 [%__gs_r+40], {w};\n\
+         \tst.global.u32 [%__gs_r+44], {line};\n\
+         \tmov.u32 %__gs_k, %ctaid.x;\n\
+         \tst.global.u32 [%__gs_r+48], %__gs_k;\n\
+         \tmov.u32 %__gs_k, %ctaid.y;\n\
+         \tst.global.u32 [%__gs_r+52], %__gs_k;\n\
+         \tmov.u32 %__gs_k, %ctaid.z;\n\
+         \tst.global.u32 [%__gs_r+56], %__gs_k;\n\
+         \tmov.u32 %__gs_k, %tid.x;\n\
+         \tst.global.u32 [%__gs_r+60], %__gs_k;\n\
+         \tmov.u32 %__gs_k, %tid.y;\n\
+         \tst.global.u32 [%__gs_r+64], %__gs_k;\n\
+         \tmov.u32 %__gs_k, %tid.z;\n\
+         \tst.global.u32 [%__gs_r+68], %__gs_k;\n\
+         \tst.global.u32 [%__gs_r+72], {space};\n\
+         \tst.global.u32 [%__gs_r+76], {access};\n\
+         {skip}:\n"
+    )
+}
+
+/// Statements from PTX text, with the spans of nodes a pass creates.
+fn snippet(text: &str) -> Vec<Statement> {
+    let src = format!(".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry __gs_snippet()\n{{\n{text}}}\n");
+    let module = gpusan_ptx::parse(&src).expect("the check pass's own PTX parses");
+    let Some(Item::Function(f)) = module.items.into_iter().find(|i| matches!(i, Item::Function(_))) else {
+        unreachable!("the snippet is one function")
+    };
+    let mut body = f.body.unwrap_or_default();
+    for s in &mut body {
+        match s {
+            Statement::Inst(i) => i.span = Span::NONE,
+            Statement::Label(_, span) => *span = Span::NONE,
+            Statement::Decl(d) => d.span = Span::NONE,
+            _ => {}
+        }
+    }
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snippets_parse_without_spans() {
+        let s = snippet("\tmov.pred %__gs_q, 0;\n$__gs_L0:\n");
+        assert_eq!(s.len(), 2);
+        assert!(matches!(&s[0], Statement::Inst(i) if i.span.is_none()));
+    }
+
+    #[test]
+    fn lookup_is_device_lookup() {
+        let text = loadmeta(0, "%rd1", &mut {
+            let mut n = 0;
+            move || {
+                n += 1;
+                format!("$__gs_L{n}")
+            }
+        });
+        // lo = mid + 1 when e[mid].base <= addr; hi = mid otherwise; then e[lo - 1].
+        assert!(text.contains("setp.le.u64 %__gs_q, %__gs_x, %rd1;"));
+        assert!(text.contains("@%__gs_q add.s64 %__gs_lo, %__gs_mid, 1;"));
+        assert!(text.contains("@!%__gs_q mov.u64 %__gs_hi, %__gs_mid;"));
+        assert!(text.contains("setp.lt.u64 %__gs_ok0, %__gs_y, %__gs_sz;"));
+    }
+}
