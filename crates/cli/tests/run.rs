@@ -269,7 +269,5 @@ fn check_mode_loads_a_module_wired_to_the_device_abi() {
     for symbol in ["__gpusan_table", "__gpusan_errors", "__gpusan_module"] {
         assert!(checked.contains(symbol), "{symbol} missing:\n{checked}");
     }
-    // The module's one root (the kernel parameter) is looked up, its two accesses checked.
-    assert!(checked.contains("isspacep.global") || checked.contains("__gpusan_table"), "{checked}");
     assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
 }
