@@ -106,6 +106,16 @@ fn release(a: &Allocation) {
     }
 }
 
+/// What the driver's `cuMemFree` does first: wait for the device.
+fn synchronize() {
+    static SYNC: AtomicUsize = AtomicUsize::new(0);
+    let f = driver_fn(&SYNC, c"cuCtxSynchronize");
+    if f != 0 {
+        let f: unsafe extern "C" fn() -> CUresult = unsafe { std::mem::transmute(f) };
+        unsafe { f() };
+    }
+}
+
 /// Gives every quarantined allocation back, so a failed allocation can be retried.
 fn drain_quarantine() -> bool {
     let evicted = state().registry.evict_quarantine(0);
@@ -154,7 +164,14 @@ fn free_common(
         ((FreeOutcome::Freed(_), _), Release::Immediate) => real(),
         // A zero quarantine budget evicts the allocation at once: free it now.
         ((FreeOutcome::Freed(_), true), Release::Deferred) => real(),
-        ((FreeOutcome::Freed(_), false), Release::Deferred) => SUCCESS,
+        ((FreeOutcome::Freed(_), false), Release::Deferred) => {
+            // The driver's free synchronizes the device and programs rely on it; holding
+            // the memory back must not take that away. It is also where kernels' error
+            // records become final.
+            synchronize();
+            quietly(crate::mirror::drain);
+            SUCCESS
+        }
         // The program freed this already; the driver would refuse the second free too.
         ((FreeOutcome::DoubleFree { .. }, _), _) => ERROR_INVALID_VALUE,
         _ => real(),
@@ -639,6 +656,19 @@ fn after_sync(r: CUresult) -> CUresult {
 
 fn before_launch() {
     quietly(crate::mirror::before_launch);
+    // Registered at the first launch, after cudart registered its own exit handler at its
+    // start, so this runs first (exit handlers run in reverse): kernels' last records and
+    // counters are read while the context still exists.
+    static LATE_EXIT: std::sync::Once = std::sync::Once::new();
+    LATE_EXIT.call_once(|| unsafe {
+        libc::atexit(read_before_cuda_exits);
+    });
+}
+
+extern "C" fn read_before_cuda_exits() {
+    if !crate::state::FORKED_CHILD.load(Ordering::Relaxed) {
+        before_teardown();
+    }
 }
 
 pub unsafe fn launch_kernel(
@@ -869,4 +899,35 @@ pub unsafe fn mem_unmap(real: unsafe extern "C" fn(u64, usize) -> CUresult, ptr:
     // The address range stays reserved after an unmap, so no allocation can take it until
     // the program maps it again: unmapping at once keeps use after unmap detectable.
     free_common(FreeApi::MemUnmap, "cuMemUnmap", ptr, Release::Immediate, || real(ptr, size))
+}
+
+// ---- context teardown ------------------------------------------------------------------
+
+/// Before a context goes away, what its kernels recorded must be read: cudart tears the
+/// primary context down at exit before gpusan's own exit handler runs, and its device-wide
+/// synchronization does not always pass through a driver entry point gpusan sees.
+fn before_teardown() {
+    quietly(crate::mirror::drain);
+    if substituting() {
+        quietly(crate::modules::read_counters);
+    }
+}
+
+pub unsafe fn primary_ctx_release(real: unsafe extern "C" fn(i32) -> CUresult, dev: i32) -> CUresult {
+    before_teardown();
+    real(dev)
+}
+
+pub unsafe fn primary_ctx_reset(real: unsafe extern "C" fn(i32) -> CUresult, dev: i32) -> CUresult {
+    before_teardown();
+    real(dev)
+}
+
+pub unsafe fn ctx_destroy(real: unsafe extern "C" fn(Ptr) -> CUresult, ctx: Ptr) -> CUresult {
+    before_teardown();
+    real(ctx)
+}
+
+pub unsafe fn event_synchronize(real: unsafe extern "C" fn(Ptr) -> CUresult, e: Ptr) -> CUresult {
+    after_sync(real(e))
 }

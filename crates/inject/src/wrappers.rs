@@ -189,6 +189,10 @@ wrappers! {
     fn cuGraphLaunch(exec: Ptr, stream: Ptr) => |real| hooks::graph_launch(real, exec, stream);
     fn cuGraphLaunch_ptsz(exec: Ptr, stream: Ptr) => |real| hooks::graph_launch(real, exec, stream);
     fn cuCtxSynchronize() => |real| hooks::ctx_synchronize(real);
+    fn cuEventSynchronize(event: Ptr) => |real| hooks::event_synchronize(real, event);
+    fn cuDevicePrimaryCtxRelease_v2(dev: c_int) => |real| hooks::primary_ctx_release(real, dev);
+    fn cuDevicePrimaryCtxReset_v2(dev: c_int) => |real| hooks::primary_ctx_reset(real, dev);
+    fn cuCtxDestroy_v2(ctx: Ptr) => |real| hooks::ctx_destroy(real, ctx);
     fn cuStreamSynchronize(stream: Ptr) => |real| hooks::stream_synchronize(real, stream);
     fn cuStreamSynchronize_ptsz(stream: Ptr) => |real| hooks::stream_synchronize(real, stream);
 }
