@@ -11,26 +11,8 @@ use std::path::{Path, PathBuf};
 
 use gpusan_passes::check::{self, Check};
 
-const SEPARATOR: &str = "// ---- expected";
-
-fn fixture_paths() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/check");
-    let mut paths: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "ptx"))
-        .collect();
-    paths.sort();
-    assert!(!paths.is_empty(), "no fixtures in {}", dir.display());
-    paths
-}
-
-/// The input and expected parts of a fixture.
-fn split(text: &str) -> (&str, &str) {
-    match text.split_once(&format!("{SEPARATOR}\n")) {
-        Some((i, e)) => (i, e),
-        None => (text, ""),
-    }
+fn fixture_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/check")
 }
 
 fn render(input: &str) -> String {
@@ -57,46 +39,11 @@ fn render(input: &str) -> String {
 
 #[test]
 fn fixtures() {
-    let bless = std::env::var_os("BLESS").is_some_and(|v| v == "1");
-    let mut failed = Vec::new();
-    for path in fixture_paths() {
-        let text = std::fs::read_to_string(&path).unwrap();
-        let (input, expected) = split(&text);
-        let actual = render(input);
-        if actual == expected {
-            continue;
-        }
-        if bless {
-            std::fs::write(&path, format!("{}\n\n{SEPARATOR}\n{actual}", input.trim_end())).unwrap();
-        } else {
-            failed.push(format!("{}:\n--- expected\n{expected}--- actual\n{actual}", path.display()));
-        }
-    }
-    assert!(failed.is_empty(), "{} fixtures differ (BLESS=1 to accept):\n{}", failed.len(), failed.join("\n"));
+    gpusan_testkit::file_tests(&fixture_dir(), 10, render);
 }
 
 /// The fixtures are real PTX: ptxas assembles every input and every expected output.
 #[test]
 fn fixtures_assemble() {
-    let ptxas = common::ptxas();
-    let work = std::env::temp_dir().join(format!("gpusan-check-fixtures-{}", std::process::id()));
-    std::fs::create_dir_all(&work).unwrap();
-    let mut failed = Vec::new();
-    for path in fixture_paths() {
-        let text = std::fs::read_to_string(&path).unwrap();
-        let (input, expected) = split(&text);
-        let mut parts = vec![("input", input)];
-        if !expected.starts_with("// error:") {
-            parts.push(("expected output", expected));
-        }
-        for (what, ptx) in parts {
-            let file = work.join("f.ptx");
-            std::fs::write(&file, ptx).unwrap();
-            if let Err(e) = common::assemble(&ptxas, &file, &work.join("f.cubin")) {
-                failed.push(format!("{} ({what}):\n{e}", path.display()));
-            }
-        }
-    }
-    let _ = std::fs::remove_dir_all(&work);
-    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    gpusan_testkit::assemble_file_tests(&fixture_dir());
 }

@@ -122,3 +122,43 @@ pub fn file_tests(dir: &Path, min: usize, render: impl Fn(&str) -> String) {
     }
     assert!(failed.is_empty(), "fixtures differ (BLESS=1 rewrites them): {failed:?}");
 }
+
+/// The file tests in `dir` are real PTX: the pinned ptxas assembles every input and every
+/// expected output (those that are not `// error:` expectations).
+pub fn assemble_file_tests(dir: &Path) {
+    let ptxas = ptxas();
+    let work = std::env::temp_dir().join(format!("gpusan-fixtures-{}-{:x}", std::process::id(), dir_hash(dir)));
+    std::fs::create_dir_all(&work).unwrap();
+    let mut paths: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "ptx"))
+        .collect();
+    paths.sort();
+    let mut failed = Vec::new();
+    for path in &paths {
+        let text = std::fs::read_to_string(path).unwrap();
+        let (input, expected) = text.split_once(&format!("{SEPARATOR}\n")).unwrap_or((&text, ""));
+        let mut parts = vec![("input", input)];
+        if !expected.starts_with("// error:") {
+            parts.push(("expected output", expected));
+        }
+        for (what, ptx) in parts {
+            let file = work.join("f.ptx");
+            std::fs::write(&file, ptx).unwrap();
+            if let Err(e) = assemble(&ptxas, &file, &work.join("f.cubin")) {
+                failed.push(format!("{} ({what}):\n{e}", path.display()));
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&work);
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// Distinguishes the scratch folders of test binaries running at once.
+fn dir_hash(dir: &Path) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    dir.hash(&mut h);
+    h.finish()
+}
