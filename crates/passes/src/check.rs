@@ -295,7 +295,7 @@ fn classify(inst: &gpusan_ptx::ast::Instruction) -> Def {
         "mov" => match inst.operands.get(1) {
             Some(Operand::Name(n)) if n.starts_with('%') => {
                 // A register, or a special register (`%tid.x`, `%clock64`): an integer.
-                if n.contains('.') || is_special(n) {
+                if n.contains('.') || gpusan_ptx::semantics::is_predefined(n) {
                     Def::Offset
                 } else {
                     Def::Arith(&[1])
@@ -326,28 +326,6 @@ fn classify(inst: &gpusan_ptx::ast::Instruction) -> Def {
         | "bfind" | "fns" | "shf" | "cnot" | "lop3" => Def::Offset,
         _ => Def::Root,
     }
-}
-
-fn is_special(n: &str) -> bool {
-    const SPECIAL: &[&str] = &[
-        "%tid",
-        "%ntid",
-        "%laneid",
-        "%warpid",
-        "%nwarpid",
-        "%ctaid",
-        "%nctaid",
-        "%smid",
-        "%nsmid",
-        "%gridid",
-        "%clock",
-        "%clock_hi",
-        "%clock64",
-        "%globaltimer",
-        "%globaltimer_lo",
-        "%globaltimer_hi",
-    ];
-    SPECIAL.contains(&n) || n.starts_with("%lanemask") || n.starts_with("%envreg") || n.starts_with("%pm")
 }
 
 /// The root pointer analysis of one function.

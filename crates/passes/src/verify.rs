@@ -463,7 +463,9 @@ impl FunctionChecker<'_> {
     }
 
     fn resolves(&self, name: Name) -> bool {
-        self.scopes.iter().rev().any(|s| s.contains(name)) || self.v.symbols.contains_key(&name) || is_predefined(&name)
+        self.scopes.iter().rev().any(|s| s.contains(name))
+            || self.v.symbols.contains_key(&name)
+            || gpusan_ptx::semantics::is_predefined(&name)
     }
 
     /// A branch's label or a `brx.idx`'s table: reported as the graph would, but every one
@@ -487,7 +489,8 @@ impl FunctionChecker<'_> {
         }
         // `%tid.x`, and the `.x` components of vector registers.
         if let Some((base, _)) = name.split_once('.') {
-            if is_predefined(base) || Name::from_existing(base).is_some_and(|b| self.resolves(b)) {
+            if gpusan_ptx::semantics::is_predefined(base) || Name::from_existing(base).is_some_and(|b| self.resolves(b))
+            {
                 return;
             }
         }
@@ -498,60 +501,4 @@ impl FunctionChecker<'_> {
         let kind = self.v.unresolved(name, declared);
         self.error(kind, span, inst);
     }
-}
-
-/// Special registers (PTX ISA "Special Registers") and predefined constants; `%tid.x`
-/// and the like are checked by their base.
-fn is_predefined(name: &str) -> bool {
-    const FIXED: &[&str] = &[
-        "%tid",
-        "%ntid",
-        "%laneid",
-        "%warpid",
-        "%nwarpid",
-        "%ctaid",
-        "%nctaid",
-        "%smid",
-        "%nsmid",
-        "%gridid",
-        "%is_explicit_cluster",
-        "%clusterid",
-        "%nclusterid",
-        "%cluster_ctaid",
-        "%cluster_nctaid",
-        "%cluster_ctarank",
-        "%cluster_nctarank",
-        "%lanemask_eq",
-        "%lanemask_le",
-        "%lanemask_lt",
-        "%lanemask_ge",
-        "%lanemask_gt",
-        "%clock",
-        "%clock_hi",
-        "%clock64",
-        "%globaltimer",
-        "%globaltimer_lo",
-        "%globaltimer_hi",
-        "%reserved_smem_offset_begin",
-        "%reserved_smem_offset_end",
-        "%reserved_smem_offset_cap",
-        "%reserved_smem_offset_0",
-        "%reserved_smem_offset_1",
-        "%total_smem_size",
-        "%aggr_smem_size",
-        "%dynamic_smem_size",
-        "%current_graph_exec",
-        "WARP_SZ",
-    ];
-    if FIXED.contains(&name) {
-        return true;
-    }
-    // %pm0…%pm7, %pm0_64…%pm7_64, %envreg0…%envreg31
-    let pm = name.strip_prefix("%pm").map(|n| n.strip_suffix("_64").unwrap_or(n));
-    if pm.is_some_and(|n| matches!(n.as_bytes(), [b'0'..=b'7'])) {
-        return true;
-    }
-    name.strip_prefix("%envreg").is_some_and(|n| {
-        matches!(n.len(), 1 | 2) && n.bytes().all(|b| b.is_ascii_digit()) && n.parse::<u32>().is_ok_and(|v| v <= 31)
-    })
 }

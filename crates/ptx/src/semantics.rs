@@ -623,3 +623,75 @@ mod tests {
         assert!(!AccessKind::Prefetch.reads() && !AccessKind::Prefetch.writes());
     }
 }
+
+/// Special registers (PTX ISA "Special Registers") and predefined constants; `%tid.x`
+/// and the like are checked by their base.
+pub fn is_predefined(name: &str) -> bool {
+    const FIXED: &[&str] = &[
+        "%tid",
+        "%ntid",
+        "%laneid",
+        "%warpid",
+        "%nwarpid",
+        "%ctaid",
+        "%nctaid",
+        "%smid",
+        "%nsmid",
+        "%gridid",
+        "%is_explicit_cluster",
+        "%clusterid",
+        "%nclusterid",
+        "%cluster_ctaid",
+        "%cluster_nctaid",
+        "%cluster_ctarank",
+        "%cluster_nctarank",
+        "%lanemask_eq",
+        "%lanemask_le",
+        "%lanemask_lt",
+        "%lanemask_ge",
+        "%lanemask_gt",
+        "%clock",
+        "%clock_hi",
+        "%clock64",
+        "%globaltimer",
+        "%globaltimer_lo",
+        "%globaltimer_hi",
+        "%reserved_smem_offset_begin",
+        "%reserved_smem_offset_end",
+        "%reserved_smem_offset_cap",
+        "%reserved_smem_offset_0",
+        "%reserved_smem_offset_1",
+        "%total_smem_size",
+        "%aggr_smem_size",
+        "%dynamic_smem_size",
+        "%current_graph_exec",
+        "WARP_SZ",
+    ];
+    if FIXED.contains(&name) {
+        return true;
+    }
+    // %pm0…%pm7, %pm0_64…%pm7_64, %envreg0…%envreg31
+    let pm = name.strip_prefix("%pm").map(|n| n.strip_suffix("_64").unwrap_or(n));
+    if pm.is_some_and(|n| matches!(n.as_bytes(), [b'0'..=b'7'])) {
+        return true;
+    }
+    name.strip_prefix("%envreg").is_some_and(|n| {
+        matches!(n.len(), 1 | 2) && n.bytes().all(|b| b.is_ascii_digit()) && n.parse::<u32>().is_ok_and(|v| v <= 31)
+    })
+}
+
+#[cfg(test)]
+mod predefined_tests {
+    use super::is_predefined;
+
+    #[test]
+    fn special_registers_and_constants() {
+        for n in ["%tid", "%ctaid", "%clock64", "%lanemask_lt", "%dynamic_smem_size", "WARP_SZ", "%pm7_64", "%envreg31"]
+        {
+            assert!(is_predefined(n), "{n}");
+        }
+        for n in ["%r1", "%rd", "%pm8", "%envreg32", "%envreg", "warp_sz", "%tidx"] {
+            assert!(!is_predefined(n), "{n}");
+        }
+    }
+}

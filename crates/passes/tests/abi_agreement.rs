@@ -1,0 +1,15 @@
+//! The check pass emits code against the runtime's device ABI but cannot depend on the
+//! runtime crate; its copies of the ABI's names and codes must stay equal to the source.
+
+use gpusan_passes::check;
+use gpusan_runtime::device_abi;
+
+#[test]
+fn check_pass_speaks_the_runtime_abi() {
+    assert_eq!(check::TABLE_SYMBOL, device_abi::TABLE_SYMBOL);
+    assert_eq!(check::ERRORS_SYMBOL, device_abi::ERRORS_SYMBOL);
+    assert_eq!(check::MODULE_SYMBOL, device_abi::MODULE_SYMBOL);
+    assert_eq!(check::CODE_OUT_OF_BOUNDS, device_abi::CODE_OUT_OF_BOUNDS);
+    assert_eq!(check::CODE_USE_AFTER_FREE, device_abi::CODE_USE_AFTER_FREE);
+    assert_eq!(std::mem::size_of::<device_abi::ErrorRecord>(), 64, "the pass writes 64-byte records");
+}
