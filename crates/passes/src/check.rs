@@ -69,6 +69,8 @@ use gpusan_ptx::Module;
 
 use crate::{FunctionReport, Pass, PassError, PassReport};
 
+mod groups;
+
 /// `device_abi::TABLE_SYMBOL`.
 pub const TABLE_SYMBOL: &str = "__gpusan_table";
 /// `device_abi::ERRORS_SYMBOL`.
@@ -145,6 +147,14 @@ pub struct CheckFunction {
     pub unknown_width: u32,
     /// Left unchecked: shared, local, param, const or texture accesses, and prefetches.
     pub other: u32,
+    /// Checked accesses whose own check runs only when their group's range check fails
+    /// (cuCatch §4.6.1–4.6.2; see `groups`): the checks the optimization removes from the
+    /// common path.
+    pub grouped: u32,
+    /// Range checks added for those groups.
+    pub group_checks: u32,
+    /// Roots whose metadata one thread per block looks up for all (kernel parameters).
+    pub block_roots: u32,
     /// Instructions added.
     pub inserted: u32,
 }
@@ -181,6 +191,7 @@ pub fn run(module: &mut Module, src: Option<&str>) -> Result<CheckReport, PassEr
         .collect();
     defined.sort_by(|a, b| a.as_str().cmp(b.as_str()));
 
+    let facts = ModuleFacts::of(module);
     let mut report = CheckReport::default();
     for item in &mut module.items {
         let Item::Function(f) = item else { continue };
@@ -188,7 +199,7 @@ pub fn run(module: &mut Module, src: Option<&str>) -> Result<CheckReport, PassEr
             continue;
         }
         let index = defined.iter().position(|n| *n == f.name).unwrap_or(0) as u32;
-        let r = instrument_function(f, index, &line_of)?;
+        let r = instrument_function(f, index, &line_of, &facts)?;
         report.functions.push(r);
     }
 
@@ -202,6 +213,64 @@ pub fn run(module: &mut Module, src: Option<&str>) -> Result<CheckReport, PassEr
         module.items.insert(at + k, Item::Var(abi_var(name, ty, align)));
     }
     Ok(report)
+}
+
+/// What the block-wide lookup of kernel-parameter roots needs to know of the module.
+struct ModuleFacts {
+    /// The module declares dynamic shared memory: its kernels may ask for all the shared
+    /// memory a block can have, and the few bytes the lookup adds could make their launch fail.
+    dynamic_shared: bool,
+    /// Static shared bytes declared anywhere in the module (an upper bound per kernel);
+    /// `None` when a size is not known.
+    static_shared_bytes: Option<u64>,
+}
+
+/// Static shared memory the pass may add per kernel, and the static total it stays under
+/// (48 KiB is the most a block may declare statically).
+const BLOCK_META_BYTES: u64 = 48;
+const MAX_BLOCK_ROOTS: usize = 16;
+const STATIC_SHARED_LIMIT: u64 = 40 * 1024;
+
+impl ModuleFacts {
+    fn of(module: &Module) -> ModuleFacts {
+        fn bytes(v: &VarDecl) -> Option<u64> {
+            let elem: u64 = match v.ty.as_str() {
+                "pred" => return None,
+                t => t.get(1..)?.parse::<u64>().ok()? / 8,
+            };
+            let mut n = elem.max(1) * u64::from(v.vector.unwrap_or(1));
+            for d in &v.array {
+                n = n.checked_mul((*d)?)?;
+            }
+            Some(n)
+        }
+        fn walk(stmts: &[Statement], total: &mut Option<u64>) {
+            for s in stmts {
+                match s {
+                    Statement::Decl(d) if d.space.is_shared() => {
+                        *total = total.zip(bytes(d)).map(|(a, b)| a + b);
+                    }
+                    Statement::Block(b) => walk(b, total),
+                    _ => {}
+                }
+            }
+        }
+        let mut facts = ModuleFacts { dynamic_shared: false, static_shared_bytes: Some(0) };
+        for item in &module.items {
+            match item {
+                Item::Var(v) if v.space.is_shared() => {
+                    if v.linkage.contains(&Linkage::Extern) || v.array.iter().any(Option::is_none) {
+                        facts.dynamic_shared = true;
+                    } else {
+                        facts.static_shared_bytes = facts.static_shared_bytes.zip(bytes(v)).map(|(a, b)| a + b);
+                    }
+                }
+                Item::Function(f) => walk(f.body.as_deref().unwrap_or_default(), &mut facts.static_shared_bytes),
+                _ => {}
+            }
+        }
+        facts
+    }
 }
 
 fn abi_var(name: &str, ty: &str, align: u32) -> VarDecl {
@@ -436,8 +505,8 @@ impl RegWidths {
 struct Insertion {
     /// Path of the statement list's parent blocks, then the index to insert at.
     at: Vec<u32>,
-    /// Accesses' checks go in before LOADMETAs placed at the same point.
-    check: bool,
+    /// At one point: LOADMETA (0), then group checks (1), then an access's check (2).
+    order: u8,
     stmts: Vec<Statement>,
 }
 
@@ -445,6 +514,7 @@ fn instrument_function(
     f: &mut Function,
     index: u32,
     line_of: &dyn Fn(Span) -> u32,
+    facts: &ModuleFacts,
 ) -> Result<CheckFunction, PassError> {
     let cfg = Cfg::build(f).map_err(|e| PassError::new(e.to_string()).in_function(f.name))?;
     let mut report = CheckFunction {
@@ -457,6 +527,9 @@ fn instrument_function(
         no_root: 0,
         unknown_width: 0,
         other: 0,
+        grouped: 0,
+        group_checks: 0,
+        block_roots: 0,
         inserted: 0,
     };
 
@@ -467,6 +540,10 @@ fn instrument_function(
     }
     let mut sites = Vec::new();
     let mut root_numbers: BTreeMap<Root, usize> = BTreeMap::new();
+    let mut cands = Vec::new();
+    let group_plan: groups::Plan;
+    // Root number → the kernel parameter (and offset in it) the root was loaded from.
+    let mut block_roots: BTreeMap<usize, (Name, i64)> = BTreeMap::new();
     {
         let fref: &Function = f;
         let widths = RegWidths::collect(fref);
@@ -515,8 +592,51 @@ fn instrument_function(
                 sites.push(Site { inst: i, accesses });
             }
         }
+
+        // Optimizations: group checks (see `groups`), and block-wide lookups of roots that
+        // are kernel parameters.
+        for (si, site) in sites.iter().enumerate() {
+            let inst = an.insts[site.inst.index()];
+            for &(operand, w, space, _, k) in &site.accesses {
+                if space != Space::Global {
+                    continue;
+                }
+                let Some((Some(base), offset)) = inst.operands[operand].as_address() else { continue };
+                let Some(reg) = an.resolve(site.inst, base) else { continue };
+                let defs = an.reaching(site.inst, reg);
+                let def = match defs.as_slice() {
+                    [DefSite::Inst(d)] => Some(*d),
+                    _ => None,
+                };
+                cands.push(groups::Candidate { site: si, inst: site.inst, reg, base, offset, width: w, root: k, def });
+            }
+        }
+        group_plan = groups::plan(&cands, &cfg);
+
+        let static_ok = |n: usize| {
+            facts.static_shared_bytes.is_some_and(|b| b + BLOCK_META_BYTES * n as u64 <= STATIC_SHARED_LIMIT)
+        };
+        if fref.kind == gpusan_ptx::ast::FunctionKind::Entry && !facts.dynamic_shared {
+            let params: HashSet<Name> = fref.params.iter().flatten().map(|p| p.name).collect();
+            for (root, &k) in &root_numbers {
+                let Root::Inst(d, _) = *root else { continue };
+                let inst = an.insts[d.index()];
+                if inst.opcode.as_str() != "ld" || inst.modifiers().next() != Some("param") {
+                    continue;
+                }
+                if let Some((Some(p), off)) = inst.operands.get(1).and_then(|o| o.as_address()) {
+                    if params.contains(&p) && block_roots.len() < MAX_BLOCK_ROOTS {
+                        block_roots.insert(k, (p, off));
+                    }
+                }
+            }
+            if !static_ok(block_roots.len()) {
+                block_roots.clear();
+            }
+        }
     }
     report.roots = root_numbers.len() as u32;
+    report.block_roots = block_roots.len() as u32;
     if sites.is_empty() {
         return Ok(report);
     }
@@ -537,17 +657,71 @@ fn instrument_function(
                 let path = cfg.inst_path(d);
                 let mut at = path.to_vec();
                 *at.last_mut().unwrap() += 1;
-                let text = loadmeta(k, &regs.name(reg), &mut label);
-                insertions.push(Insertion { at, check: false, stmts: snippet(&text) });
+                let text = match block_roots.keys().position(|&b| b == k) {
+                    Some(slot) => fetch_block_meta(k, slot),
+                    None => loadmeta(k, &regs.name(reg), &mut label),
+                };
+                insertions.push(Insertion { at, order: 0, stmts: snippet(&text) });
             }
         }
     }
+    // Group checks, and which sites take the fast path (all their accesses grouped).
+    let mut site_groups: Vec<Vec<usize>> = vec![Vec::new(); sites.len()];
+    let mut site_grouped_accesses = vec![0usize; sites.len()];
+    for (c, g) in cands.iter().zip(&group_plan.group_of) {
+        if let Some(g) = *g {
+            site_grouped_accesses[c.site] += 1;
+            if !site_groups[c.site].contains(&g) {
+                site_groups[c.site].push(g);
+            }
+        }
+    }
+    for (si, site) in sites.iter().enumerate() {
+        if site_grouped_accesses[si] != site.accesses.len() {
+            site_groups[si].clear();
+        }
+    }
+    let mut used_groups: BTreeSet<usize> = BTreeSet::new();
+    for (si, gs) in site_groups.iter().enumerate() {
+        if !gs.is_empty() {
+            report.grouped += sites[si].accesses.len() as u32;
+            used_groups.extend(gs.iter().copied());
+        }
+    }
+    report.group_checks = used_groups.len() as u32;
+    for &g in &used_groups {
+        let group = &group_plan.groups[g];
+        let mut at = cfg.inst_path(group.def).to_vec();
+        *at.last_mut().unwrap() += 1;
+        let text = groups::check_text(g, group, STATE_LIVE);
+        insertions.push(Insertion { at, order: 1, stmts: snippet(&text) });
+    }
     let body = f.body.as_deref().unwrap_or_default();
-    for site in &sites {
+    for (si, site) in sites.iter().enumerate() {
         let path = cfg.inst_path(site.inst);
         let Some(Statement::Inst(inst)) = gpusan_ptx::cfg::statement_at(body, path) else { continue };
         let mut text = String::new();
         let guard = inst.guard.clone();
+        // The fast path: the groups' range checks passed, so the access runs under its own
+        // guard and its checks are jumped over.
+        let fast = (!site_groups[si].is_empty()).then(&mut label);
+        if let Some(fast) = &fast {
+            match &guard {
+                Some(g) if g.negated => text.push_str(&format!("\tnot.pred %__gs_go, {};\n", g.reg)),
+                Some(g) => text.push_str(&format!("\tmov.pred %__gs_go, {};\n", g.reg)),
+                None => text.push_str("\tmov.pred %__gs_go, 1;\n"),
+            }
+            let gs = &site_groups[si];
+            if let [g] = gs.as_slice() {
+                text.push_str(&format!("\t@%__gs_gok{g} bra {fast};\n"));
+            } else {
+                text.push_str(&format!("\tmov.pred %__gs_q, %__gs_gok{};\n", gs[0]));
+                for g in &gs[1..] {
+                    text.push_str(&format!("\tand.pred %__gs_q, %__gs_q, %__gs_gok{g};\n"));
+                }
+                text.push_str(&format!("\t@%__gs_q bra {fast};\n"));
+            }
+        }
         if let Some(g) = &guard {
             if g.negated {
                 text.push_str(&format!("\tnot.pred %__gs_g, {};\n", g.reg));
@@ -598,12 +772,15 @@ fn instrument_function(
         } else {
             text.push_str("\tnot.pred %__gs_go, %__gs_any;\n");
         }
-        insertions.push(Insertion { at: path.to_vec(), check: true, stmts: snippet(&text) });
+        if let Some(fast) = fast {
+            text.push_str(&format!("{fast}:\n"));
+        }
+        insertions.push(Insertion { at: path.to_vec(), order: 2, stmts: snippet(&text) });
     }
 
     // Apply, later points first so earlier paths stay valid; at one point the check goes
     // in first, then the LOADMETA before it.
-    insertions.sort_by(|a, b| b.at.cmp(&a.at).then(b.check.cmp(&a.check)));
+    insertions.sort_by(|a, b| b.at.cmp(&a.at).then(b.order.cmp(&a.order)));
     let site_paths: Vec<Vec<u32>> = sites.iter().map(|s| cfg.inst_path(s.inst).to_vec()).collect();
     let body = f.body.as_mut().unwrap();
     // Guards first: paths of the sites are those of the original body.
@@ -635,8 +812,14 @@ fn instrument_function(
     for (ty, name) in [("b64", "base"), ("b64", "low"), ("b64", "lim"), ("b64", "id"), ("b32", "st"), ("pred", "ok")] {
         top.push_str(&format!("\t.reg .{ty} %__gs_{name}<{n}>;\n"));
     }
+    if !group_plan.groups.is_empty() {
+        top.push_str(&format!("\t.reg .pred %__gs_gok<{}>;\n", group_plan.groups.len()));
+    }
     for k in 0..n {
         top.push_str(&format!("\tmov.pred %__gs_ok{k}, 0;\n"));
+    }
+    if !block_roots.is_empty() {
+        top.push_str(&block_lookup(&block_roots, &mut label));
     }
     top.push_str(&entry_code);
     let top = snippet(&top);
@@ -714,6 +897,61 @@ fn loadmeta(k: usize, value: &str, label: &mut impl FnMut() -> String) -> String
          \tsetp.eq.u64 %__gs_q, %__gs_sz, %__gs_base{k};\n\
          \t@%__gs_q mov.b64 %__gs_low{k}, %__gs_y;\n\
          {done}:\n"
+    )
+}
+
+/// The block-wide lookup of kernel-parameter roots, at the top of a kernel: thread (0,0,0)
+/// loads each parameter and runs LOADMETA for it, stores the metadata in shared memory
+/// (48 bytes a root), and the block waits for it at a barrier. At the root's definition every
+/// thread then reads the metadata back ([`fetch_block_meta`]) instead of searching the table:
+/// a kernel parameter has one value for the whole grid, so one search per block is exact,
+/// and it spares every other warp the search (the cost `bench/lookup` measures).
+///
+/// The barrier is the kernel's first instruction, which every thread of the block runs.
+fn block_lookup(roots: &BTreeMap<usize, (Name, i64)>, label: &mut impl FnMut() -> String) -> String {
+    let done = label();
+    let mut t = format!(
+        "\t.reg .b64 %__gs_pv;\n\
+         \t.shared .align 16 .b8 __gs_meta[{}];\n\
+         \tmov.u32 %__gs_k, %tid.x;\n\
+         \tmov.u32 %__gs_c, %tid.y;\n\
+         \tor.b32 %__gs_k, %__gs_k, %__gs_c;\n\
+         \tmov.u32 %__gs_c, %tid.z;\n\
+         \tor.b32 %__gs_k, %__gs_k, %__gs_c;\n\
+         \tsetp.ne.u32 %__gs_q, %__gs_k, 0;\n\
+         \t@%__gs_q bra {done};\n",
+        BLOCK_META_BYTES * roots.len() as u64
+    );
+    for (slot, (&k, &(param, offset))) in roots.iter().enumerate() {
+        let at = BLOCK_META_BYTES as usize * slot;
+        t.push_str(&format!("\tld.param.u64 %__gs_pv, [{param}+{offset}];\n"));
+        t.push_str(&loadmeta(k, "%__gs_pv", label));
+        t.push_str(&format!(
+            "\tst.shared.v2.u64 [__gs_meta+{at}], {{%__gs_base{k}, %__gs_lim{k}}};\n\
+             \tst.shared.v2.u64 [__gs_meta+{}], {{%__gs_low{k}, %__gs_id{k}}};\n\
+             \tselp.u32 %__gs_c, 1, 0, %__gs_ok{k};\n\
+             \tst.shared.v2.u32 [__gs_meta+{}], {{%__gs_st{k}, %__gs_c}};\n",
+            at + 16,
+            at + 32
+        ));
+    }
+    t.push_str(&format!("{done}:\n\tbar.sync 0;\n"));
+    for &k in roots.keys() {
+        t.push_str(&format!("\tmov.pred %__gs_ok{k}, 0;\n"));
+    }
+    t
+}
+
+/// Root `k`'s metadata from slot `slot` of the block-wide lookup.
+fn fetch_block_meta(k: usize, slot: usize) -> String {
+    let at = BLOCK_META_BYTES as usize * slot;
+    format!(
+        "\tld.shared.v2.u64 {{%__gs_base{k}, %__gs_lim{k}}}, [__gs_meta+{at}];\n\
+         \tld.shared.v2.u64 {{%__gs_low{k}, %__gs_id{k}}}, [__gs_meta+{}];\n\
+         \tld.shared.v2.u32 {{%__gs_st{k}, %__gs_c}}, [__gs_meta+{}];\n\
+         \tsetp.ne.u32 %__gs_ok{k}, %__gs_c, 0;\n",
+        at + 16,
+        at + 32
     )
 }
 

@@ -23,6 +23,10 @@ struct Totals {
     no_root: u64,
     unknown_width: u64,
     other: u64,
+    grouped: u64,
+    group_checks: u64,
+    roots: u64,
+    block_roots: u64,
 }
 
 fn assemble_one(ptxas: &Path, path: &Path, dir: &Path, totals: &Mutex<Totals>) -> Result<(), String> {
@@ -42,6 +46,10 @@ fn assemble_one(ptxas: &Path, path: &Path, dir: &Path, totals: &Mutex<Totals>) -
             t.no_root += f.no_root as u64;
             t.unknown_width += f.unknown_width as u64;
             t.other += f.other as u64;
+            t.grouped += f.grouped as u64;
+            t.group_checks += f.group_checks as u64;
+            t.roots += f.roots as u64;
+            t.block_roots += f.block_roots as u64;
         }
     }
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
@@ -85,6 +93,10 @@ fn check_instrumented_corpus_assembles() {
         t.no_root,
         t.unknown_width,
         t.other
+    );
+    eprintln!(
+        "optimizations: {} of {} checks on a group's fast path ({} group checks), {} of {} roots looked up once per block",
+        t.grouped, t.checked, t.group_checks, t.block_roots, t.roots
     );
     let failures = failures.into_inner().unwrap();
     assert!(failures.is_empty(), "{} of {} files failed:\n{}", failures.len(), files.len(), failures.join("\n\n"));

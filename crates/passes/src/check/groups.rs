@@ -1,0 +1,122 @@
+//! One range check per pointer value (cuCatch §4.6.1–4.6.2): accesses through the same
+//! definition of the same address register, against the same root, are covered by one
+//! check of the whole range they span, placed right after that definition.
+//!
+//! The grouped check is a fast path, not a replacement: each access keeps its own check
+//! behind a branch taken when the group's range is in bounds, so when the range check fails
+//! the accesses are judged one by one, exactly as without the optimization, and the `report`
+//! reaction still skips only the faulting accesses and reports each. What the optimization
+//! saves is the common case: every access in an unrolled body (`[%rd5]`, `[%rd5+4]`, …) or a
+//! loop-invariant address inside a loop costs a branch instead of a check.
+//!
+//! Why the placement is sound: the definition `d` is the only definition of the register
+//! reaching each member, so every path to a member runs `d` last among the register's
+//! definitions, and the register holds at the member the value the group check saw.
+
+use std::collections::BTreeMap;
+
+use gpusan_ptx::ast::Name;
+use gpusan_ptx::cfg::{Cfg, DomTree, InstId, LoopForest};
+use gpusan_ptx::dataflow::RegId;
+
+/// One checked access the planner may group.
+#[derive(Debug, Clone)]
+pub(super) struct Candidate {
+    /// Index of the site (instruction).
+    pub site: usize,
+    pub inst: InstId,
+    /// The address register, its printed name, and the constant offset of the access.
+    pub reg: RegId,
+    pub base: Name,
+    pub offset: i64,
+    pub width: u32,
+    /// Root number.
+    pub root: usize,
+    /// The only definition of `reg` reaching the access, if there is exactly one and it is
+    /// an instruction.
+    pub def: Option<InstId>,
+}
+
+/// A group: its check goes right after `def`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Group {
+    pub def: InstId,
+    pub base: Name,
+    pub root: usize,
+    /// `[base + min, base + end)` covers every member's bytes.
+    pub min: i64,
+    pub end: i64,
+    pub members: u32,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Plan {
+    pub groups: Vec<Group>,
+    /// For each candidate (by index in the input), its group.
+    pub group_of: Vec<Option<usize>>,
+}
+
+/// Groups `cands`. A group is kept when it saves work: two or more members, or one member
+/// inside a loop that does not contain the definition (the check leaves the loop).
+pub(super) fn plan(cands: &[Candidate], cfg: &Cfg) -> Plan {
+    let dom = DomTree::dominators(cfg);
+    let loops = LoopForest::compute(cfg, &dom);
+    let mut by_key: BTreeMap<(InstId, RegId, usize), Vec<usize>> = BTreeMap::new();
+    for (i, c) in cands.iter().enumerate() {
+        if let Some(d) = c.def {
+            by_key.entry((d, c.reg, c.root)).or_default().push(i);
+        }
+    }
+    let mut plan = Plan { groups: Vec::new(), group_of: vec![None; cands.len()] };
+    for ((def, _, root), members) in by_key {
+        let def_block = cfg.block_of(def);
+        let leaves_loop = |c: &Candidate| {
+            let b = cfg.block_of(c.inst);
+            let mut l = loops.innermost(b);
+            while let Some(id) = l {
+                let lp = loops.get(id);
+                if !lp.contains(def_block) {
+                    return true;
+                }
+                l = lp.parent;
+            }
+            false
+        };
+        if members.len() < 2 && !members.iter().any(|&m| leaves_loop(&cands[m])) {
+            continue;
+        }
+        // Offsets are small constants in practice; refuse anything whose span could wrap.
+        let min = members.iter().map(|&m| cands[m].offset).min().unwrap_or(0);
+        let end = members.iter().map(|&m| cands[m].offset.saturating_add(cands[m].width as i64)).max().unwrap_or(0);
+        if min.unsigned_abs() > 1 << 40 || end.unsigned_abs() > 1 << 40 {
+            continue;
+        }
+        let g = plan.groups.len();
+        plan.groups.push(Group { def, base: cands[members[0]].base, root, min, end, members: members.len() as u32 });
+        for m in members {
+            plan.group_of[m] = Some(g);
+        }
+    }
+    plan
+}
+
+/// The group check: `%__gs_gok{g}` holds when no byte of the range can be judged bad, i.e.
+/// when the entry was not found, or the range lies in `[low, limit)` and, if any byte of it
+/// is at or above the base, the allocation is live. Conservative on purpose: the individual
+/// checks decide whenever this does not hold.
+pub(super) fn check_text(g: usize, group: &Group, state_live: u32) -> String {
+    let k = group.root;
+    let base = group.base;
+    let (min, end) = (group.min, group.end);
+    format!(
+        "\tadd.s64 %__gs_a, {base}, {min};\n\
+         \tadd.s64 %__gs_e, {base}, {end};\n\
+         \tsetp.lt.u64 %__gs_bad, %__gs_a, %__gs_low{k};\n\
+         \tsetp.gt.or.u64 %__gs_bad, %__gs_e, %__gs_lim{k}, %__gs_bad;\n\
+         \tsetp.gt.u64 %__gs_q, %__gs_e, %__gs_base{k};\n\
+         \tsetp.ne.and.u32 %__gs_q, %__gs_st{k}, {state_live}, %__gs_q;\n\
+         \tor.pred %__gs_bad, %__gs_bad, %__gs_q;\n\
+         \tand.pred %__gs_bad, %__gs_bad, %__gs_ok{k};\n\
+         \tnot.pred %__gs_gok{g}, %__gs_bad;\n"
+    )
+}
