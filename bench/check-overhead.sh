@@ -1,35 +1,51 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine: first kernel-time numbers for `gpusan run --mode check`, with
-# native and compute-sanitizer memcheck in the same call (CUDA events, medians). Workloads:
-# bench/runtime/kernel.cu (saxpy over 64M floats, bandwidth-bound) and launch.cu (1000
-# tiny launches). Writes $OUT/check-overhead.json.
-#   Usage: bench/check-overhead.sh DIR_WITH_GPUSAN
+# Runs on the GPU machine, in one call: the kernel-time overhead of `gpusan run --mode check`
+# next to native and compute-sanitizer memcheck, on the workload set of bench/workloads/
+# (saxpy, 2-D stencil, tiled SGEMM, reduction, global-atomic histogram, random gather, 1000
+# tiny launches, 20,000 allocations, a torch.compile'd model) and the third-party programs
+# bench/third-party.sh prepared (PolyBench-ACC gemm/2mm/atax, Rodinia pathfinder; carry
+# bench/work/third_party along, the GPU machine has no internet).
+#
+#   Usage: bench/check-overhead.sh DIR_WITH_GPUSAN      (DIR: gpusan + libgpusan_inject.so)
+#
+# Builds every workload with the machine's nvcc (-O3 -arch=sm_90 -lineinfo), runs each
+# natively, under `DIR/gpusan run --mode check --report-json R.json` and under
+# `compute-sanitizer --tool memcheck`, interleaved, for GPUSAN_BENCH_ROUNDS rounds (default
+# 3), and writes $OUT/check-overhead.json (bench/check_overhead.py: medians, ratios,
+# errors reported, correctness, the summary against the targets) and
+# $OUT/check-overhead-logs.tar.gz. Everything stops by GPUSAN_BENCH_BUDGET_S (default 470 s,
+# under the 8 minutes one call may take); the JSON holds whatever finished by then.
+# Knobs: OUT (default /tmp/gpusan-check-overhead-out), GPUSAN_BENCH_ONLY (regex of
+# workload names), NVCC, COMPUTE_SANITIZER.
 set -uo pipefail
-dir=$(cd "$1" && pwd); repo=$(cd "$(dirname "$0")/.." && pwd); out=${OUT:-/tmp/out}; work=$(mktemp -d)
-export PATH=/usr/local/cuda/bin:$PATH
-for b in kernel launch; do
-  nvcc -O3 -arch=sm_90 -lineinfo -o "$work/$b" "$repo/bench/runtime/$b.cu" || exit 1
-done
-python3 "$repo/bench/runtime/overhead.py" --bin "$work" --gpusan "$dir/gpusan" --out "$work/gpusan.json" \
-  --benches kernel,launch --mode check --rounds 3 > "$work/overhead.txt" 2>&1
-python3 - "$work" "$out/check-overhead.json" <<'PY'
-import json, subprocess, sys, statistics
-work, dest = sys.argv[1:]
-doc = json.load(open(work + "/gpusan.json"))
-cs = {}
-for b in ("kernel", "launch"):
-    runs = []
-    for _ in range(3):
-        p = subprocess.run(["compute-sanitizer", "--tool", "memcheck", f"{work}/{b}"], capture_output=True, text=True, timeout=600)
-        for line in p.stdout.splitlines():
-            if line.startswith("{") and '"metrics"' in line:
-                runs.append(json.loads(line)["metrics"])
-    cs[b] = {k: statistics.median(r[k] for r in runs) for k in (runs[0] if runs else {})}
-doc["compute_sanitizer"] = cs
-json.dump(doc, open(dest, "w"), indent=1)
-for b, m in doc["benches"].items():
-    for k, v in m.get("metrics", {}).items():
-        if k in ("saxpy_64M.ms", "empty.device_us_per_launch", "saxpy4k.device_us_per_launch"):
-            c = cs.get(b, {}).get(k)
-            print(f"{k:32s} native {v['native']:.4f}  gpusan-check {v['gpusan']:.4f} ({v['ratio']:.3f}x)  compute-sanitizer {c if c is None else round(c, 4)} ({'' if c is None else round(c / v['native'], 2)}x)")
-PY
+
+t0=$(date +%s)
+budget=${GPUSAN_BENCH_BUDGET_S:-470}
+deadline=$((t0 + budget))
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+if [ $# -lt 1 ] || ! dir=$(cd "$1" 2>/dev/null && pwd); then
+  echo "usage: bench/check-overhead.sh DIR_WITH_GPUSAN" >&2
+  exit 2
+fi
+out=${OUT:-/tmp/gpusan-check-overhead-out}
+mkdir -p "$out"
+work=$(mktemp -d /tmp/gpusan-check-overhead.XXXXXX)
+export PATH="/usr/local/cuda/bin:$PATH"
+export PYTHONUNBUFFERED=1
+cs=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/compute-sanitizer/compute-sanitizer)}
+[ -x "$dir/gpusan" ] || echo "check-overhead: WARNING: $dir/gpusan missing: gpusan runs will be recorded as skipped" >&2
+[ -d "$repo/bench/work/third_party" ] ||
+  echo "check-overhead: WARNING: no bench/work/third_party (run bench/third-party.sh and carry it): no third-party programs" >&2
+
+only=()
+[ -n "${GPUSAN_BENCH_ONLY:-}" ] && only=(--only "$GPUSAN_BENCH_ONLY")
+# The outer timeout is a backstop only: the Python side stops starting runs before the
+# deadline and rewrites the JSON after each run.
+timeout $((deadline - $(date +%s) + 20)) python3 "$repo/bench/check_overhead.py" \
+  --gpusan "$dir/gpusan" --compute-sanitizer "$cs" --nvcc "${NVCC:-nvcc}" \
+  --out "$out/check-overhead.json" --rounds "${GPUSAN_BENCH_ROUNDS:-3}" --deadline "$deadline" \
+  --work "$work" --table-out "$out/check-overhead-table.txt" "${only[@]}"
+rc=$?
+tar czf "$out/check-overhead-logs.tar.gz" -C "$work" logs 2>/dev/null
+echo "check-overhead: exit $rc after $(( $(date +%s) - t0 )) s; outputs in $out"
+exit "$rc"

@@ -1,0 +1,466 @@
+#!/usr/bin/env python3
+"""The check-mode overhead benchmark (bench/check-overhead.sh runs it on the GPU machine):
+builds the workloads of bench/workloads/ and the third-party programs bench/third-party.sh
+prepared, runs each natively, under `gpusan run --mode check` and under compute-sanitizer
+memcheck, interleaved (native, gpusan, cs) for several rounds, and writes
+check-overhead.json: per workload and metric the medians, ratios to native, errors each tool
+reported, result correctness; a summary against the targets (geometric-mean slowdown,
+worst kernel, speed-up over compute-sanitizer, metadata memory). The JSON is rewritten
+after every run, so a run cut short by the deadline leaves its partial results.
+
+Standard library only (it runs on the GPU machine).
+
+  check_overhead.py --gpusan DIR/gpusan --out check-overhead.json [--rounds 3]
+                    [--deadline EPOCH] [--work DIR] [--only REGEX] [--skip-build]
+
+Every workload prints one JSON line last: {"bench", "ok", "params", "metrics"}; its first
+metric is its headline time (ms, or us per launch), the one the targets judge.
+"""
+
+import argparse
+import concurrent.futures
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOOLS = ("native", "gpusan", "cs")
+TARGETS = {"geomean_slowdown_max": 1.15, "worst_slowdown_max": 2.0, "speedup_over_cs_min": 20.0,
+           "bytes_per_allocation_max": 32, "fixed_bytes_max": 16 << 20}
+NVCC_FLAGS = ["-O3", "-arch=sm_90", "-lineinfo"]
+# The cuda workloads, in the order they run: cheap and bandwidth-bound first, the
+# third-party programs and the PyTorch model (slowest under compute-sanitizer) last.
+CUDA_WORKLOADS = ("saxpy", "stencil2d", "sgemm", "reduction", "histogram", "gather", "tiny_launches", "many_allocs")
+
+# What the device side of gpusan's check mode allocates, from the sources (the report JSON
+# carries no metadata numbers): crates/runtime/src/registry.rs (DeviceEntry: 32 bytes per
+# live or quarantined allocation; DeviceTableHeader: 32 bytes), crates/runtime/src/
+# device_abi.rs (error buffer: 16-byte header + ERROR_CAPACITY 64-byte records) and
+# crates/inject/src/mirror.rs (table buffer sized next_power_of_two(32 + 32 n), at least
+# 32 + 32 * 1024; an outgrown buffer is kept, not freed, since a kernel may still read it).
+ENTRY_BYTES, HEADER_BYTES, RECORD_BYTES, ERROR_CAPACITY, MIN_TABLE_ENTRIES = 32, 32, 64, 4096, 1024
+
+
+def next_pow2(n):
+    return 1 << (n - 1).bit_length()
+
+
+def table_device_bytes(n):
+    """Device bytes gpusan holds for its allocation table once n allocations are known:
+    the current buffer and every outgrown one still allocated."""
+    need = HEADER_BYTES + ENTRY_BYTES * n
+    size = next_pow2(max(need, HEADER_BYTES + ENTRY_BYTES * MIN_TABLE_ENTRIES))
+    total, s = 0, size
+    floor = next_pow2(HEADER_BYTES + ENTRY_BYTES * MIN_TABLE_ENTRIES)
+    while s >= floor:
+        total += s
+        s //= 2
+    return {"entries_bytes": ENTRY_BYTES * n, "current_buffer_bytes": size, "with_outgrown_buffers_bytes": total}
+
+
+def device_bytes_held(n):
+    return table_device_bytes(n)["with_outgrown_buffers_bytes"] + 16 + RECORD_BYTES * ERROR_CAPACITY
+
+
+def bound(n):
+    return TARGETS["bytes_per_allocation_max"] * n + TARGETS["fixed_bytes_max"]
+
+
+def metadata_model(n):
+    t = table_device_bytes(n)
+    errors = 16 + RECORD_BYTES * ERROR_CAPACITY
+    fixed = HEADER_BYTES + errors
+    held = device_bytes_held(n)
+    # The first allocation count (in steps of 1,000) where what the device holds passes
+    # 32 B per allocation + 16 MiB.
+    crossover = next((k for k in range(1000, 20_000_001, 1000) if device_bytes_held(k) > bound(k)), None)
+    return {
+        "source": "computed from the layout in crates/runtime/src/registry.rs + device_abi.rs and the growth policy "
+                  "of crates/inject/src/mirror.rs (the report JSON has no metadata fields)",
+        "allocations": n,
+        "entry_bytes_per_allocation": ENTRY_BYTES,
+        "fixed_bytes": fixed,
+        "fixed_parts": {"table_header": HEADER_BYTES, "error_buffer": errors},
+        "device_bytes_held": held,
+        "device_bytes_held_per_allocation": round((held - errors) / n, 1) if n else None,
+        "bound_bytes": bound(n),
+        "within_bound": held <= bound(n) and fixed <= TARGETS["fixed_bytes_max"],
+        "bound_exceeded_from_allocations": crossover,
+        "held_at": {str(k): {"held_bytes": device_bytes_held(k), "bound_bytes": bound(k)}
+                    for k in (1000, 20000, 100_000, 1_000_000)},
+        "table": t,
+        "note": "entries are 32 B each, but the table buffer doubles and outgrown buffers are kept, so the device "
+                "holds up to 4 x 32 B per allocation: within 32 B/allocation + 16 MiB only up to "
+                "bound_exceeded_from_allocations allocations. Host side the registry keeps an 80-byte map entry per "
+                "allocation (registry.rs), not counted here",
+    }
+
+
+def run(cmd, timeout, env=None, cwd=None):
+    start = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env, cwd=cwd)
+    timed_out = False
+    try:
+        out, err = p.communicate(timeout=max(1, timeout))
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        out, err = p.communicate()
+    rc = 124 if timed_out else (128 - p.returncode if p.returncode < 0 else p.returncode)
+    return {"rc": rc, "timed_out": timed_out, "wall_s": round(time.monotonic() - start, 3), "cmd": shlex.join(cmd),
+            "stdout": out.decode("utf-8", "replace"), "stderr": err.decode("utf-8", "replace")}
+
+
+def parse_bench(stdout):
+    for line in reversed(stdout.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{") and '"metrics"' in line:
+            try:
+                return json.loads(line)
+            except ValueError:
+                return None
+    return None
+
+
+def cs_errors(text):
+    m = re.search(r"ERROR SUMMARY: (\d+) error", text)
+    return int(m.group(1)) if m else None
+
+
+# ---------------------------------------------------------------------------- builds
+
+def workload_list(args):
+    """[{name, cmd (argv without the tool), build (argv or None), cwd, source}]"""
+    bindir = os.path.join(args.work, "bin")
+    out = []
+    for name in CUDA_WORKLOADS:
+        exe = os.path.join(bindir, name)
+        out.append({"name": name, "kind": "cuda", "cmd": [exe], "exe": exe, "source": f"bench/workloads/{name}.cu",
+                    "build": [args.nvcc, *NVCC_FLAGS, "-o", exe, os.path.join(REPO, "bench/workloads", name + ".cu")],
+                    "cwd": REPO})
+    manifest = os.path.join(args.third_party, "manifest.json")
+    if os.path.exists(manifest):
+        with open(manifest) as f:
+            for p in json.load(f)["programs"]:
+                exe = os.path.join(bindir, "tp_" + p["name"])
+                nvcc_args = [a.replace("@REPO@", REPO) for a in p["nvcc_args"]]
+                out.append({"name": p["name"], "kind": "third_party", "cmd": [exe, *p["args"]], "exe": exe,
+                            "source": {k: p[k] for k in ("suite", "repo", "commit", "path", "dataset")},
+                            "build": [args.nvcc, *NVCC_FLAGS, *nvcc_args, "-o", exe],
+                            "cwd": os.path.join(args.third_party, p["name"])})
+    out.append({"name": "torch_compile", "kind": "torch", "exe": None, "source": "bench/workloads/torch_compile.py",
+                "cmd": [sys.executable, os.path.join(REPO, "bench/workloads/torch_compile.py")], "build": None,
+                "cwd": REPO})
+    if args.only:
+        out = [w for w in out if re.search(args.only, w["name"])]
+    return out
+
+
+def build_all(workloads, args, logs):
+    def one(w):
+        if not w["build"]:
+            return w["name"], None
+        r = run(w["build"], 300, cwd=w["cwd"])
+        with open(os.path.join(logs, f"build-{w['name']}.log"), "w") as f:
+            f.write(f"$ {r['cmd']}\nrc={r['rc']}\n{r['stdout']}{r['stderr']}")
+        return w["name"], None if r["rc"] == 0 else (r["stdout"] + r["stderr"])[-1500:]
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
+        return dict(pool.map(one, workloads))
+
+
+# ---------------------------------------------------------------------------- summary
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def summarize_workload(entry):
+    good = {t: [r for r in entry["runs"] if r["tool"] == t and r.get("ok")] for t in TOOLS}
+    names = []
+    for r in entry["runs"]:
+        for k in r.get("metrics", {}):
+            if k not in names:
+                names.append(k)
+    table = {}
+    for k in names:
+        row = {}
+        for t in TOOLS:
+            vals = [r["metrics"][k] for r in good[t] if k in r.get("metrics", {})]
+            row[t] = round(statistics.median(vals), 6) if vals else None
+            row[t + "_rounds"] = vals
+        if row["native"]:
+            if row["gpusan"] is not None:
+                row["ratio_gpusan"] = round(row["gpusan"] / row["native"], 4)
+            if row["cs"] is not None:
+                row["ratio_cs"] = round(row["cs"] / row["native"], 4)
+        if row["gpusan"] and row["cs"] is not None:
+            row["cs_over_gpusan"] = round(row["cs"] / row["gpusan"], 2)
+        table[k] = row
+    entry["metrics"] = table
+    entry["headline"] = names[0] if names else None
+    # Correctness: every run that got to print its line printed ok=true (a tool that broke
+    # the result is a finding even when the others were right); runs that crashed or timed
+    # out are counted apart.
+    printed = [r for r in entry["runs"] if r.get("metrics") is not None]
+    entry["correct"] = all(r["ok"] for r in printed) if printed else None
+    entry["failed_runs"] = [f"{r['tool']} round {r['round']}: rc={r['rc']}{' timed out' if r['timed_out'] else ''}, ok=false" for r in entry["runs"]
+                            if "rc" in r and not r["ok"]]
+    g = [r for r in entry["runs"] if r["tool"] == "gpusan" and "gpusan_errors" in r]
+    entry["gpusan_errors"] = sum(r["gpusan_errors"] or 0 for r in g) if g else None
+    c = [r for r in entry["runs"] if r["tool"] == "cs" and r.get("cs_errors") is not None]
+    entry["cs_errors"] = sum(r["cs_errors"] for r in c) if c else None
+
+
+def summary(doc):
+    rows = []
+    for name, e in doc["workloads"].items():
+        h = e.get("headline")
+        m = e.get("metrics", {}).get(h or "", {})
+        rows.append((name, h, m.get("ratio_gpusan"), m.get("ratio_cs"), m.get("cs_over_gpusan")))
+    ratios = [(n, r) for n, _, r, _, _ in rows if r]
+    speedups = [s for *_, s in rows if s]
+    gm = geomean([r for _, r in ratios])
+    worst = max(ratios, key=lambda x: x[1]) if ratios else (None, None)
+    sp = geomean(speedups)
+    fps = {n: e["gpusan_errors"] for n, e in doc["workloads"].items() if e.get("gpusan_errors")}
+    wrong = [n for n, e in doc["workloads"].items() if e.get("correct") is False]
+    failed = {n: e["failed_runs"] for n, e in doc["workloads"].items() if e.get("failed_runs")}
+    missing = [n for n, _, r, _, s in rows if r is None or s is None]
+    md = doc.get("metadata", {}).get("model", {})
+    md_ok = md.get("within_bound")
+    verdict = lambda v, ok: None if v is None else bool(ok)  # noqa: E731
+    return {
+        "headline_metrics": {n: h for n, h, *_ in rows},
+        "workloads_measured": len(ratios),
+        "workloads_missing_a_tool": missing,
+        "geomean_slowdown": round(gm, 4) if gm else None,
+        "worst_slowdown": {"workload": worst[0], "ratio": worst[1]},
+        "geomean_speedup_over_cs": round(sp, 2) if sp else None,
+        "gpusan_false_positives": fps,
+        "wrong_results": wrong,
+        "failed_runs": failed,
+        "targets": TARGETS,
+        "pass": {
+            "geomean_slowdown": verdict(gm, gm is not None and gm <= TARGETS["geomean_slowdown_max"]),
+            "worst_slowdown": verdict(worst[1], worst[1] is not None and worst[1] <= TARGETS["worst_slowdown_max"]),
+            "speedup_over_cs": verdict(sp, sp is not None and sp >= TARGETS["speedup_over_cs_min"]),
+            "no_false_positives": not fps,
+            "results_correct": None if all(e.get("correct") is None for e in doc["workloads"].values()) else not wrong,
+            "metadata_memory": md_ok,
+            "metadata_memory_any_count": None if not md else md["bound_exceeded_from_allocations"] is None,
+            "complete": not missing,
+        },
+    }
+
+
+def table_text(doc):
+    lines = [f"{'workload':14s} {'headline metric':32s} {'native':>10s} {'gpusan':>10s} {'ratio':>7s} {'cs':>11s} "
+             f"{'cs/nat':>8s} {'cs/gpusan':>9s}  gpusan-err ok"]
+
+    def f(v, w, p=3):
+        return f"{v:{w}.{p}f}" if isinstance(v, (int, float)) else f"{'-':>{w}s}"
+
+    for name, e in doc["workloads"].items():
+        if e.get("build_error"):
+            lines.append(f"{name:14s} BUILD FAILED (see build log)")
+            continue
+        h = e.get("headline")
+        m = e.get("metrics", {}).get(h or "", {})
+        lines.append(f"{name:14s} {str(h):32s} {f(m.get('native'), 10)} {f(m.get('gpusan'), 10)} "
+                     f"{f(m.get('ratio_gpusan'), 7)} {f(m.get('cs'), 11)} {f(m.get('ratio_cs'), 8, 1)} "
+                     f"{f(m.get('cs_over_gpusan'), 9, 1)}  {str(e.get('gpusan_errors')):>10s} {e.get('correct')}")
+    s = doc["summary"]
+    lines.append(f"geomean slowdown {s['geomean_slowdown']} (<= {TARGETS['geomean_slowdown_max']}), worst "
+                 f"{s['worst_slowdown']['ratio']} ({s['worst_slowdown']['workload']}; <= {TARGETS['worst_slowdown_max']}), "
+                 f"speed-up over compute-sanitizer {s['geomean_speedup_over_cs']} (>= {TARGETS['speedup_over_cs_min']})")
+    lines.append("pass: " + ", ".join(f"{k}={v}" for k, v in s["pass"].items()))
+    md = doc.get("metadata", {})
+    if md.get("model"):
+        mm = md["model"]
+        lines.append(f"metadata (computed) for {mm['allocations']} allocations: {mm['device_bytes_held']} B held on the "
+                     f"device ({mm['device_bytes_held_per_allocation']} B/allocation + {mm['fixed_bytes']} B fixed; "
+                     f"bound {mm['bound_bytes']} B); the bound is exceeded from {mm['bound_exceeded_from_allocations']} "
+                     f"allocations on")
+    if md.get("measured"):
+        lines.append(f"metadata (measured, many_allocs cudaMemGetInfo delta gpusan - native): {md['measured']}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- main
+
+def environment(args):
+    def sh(cmd):
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd=REPO)
+            return (r.stdout + r.stderr).strip()
+        except Exception as e:  # noqa: BLE001 (recorded, never fatal)
+            return f"unavailable: {e}"
+
+    smi = sh(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm", "--format=csv,noheader"])
+    return {
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "gpus": [line.strip() for line in smi.splitlines() if line.strip()],
+        "host": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
+        "nvcc": sh([args.nvcc, "--version"]).splitlines()[-1:],
+        "nvcc_flags": NVCC_FLAGS,
+        "compute_sanitizer": sh([args.compute_sanitizer, "--version"]).splitlines()[-1:],
+        "gpusan": args.gpusan, "gpusan_version": sh([args.gpusan, "--version"]),
+        "git_head": sh(["git", "rev-parse", "HEAD"]),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gpusan", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--compute-sanitizer", default="compute-sanitizer")
+    ap.add_argument("--nvcc", default="nvcc")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--deadline", type=float, default=0, help="epoch seconds; runs stop before it")
+    ap.add_argument("--timeout", type=float, default=150, help="seconds per run at most")
+    ap.add_argument("--work", default="/tmp/gpusan-check-overhead")
+    ap.add_argument("--third-party", default=os.path.join(REPO, "bench/work/third_party"))
+    ap.add_argument("--only", default="", help="regex of workload names")
+    ap.add_argument("--skip-build", action="store_true")
+    ap.add_argument("--table-out", default="")
+    args = ap.parse_args()
+    logs = os.path.join(args.work, "logs")
+    os.makedirs(logs, exist_ok=True)
+    os.makedirs(os.path.join(args.work, "bin"), exist_ok=True)
+
+    def left():
+        return args.deadline - time.time() if args.deadline else 1e9
+
+    env_info = environment(args)
+    workloads = workload_list(args)
+    build_errors = {} if args.skip_build else build_all(workloads, args, logs)
+    doc = {
+        "what": "check-mode kernel-time overhead: each workload natively, under gpusan run --mode check and under "
+                "compute-sanitizer memcheck, interleaved rounds; medians of the rounds of each program's own median "
+                "over >= 20 CUDA-event-timed runs",
+        "environment": env_info,
+        "commands": {"native": "BIN", "gpusan": f"{args.gpusan} run --mode check --report-json R.json -- BIN",
+                     "cs": f"{args.compute_sanitizer} --tool memcheck BIN"},
+        "rounds": args.rounds,
+        "units": "metric names end in their unit; ratio_gpusan = gpusan / native, ratio_cs = cs / native, "
+                 "cs_over_gpusan = cs / gpusan; the headline metric of each workload is its first",
+        "third_party": os.path.exists(os.path.join(args.third_party, "manifest.json")),
+        "workloads": {},
+        "metadata": {"model": metadata_model(20000)},
+        "finished": False,
+    }
+    for w in workloads:
+        e = {"kind": w["kind"], "source": w["source"], "command": shlex.join(w["cmd"]), "runs": []}
+        if build_errors.get(w["name"]):
+            e["build_error"] = build_errors[w["name"]]
+        doc["workloads"][w["name"]] = e
+
+    def save():
+        for e in doc["workloads"].values():
+            summarize_workload(e)
+        doc["summary"] = summary(doc)
+        ma = doc["workloads"].get("many_allocs", {}).get("metrics", {}).get("many_allocs.mem_delta_mib", {})
+        if ma.get("native") is not None and ma.get("gpusan") is not None:
+            doc["metadata"]["measured"] = {
+                "what": "device memory taken from before 20,000 cudaMallocs to after the last kernel "
+                        "(cudaMemGetInfo), gpusan minus native: table, error buffer, instrumented modules; "
+                        "driver granularity is 2 MiB",
+                "native_mib": ma["native"], "gpusan_mib": ma["gpusan"],
+                "gpusan_extra_mib": round(ma["gpusan"] - ma["native"], 3),
+                "allocations": 20000}
+        tmp = args.out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1)
+        os.replace(tmp, args.out)
+
+    gpusan_ok = os.access(args.gpusan, os.X_OK)
+    base_env = dict(os.environ)
+    for rnd in range(args.rounds):
+        for w in workloads:
+            e = doc["workloads"][w["name"]]
+            if e.get("build_error"):
+                continue
+            for tool in TOOLS:
+                budget = min(args.timeout, left() - 5)
+                if budget < 10 or (tool == "gpusan" and not gpusan_ok):
+                    e["runs"].append({"tool": tool, "round": rnd,
+                                      "skipped": "deadline" if budget < 10 else "no gpusan binary"})
+                    continue
+                # Own compile caches per tool: a Triton kernel cached by one tool is not
+                # compiled (nor instrumented) again by the next.
+                env = dict(base_env)
+                cache = os.path.join(args.work, "cache", tool)
+                env["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
+                env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")
+                report = os.path.join(logs, f"{w['name']}-gpusan-{rnd}.json")
+                if tool == "native":
+                    cmd = w["cmd"]
+                elif tool == "gpusan":
+                    if os.path.exists(report):
+                        os.unlink(report)
+                    cmd = [args.gpusan, "run", "--mode", "check", "--report-json", report, "--", *w["cmd"]]
+                else:
+                    cmd = [args.compute_sanitizer, "--tool", "memcheck", *w["cmd"]]
+                r = run(cmd, budget, env=env, cwd=REPO)
+                with open(os.path.join(logs, f"{w['name']}-{tool}-{rnd}.log"), "w") as f:
+                    f.write(f"$ {r['cmd']}\nrc={r['rc']} wall={r['wall_s']}s\n--- stdout\n{r['stdout']}\n"
+                            f"--- stderr\n{r['stderr']}\n")
+                parsed = parse_bench(r["stdout"])
+                entry = {"tool": tool, "round": rnd, "rc": r["rc"], "wall_s": r["wall_s"], "timed_out": r["timed_out"],
+                         "ok": bool(parsed and parsed.get("ok")) and r["rc"] == 0}
+                if parsed:
+                    entry["metrics"] = parsed.get("metrics", {})
+                    e["params"] = parsed.get("params", {})
+                else:
+                    entry["stdout_tail"] = r["stdout"][-400:]
+                if not entry["ok"]:
+                    entry["stderr_tail"] = r["stderr"][-800:]
+                if tool == "gpusan":
+                    try:
+                        with open(report) as f:
+                            rep = json.load(f)
+                        s = rep.get("summary") or {}
+                        entry["gpusan_errors"] = s.get("total")
+                        entry["gpusan_by_kind"] = s.get("by_kind")
+                        for k in ("unchecked_modules", "counters"):
+                            if rep.get(k):
+                                entry["gpusan_" + k] = rep[k]
+                        # Metadata numbers, if a later runtime adds them to the report.
+                        extra = {k: v for k, v in rep.items() if re.search(r"meta|table|memory", k)}
+                        if extra:
+                            entry["gpusan_metadata"] = extra
+                    except (OSError, ValueError) as ex:
+                        entry["gpusan_report_problem"] = str(ex)
+                elif tool == "cs":
+                    entry["cs_errors"] = cs_errors(r["stdout"] + r["stderr"])
+                e["runs"].append(entry)
+                print(f"[check-overhead] round {rnd} {w['name']:14s} {tool:6s} rc={r['rc']} ok={entry['ok']} "
+                      f"wall={r['wall_s']}s", flush=True)
+                save()
+    # Finished: no run was left out for lack of time.
+    doc["finished"] = not any(r.get("skipped") == "deadline" for e in doc["workloads"].values() for r in e["runs"])
+    save()
+    text = table_text(doc)
+    if args.table_out:
+        with open(args.table_out, "w") as f:
+            f.write(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
