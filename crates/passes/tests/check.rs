@@ -28,6 +28,11 @@ fn render(input: &str) -> String {
                      {} unknown width, {} other",
                     f.name, f.index, f.checked, f.roots, f.multi_root, f.no_root, f.unknown_width, f.other
                 );
+                let _ = writeln!(
+                    s,
+                    "// optimized: {} checks on a fast path behind {} group checks, {} roots looked up per block",
+                    f.grouped, f.group_checks, f.block_roots
+                );
             }
             s.push_str(out.ptx.trim_end());
             s.push('\n');
