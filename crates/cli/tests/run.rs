@@ -122,6 +122,10 @@ fn every_door_every_scenario() {
         // A module variable: bounds learnt from cuModuleGetGlobal; never a leak.
         ("symbol_clean", &["--leak-check", "full"], &[]),
         ("symbol_overflow", &[], &["memcpy_out_of_bounds"]),
+        // A module variable whose address the driver was never asked for: bounds from the
+        // module's declarations, resolved when the unknown address shows up.
+        ("variable_clean", &["--leak-check", "full"], &[]),
+        ("variable_overflow", &[], &["memcpy_out_of_bounds"]),
         ("leak", &[], &[]),
     ];
     let mut failures = Vec::new();
@@ -149,6 +153,16 @@ fn report_names_the_allocation_and_the_overflow() {
     let text = e.to_string();
     assert!(text.contains("1024"), "allocation size missing: {e:#}");
     assert!(o.stderr.contains("ERROR SUMMARY: 1 error"), "{}", o.stderr);
+}
+
+#[test]
+fn overflowing_copy_names_the_module_variable() {
+    let o = gpusan_run(&[], &[prog(), "link", "variable_overflow"]);
+    let e = &o.report["errors"][0];
+    assert_eq!(e["kind"], "memcpy_out_of_bounds", "{:#}", o.report);
+    assert_eq!(e["details"]["symbol"]["name"], "table", "{e:#}");
+    assert_eq!(e["details"]["symbol"]["size"], 64, "{e:#}");
+    assert!(o.stderr.contains("Symbol table is 64 bytes"), "{}", o.stderr);
 }
 
 #[test]

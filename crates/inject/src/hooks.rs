@@ -54,7 +54,7 @@ pub fn driver_fn(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
 }
 
 /// The current context and its device, for the registry.
-fn current_context() -> (u64, i32) {
+pub fn current_context() -> (u64, i32) {
     static GET_CTX: AtomicUsize = AtomicUsize::new(0);
     static GET_DEV: AtomicUsize = AtomicUsize::new(0);
     let (g, d) = (driver_fn(&GET_CTX, c"cuCtxGetCurrent"), driver_fn(&GET_DEV, c"cuCtxGetDevice"));
@@ -194,11 +194,17 @@ fn driver_knows(p: u64) -> bool {
 
 /// A pointer the API says is device memory: judged against the registry, unless gpusan
 /// never saw it allocated and the driver vouches for it (module variables and the like).
+/// Module variables are resolved (once per module and context) the first time an address
+/// the registry does not know shows up, and the lookup retried.
 fn device(p: u64) -> Mem {
-    match state().registry.lookup(p) {
-        Lookup::Live { .. } | Lookup::Freed { .. } => Mem::Device(p),
-        Lookup::Outside { .. } if driver_knows(p) => Mem::Untracked(p),
-        Lookup::Outside { .. } => Mem::Device(p),
+    let known = |p| matches!(state().registry.lookup(p), Lookup::Live { .. } | Lookup::Freed { .. });
+    if known(p) || (crate::variables::resolve() && known(p)) {
+        return Mem::Device(p);
+    }
+    if driver_knows(p) {
+        Mem::Untracked(p)
+    } else {
+        Mem::Device(p)
     }
 }
 
@@ -215,14 +221,24 @@ fn uva(p: u64) -> Mem {
     }
 }
 
+thread_local! {
+    /// Findings the driver-level checks made on this thread: a runtime-API callback (see
+    /// `sanitizer`) does not report a call again that a driver hook inside it reported.
+    pub static FOUND_ON_THREAD: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// Judges a call; the call stack (the costly part) is captured only for a finding.
 fn check(api: &'static str, call: Call) {
     quietly(|| {
         let st = state();
-        let findings = gpusan_runtime::checks::check_call(&st.registry, api, &call);
+        let mut findings = gpusan_runtime::checks::check_call(&st.registry, api, &call);
         if !findings.is_empty() {
             let s = site();
-            findings.iter().for_each(|f| st.finding(f, s));
+            for f in &mut findings {
+                f.name_variable(crate::variables::name_of);
+                st.finding(f, s);
+            }
+            FOUND_ON_THREAD.with(|n| n.set(n.get() + findings.len() as u64));
         }
     });
 }
@@ -594,6 +610,7 @@ unsafe fn load_module(
         }
     };
     if r == SUCCESS {
+        quietly(|| crate::variables::on_module_loaded(handle(), image));
         quietly(|| crate::mirror::on_module_loaded(handle(), || crate::modules::ptx_of(image, u32::MAX).ok()));
     }
     r
@@ -726,14 +743,11 @@ pub unsafe fn stream_synchronize(real: unsafe extern "C" fn(Ptr) -> CUresult, s:
 
 /// The program asked where a module variable is (cudart does before `cudaMemcpyToSymbol`):
 /// from now on its exact bounds are known, so copies past its end are caught.
-unsafe fn learn_variable(r: CUresult, dptr: *mut u64, bytes: *mut usize) -> CUresult {
+unsafe fn learn_variable(r: CUresult, dptr: *mut u64, bytes: *mut usize, name: *const std::ffi::c_char) -> CUresult {
     if r == SUCCESS && !dptr.is_null() && !bytes.is_null() {
         let (base, size) = (*dptr, *bytes as u64);
-        quietly(|| {
-            if matches!(state().registry.lookup(base), Lookup::Outside { .. }) {
-                record_alloc(base, size, AllocKind::ModuleVariable, SiteId::UNKNOWN);
-            }
-        });
+        let name = (!name.is_null()).then(|| std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned());
+        quietly(|| crate::variables::learned(base, size, name.as_deref()));
     }
     r
 }
@@ -745,7 +759,7 @@ pub unsafe fn library_get_global(
     lib: Ptr,
     name: *const std::ffi::c_char,
 ) -> CUresult {
-    learn_variable(real(dptr, bytes, lib, name), dptr, bytes)
+    learn_variable(real(dptr, bytes, lib, name), dptr, bytes, name)
 }
 
 pub unsafe fn module_get_global(
@@ -755,7 +769,7 @@ pub unsafe fn module_get_global(
     module: Ptr,
     name: *const std::ffi::c_char,
 ) -> CUresult {
-    learn_variable(real(dptr, bytes, module, name), dptr, bytes)
+    learn_variable(real(dptr, bytes, module, name), dptr, bytes, name)
 }
 
 // ---- 3-D and peer copies ---------------------------------------------------------------

@@ -23,4 +23,5 @@ mod probe;
 mod resolve;
 mod sanitizer;
 mod state;
+mod variables;
 mod wrappers;

@@ -85,7 +85,7 @@ unsafe fn dtoh(dst: *mut c_void, src: u64, n: usize) -> bool {
 }
 
 /// Address and size of a module variable, through the driver (not our own hooks).
-fn global_of(loaded: Loaded, name: &str) -> Option<(u64, usize)> {
+pub fn global_of(loaded: Loaded, name: &str) -> Option<(u64, usize)> {
     static LIB: AtomicUsize = AtomicUsize::new(0);
     static MODULE: AtomicUsize = AtomicUsize::new(0);
     let cname = CString::new(name).ok()?;

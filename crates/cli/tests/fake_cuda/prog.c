@@ -46,6 +46,13 @@ static const char *ptx =
     "\tld.param.u64 %rd1, [p];\n\tcvta.to.global.u64 %rd2, %rd1;\n"
     "\tld.global.u32 %r1, [%rd2];\n\tst.global.u32 [%rd2+4], %r1;\n\tret;\n}\n";
 
+/* Declares the module variable `table` (64 bytes), as the fake driver has it. */
+static const char *vars_ptx =
+    ".version 9.0\n.target sm_90\n.address_size 64\n"
+    ".visible .global .align 4 .b8 table[64];\n"
+    ".visible .entry k()\n{\n\tret;\n}\n";
+uint64_t fake_variable_address(void);
+
 static alloc_t alloc_; static free_t free_; static htod_t htod; static dtoh_t dtoh; static memset_t set;
 
 static void *get(void *h, getproc_t gp, const char *plain, const char *versioned) {
@@ -119,6 +126,14 @@ int main(int argc, char **argv) {
         size_t size = 0;
         rc |= cuModuleGetGlobal_v2(&sym, &size, (void *)0x4000, "table");
         htod(sym, host, strcmp(s, "symbol_clean") == 0 ? size : size + 4);
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "variable_clean") || !strcmp(s, "variable_overflow")) {
+        /* The variable's address comes from outside gpusan's view: it must learn the bounds
+         * from the module's declarations. */
+        void *m = 0;
+        rc |= cuModuleLoadData(&m, vars_ptx);
+        htod(fake_variable_address(), host, strcmp(s, "variable_clean") == 0 ? 64 : 68);
+        dtoh(host, fake_variable_address() + 16, 48);
         rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "threads")) {
         pthread_t t[8];
