@@ -33,6 +33,15 @@ fn fake() -> &'static Fake {
             src.join("libcuda.c").to_str().unwrap(),
         ]);
         let _ = std::os::unix::fs::symlink(&lib, dir.join("libcuda.so"));
+        let sanitizer = dir.join("sanitizer");
+        std::fs::create_dir_all(&sanitizer).unwrap();
+        cc(&[
+            "-shared",
+            "-fPIC",
+            "-o",
+            sanitizer.join("libsanitizer-public.so").to_str().unwrap(),
+            src.join("libsanitizer.c").to_str().unwrap(),
+        ]);
         let prog = dir.join("prog");
         let rpath = format!("-Wl,-rpath,{}", dir.display());
         cc(&[
@@ -163,6 +172,57 @@ fn overflowing_copy_names_the_module_variable() {
     assert_eq!(e["details"]["symbol"]["name"], "table", "{e:#}");
     assert_eq!(e["details"]["symbol"]["size"], 64, "{e:#}");
     assert!(o.stderr.contains("Symbol table is 64 bytes"), "{}", o.stderr);
+}
+
+fn sanitizer_lib() -> PathBuf {
+    fake().dir.join("sanitizer/libsanitizer-public.so")
+}
+
+#[test]
+fn calls_cudart_refuses_are_judged_through_runtime_api_callbacks() {
+    let lib = sanitizer_lib();
+    let o = gpusan_run_env(&[], &[prog(), "link", "runtime_refused"], &[("GPUSAN_SANITIZER_LIB", &lib)]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), vec!["invalid_pitch", "memcpy_out_of_bounds"], "{:#}", o.report);
+    let errors = o.report["errors"].as_array().unwrap();
+    let pitch = errors.iter().find(|e| e["kind"] == "invalid_pitch").unwrap();
+    assert_eq!(pitch["details"]["api"], "cudaMemcpy2D", "{pitch:#}");
+    assert!(pitch["message"].as_str().unwrap().contains("width of 256 bytes exceeds pitch of 128 bytes"), "{pitch:#}");
+    let symbol = errors.iter().find(|e| e["kind"] == "memcpy_out_of_bounds").unwrap();
+    assert_eq!(symbol["details"]["api"], "cudaMemcpyToSymbol", "{symbol:#}");
+    assert_eq!(symbol["details"]["symbol"]["name"], "table", "{symbol:#}");
+    assert_eq!(symbol["details"]["size"], 68, "{symbol:#}");
+    assert!(!o.stderr.contains("NOTE"), "{}", o.stderr);
+    assert!(o.report.get("notes").is_none(), "{:#}", o.report);
+}
+
+#[test]
+fn calls_cudart_refuses_for_other_reasons_are_not_reported() {
+    let lib = sanitizer_lib();
+    let o = gpusan_run_env(&[], &[prog(), "link", "runtime_refused_clean"], &[("GPUSAN_SANITIZER_LIB", &lib)]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
+}
+
+#[test]
+fn without_a_sanitizer_library_the_report_says_runtime_api_errors_were_not_observed() {
+    let o = gpusan_run(&[], &[prog(), "link", "runtime_refused"]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
+    assert!(o.stderr.contains("NOTE: runtime API errors were not observed"), "{}", o.stderr);
+    assert!(o.report["notes"][0].as_str().unwrap().contains("not observed"), "{:#}", o.report);
+}
+
+#[test]
+fn a_users_own_injection_library_is_kept() {
+    let lib = sanitizer_lib();
+    let theirs = fake().dir.join("their-injection.so");
+    let env = [("GPUSAN_SANITIZER_LIB", lib.as_path()), ("CUDA_INJECTION64_PATH", theirs.as_path())];
+    let o = gpusan_run_env(&[], &[prog(), "link", "runtime_refused"], &env);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("warning: runtime API errors were not observed"), "{}", o.stderr);
+    assert!(o.stderr.contains("their-injection.so"), "{}", o.stderr);
+    assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
 }
 
 #[test]

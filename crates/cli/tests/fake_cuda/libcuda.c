@@ -15,7 +15,20 @@ static int find(uintptr_t p) {
     for (int i = 0; i < MAX_ALLOCS; i++) if (live[i] == p) return i;
     return -1;
 }
-CUresult cuInit(unsigned flags) { (void)flags; return 0; }
+/* Like the driver: the library named by CUDA_INJECTION64_PATH is loaded and initialized once. */
+#include <dlfcn.h>
+CUresult cuInit(unsigned flags) {
+    static int injected;
+    const char *path = getenv("CUDA_INJECTION64_PATH");
+    (void)flags;
+    if (path && !injected) {
+        void *h = dlopen(path, RTLD_NOW);
+        int (*init)(void) = h ? (int (*)(void))dlsym(h, "InitializeInjection") : 0;
+        injected = 1;
+        if (init) init();
+    }
+    return 0;
+}
 CUresult cuCtxGetCurrent(void **ctx) { *ctx = (void *)0x1000; return 0; }
 CUresult cuCtxGetDevice(int *dev) { *dev = 0; return 0; }
 CUresult cuMemAlloc_v2(uint64_t *dptr, size_t size) {

@@ -52,6 +52,16 @@ static const char *vars_ptx =
     ".visible .global .align 4 .b8 table[64];\n"
     ".visible .entry k()\n{\n\tret;\n}\n";
 uint64_t fake_variable_address(void);
+int cuInit(unsigned);
+
+/* The host shadow of the module variable `table` (cudart names variables by these). */
+float table[16];
+
+/* cudart refusing a call itself (see fake_cuda/libsanitizer.c), by runtime callback id. */
+static int runtime_call(uint32_t cbid, const void *params, int result) {
+    int (*call)(uint32_t, const void *, int) = (int (*)(uint32_t, const void *, int))dlsym(RTLD_DEFAULT, "fake_runtime_call");
+    return call ? call(cbid, params, result) : result;
+}
 
 static alloc_t alloc_; static free_t free_; static htod_t htod; static dtoh_t dtoh; static memset_t set;
 
@@ -134,6 +144,23 @@ int main(int argc, char **argv) {
         rc |= cuModuleLoadData(&m, vars_ptx);
         htod(fake_variable_address(), host, strcmp(s, "variable_clean") == 0 ? 64 : 68);
         dtoh(host, fake_variable_address() + 16, 48);
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "runtime_refused") || !strcmp(s, "runtime_refused_clean")) {
+        /* Calls cudart refuses before the driver sees them. In the clean variant, the
+         * refusals have other reasons (nothing gpusan may report): a pitch above the
+         * device's limit, a symbol copy within the variable, an unknown host address. */
+        int bug = !strcmp(s, "runtime_refused");
+        void *m = 0;
+        rc |= cuInit(0) | cuModuleLoadData(&m, vars_ptx);
+        struct { uint64_t dst; size_t dpitch; uint64_t src; size_t spitch, width, height; int kind; } c2 =
+            {a, 128, (uint64_t)(uintptr_t)host, 256, bug ? 256 : 64, 4, 1};
+        if (bug) c2.dpitch = 128; else c2.dpitch = (size_t)1 << 40;
+        if (runtime_call(32, &c2, 12) != 12) rc |= 32; /* cudaMemcpy2D: cudaErrorInvalidPitchValue */
+        struct { const void *symbol; const void *src; size_t count, offset; int kind; } ts =
+            {table, host, bug ? 68 : 64, 0, 1};
+        if (runtime_call(39, &ts, 1) != 1) rc |= 64; /* cudaMemcpyToSymbol: cudaErrorInvalidValue */
+        struct { void *dst; const void *symbol; size_t count, offset; int kind; } fs = {host, host, 4096, 0, 2};
+        if (runtime_call(40, &fs, 13) != 13) rc |= 64; /* not a variable's shadow: nothing known */
         rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "threads")) {
         pthread_t t[8];
