@@ -30,6 +30,38 @@ fn objects_of(path: &str) -> Option<Objects> {
     Some(out)
 }
 
+/// The names the device side may give a host shadow called `host`: nvcc makes shadows
+/// `static`, and a C++ compiler mangles internal linkage with an `L` before the name
+/// (`_ZL5table`, `_ZN2nsL5bytesE`) where the device symbol has none (`table`,
+/// `_ZN2ns5bytesE`). Most likely first.
+pub fn device_names(host: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(rest) = host.strip_prefix("_ZL") {
+        // `_ZL<len><name>` at namespace scope: the device symbol is the plain name.
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if let Ok(len) = rest[..digits].parse::<usize>() {
+            if rest.len() == digits + len {
+                out.push(rest[digits..].to_string());
+            }
+        }
+    } else if let Some(rest) = host.strip_prefix("_ZN") {
+        // Components `<len><name>`; an `L` before one marks internal linkage.
+        let b = rest.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'L' && b.get(i + 1).is_some_and(u8::is_ascii_digit) {
+                out.push(format!("_ZN{}{}", &rest[..i], &rest[i + 1..]));
+                break;
+            }
+            let digits = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+            let Ok(len) = rest[i..i + digits].parse::<usize>() else { break };
+            i += digits + len;
+        }
+    }
+    out.push(host.to_string());
+    out
+}
+
 /// The name of the data object starting exactly at `addr` in a loaded file, if its symbol
 /// table says so.
 pub fn name_at(addr: u64) -> Option<String> {
@@ -51,4 +83,19 @@ pub fn name_at(addr: u64) -> Option<String> {
     let objects = objects.as_ref()?;
     let i = objects.binary_search_by_key(&relative, |o| o.0).ok()?;
     Some(objects[i].1.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::device_names;
+
+    #[test]
+    fn internal_linkage_shadows_map_to_device_names() {
+        assert_eq!(device_names("_ZL5table"), ["table", "_ZL5table"]);
+        assert_eq!(device_names("_ZN2nsL5bytesE"), ["_ZN2ns5bytesE", "_ZN2nsL5bytesE"]);
+        // An `L` inside a name is not a linkage mark.
+        assert_eq!(device_names("_ZN3ABLL1xE"), ["_ZN3ABL1xE", "_ZN3ABLL1xE"]);
+        assert_eq!(device_names("table"), ["table"]);
+        assert_eq!(device_names("_ZN2ns5bytesE"), ["_ZN2ns5bytesE"]);
+    }
 }

@@ -242,8 +242,9 @@ fn symbol_overflow(
     operand: Operand,
 ) -> Option<Finding> {
     use gpusan_runtime::checks::{check_call, Call, Mem, Symbol};
-    let name = crate::host_symbols::name_at(symbol as u64)?;
-    let (address, size) = crate::variables::by_name(&name)?;
+    let host = crate::host_symbols::name_at(symbol as u64)?;
+    let names = crate::host_symbols::device_names(&host);
+    let (name, (address, size)) = names.into_iter().find_map(|n| Some((n.clone(), crate::variables::by_name(&n)?)))?;
     let symbol = Symbol { name: &name, address, size };
     let (offset, count) = (offset as u64, count as u64);
     let call = match operand {

@@ -427,7 +427,9 @@ impl fmt::Display for Report {
                         plural(offset.saturating_add(h.size).saturating_sub(symbol.size), "byte"),
                     )?;
                 }
-                write_nearest(f, h.address, h.size, h.nearest.as_ref(), h.symbol.is_none())?;
+                // A pitch finding is about the call's shape, not an address.
+                let unknown = h.symbol.is_none() && self.kind != ErrorKind::InvalidPitch;
+                write_nearest(f, h.address, h.size, h.nearest.as_ref(), unknown)?;
                 write_stack(f, "Called at", &h.call_stack)
             }
             Details::Device(d) => {
