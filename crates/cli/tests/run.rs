@@ -135,6 +135,12 @@ fn every_door_every_scenario() {
         // module's declarations, resolved when the unknown address shows up.
         ("variable_clean", &["--leak-check", "full"], &[]),
         ("variable_overflow", &[], &["memcpy_out_of_bounds"]),
+        // Graph memory: live across launches although freed by a free node; gone (not a
+        // leak) with the graph.
+        ("graph_nodes", &["--leak-check", "full"], &[]),
+        ("graph_nodes_overflow", &[], &["memcpy_out_of_bounds"]),
+        ("graph_capture", &["--leak-check", "full"], &[]),
+        ("graph_capture_overflow", &[], &["memcpy_out_of_bounds"]),
         ("leak", &[], &[]),
     ];
     let mut failures = Vec::new();

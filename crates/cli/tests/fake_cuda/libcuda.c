@@ -99,6 +99,38 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
 }
 CUresult cuCtxSynchronize(void) { return 0; }
 
+/* Stream capture and graph memory nodes: the program switches capture on and off itself
+ * (`fake_set_capturing`); every capture goes into the graph 0x7000. */
+static int capturing;
+void fake_set_capturing(int on) { capturing = on; }
+CUresult cuStreamGetCaptureInfo_v2(void *stream, int *status, uint64_t *id, void **graph, const void ***deps, size_t *n) {
+    (void)stream;
+    *status = capturing;
+    if (id) *id = 1;
+    if (graph) *graph = (void *)0x7000;
+    if (deps) *deps = 0;
+    if (n) *n = 0;
+    return 0;
+}
+CUresult cuMemAllocAsync(uint64_t *dptr, size_t size, void *stream) { (void)stream; return cuMemAlloc_v2(dptr, size); }
+CUresult cuMemFreeAsync(uint64_t dptr, void *stream) { (void)stream; return capturing ? 0 : cuMemFree_v2(dptr); }
+struct mem_alloc_node_params { unsigned char pool_props[88]; void *access; size_t access_count; size_t bytesize; uint64_t dptr; };
+CUresult cuGraphAddMemAllocNode(void **node, void *graph, const void **deps, size_t n, struct mem_alloc_node_params *p) {
+    (void)graph; (void)deps; (void)n;
+    void *mem = aligned_alloc(256, (p->bytesize + 255) / 256 * 256 + 256); /* padded: overflows stay harmless */
+    if (!mem) return 2;
+    p->dptr = (uint64_t)(uintptr_t)mem;
+    *node = (void *)0x7100;
+    return 0;
+}
+CUresult cuGraphAddMemFreeNode(void **node, void *graph, const void **deps, size_t n, uint64_t dptr) {
+    (void)graph; (void)deps; (void)n; (void)dptr;
+    *node = (void *)0x7200;
+    return 0;
+}
+CUresult cuGraphDestroy(void *graph) { (void)graph; return 0; }
+CUresult cuDeviceGraphMemTrim(int device) { (void)device; return 0; }
+
 struct entry { const char *name; void *fn; };
 static const struct entry table[] = {
     {"cuMemAlloc", (void *)cuMemAlloc_v2}, {"cuMemFree", (void *)cuMemFree_v2},

@@ -53,6 +53,13 @@ static const char *vars_ptx =
     ".visible .entry k()\n{\n\tret;\n}\n";
 uint64_t fake_variable_address(void);
 int cuInit(unsigned);
+void fake_set_capturing(int);
+int cuMemAllocAsync(uint64_t *, size_t, void *);
+int cuMemFreeAsync(uint64_t, void *);
+struct mem_alloc_node_params { unsigned char pool_props[88]; void *access; size_t access_count; size_t bytesize; uint64_t dptr; };
+int cuGraphAddMemAllocNode(void **, void *, const void **, size_t, struct mem_alloc_node_params *);
+int cuGraphAddMemFreeNode(void **, void *, const void **, size_t, uint64_t);
+int cuGraphDestroy(void *);
 
 /* The host shadow of the module variable `table` (cudart names variables by these). */
 float table[16];
@@ -161,6 +168,31 @@ int main(int argc, char **argv) {
         if (runtime_call(39, &ts, 1) != 1) rc |= 64; /* cudaMemcpyToSymbol: cudaErrorInvalidValue */
         struct { void *dst; const void *symbol; size_t count, offset; int kind; } fs = {host, host, 4096, 0, 2};
         if (runtime_call(40, &fs, 13) != 13) rc |= 64; /* not a variable's shadow: nothing known */
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "graph_nodes") || !strcmp(s, "graph_nodes_overflow")) {
+        /* A graph with an allocation node and a free node, "launched" 10 times: each launch
+         * copies into the graph's allocation (the overflow variant 4 bytes past its end). */
+        void *g = (void *)0x7000, *alloc_node = 0, *free_node = 0;
+        struct mem_alloc_node_params p = {{0}, 0, 0, 1024, 0};
+        rc |= cuGraphAddMemAllocNode(&alloc_node, g, 0, 0, &p);
+        rc |= cuGraphAddMemFreeNode(&free_node, g, (const void **)&alloc_node, 1, p.dptr);
+        for (int i = 0; i < 10; i++) {
+            htod(p.dptr, host, strcmp(s, "graph_nodes") == 0 ? 1024 : 1028);
+            dtoh(host, p.dptr, 1024);
+        }
+        rc |= cuGraphDestroy(g);
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "graph_capture") || !strcmp(s, "graph_capture_overflow")) {
+        /* cudaMallocAsync, a copy and cudaFreeAsync captured into a graph, which is then
+         * "launched" 10 times: the freed-at-capture memory is the graph's again each time. */
+        uint64_t p = 0;
+        fake_set_capturing(1);
+        rc |= cuMemAllocAsync(&p, 256, 0);
+        htod(p, host, strcmp(s, "graph_capture") == 0 ? 256 : 260);
+        rc |= cuMemFreeAsync(p, 0);
+        fake_set_capturing(0);
+        for (int i = 0; i < 10; i++) htod(p, host, 256);
+        rc |= cuGraphDestroy((void *)0x7000);
         rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "threads")) {
         pthread_t t[8];
