@@ -343,6 +343,14 @@ fn device_abi_table_upload_and_error_drain() {
 }
 
 #[test]
+fn each_context_gets_its_own_device_table_and_error_buffer() {
+    let o = gpusan_run(&[], &[prog(), "link", "abi_two_contexts"]);
+    assert_eq!(o.code, Some(0), "tables shared between contexts or missing: {}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), vec!["out_of_bounds_write"], "{:#}", o.report);
+    assert_eq!(o.report["errors"][0]["details"]["kernel"], "abi_probe", "{:#}", o.report);
+}
+
+#[test]
 fn check_mode_loads_a_module_wired_to_the_device_abi() {
     let (checked, o) = loaded_under("check", "load_ptx");
     assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);

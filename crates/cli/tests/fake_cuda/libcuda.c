@@ -29,7 +29,10 @@ CUresult cuInit(unsigned flags) {
     }
     return 0;
 }
-CUresult cuCtxGetCurrent(void **ctx) { *ctx = (void *)0x1000; return 0; }
+/* The current context, per thread (0x1000 unless the program switches, `fake_set_context`). */
+static __thread uintptr_t current_ctx = 0x1000;
+void fake_set_context(uintptr_t ctx) { current_ctx = ctx; }
+CUresult cuCtxGetCurrent(void **ctx) { *ctx = (void *)current_ctx; return 0; }
 CUresult cuCtxGetDevice(int *dev) { *dev = 0; return 0; }
 CUresult cuMemAlloc_v2(uint64_t *dptr, size_t size) {
     int i = find(0);
@@ -73,8 +76,12 @@ CUresult cuModuleLoadData(void **module, const void *image) {
 /* One 64-byte module variable, with room behind it so an overflowing copy stays harmless,
  * and gpusan's device-ABI variables, which exist only in a module that declares them. */
 static unsigned char module_var[64 + 256];
-static uint64_t abi_table, abi_errors;
-static uint32_t abi_module;
+/* One set per context (0x1000, 0x2000): a module exists in the context that loaded it. */
+static uint64_t abi_tables[2], abi_errors_[2];
+static uint32_t abi_modules[2];
+#define abi_table abi_tables[current_ctx == 0x2000]
+#define abi_errors abi_errors_[current_ctx == 0x2000]
+#define abi_module abi_modules[current_ctx == 0x2000]
 CUresult cuModuleGetGlobal_v2(uint64_t *dptr, size_t *bytes, void *module, const char *name) {
     (void)module;
     if (!strncmp(name, "__gpusan_", 9)) {

@@ -53,6 +53,7 @@ static const char *vars_ptx =
     ".visible .entry k()\n{\n\tret;\n}\n";
 uint64_t fake_variable_address(void);
 int cuInit(unsigned);
+void fake_set_context(uintptr_t);
 void fake_set_capturing(int);
 int cuMemAllocAsync(uint64_t *, size_t, void *);
 int cuMemFreeAsync(uint64_t, void *);
@@ -68,6 +69,15 @@ float table[16];
 static int runtime_call(uint32_t cbid, const void *params, int result) {
     int (*call)(uint32_t, const void *, int) = (int (*)(uint32_t, const void *, int))dlsym(RTLD_DEFAULT, "fake_runtime_call");
     return call ? call(cbid, params, result) : result;
+}
+
+/* A second thread working in a second context: loads the ABI module there and launches. */
+static void *abi_module_b;
+static void *second_context(void *arg) {
+    (void)arg;
+    fake_set_context(0x2000);
+    if (cuModuleLoadData(&abi_module_b, abi_ptx) || cuLaunchKernel(0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0)) return (void *)1;
+    return 0;
 }
 
 static alloc_t alloc_; static free_t free_; static htod_t htod; static dtoh_t dtoh; static memset_t set;
@@ -230,6 +240,37 @@ int main(int argc, char **argv) {
             memcpy(r, &addr, 8);
             memset(r + 8, 0, 8);
             memcpy(r + 16, f, sizeof f);
+        }
+        rc |= cuCtxSynchronize();
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "abi_two_contexts")) {
+        /* The ABI module loaded in two contexts (the second from another thread): each
+         * context must get its own table and error buffer; a record written in the second
+         * context's buffer must be drained. */
+        void *m = 0;
+        pthread_t t;
+        void *r = 0;
+        rc |= cuModuleLoadData(&m, abi_ptx) | cuLaunchKernel(0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0);
+        pthread_create(&t, 0, second_context, 0);
+        pthread_join(t, &r);
+        rc |= r != 0;
+        uint64_t ta = global_value(m, "__gpusan_table"), ea = global_value(m, "__gpusan_errors");
+        fake_set_context(0x2000);
+        uint64_t tb = global_value(abi_module_b, "__gpusan_table"), eb = global_value(abi_module_b, "__gpusan_errors");
+        uint32_t module = (uint32_t)global_value(abi_module_b, "__gpusan_module");
+        fake_set_context(0x1000);
+        if (!ta || !tb || ta == tb || ea == eb) rc |= 4; /* one table and buffer per context */
+        if (memcmp((void *)(uintptr_t)tb, "GSAT", 4) != 0) rc |= 8;
+        if (!eb || module < 2) rc |= 16;
+        else {
+            unsigned char *errors = (unsigned char *)(uintptr_t)eb;
+            uint32_t *count = (uint32_t *)errors, i = (*count)++;
+            unsigned char *rec = errors + 16 + 64 * i;
+            uint64_t addr = a + 1024 + 4;
+            uint32_t f[12] = {module << 16 | 0, 1, 4, 15, 2, 0, 0, 5, 0, 0, 0, 1};
+            memcpy(rec, &addr, 8);
+            memset(rec + 8, 0, 8);
+            memcpy(rec + 16, f, sizeof f);
         }
         rc |= cuCtxSynchronize();
         rc |= free_(a) | free_(b);
