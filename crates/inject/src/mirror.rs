@@ -173,7 +173,7 @@ pub fn on_module_loaded(loaded: Loaded, ptx: impl FnOnce() -> Option<String>) {
     let (context, _) = crate::hooks::current_context();
     let mut guard = lock();
     let contexts = guard.get_or_insert_with(Contexts::default);
-    if !contexts.by_context.contains_key(&context) {
+    if let std::collections::hash_map::Entry::Vacant(slot) = contexts.by_context.entry(context) {
         // Allocated in `context` (current): its kernels find their buffers on their device.
         let bytes = 16 + ERROR_CAPACITY as usize * ErrorRecord::SIZE;
         let Some(errors_ptr) = (unsafe { call_alloc(bytes) }) else { return };
@@ -188,7 +188,7 @@ pub fn on_module_loaded(loaded: Loaded, ptx: impl FnOnce() -> Option<String>) {
             not_stored: 0,
             modules: Vec::new(),
         };
-        contexts.by_context.insert(context, abi);
+        slot.insert(abi);
     }
     contexts.modules_numbered += 1;
     let id = contexts.modules_numbered;
