@@ -13,6 +13,8 @@
 #   multi.fatbin  nvcc -fatbin, as exe_multi
 #   lz4.fatbin    every image compressed with --compress-mode=speed (LZ4)
 #   plain.fatbin  --no-compress: nothing compressed, PTX stored as text
+#   vars.cubin    nvcc -cubin of vars.cu: __device__/__constant__ variables (module variables)
+#   vars-rdc.cubin  the same with -rdc=true (variables with global binding)
 #   ident.fatbin  made by `fatbinary` with --ident, --cmdline and -g: identifier, ptxas
 #                 options and the debug flag in the entry headers
 #
@@ -62,7 +64,11 @@ ptxas -arch=sm_90 -o kernels.cubin kernels.ptx
 fatbinary --64 -g --create=ident.fatbin --ident=kernels.cu --cmdline="-O3 -v" \
   --image3=kind=ptx,sm=90,file=kernels.ptx --image3=kind=elf,sm=90,file=kernels.cubin
 
-fixtures=(exe_sm90 exe_multi exe_zstd lib.so rdc.o sm90.fatbin multi.fatbin lz4.fatbin plain.fatbin ident.fatbin)
+nvcc_ -arch=sm_90 -cubin -o vars.cubin vars.cu
+nvcc_ -arch=sm_90 -rdc=true -cubin -o vars-rdc.cubin vars.cu
+
+fixtures=(exe_sm90 exe_multi exe_zstd lib.so rdc.o sm90.fatbin multi.fatbin lz4.fatbin plain.fatbin ident.fatbin vars.cubin
+  vars-rdc.cubin)
 cp "${fixtures[@]}" "$out/"
 cd "$out"
 ls -l "${fixtures[@]}"

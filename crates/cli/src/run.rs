@@ -7,6 +7,12 @@
 //! folder, one file per process (programs start others): the final document at exit, and
 //! each new finding at once to `<file>.events`, so a process that crashes still leaves its
 //! findings behind. The report merges them all.
+//!
+//! Calls cudart refuses itself (a 2-D copy wider than its pitch, a symbol copy past the
+//! variable) never reach the driver, so the preloaded hooks cannot see them; the Compute
+//! Sanitizer API's runtime-API callbacks can. When `libsanitizer-public.so` is found, the
+//! same library is also named in `CUDA_INJECTION64_PATH` (the driver then calls its
+//! `InitializeInjection`); when not, the report says those errors were not observed.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -74,6 +80,56 @@ fn inject_library() -> Result<PathBuf> {
         );
     }
     Ok(lib)
+}
+
+const SANITIZER_LIB: &str = "libsanitizer-public.so";
+
+/// Where the Compute Sanitizer API library is: `$GPUSAN_SANITIZER_LIB`,
+/// `$CUDA_HOME/compute-sanitizer`, `/usr/local/cuda/compute-sanitizer`, or next to a
+/// `compute-sanitizer` on `PATH` (through its symlinks).
+pub fn sanitizer_library(env: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    if let Some(p) = env("GPUSAN_SANITIZER_LIB").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p)).filter(|p| p.is_file());
+    }
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Some(home) = env("CUDA_HOME").filter(|h| !h.is_empty()) {
+        dirs.push(PathBuf::from(home).join("compute-sanitizer"));
+    }
+    dirs.push(PathBuf::from("/usr/local/cuda/compute-sanitizer"));
+    for dir in env("PATH").iter().flat_map(std::env::split_paths) {
+        let tool = dir.join("compute-sanitizer");
+        if tool.is_file() {
+            dirs.push(dir.clone());
+            dirs.push(dir.join("../compute-sanitizer"));
+            if let Some(parent) = tool.canonicalize().ok().and_then(|t| t.parent().map(Path::to_path_buf)) {
+                dirs.push(parent);
+            }
+        }
+    }
+    dirs.into_iter().map(|d| d.join(SANITIZER_LIB)).find(|p| p.is_file())
+}
+
+/// How runtime-API errors will be observed, as the environment of the program.
+pub enum RuntimeApi {
+    /// Set `CUDA_INJECTION64_PATH` to the injected library, using this sanitizer library.
+    Observed(PathBuf),
+    /// Not observed, for the reason given (the report's note).
+    NotObserved(String),
+}
+
+pub fn runtime_api(lib: &Path, env: &dyn Fn(&str) -> Option<OsString>) -> RuntimeApi {
+    let Some(sanitizer) = sanitizer_library(env) else {
+        return RuntimeApi::NotObserved(format!(
+            "runtime API errors were not observed (no {SANITIZER_LIB} found: set GPUSAN_SANITIZER_LIB or CUDA_HOME)"
+        ));
+    };
+    match env("CUDA_INJECTION64_PATH").filter(|p| !p.is_empty()) {
+        Some(theirs) if Path::new(&theirs) != lib => RuntimeApi::NotObserved(format!(
+            "runtime API errors were not observed (CUDA_INJECTION64_PATH={} is kept as the user set it)",
+            Path::new(&theirs).display()
+        )),
+        _ => RuntimeApi::Observed(sanitizer),
+    }
 }
 
 /// A private folder for the runtime's files, removed when dropped.
@@ -158,6 +214,19 @@ pub fn run(a: RunArgs) -> Result<i32> {
         .env("GPUSAN_REPORT_DIR", &scratch.0)
         .env("GPUSAN_LEAK_CHECK", if a.leak_check == LeakCheck::Full { "full" } else { "none" })
         .env("GPUSAN_QUARANTINE_BYTES", a.quarantine_bytes.to_string());
+    let env = |k: &str| std::env::var_os(k);
+    let note = match runtime_api(&lib, &env) {
+        RuntimeApi::Observed(sanitizer) => {
+            cmd.env("CUDA_INJECTION64_PATH", &lib).env("GPUSAN_SANITIZER_LIB", sanitizer);
+            None
+        }
+        RuntimeApi::NotObserved(why) => {
+            if env("CUDA_INJECTION64_PATH").is_some_and(|p| !p.is_empty()) {
+                eprintln!("gpusan: warning: {why}");
+            }
+            Some(why)
+        }
+    };
     let mut child = cmd.spawn().with_context(|| format!("starting {}", a.command[0].to_string_lossy()))?;
     // Ctrl-C reaches the program (same process group); gpusan waits to report on it.
     let old_int = unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
@@ -165,7 +234,8 @@ pub fn run(a: RunArgs) -> Result<i32> {
     unsafe { libc::signal(libc::SIGINT, old_int) };
     let status = status.context("waiting for the program")?;
 
-    let doc = collect(&scratch.0, mode)?;
+    let mut doc = collect(&scratch.0, mode)?;
+    doc.notes.extend(note);
     let mut text = doc.to_text();
     use std::os::unix::process::ExitStatusExt;
     let program_code = match (status.code(), status.signal()) {

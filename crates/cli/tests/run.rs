@@ -33,6 +33,15 @@ fn fake() -> &'static Fake {
             src.join("libcuda.c").to_str().unwrap(),
         ]);
         let _ = std::os::unix::fs::symlink(&lib, dir.join("libcuda.so"));
+        let sanitizer = dir.join("sanitizer");
+        std::fs::create_dir_all(&sanitizer).unwrap();
+        cc(&[
+            "-shared",
+            "-fPIC",
+            "-o",
+            sanitizer.join("libsanitizer-public.so").to_str().unwrap(),
+            src.join("libsanitizer.c").to_str().unwrap(),
+        ]);
         let prog = dir.join("prog");
         let rpath = format!("-Wl,-rpath,{}", dir.display());
         cc(&[
@@ -122,6 +131,16 @@ fn every_door_every_scenario() {
         // A module variable: bounds learnt from cuModuleGetGlobal; never a leak.
         ("symbol_clean", &["--leak-check", "full"], &[]),
         ("symbol_overflow", &[], &["memcpy_out_of_bounds"]),
+        // A module variable whose address the driver was never asked for: bounds from the
+        // module's declarations, resolved when the unknown address shows up.
+        ("variable_clean", &["--leak-check", "full"], &[]),
+        ("variable_overflow", &[], &["memcpy_out_of_bounds"]),
+        // Graph memory: live across launches although freed by a free node; gone (not a
+        // leak) with the graph.
+        ("graph_nodes", &["--leak-check", "full"], &[]),
+        ("graph_nodes_overflow", &[], &["memcpy_out_of_bounds"]),
+        ("graph_capture", &["--leak-check", "full"], &[]),
+        ("graph_capture_overflow", &[], &["memcpy_out_of_bounds"]),
         ("leak", &[], &[]),
     ];
     let mut failures = Vec::new();
@@ -149,6 +168,67 @@ fn report_names_the_allocation_and_the_overflow() {
     let text = e.to_string();
     assert!(text.contains("1024"), "allocation size missing: {e:#}");
     assert!(o.stderr.contains("ERROR SUMMARY: 1 error"), "{}", o.stderr);
+}
+
+#[test]
+fn overflowing_copy_names_the_module_variable() {
+    let o = gpusan_run(&[], &[prog(), "link", "variable_overflow"]);
+    let e = &o.report["errors"][0];
+    assert_eq!(e["kind"], "memcpy_out_of_bounds", "{:#}", o.report);
+    assert_eq!(e["details"]["symbol"]["name"], "table", "{e:#}");
+    assert_eq!(e["details"]["symbol"]["size"], 64, "{e:#}");
+    assert!(o.stderr.contains("Symbol table is 64 bytes"), "{}", o.stderr);
+}
+
+fn sanitizer_lib() -> PathBuf {
+    fake().dir.join("sanitizer/libsanitizer-public.so")
+}
+
+#[test]
+fn calls_cudart_refuses_are_judged_through_runtime_api_callbacks() {
+    let lib = sanitizer_lib();
+    let o = gpusan_run_env(&[], &[prog(), "link", "runtime_refused"], &[("GPUSAN_SANITIZER_LIB", &lib)]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), vec!["invalid_pitch", "memcpy_out_of_bounds"], "{:#}", o.report);
+    let errors = o.report["errors"].as_array().unwrap();
+    let pitch = errors.iter().find(|e| e["kind"] == "invalid_pitch").unwrap();
+    assert_eq!(pitch["details"]["api"], "cudaMemcpy2D", "{pitch:#}");
+    assert!(pitch["message"].as_str().unwrap().contains("width of 256 bytes exceeds pitch of 128 bytes"), "{pitch:#}");
+    let symbol = errors.iter().find(|e| e["kind"] == "memcpy_out_of_bounds").unwrap();
+    assert_eq!(symbol["details"]["api"], "cudaMemcpyToSymbol", "{symbol:#}");
+    assert_eq!(symbol["details"]["symbol"]["name"], "table", "{symbol:#}");
+    assert_eq!(symbol["details"]["size"], 68, "{symbol:#}");
+    assert!(!o.stderr.contains("NOTE"), "{}", o.stderr);
+    assert!(o.report.get("notes").is_none(), "{:#}", o.report);
+}
+
+#[test]
+fn calls_cudart_refuses_for_other_reasons_are_not_reported() {
+    let lib = sanitizer_lib();
+    let o = gpusan_run_env(&[], &[prog(), "link", "runtime_refused_clean"], &[("GPUSAN_SANITIZER_LIB", &lib)]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
+}
+
+#[test]
+fn without_a_sanitizer_library_the_report_says_runtime_api_errors_were_not_observed() {
+    let o = gpusan_run(&[], &[prog(), "link", "runtime_refused"]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
+    assert!(o.stderr.contains("NOTE: runtime API errors were not observed"), "{}", o.stderr);
+    assert!(o.report["notes"][0].as_str().unwrap().contains("not observed"), "{:#}", o.report);
+}
+
+#[test]
+fn a_users_own_injection_library_is_kept() {
+    let lib = sanitizer_lib();
+    let theirs = fake().dir.join("their-injection.so");
+    let env = [("GPUSAN_SANITIZER_LIB", lib.as_path()), ("CUDA_INJECTION64_PATH", theirs.as_path())];
+    let o = gpusan_run_env(&[], &[prog(), "link", "runtime_refused"], &env);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("warning: runtime API errors were not observed"), "{}", o.stderr);
+    assert!(o.stderr.contains("their-injection.so"), "{}", o.stderr);
+    assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
 }
 
 #[test]
@@ -260,6 +340,14 @@ fn device_abi_table_upload_and_error_drain() {
     assert_eq!(d["source"], serde_json::json!({"file": "abi.cu", "line": 7}), "{d:#}");
     assert_eq!(d["size"], 4);
     assert!(o.stderr.contains("abi_probe"), "{}", o.stderr);
+}
+
+#[test]
+fn each_context_gets_its_own_device_table_and_error_buffer() {
+    let o = gpusan_run(&[], &[prog(), "link", "abi_two_contexts"]);
+    assert_eq!(o.code, Some(0), "tables shared between contexts or missing: {}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), vec!["out_of_bounds_write"], "{:#}", o.report);
+    assert_eq!(o.report["errors"][0]["details"]["kernel"], "abi_probe", "{:#}", o.report);
 }
 
 #[test]

@@ -11,7 +11,13 @@
 //!   (formats 1–3) or a u16 length and that many bytes (format 4). `EIATTR_KPARAM_INFO`
 //!   (0x17) describes one parameter: u32 index, u16 ordinal, u16 offset, u32 whose bits 18–31
 //!   are the size; `EIATTR_CBANK_PARAM_SIZE` (0x19) is the total parameter size;
-//! - `e_flags` holds the SM: bits 8–15 in ELF ABI version 8 (ptxas 13), the low byte before.
+//! - `e_flags` holds the SM: bits 8–15 in ELF ABI version 8 (ptxas 13), the low byte before;
+//! - module variables (`__device__`, `__constant__`) are symbols of type `STT_OBJECT` (whole
+//!   program) or `STT_CUDA_OBJECT` (13, `-rdc=true`) in `.nv.global` (zero-initialized),
+//!   `.nv.global.init` (initialized) or `.nv.constant<bank>` (user constants; ptxas 13 uses
+//!   bank 3), with their size in `st_size`; kernel parameter banks (`.nv.constant0.<kernel>`)
+//!   hold no variables. Static variables keep their name in whole-program cubins and get a
+//!   `__nv_static_…_` prefix with `-rdc=true`.
 
 use std::collections::HashMap;
 
@@ -36,6 +42,34 @@ pub struct Cubin<'a> {
     pub abi_version: u8,
     /// In symbol table order.
     pub functions: Vec<Function<'a>>,
+    /// Module variables, in symbol table order.
+    pub variables: Vec<Variable<'a>>,
+}
+
+/// A `__device__` or `__constant__` variable: what `cuModuleGetGlobal` can be asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Variable<'a> {
+    pub name: &'a str,
+    /// Bytes (`st_size`).
+    pub size: u64,
+    /// Offset in its section (`st_value`).
+    pub offset: u64,
+    /// In a constant bank (`__constant__`), not global memory.
+    pub constant: bool,
+}
+
+/// `STT_CUDA_OBJECT`: what ptxas calls a variable with `-rdc=true`.
+const STT_CUDA_OBJECT: object::elf::SymbolType = object::elf::SymbolType(13);
+
+/// The sections module variables live in: `.nv.global`, `.nv.global.init`, and the
+/// constant banks `.nv.constant<N>` (not a kernel's parameter bank `.nv.constant0.<name>`).
+/// `Some(true)` for a constant bank.
+fn variable_section(name: &str) -> Option<bool> {
+    if name == ".nv.global" || name == ".nv.global.init" {
+        return Some(false);
+    }
+    let bank = name.strip_prefix(".nv.constant")?;
+    (!bank.is_empty() && bank.bytes().all(|b| b.is_ascii_digit())).then_some(true)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +109,21 @@ impl<'a> Cubin<'a> {
         let info_sections: HashMap<&str, _> =
             elf.sections().filter_map(|s| Some((s.name().ok()?.strip_prefix(".nv.info.")?, s))).collect();
         let mut functions = Vec::new();
+        let mut variables = Vec::new();
         for symbol in elf.symbols() {
+            let st_type = symbol.elf_symbol().st_type();
+            if st_type == object::elf::STT_OBJECT || st_type == STT_CUDA_OBJECT {
+                let Some(constant) =
+                    symbol.section_index().and_then(|s| section_name(&elf, s)).and_then(variable_section)
+                else {
+                    continue;
+                };
+                let name = symbol.name().map_err(|e| err(0, format!("symbol {}: {e}", symbol.index().0)))?;
+                if symbol.size() > 0 && !name.is_empty() {
+                    variables.push(Variable { name, size: symbol.size(), offset: symbol.address(), constant });
+                }
+                continue;
+            }
             let Some(section) = symbol.section_index().filter(|_| symbol.kind() == SymbolKind::Text) else { continue };
             let name = symbol.name().map_err(|e| err(0, format!("symbol {}: {e}", symbol.index().0)))?;
             if section_name(&elf, section).and_then(|s| s.strip_prefix(".text.")) != Some(name) {
@@ -101,7 +149,7 @@ impl<'a> Cubin<'a> {
                 params,
             });
         }
-        Ok(Cubin { sm, e_flags, abi_version, functions })
+        Ok(Cubin { sm, e_flags, abi_version, functions, variables })
     }
 
     pub fn kernels(&self) -> impl Iterator<Item = &Function<'a>> {

@@ -26,7 +26,7 @@ mod error;
 mod fatbin;
 mod host;
 
-pub use cubin::{Cubin, Function, Param, STO_CUDA_ENTRY};
+pub use cubin::{Cubin, Function, Param, Variable, STO_CUDA_ENTRY};
 pub use error::Error;
 pub use fatbin::{parse, summary, Compression, Entry, EntryKind, Fatbin, Flags, FATBIN_MAGIC, MAX_DECOMPRESSED_SIZE};
 pub use host::{from_wrapper_ptr, Embedded, HostElf, SectionKind, Wrapper, MAX_FATBIN_SIZE, WRAPPER_MAGIC};

@@ -54,7 +54,7 @@ pub fn driver_fn(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
 }
 
 /// The current context and its device, for the registry.
-fn current_context() -> (u64, i32) {
+pub fn current_context() -> (u64, i32) {
     static GET_CTX: AtomicUsize = AtomicUsize::new(0);
     static GET_DEV: AtomicUsize = AtomicUsize::new(0);
     let (g, d) = (driver_fn(&GET_CTX, c"cuCtxGetCurrent"), driver_fn(&GET_DEV, c"cuCtxGetDevice"));
@@ -194,11 +194,17 @@ fn driver_knows(p: u64) -> bool {
 
 /// A pointer the API says is device memory: judged against the registry, unless gpusan
 /// never saw it allocated and the driver vouches for it (module variables and the like).
+/// Module variables are resolved (once per module and context) the first time an address
+/// the registry does not know shows up, and the lookup retried.
 fn device(p: u64) -> Mem {
-    match state().registry.lookup(p) {
-        Lookup::Live { .. } | Lookup::Freed { .. } => Mem::Device(p),
-        Lookup::Outside { .. } if driver_knows(p) => Mem::Untracked(p),
-        Lookup::Outside { .. } => Mem::Device(p),
+    let known = |p| matches!(state().registry.lookup(p), Lookup::Live { .. } | Lookup::Freed { .. });
+    if known(p) || (crate::variables::resolve() && known(p)) {
+        return Mem::Device(p);
+    }
+    if driver_knows(p) {
+        Mem::Untracked(p)
+    } else {
+        Mem::Device(p)
     }
 }
 
@@ -215,14 +221,24 @@ fn uva(p: u64) -> Mem {
     }
 }
 
+thread_local! {
+    /// Findings the driver-level checks made on this thread: a runtime-API callback (see
+    /// `sanitizer`) does not report a call again that a driver hook inside it reported.
+    pub static FOUND_ON_THREAD: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// Judges a call; the call stack (the costly part) is captured only for a finding.
 fn check(api: &'static str, call: Call) {
     quietly(|| {
         let st = state();
-        let findings = gpusan_runtime::checks::check_call(&st.registry, api, &call);
+        let mut findings = gpusan_runtime::checks::check_call(&st.registry, api, &call);
         if !findings.is_empty() {
             let s = site();
-            findings.iter().for_each(|f| st.finding(f, s));
+            for f in &mut findings {
+                f.name_variable(crate::variables::name_of);
+                st.finding(f, s);
+            }
+            FOUND_ON_THREAD.with(|n| n.set(n.get() + findings.len() as u64));
         }
     });
 }
@@ -264,7 +280,154 @@ pub unsafe fn mem_alloc_async(
 ) -> CUresult {
     let r = alloc_with_retry(|| real(dptr, size, stream));
     if r == SUCCESS && !dptr.is_null() {
-        quietly(|| record_alloc(*dptr, size as u64, AllocKind::Async { stream: stream as u64 }, site()));
+        quietly(|| match capturing(stream) {
+            // Under stream capture the call adds a memory allocation node: the address is
+            // the graph's, valid at every launch of it.
+            Some(graph) => graph_alloc(graph, *dptr, size as u64, site()),
+            None => record_alloc(*dptr, size as u64, AllocKind::Async { stream: stream as u64 }, site()),
+        });
+    }
+    r
+}
+
+// ---- graph memory nodes ----------------------------------------------------------------
+//
+// A graph's allocation is registered when its node is made (the node's parameters give
+// address and size) and stays live across launches: a free node gives the memory back at
+// the end of each launch, and the next launch allocates it again at the same address, so
+// marking it freed at node creation would turn every later launch into use after free.
+// Its entry goes when the graph is destroyed (for allocations the graph itself frees) or,
+// once freed by the program, when the device's graph memory is trimmed.
+
+#[derive(Default)]
+struct GraphMemory {
+    /// Graph → bases of the allocations its nodes made.
+    allocs: std::collections::HashMap<u64, Vec<u64>>,
+    /// Graph → bases its free nodes free.
+    frees: std::collections::HashMap<u64, Vec<u64>>,
+}
+
+static GRAPHS: std::sync::Mutex<Option<GraphMemory>> = std::sync::Mutex::new(None);
+
+fn graphs<R>(f: impl FnOnce(&mut GraphMemory) -> R) -> R {
+    let mut g = GRAPHS.lock().unwrap_or_else(|p| p.into_inner());
+    f(g.get_or_insert_with(GraphMemory::default))
+}
+
+/// The graph `stream` is being captured into, if it is (0 when the driver does not say
+/// which graph).
+fn capturing(stream: Ptr) -> Option<u64> {
+    const ACTIVE: i32 = 1;
+    static INFO: AtomicUsize = AtomicUsize::new(0);
+    static IS: AtomicUsize = AtomicUsize::new(0);
+    let (mut status, mut graph): (i32, Ptr) = (0, std::ptr::null_mut());
+    let info = driver_fn(&INFO, c"cuStreamGetCaptureInfo_v2");
+    unsafe {
+        if info != 0 {
+            let f: unsafe extern "C" fn(Ptr, *mut i32, *mut u64, *mut Ptr, *mut *const Ptr, *mut usize) -> CUresult =
+                std::mem::transmute(info);
+            let (mut id, mut deps, mut n) = (0u64, std::ptr::null(), 0usize);
+            if f(stream, &mut status, &mut id, &mut graph, &mut deps, &mut n) != SUCCESS {
+                return None;
+            }
+        } else {
+            let is = driver_fn(&IS, c"cuStreamIsCapturing");
+            if is == 0 {
+                return None;
+            }
+            let f: unsafe extern "C" fn(Ptr, *mut i32) -> CUresult = std::mem::transmute(is);
+            if f(stream, &mut status) != SUCCESS {
+                return None;
+            }
+        }
+    }
+    (status == ACTIVE).then_some(graph as u64)
+}
+
+fn graph_alloc(graph: u64, base: u64, size: u64, site: SiteId) {
+    record_alloc(base, size, AllocKind::GraphNode, site);
+    graphs(|g| g.allocs.entry(graph).or_default().push(base));
+}
+
+/// `CUDA_MEM_ALLOC_NODE_PARAMS` (v1): the pool properties, then the access descriptors,
+/// then the size asked for and the address the driver chose.
+#[repr(C)]
+pub struct MemAllocNodeParams {
+    pool_props: [u8; 88],
+    access_descs: Ptr,
+    access_desc_count: usize,
+    bytesize: usize,
+    dptr: u64,
+}
+
+pub unsafe fn graph_add_mem_alloc_node(
+    real: unsafe extern "C" fn(*mut Ptr, Ptr, *const Ptr, usize, *mut MemAllocNodeParams) -> CUresult,
+    node: *mut Ptr,
+    graph: Ptr,
+    deps: *const Ptr,
+    n: usize,
+    params: *mut MemAllocNodeParams,
+) -> CUresult {
+    let r = real(node, graph, deps, n, params);
+    if r == SUCCESS && !params.is_null() {
+        let (base, size) = ((*params).dptr, (*params).bytesize as u64);
+        quietly(|| graph_alloc(graph as u64, base, size, site()));
+    }
+    r
+}
+
+pub unsafe fn graph_add_mem_free_node(
+    real: unsafe extern "C" fn(*mut Ptr, Ptr, *const Ptr, usize, u64) -> CUresult,
+    node: *mut Ptr,
+    graph: Ptr,
+    deps: *const Ptr,
+    n: usize,
+    dptr: u64,
+) -> CUresult {
+    let r = real(node, graph, deps, n, dptr);
+    if r == SUCCESS {
+        // Not freed now: the memory is freed at the end of each launch and comes back at
+        // the next one.
+        quietly(|| graphs(|g| g.frees.entry(graph as u64).or_default().push(dptr)));
+    }
+    r
+}
+
+pub unsafe fn graph_destroy(real: unsafe extern "C" fn(Ptr) -> CUresult, graph: Ptr) -> CUresult {
+    let r = real(graph);
+    if r == SUCCESS {
+        quietly(|| {
+            let (allocs, frees) = graphs(|g| {
+                (
+                    g.allocs.remove(&(graph as u64)).unwrap_or_default(),
+                    g.frees.remove(&(graph as u64)).unwrap_or_default(),
+                )
+            });
+            // What the graph allocated and frees itself is gone with it; what it allocated
+            // without freeing outlives it until the program frees it.
+            for base in allocs.iter().filter(|b| frees.contains(b)) {
+                if let Lookup::Live { alloc, .. } = state().registry.lookup(*base) {
+                    if alloc.base == *base && alloc.kind == AllocKind::GraphNode {
+                        state().registry.forget(*base);
+                    }
+                }
+            }
+        });
+    }
+    r
+}
+
+pub unsafe fn device_graph_mem_trim(real: unsafe extern "C" fn(i32) -> CUresult, device: i32) -> CUresult {
+    let r = real(device);
+    if r == SUCCESS {
+        quietly(|| {
+            let st = state();
+            for a in st.registry.snapshot() {
+                if a.kind == AllocKind::GraphNode && !a.is_live() && a.device == device {
+                    st.registry.forget(a.base);
+                }
+            }
+        });
     }
     r
 }
@@ -327,10 +490,23 @@ pub unsafe fn mem_alloc_host(
 // ---- frees -------------------------------------------------------------------------
 
 pub unsafe fn mem_free(real: unsafe extern "C" fn(u64) -> CUresult, dptr: u64) -> CUresult {
-    free_common(FreeApi::Free, "cuMemFree", dptr, Release::Deferred, || real(dptr))
+    // Graph memory comes from the graph's pool: the driver must get it back at once (gpusan
+    // cannot release it later), and the registry keeps it as freed until it is trimmed.
+    let graph = quietly(|| is_graph_memory(dptr)).unwrap_or(false);
+    let release = if graph { Release::Immediate } else { Release::Deferred };
+    free_common(FreeApi::Free, "cuMemFree", dptr, release, || real(dptr))
+}
+
+fn is_graph_memory(p: u64) -> bool {
+    matches!(state().registry.lookup(p), Lookup::Live { alloc, .. } if alloc.kind == AllocKind::GraphNode)
 }
 
 pub unsafe fn mem_free_async(real: unsafe extern "C" fn(u64, Ptr) -> CUresult, dptr: u64, stream: Ptr) -> CUresult {
+    // Under capture this adds a free node: nothing is freed now (see graph memory nodes).
+    if let Some(Some(graph)) = quietly(|| capturing(stream)) {
+        quietly(|| graphs(|g| g.frees.entry(graph).or_default().push(dptr)));
+        return real(dptr, stream);
+    }
     // Stream-ordered: the free must take its place in the stream, so it reaches the
     // driver now; the registry still knows the range as freed until it is reused.
     free_common(FreeApi::FreeAsync, "cuMemFreeAsync", dptr, Release::Immediate, || real(dptr, stream))
@@ -594,6 +770,7 @@ unsafe fn load_module(
         }
     };
     if r == SUCCESS {
+        quietly(|| crate::variables::on_module_loaded(handle(), image));
         quietly(|| crate::mirror::on_module_loaded(handle(), || crate::modules::ptx_of(image, u32::MAX).ok()));
     }
     r
@@ -726,14 +903,11 @@ pub unsafe fn stream_synchronize(real: unsafe extern "C" fn(Ptr) -> CUresult, s:
 
 /// The program asked where a module variable is (cudart does before `cudaMemcpyToSymbol`):
 /// from now on its exact bounds are known, so copies past its end are caught.
-unsafe fn learn_variable(r: CUresult, dptr: *mut u64, bytes: *mut usize) -> CUresult {
+unsafe fn learn_variable(r: CUresult, dptr: *mut u64, bytes: *mut usize, name: *const std::ffi::c_char) -> CUresult {
     if r == SUCCESS && !dptr.is_null() && !bytes.is_null() {
         let (base, size) = (*dptr, *bytes as u64);
-        quietly(|| {
-            if matches!(state().registry.lookup(base), Lookup::Outside { .. }) {
-                record_alloc(base, size, AllocKind::ModuleVariable, SiteId::UNKNOWN);
-            }
-        });
+        let name = (!name.is_null()).then(|| std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned());
+        quietly(|| crate::variables::learned(base, size, name.as_deref()));
     }
     r
 }
@@ -745,7 +919,7 @@ pub unsafe fn library_get_global(
     lib: Ptr,
     name: *const std::ffi::c_char,
 ) -> CUresult {
-    learn_variable(real(dptr, bytes, lib, name), dptr, bytes)
+    learn_variable(real(dptr, bytes, lib, name), dptr, bytes, name)
 }
 
 pub unsafe fn module_get_global(
@@ -755,7 +929,7 @@ pub unsafe fn module_get_global(
     module: Ptr,
     name: *const std::ffi::c_char,
 ) -> CUresult {
-    learn_variable(real(dptr, bytes, module, name), dptr, bytes)
+    learn_variable(real(dptr, bytes, module, name), dptr, bytes, name)
 }
 
 // ---- 3-D and peer copies ---------------------------------------------------------------

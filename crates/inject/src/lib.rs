@@ -16,6 +16,7 @@
 //! driver function came through (how the injection design was chosen).
 
 mod hooks;
+mod host_symbols;
 mod mirror;
 mod modules;
 mod passes;
@@ -23,4 +24,5 @@ mod probe;
 mod resolve;
 mod sanitizer;
 mod state;
+mod variables;
 mod wrappers;

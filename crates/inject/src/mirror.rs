@@ -8,7 +8,11 @@
 //!
 //! Ordering: uploads are synchronous copies issued before the launch that needs them, so
 //! a kernel never starts with a table older than the allocations made before its launch.
-//! The table lives in the first context that loads an ABI module (one GPU for now).
+//!
+//! One table and one error buffer per context, in that context's memory: a module's kernels
+//! run on its context's device, which need not reach another device's memory. A launch
+//! brings the table of the calling thread's current context up to date; a drain reads the
+//! error buffers of all contexts. Module numbers are unique across contexts.
 
 use std::ffi::{c_char, c_void, CString};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -45,11 +49,18 @@ struct Abi {
     modules: Vec<AbiModule>,
 }
 
-static ABI: Mutex<Option<Abi>> = Mutex::new(None);
+/// Context → its table, error buffer and ABI modules.
+#[derive(Default)]
+struct Contexts {
+    by_context: std::collections::HashMap<u64, Abi>,
+    modules_numbered: u32,
+}
+
+static ABI: Mutex<Option<Contexts>> = Mutex::new(None);
 /// Set once a module declared the ABI: launches and syncs check nothing before that.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 
-fn lock() -> std::sync::MutexGuard<'static, Option<Abi>> {
+fn lock() -> std::sync::MutexGuard<'static, Option<Contexts>> {
     ABI.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -85,7 +96,7 @@ unsafe fn dtoh(dst: *mut c_void, src: u64, n: usize) -> bool {
 }
 
 /// Address and size of a module variable, through the driver (not our own hooks).
-fn global_of(loaded: Loaded, name: &str) -> Option<(u64, usize)> {
+pub fn global_of(loaded: Loaded, name: &str) -> Option<(u64, usize)> {
     static LIB: AtomicUsize = AtomicUsize::new(0);
     static MODULE: AtomicUsize = AtomicUsize::new(0);
     let cname = CString::new(name).ok()?;
@@ -159,13 +170,16 @@ pub fn on_module_loaded(loaded: Loaded, ptx: impl FnOnce() -> Option<String>) {
     let ptx = ptx();
     let names = ptx.as_deref().map(function_names).unwrap_or_default();
     let lines = ptx.as_deref().map(SourceLines::from_ptx).unwrap_or_default();
+    let (context, _) = crate::hooks::current_context();
     let mut guard = lock();
-    if guard.is_none() {
+    let contexts = guard.get_or_insert_with(Contexts::default);
+    if let std::collections::hash_map::Entry::Vacant(slot) = contexts.by_context.entry(context) {
+        // Allocated in `context` (current): its kernels find their buffers on their device.
         let bytes = 16 + ERROR_CAPACITY as usize * ErrorRecord::SIZE;
         let Some(errors_ptr) = (unsafe { call_alloc(bytes) }) else { return };
         let header = ErrorBufferHeader { count: 0, capacity: ERROR_CAPACITY, reserved: 0 };
         unsafe { htod(errors_ptr, &header as *const _ as *const c_void, 16) };
-        *guard = Some(Abi {
+        let abi = Abi {
             table: DeviceTable::new(),
             table_ptr: 0,
             table_bytes: 0,
@@ -173,10 +187,12 @@ pub fn on_module_loaded(loaded: Loaded, ptx: impl FnOnce() -> Option<String>) {
             drained: 0,
             not_stored: 0,
             modules: Vec::new(),
-        });
+        };
+        slot.insert(abi);
     }
-    let abi = guard.as_mut().expect("just set");
-    let id = abi.modules.len() as u32 + 1;
+    contexts.modules_numbered += 1;
+    let id = contexts.modules_numbered;
+    let Some(abi) = contexts.by_context.get_mut(&context) else { return };
     let m = AbiModule { loaded, id, names, lines, label: format!("module {id}") };
     unsafe {
         upload(abi);
@@ -191,7 +207,8 @@ pub fn before_launch() {
     if !ACTIVE.load(Ordering::Acquire) {
         return;
     }
-    if let Some(abi) = lock().as_mut() {
+    let (context, _) = crate::hooks::current_context();
+    if let Some(abi) = lock().as_mut().and_then(|c| c.by_context.get_mut(&context)) {
         unsafe { upload(abi) };
     }
 }
@@ -202,25 +219,14 @@ pub fn drain() {
         return;
     }
     let mut guard = lock();
-    let Some(abi) = guard.as_mut() else { return };
-    let mut header = ErrorBufferHeader::default();
-    if !unsafe { dtoh(&mut header as *mut _ as *mut c_void, abi.errors_ptr, 16) } || header.count <= abi.drained {
-        return;
-    }
-    let (from, to) = (abi.drained.min(ERROR_CAPACITY), header.count.min(ERROR_CAPACITY));
-    abi.not_stored += u64::from(header.count - abi.drained) - u64::from(to - from);
-    abi.drained = header.count;
-    if to <= from {
-        return;
-    }
-    let mut bytes = vec![0u8; (to - from) as usize * ErrorRecord::SIZE];
-    let at = abi.errors_ptr + 16 + u64::from(from) * ErrorRecord::SIZE as u64;
-    if !unsafe { dtoh(bytes.as_mut_ptr() as *mut c_void, at, bytes.len()) } {
-        return;
-    }
+    let Some(contexts) = guard.as_mut() else { return };
+    // Reports name modules of any context.
+    let mut all: Vec<&mut Abi> = contexts.by_context.values_mut().collect();
+    let records: Vec<ErrorRecord> = all.iter_mut().flat_map(|abi| drain_one(abi)).collect();
+    let modules: Vec<&AbiModule> = contexts.by_context.values().flat_map(|a| &a.modules).collect();
     let st = state();
-    for r in ErrorRecord::parse_all(&bytes) {
-        let m = abi.modules.iter().find(|m| m.id == r.module());
+    for r in records {
+        let m = modules.iter().find(|m| m.id == r.module());
         let kernel =
             m.and_then(|m| m.names.get(r.function() as usize)).map(String::as_str).unwrap_or("<unknown kernel>");
         let label = m.map(|m| m.label.as_str()).unwrap_or("<unknown module>");
@@ -229,7 +235,28 @@ pub fn drain() {
     }
 }
 
+/// New error records of one context's buffer (read through unified addressing, whatever
+/// context is current).
+fn drain_one(abi: &mut Abi) -> Vec<ErrorRecord> {
+    let mut header = ErrorBufferHeader::default();
+    if !unsafe { dtoh(&mut header as *mut _ as *mut c_void, abi.errors_ptr, 16) } || header.count <= abi.drained {
+        return Vec::new();
+    }
+    let (from, to) = (abi.drained.min(ERROR_CAPACITY), header.count.min(ERROR_CAPACITY));
+    abi.not_stored += u64::from(header.count - abi.drained) - u64::from(to - from);
+    abi.drained = header.count;
+    if to <= from {
+        return Vec::new();
+    }
+    let mut bytes = vec![0u8; (to - from) as usize * ErrorRecord::SIZE];
+    let at = abi.errors_ptr + 16 + u64::from(from) * ErrorRecord::SIZE as u64;
+    if !unsafe { dtoh(bytes.as_mut_ptr() as *mut c_void, at, bytes.len()) } {
+        return Vec::new();
+    }
+    ErrorRecord::parse_all(&bytes)
+}
+
 /// Device errors counted by kernels but not stored (the buffer was full between drains).
 pub fn not_stored() -> u64 {
-    lock().as_ref().map_or(0, |a| a.not_stored)
+    lock().as_ref().map_or(0, |c| c.by_context.values().map(|a| a.not_stored).sum())
 }

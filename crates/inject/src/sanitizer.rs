@@ -1,8 +1,22 @@
 //! The Compute Sanitizer API door: when the driver loads this library through
 //! `CUDA_INJECTION64_PATH`, it calls `InitializeInjection`; we subscribe to the API's
-//! callbacks (resources, launches, copies) from `libsanitizer-public.so`.
+//! callbacks from `libsanitizer-public.so`.
+//!
+//! In a `gpusan run`, only the runtime-API domain is enabled (every other domain would cost
+//! a callback per driver call for nothing the hooks do not already see): cudart refuses some
+//! buggy calls itself, before any driver call a hook could judge. At the exit of such a call,
+//! [`runtime_exit`] reports what the failed call establishes: a 2-D copy or set whose rows
+//! are wider than the pitch (cudaErrorInvalidPitchValue), a symbol copy running past the
+//! variable's end. Nothing is reported that the call's arguments and the module's variables
+//! do not prove, and nothing a driver hook already reported inside the same call.
+//!
+//! With `$GPUSAN_PROBE_OUT` (the injection probe), every domain is enabled and counted.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::atomic::Ordering;
+
+use gpusan_runtime::checks::Finding;
+use gpusan_runtime::report::Operand;
 
 use crate::probe;
 
@@ -67,6 +81,180 @@ unsafe extern "C" fn callback(_user: *mut c_void, domain: u32, cbid: u32, data: 
     });
 }
 
+/// `Sanitizer_CallbackData` (runtime- and driver-API domains).
+#[repr(C)]
+struct ApiData {
+    site: u32,
+    function_name: *const c_char,
+    params: *const c_void,
+    return_value: *const c_void,
+    symbol_name: *const c_char,
+    context: *mut c_void,
+}
+
+const DOMAIN_RUNTIME_API: u32 = 2;
+const SITE_ENTER: u32 = 0;
+const SITE_EXIT: u32 = 1;
+const CUDA_ERROR_INVALID_PITCH_VALUE: i32 = 12;
+
+/// `cudaMemcpy2D[Async]` parameters (`_ptds`/`_ptsz` alike).
+#[repr(C)]
+struct Copy2D {
+    dst: u64,
+    dpitch: usize,
+    src: u64,
+    spitch: usize,
+    width: usize,
+    height: usize,
+}
+
+/// `cudaMemset2D[Async]` parameters.
+#[repr(C)]
+struct Set2D {
+    dst: u64,
+    pitch: usize,
+    value: c_int,
+    width: usize,
+    height: usize,
+}
+
+/// `cudaMemcpyToSymbol[Async]` parameters.
+#[repr(C)]
+struct ToSymbol {
+    symbol: *const c_void,
+    src: u64,
+    count: usize,
+    offset: usize,
+}
+
+/// `cudaMemcpyFromSymbol[Async]` parameters.
+#[repr(C)]
+struct FromSymbol {
+    dst: u64,
+    symbol: *const c_void,
+    count: usize,
+    offset: usize,
+}
+
+/// The runtime-API calls gpusan judges at their exit, by callback id
+/// (`sanitizer_runtime_cbid.h`), with the name reports use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Watched {
+    Copy2D(&'static str),
+    Set2D(&'static str),
+    ToSymbol(&'static str),
+    FromSymbol(&'static str),
+}
+
+pub fn watched(cbid: u32) -> Option<Watched> {
+    Some(match cbid {
+        32 | 216 => Watched::Copy2D("cudaMemcpy2D"),
+        44 | 228 => Watched::Copy2D("cudaMemcpy2DAsync"),
+        50 | 234 => Watched::Set2D("cudaMemset2D"),
+        52 | 236 => Watched::Set2D("cudaMemset2DAsync"),
+        39 | 223 => Watched::ToSymbol("cudaMemcpyToSymbol"),
+        47 | 231 => Watched::ToSymbol("cudaMemcpyToSymbolAsync"),
+        40 | 224 => Watched::FromSymbol("cudaMemcpyFromSymbol"),
+        48 | 232 => Watched::FromSymbol("cudaMemcpyFromSymbolAsync"),
+        _ => return None,
+    })
+}
+
+thread_local! {
+    /// Driver-level findings on this thread when the watched call began.
+    static AT_ENTER: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether `InitializeInjection` subscribed to the runtime-API domain in this process.
+pub static RUNTIME_API_OBSERVED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+unsafe extern "C" fn runtime_callback(_user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
+    if domain != DOMAIN_RUNTIME_API || data.is_null() || crate::state::FORKED_CHILD.load(Ordering::Relaxed) {
+        return;
+    }
+    let Some(call) = watched(cbid) else { return };
+    let _ = std::panic::catch_unwind(|| {
+        let d = unsafe { &*(data as *const ApiData) };
+        let found = crate::hooks::FOUND_ON_THREAD.with(|n| n.get());
+        match d.site {
+            SITE_ENTER => AT_ENTER.with(|n| n.set(found)),
+            SITE_EXIT if !d.return_value.is_null() && !d.params.is_null() => {
+                if AT_ENTER.with(|n| n.get()) != found {
+                    return; // a driver hook inside this call reported it already
+                }
+                let r = unsafe { *(d.return_value as *const i32) };
+                if let Some(f) = unsafe { runtime_exit(call, r, d.params) } {
+                    let st = crate::state::state();
+                    st.finding(&f, gpusan_runtime::registry::capture_site(3));
+                }
+            }
+            _ => {}
+        }
+    });
+}
+
+/// What a watched runtime call that returned `r` establishes, from its parameters.
+unsafe fn runtime_exit(call: Watched, r: i32, params: *const c_void) -> Option<Finding> {
+    use gpusan_runtime::checks::{Op, Problem};
+    use gpusan_runtime::report::Operand;
+    if r == 0 {
+        return None;
+    }
+    let pitch = |api, op, operand, width: usize, pitch: usize| {
+        let problem = Problem::InvalidPitch { width: width as u64, pitch: pitch as u64 };
+        Some(Finding { api, op, operand, problem })
+    };
+    match call {
+        Watched::Copy2D(api) if r == CUDA_ERROR_INVALID_PITCH_VALUE => {
+            let p = &*(params as *const Copy2D);
+            if p.height > 0 && p.width > p.dpitch {
+                pitch(api, Op::Copy, Operand::Dst, p.width, p.dpitch)
+            } else if p.height > 0 && p.width > p.spitch {
+                pitch(api, Op::Copy, Operand::Src, p.width, p.spitch)
+            } else {
+                None
+            }
+        }
+        Watched::Set2D(api) if r == CUDA_ERROR_INVALID_PITCH_VALUE => {
+            let p = &*(params as *const Set2D);
+            (p.height > 0 && p.width > p.pitch).then(|| pitch(api, Op::Set, Operand::Dst, p.width, p.pitch))?
+        }
+        Watched::ToSymbol(api) => {
+            let p = &*(params as *const ToSymbol);
+            symbol_overflow(api, p.symbol, p.offset, p.count, Operand::Dst)
+        }
+        Watched::FromSymbol(api) => {
+            let p = &*(params as *const FromSymbol);
+            symbol_overflow(api, p.symbol, p.offset, p.count, Operand::Src)
+        }
+        _ => None,
+    }
+}
+
+/// A symbol copy of `count` bytes at `offset` into the variable whose host shadow is
+/// `symbol`: out of bounds when the module variable of that name (all of them, when several
+/// modules define it) is smaller.
+fn symbol_overflow(
+    api: &'static str,
+    symbol: *const c_void,
+    offset: usize,
+    count: usize,
+    operand: Operand,
+) -> Option<Finding> {
+    use gpusan_runtime::checks::{check_call, Call, Mem, Symbol};
+    let host = crate::host_symbols::name_at(symbol as u64)?;
+    let names = crate::host_symbols::device_names(&host);
+    let (name, (address, size)) = names.into_iter().find_map(|n| Some((n.clone(), crate::variables::by_name(&n)?)))?;
+    let symbol = Symbol { name: &name, address, size };
+    let (offset, count) = (offset as u64, count as u64);
+    let call = match operand {
+        Operand::Dst => Call::CopyToSymbol { symbol, offset, src: Mem::Array(0), count },
+        _ => Call::CopyFromSymbol { dst: Mem::Array(0), symbol, offset, count },
+    };
+    let st = crate::state::state();
+    check_call(&st.registry, api, &call).into_iter().next()
+}
+
 /// Next to this library, or `$GPUSAN_SANITIZER_LIB`.
 fn sanitizer_library() -> Option<CString> {
     if let Some(p) = std::env::var_os("GPUSAN_SANITIZER_LIB") {
@@ -102,18 +290,27 @@ pub extern "C" fn InitializeInjection() -> c_int {
             *mut c_void,
         ) -> c_int;
         type EnableAll = unsafe extern "C" fn(u32, *mut c_void) -> c_int;
+        type EnableDomain = unsafe extern "C" fn(u32, *mut c_void, u32) -> c_int;
         let sub = crate::resolve::real_dlsym(h, c"sanitizerSubscribe".as_ptr());
         let all = crate::resolve::real_dlsym(h, c"sanitizerEnableAllDomains".as_ptr());
-        if sub.is_null() || all.is_null() {
+        let domain = crate::resolve::real_dlsym(h, c"sanitizerEnableDomain".as_ptr());
+        if sub.is_null() || all.is_null() || domain.is_null() {
             probe::note("sanitizer symbols missing");
             return;
         }
         let sub: Subscribe = std::mem::transmute(sub);
-        let all: EnableAll = std::mem::transmute(all);
         let mut handle = std::ptr::null_mut();
-        let r1 = sub(&mut handle, callback, std::ptr::null_mut());
-        let r2 = all(1, handle);
-        probe::note(format!("sanitizerSubscribe={r1} sanitizerEnableAllDomains={r2}"));
+        if std::env::var_os("GPUSAN_PROBE_OUT").is_some() {
+            let all: EnableAll = std::mem::transmute(all);
+            let r1 = sub(&mut handle, callback, std::ptr::null_mut());
+            let r2 = all(1, handle);
+            probe::note(format!("sanitizerSubscribe={r1} sanitizerEnableAllDomains={r2}"));
+            return;
+        }
+        let domain: EnableDomain = std::mem::transmute(domain);
+        if sub(&mut handle, runtime_callback, std::ptr::null_mut()) == 0 && domain(1, handle, DOMAIN_RUNTIME_API) == 0 {
+            RUNTIME_API_OBSERVED.store(true, Ordering::Relaxed);
+        }
     });
     if r.is_err() {
         return 0;

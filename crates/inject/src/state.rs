@@ -98,6 +98,16 @@ impl State {
         );
         let leaks = if self.options.leak_check { checks::leak_summary(&self.registry) } else { Vec::new() };
         let mut doc = collector.finish(&self.options.mode, leaks, registry::symbolize);
+        // `gpusan run` named the sanitizer library, but this process (which used CUDA) never
+        // got the runtime-API callbacks: say so rather than pass for clean.
+        let asked = std::env::var_os("GPUSAN_SANITIZER_LIB").is_some_and(|v| !v.is_empty())
+            && std::env::var_os("CUDA_INJECTION64_PATH").is_some_and(|v| !v.is_empty());
+        if asked
+            && !crate::sanitizer::RUNTIME_API_OBSERVED.load(std::sync::atomic::Ordering::Relaxed)
+            && !crate::wrappers::call_counts().is_empty()
+        {
+            doc.notes.push("runtime API errors were not observed (the Compute Sanitizer API did not start)".into());
+        }
         let lost = crate::mirror::not_stored();
         if lost > 0 {
             doc.counters.insert("device_errors_not_stored".into(), lost);

@@ -186,6 +186,13 @@ wrappers! {
         => |real| hooks::launch_kernel_ex(real, config, f, params, extra);
     fn cuLaunchCooperativeKernel(f: Ptr, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: Ptr, params: *mut Ptr)
         => |real| hooks::launch_cooperative(real, f, [gx, gy, gz], [bx, by, bz], shmem, stream, params);
+    // Graph memory nodes.
+    fn cuGraphAddMemAllocNode(node: *mut Ptr, graph: Ptr, deps: *const Ptr, n: usize, params: *mut hooks::MemAllocNodeParams)
+        => |real| hooks::graph_add_mem_alloc_node(real, node, graph, deps, n, params);
+    fn cuGraphAddMemFreeNode(node: *mut Ptr, graph: Ptr, deps: *const Ptr, n: usize, dptr: u64)
+        => |real| hooks::graph_add_mem_free_node(real, node, graph, deps, n, dptr);
+    fn cuGraphDestroy(graph: Ptr) => |real| hooks::graph_destroy(real, graph);
+    fn cuDeviceGraphMemTrim(device: c_int) => |real| hooks::device_graph_mem_trim(real, device);
     fn cuGraphLaunch(exec: Ptr, stream: Ptr) => |real| hooks::graph_launch(real, exec, stream);
     fn cuGraphLaunch_ptsz(exec: Ptr, stream: Ptr) => |real| hooks::graph_launch(real, exec, stream);
     fn cuCtxSynchronize() => |real| hooks::ctx_synchronize(real);

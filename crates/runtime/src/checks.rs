@@ -151,6 +151,17 @@ pub enum Problem {
 }
 
 impl Finding {
+    /// A bounds finding on a module variable `name` can name becomes a symbol finding, so
+    /// the report says which variable was overrun.
+    pub fn name_variable(&mut self, name: impl Fn(&Allocation) -> Option<String>) {
+        if let Problem::OutOfBounds { start, len, alloc, past_end } = self.problem {
+            if let Some(name) = name(&alloc) {
+                let (address, size) = (alloc.base, alloc.size);
+                self.problem = Problem::SymbolOutOfBounds { start, len, name, address, size, past_end };
+            }
+        }
+    }
+
     pub fn kind(&self) -> ErrorKind {
         match self.problem {
             Problem::OutOfBounds { .. } | Problem::SymbolOutOfBounds { .. } if self.op == Op::Set => {

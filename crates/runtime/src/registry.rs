@@ -505,6 +505,16 @@ impl Registry {
         gone
     }
 
+    /// Forgets the entry based at `base` (memory the driver took back without a free call
+    /// gpusan judges: a destroyed graph's allocations, a trimmed pool) and returns it.
+    pub fn forget(&self, base: u64) -> Option<Allocation> {
+        let mut inner = self.inner.write();
+        let alloc = *inner.by_base.get(&base)?;
+        inner.forget(&alloc);
+        inner.compact_quarantine();
+        Some(alloc)
+    }
+
     /// Where `addr` falls: `O(log n)` under the read lock.
     pub fn lookup(&self, addr: u64) -> Lookup {
         let inner = self.inner.read();

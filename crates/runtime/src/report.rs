@@ -318,6 +318,10 @@ pub struct Document {
     /// how many: their kernels ran unchecked.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub unchecked_modules: BTreeMap<String, u64>,
+    /// What the run could not observe ("runtime API errors were not observed: …"), shown
+    /// under the header: a silent report must not pass for a clean one where it is blind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl Document {
@@ -348,6 +352,11 @@ impl Document {
         for (why, n) in other.unchecked_modules {
             *self.unchecked_modules.entry(why).or_default() += n;
         }
+        for note in other.notes {
+            if !self.notes.contains(&note) {
+                self.notes.push(note);
+            }
+        }
     }
 
     /// The human rendering, in the style of compute-sanitizer.
@@ -361,6 +370,9 @@ const BAR: &str = "=========";
 impl fmt::Display for Document {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{BAR} GPUSAN {} (mode: {})", self.version, self.mode)?;
+        for note in &self.notes {
+            writeln!(f, "{BAR} NOTE: {note}")?;
+        }
         for error in &self.errors {
             write!(f, "{}", error.report)?;
             if error.count > 1 {
@@ -415,7 +427,9 @@ impl fmt::Display for Report {
                         plural(offset.saturating_add(h.size).saturating_sub(symbol.size), "byte"),
                     )?;
                 }
-                write_nearest(f, h.address, h.size, h.nearest.as_ref(), h.symbol.is_none())?;
+                // A pitch finding is about the call's shape, not an address.
+                let unknown = h.symbol.is_none() && self.kind != ErrorKind::InvalidPitch;
+                write_nearest(f, h.address, h.size, h.nearest.as_ref(), unknown)?;
                 write_stack(f, "Called at", &h.call_stack)
             }
             Details::Device(d) => {
@@ -645,6 +659,7 @@ impl Collector {
             leaks,
             counters: BTreeMap::new(),
             unchecked_modules: BTreeMap::new(),
+            notes: Vec::new(),
         }
     }
 }

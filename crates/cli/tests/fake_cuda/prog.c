@@ -46,6 +46,40 @@ static const char *ptx =
     "\tld.param.u64 %rd1, [p];\n\tcvta.to.global.u64 %rd2, %rd1;\n"
     "\tld.global.u32 %r1, [%rd2];\n\tst.global.u32 [%rd2+4], %r1;\n\tret;\n}\n";
 
+/* Declares the module variable `table` (64 bytes), as the fake driver has it. */
+static const char *vars_ptx =
+    ".version 9.0\n.target sm_90\n.address_size 64\n"
+    ".visible .global .align 4 .b8 table[64];\n"
+    ".visible .entry k()\n{\n\tret;\n}\n";
+uint64_t fake_variable_address(void);
+int cuInit(unsigned);
+void fake_set_context(uintptr_t);
+void fake_set_capturing(int);
+int cuMemAllocAsync(uint64_t *, size_t, void *);
+int cuMemFreeAsync(uint64_t, void *);
+struct mem_alloc_node_params { unsigned char pool_props[88]; void *access; size_t access_count; size_t bytesize; uint64_t dptr; };
+int cuGraphAddMemAllocNode(void **, void *, const void **, size_t, struct mem_alloc_node_params *);
+int cuGraphAddMemFreeNode(void **, void *, const void **, size_t, uint64_t);
+int cuGraphDestroy(void *);
+
+/* The host shadow of the module variable `table` (cudart names variables by these). */
+float table[16];
+
+/* cudart refusing a call itself (see fake_cuda/libsanitizer.c), by runtime callback id. */
+static int runtime_call(uint32_t cbid, const void *params, int result) {
+    int (*call)(uint32_t, const void *, int) = (int (*)(uint32_t, const void *, int))dlsym(RTLD_DEFAULT, "fake_runtime_call");
+    return call ? call(cbid, params, result) : result;
+}
+
+/* A second thread working in a second context: loads the ABI module there and launches. */
+static void *abi_module_b;
+static void *second_context(void *arg) {
+    (void)arg;
+    fake_set_context(0x2000);
+    if (cuModuleLoadData(&abi_module_b, abi_ptx) || cuLaunchKernel(0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0)) return (void *)1;
+    return 0;
+}
+
 static alloc_t alloc_; static free_t free_; static htod_t htod; static dtoh_t dtoh; static memset_t set;
 
 static void *get(void *h, getproc_t gp, const char *plain, const char *versioned) {
@@ -120,6 +154,56 @@ int main(int argc, char **argv) {
         rc |= cuModuleGetGlobal_v2(&sym, &size, (void *)0x4000, "table");
         htod(sym, host, strcmp(s, "symbol_clean") == 0 ? size : size + 4);
         rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "variable_clean") || !strcmp(s, "variable_overflow")) {
+        /* The variable's address comes from outside gpusan's view: it must learn the bounds
+         * from the module's declarations. */
+        void *m = 0;
+        rc |= cuModuleLoadData(&m, vars_ptx);
+        htod(fake_variable_address(), host, strcmp(s, "variable_clean") == 0 ? 64 : 68);
+        dtoh(host, fake_variable_address() + 16, 48);
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "runtime_refused") || !strcmp(s, "runtime_refused_clean")) {
+        /* Calls cudart refuses before the driver sees them. In the clean variant, the
+         * refusals have other reasons (nothing gpusan may report): a pitch above the
+         * device's limit, a symbol copy within the variable, an unknown host address. */
+        int bug = !strcmp(s, "runtime_refused");
+        void *m = 0;
+        rc |= cuInit(0) | cuModuleLoadData(&m, vars_ptx);
+        struct { uint64_t dst; size_t dpitch; uint64_t src; size_t spitch, width, height; int kind; } c2 =
+            {a, 128, (uint64_t)(uintptr_t)host, 256, bug ? 256 : 64, 4, 1};
+        if (bug) c2.dpitch = 128; else c2.dpitch = (size_t)1 << 40;
+        if (runtime_call(32, &c2, 12) != 12) rc |= 32; /* cudaMemcpy2D: cudaErrorInvalidPitchValue */
+        struct { const void *symbol; const void *src; size_t count, offset; int kind; } ts =
+            {table, host, bug ? 68 : 64, 0, 1};
+        if (runtime_call(39, &ts, 1) != 1) rc |= 64; /* cudaMemcpyToSymbol: cudaErrorInvalidValue */
+        struct { void *dst; const void *symbol; size_t count, offset; int kind; } fs = {host, host, 4096, 0, 2};
+        if (runtime_call(40, &fs, 13) != 13) rc |= 64; /* not a variable's shadow: nothing known */
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "graph_nodes") || !strcmp(s, "graph_nodes_overflow")) {
+        /* A graph with an allocation node and a free node, "launched" 10 times: each launch
+         * copies into the graph's allocation (the overflow variant 4 bytes past its end). */
+        void *g = (void *)0x7000, *alloc_node = 0, *free_node = 0;
+        struct mem_alloc_node_params p = {{0}, 0, 0, 1024, 0};
+        rc |= cuGraphAddMemAllocNode(&alloc_node, g, 0, 0, &p);
+        rc |= cuGraphAddMemFreeNode(&free_node, g, (const void **)&alloc_node, 1, p.dptr);
+        for (int i = 0; i < 10; i++) {
+            htod(p.dptr, host, strcmp(s, "graph_nodes") == 0 ? 1024 : 1028);
+            dtoh(host, p.dptr, 1024);
+        }
+        rc |= cuGraphDestroy(g);
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "graph_capture") || !strcmp(s, "graph_capture_overflow")) {
+        /* cudaMallocAsync, a copy and cudaFreeAsync captured into a graph, which is then
+         * "launched" 10 times: the freed-at-capture memory is the graph's again each time. */
+        uint64_t p = 0;
+        fake_set_capturing(1);
+        rc |= cuMemAllocAsync(&p, 256, 0);
+        htod(p, host, strcmp(s, "graph_capture") == 0 ? 256 : 260);
+        rc |= cuMemFreeAsync(p, 0);
+        fake_set_capturing(0);
+        for (int i = 0; i < 10; i++) htod(p, host, 256);
+        rc |= cuGraphDestroy((void *)0x7000);
+        rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "threads")) {
         pthread_t t[8];
         for (long i = 0; i < 8; i++) pthread_create(&t[i], 0, worker, (void *)i);
@@ -156,6 +240,37 @@ int main(int argc, char **argv) {
             memcpy(r, &addr, 8);
             memset(r + 8, 0, 8);
             memcpy(r + 16, f, sizeof f);
+        }
+        rc |= cuCtxSynchronize();
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "abi_two_contexts")) {
+        /* The ABI module loaded in two contexts (the second from another thread): each
+         * context must get its own table and error buffer; a record written in the second
+         * context's buffer must be drained. */
+        void *m = 0;
+        pthread_t t;
+        void *r = 0;
+        rc |= cuModuleLoadData(&m, abi_ptx) | cuLaunchKernel(0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0);
+        pthread_create(&t, 0, second_context, 0);
+        pthread_join(t, &r);
+        rc |= r != 0;
+        uint64_t ta = global_value(m, "__gpusan_table"), ea = global_value(m, "__gpusan_errors");
+        fake_set_context(0x2000);
+        uint64_t tb = global_value(abi_module_b, "__gpusan_table"), eb = global_value(abi_module_b, "__gpusan_errors");
+        uint32_t module = (uint32_t)global_value(abi_module_b, "__gpusan_module");
+        fake_set_context(0x1000);
+        if (!ta || !tb || ta == tb || ea == eb) rc |= 4; /* one table and buffer per context */
+        if (memcmp((void *)(uintptr_t)tb, "GSAT", 4) != 0) rc |= 8;
+        if (!eb || module < 2) rc |= 16;
+        else {
+            unsigned char *errors = (unsigned char *)(uintptr_t)eb;
+            uint32_t *count = (uint32_t *)errors, i = (*count)++;
+            unsigned char *rec = errors + 16 + 64 * i;
+            uint64_t addr = a + 1024 + 4;
+            uint32_t f[12] = {module << 16 | 0, 1, 4, 15, 2, 0, 0, 5, 0, 0, 0, 1};
+            memcpy(rec, &addr, 8);
+            memset(rec + 8, 0, 8);
+            memcpy(rec + 16, f, sizeof f);
         }
         rc |= cuCtxSynchronize();
         rc |= free_(a) | free_(b);
