@@ -2,8 +2,6 @@
 // expect: invalid_pitch
 // expect-leak: none
 // compute-sanitizer: yes
-// known-gap: cudart may refuse the call itself (width > pitch) before any driver call; a
-//   driver-level hook then never sees it.
 // what: cudaMemcpy2D with rows (256 bytes) wider than the destination pitch (128 bytes)
 //       (CUDA refuses it with cudaErrorInvalidPitchValue: a bug all the same)
 #include "case.h"

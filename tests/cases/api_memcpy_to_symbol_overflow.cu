@@ -2,9 +2,6 @@
 // expect: memcpy_out_of_bounds
 // expect-leak: none
 // compute-sanitizer: yes
-// known-gap: cudart knows __device__ variable sizes and is believed to refuse this call itself
-//   (cudaErrorInvalidValue) before any driver call, so a driver-level hook never sees it;
-//   gpusan finds it only by hooking cudart's symbol copies or registering module variables.
 // what: cudaMemcpyToSymbol writes 257 floats into a __device__ float[256]
 #include "case.h"
 __device__ float table[256];

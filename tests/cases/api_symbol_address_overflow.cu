@@ -3,9 +3,6 @@
 // expect-leak: none
 // accept: unknown_device_address
 // compute-sanitizer: yes
-// known-gap: the driver sees a plain host->device copy to a module variable's address: gpusan
-//   needs the module's variables (address, size) registered at module load to judge it
-//   (without them it can at best say unknown_device_address, accepted but not a detection).
 // what: cudaMemcpy to the address of a __device__ int[64] (cudaGetSymbolAddress) copies 65 ints
 #include "case.h"
 __device__ int vals[64];
