@@ -69,6 +69,12 @@ use gpusan_ptx::Module;
 
 use crate::{FunctionReport, Pass, PassError, PassReport};
 
+mod heap;
+pub use heap::{
+    CODE_DOUBLE_FREE, CODE_INVALID_FREE, HEAP_BLOCK_TAG, HEAP_CAPACITY, HEAP_ENTRY_BYTES, HEAP_HEADER_BYTES,
+    HEAP_SYMBOL, STATE_FREED,
+};
+
 /// `device_abi::TABLE_SYMBOL`.
 pub const TABLE_SYMBOL: &str = "__gpusan_table";
 /// `device_abi::ERRORS_SYMBOL`.
@@ -82,7 +88,7 @@ pub const CODE_OUT_OF_BOUNDS: u32 = 1;
 pub const CODE_USE_AFTER_FREE: u32 = 2;
 
 /// `DeviceEntry::LIVE`: state bits (0–7 of `flags`) of a live allocation.
-const STATE_LIVE: u32 = 1;
+pub const STATE_LIVE: u32 = 1;
 
 /// Prefix of every register the pass adds (`%__gs_…`) and of its labels (`$__gs_…`); the
 /// module must not use it.
@@ -147,6 +153,8 @@ pub struct CheckFunction {
     pub other: u32,
     /// Instructions added.
     pub inserted: u32,
+    /// Device-heap calls (`malloc`, `free`) instrumented; see [`heap`].
+    pub heap_calls: u32,
 }
 
 impl CheckFunction {
@@ -180,6 +188,7 @@ pub fn run(module: &mut Module, src: Option<&str>) -> Result<CheckReport, PassEr
         })
         .collect();
     defined.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    let uses_heap = heap::module_uses_heap(module);
 
     let mut report = CheckReport::default();
     for item in &mut module.items {
@@ -188,7 +197,7 @@ pub fn run(module: &mut Module, src: Option<&str>) -> Result<CheckReport, PassEr
             continue;
         }
         let index = defined.iter().position(|n| *n == f.name).unwrap_or(0) as u32;
-        let r = instrument_function(f, index, &line_of)?;
+        let r = instrument_function(f, index, &line_of, uses_heap)?;
         report.functions.push(r);
     }
 
@@ -200,6 +209,9 @@ pub fn run(module: &mut Module, src: Option<&str>) -> Result<CheckReport, PassEr
     let vars = [(TABLE_SYMBOL, "u64", 8), (ERRORS_SYMBOL, "u64", 8), (MODULE_SYMBOL, "u32", 4)];
     for (k, (name, ty, align)) in vars.into_iter().enumerate() {
         module.items.insert(at + k, Item::Var(abi_var(name, ty, align)));
+    }
+    if uses_heap {
+        module.items.insert(at + vars.len(), Item::Var(heap::table_decl()));
     }
     Ok(report)
 }
@@ -223,7 +235,7 @@ fn abi_var(name: &str, ty: &str, align: u32) -> VarDecl {
 /// Refuses a module already declaring one of the ABI variables (instrumented PTX, or a
 /// clash), or using the pass's name prefix.
 fn check_unused(module: &Module) -> Result<(), PassError> {
-    let abi = [TABLE_SYMBOL, ERRORS_SYMBOL, MODULE_SYMBOL];
+    let abi = [TABLE_SYMBOL, ERRORS_SYMBOL, MODULE_SYMBOL, HEAP_SYMBOL];
     let taken = |name: &str| {
         PassError::new(format!(
             "`{name}` is already declared, and it is a variable of gpusan's device ABI this pass adds; \
@@ -441,10 +453,12 @@ struct Insertion {
     stmts: Vec<Statement>,
 }
 
+/// `uses_heap`: the module calls the device heap, so roots can be heap blocks ([`heap`]).
 fn instrument_function(
     f: &mut Function,
     index: u32,
     line_of: &dyn Fn(Span) -> u32,
+    uses_heap: bool,
 ) -> Result<CheckFunction, PassError> {
     let cfg = Cfg::build(f).map_err(|e| PassError::new(e.to_string()).in_function(f.name))?;
     let mut report = CheckFunction {
@@ -458,7 +472,10 @@ fn instrument_function(
         unknown_width: 0,
         other: 0,
         inserted: 0,
+        heap_calls: 0,
     };
+    let heap_calls = if uses_heap { heap::Calls::find(&cfg, f) } else { heap::Calls::default() };
+    report.heap_calls = heap_calls.count();
 
     // Analysis: which accesses are checked, against which root.
     struct Site {
@@ -517,7 +534,7 @@ fn instrument_function(
         }
     }
     report.roots = root_numbers.len() as u32;
-    if sites.is_empty() {
+    if sites.is_empty() && heap_calls.is_empty() {
         return Ok(report);
     }
 
@@ -532,16 +549,17 @@ fn instrument_function(
     let mut entry_code = String::new();
     for (root, &k) in &root_numbers {
         match *root {
-            Root::Entry(reg) => entry_code.push_str(&loadmeta(k, &regs.name(reg), &mut label)),
+            Root::Entry(reg) => entry_code.push_str(&root_meta_k(k, &regs.name(reg), false, uses_heap, &mut label)),
             Root::Inst(d, reg) => {
                 let path = cfg.inst_path(d);
                 let mut at = path.to_vec();
                 *at.last_mut().unwrap() += 1;
-                let text = loadmeta(k, &regs.name(reg), &mut label);
+                let text = root_meta_k(k, &regs.name(reg), heap_calls.is_result(d), uses_heap, &mut label);
                 insertions.push(Insertion { at, check: false, stmts: snippet(&text) });
             }
         }
     }
+    insertions.extend(heap_calls.insertions(&cfg, f, index, line_of, &mut label));
     let body = f.body.as_deref().unwrap_or_default();
     for site in &sites {
         let path = cfg.inst_path(site.inst);
@@ -559,6 +577,9 @@ fn instrument_function(
         for (j, &(operand, w, space, kind, k)) in site.accesses.iter().enumerate() {
             let (base, offset) = inst.operands[operand].as_address().unwrap();
             let base = base.unwrap();
+            if uses_heap {
+                text.push_str(&heap::reload_state(k));
+            }
             if offset == 0 {
                 text.push_str(&format!("\tmov.b64 %__gs_a, {base};\n"));
             } else {
@@ -635,6 +656,9 @@ fn instrument_function(
     for (ty, name) in [("b64", "base"), ("b64", "low"), ("b64", "lim"), ("b64", "id"), ("b32", "st"), ("pred", "ok")] {
         top.push_str(&format!("\t.reg .{ty} %__gs_{name}<{n}>;\n"));
     }
+    if uses_heap {
+        top.push_str(&heap::declarations(n));
+    }
     for k in 0..n {
         top.push_str(&format!("\tmov.pred %__gs_ok{k}, 0;\n"));
     }
@@ -643,6 +667,27 @@ fn instrument_function(
     report.inserted += top.iter().filter(|s| matches!(s, Statement::Inst(_))).count() as u32;
     body.splice(0..0, top);
     Ok(report)
+}
+
+/// The LOADMETA of root `k`. Roots of a heap module may be heap blocks: a `malloc` result
+/// has its metadata from the call, any other root falls back on the heap table when the
+/// runtime's table has no entry for it.
+fn root_meta_k(
+    k: usize,
+    value: &str,
+    malloc_result: bool,
+    uses_heap: bool,
+    mut label: &mut dyn FnMut() -> String,
+) -> String {
+    if malloc_result {
+        heap::loadmeta_result(k, value)
+    } else if uses_heap {
+        let mut text = loadmeta(k, value, &mut label);
+        text.push_str(&heap::loadmeta_fallback(k, value, label));
+        text
+    } else {
+        loadmeta(k, value, &mut label)
+    }
 }
 
 fn list_at_mut<'a>(body: &'a mut Vec<Statement>, parents: &[u32]) -> &'a mut Vec<Statement> {
