@@ -50,6 +50,9 @@
 //! A root in no entry of the table (a module variable, memory gpusan did not see
 //! allocated, a shared or local window) is never judged: the rule is zero false positives.
 //!
+//! Modules that call `malloc` or `free` also get a device-heap table and checks around
+//! those calls; roots can then be heap blocks (`check/heap.rs`).
+//!
 //! # What version 0 leaves unchecked
 //!
 //! Counted per function in [`CheckFunction`]: accesses whose address has several roots
@@ -153,7 +156,7 @@ pub struct CheckFunction {
     pub other: u32,
     /// Instructions added.
     pub inserted: u32,
-    /// Device-heap calls (`malloc`, `free`) instrumented; see [`heap`].
+    /// Device-heap calls (`malloc`, `free`) instrumented (`check/heap.rs`).
     pub heap_calls: u32,
 }
 
@@ -453,7 +456,7 @@ struct Insertion {
     stmts: Vec<Statement>,
 }
 
-/// `uses_heap`: the module calls the device heap, so roots can be heap blocks ([`heap`]).
+/// `uses_heap`: the module calls the device heap, so roots can be heap blocks (`check/heap.rs`).
 fn instrument_function(
     f: &mut Function,
     index: u32,
