@@ -50,6 +50,9 @@
 //! A root in no entry of the table (a module variable, memory gpusan did not see
 //! allocated, a shared or local window) is never judged: the rule is zero false positives.
 //!
+//! Modules that call `malloc` or `free` also get a device-heap table and checks around
+//! those calls; roots can then be heap blocks (`check/heap.rs`).
+//!
 //! # What version 0 leaves unchecked
 //!
 //! Counted per function in [`CheckFunction`]: accesses whose address has several roots
@@ -70,6 +73,11 @@ use gpusan_ptx::Module;
 use crate::{FunctionReport, Pass, PassError, PassReport};
 
 mod groups;
+mod heap;
+pub use heap::{
+    CODE_DOUBLE_FREE, CODE_INVALID_FREE, HEAP_BLOCK_TAG, HEAP_CAPACITY, HEAP_ENTRY_BYTES, HEAP_HEADER_BYTES,
+    HEAP_SYMBOL, STATE_FREED,
+};
 
 /// `device_abi::TABLE_SYMBOL`.
 pub const TABLE_SYMBOL: &str = "__gpusan_table";
@@ -84,7 +92,7 @@ pub const CODE_OUT_OF_BOUNDS: u32 = 1;
 pub const CODE_USE_AFTER_FREE: u32 = 2;
 
 /// `DeviceEntry::LIVE`: state bits (0–7 of `flags`) of a live allocation.
-const STATE_LIVE: u32 = 1;
+pub const STATE_LIVE: u32 = 1;
 
 /// Prefix of every register the pass adds (`%__gs_…`) and of its labels (`$__gs_…`); the
 /// module must not use it.
@@ -157,6 +165,8 @@ pub struct CheckFunction {
     pub block_roots: u32,
     /// Instructions added.
     pub inserted: u32,
+    /// Device-heap calls (`malloc`, `free`) instrumented (`check/heap.rs`).
+    pub heap_calls: u32,
 }
 
 impl CheckFunction {
@@ -212,6 +222,9 @@ pub fn run(module: &mut Module, src: Option<&str>) -> Result<CheckReport, PassEr
     for (k, (name, ty, align)) in vars.into_iter().enumerate() {
         module.items.insert(at + k, Item::Var(abi_var(name, ty, align)));
     }
+    if facts.uses_heap {
+        module.items.insert(at + vars.len(), Item::Var(heap::table_decl()));
+    }
     Ok(report)
 }
 
@@ -223,6 +236,9 @@ struct ModuleFacts {
     /// Static shared bytes declared anywhere in the module (an upper bound per kernel);
     /// `None` when a size is not known.
     static_shared_bytes: Option<u64>,
+    /// The module calls `malloc`/`free`: roots may be heap blocks, whose state each check
+    /// re-reads (`check/heap.rs`), so neither optimization applies.
+    uses_heap: bool,
 }
 
 /// Static shared memory the pass may add per kernel, and the static total it stays under
@@ -255,7 +271,11 @@ impl ModuleFacts {
                 }
             }
         }
-        let mut facts = ModuleFacts { dynamic_shared: false, static_shared_bytes: Some(0) };
+        let mut facts = ModuleFacts {
+            dynamic_shared: false,
+            static_shared_bytes: Some(0),
+            uses_heap: heap::module_uses_heap(module),
+        };
         for item in &module.items {
             match item {
                 Item::Var(v) if v.space.is_shared() => {
@@ -292,7 +312,7 @@ fn abi_var(name: &str, ty: &str, align: u32) -> VarDecl {
 /// Refuses a module already declaring one of the ABI variables (instrumented PTX, or a
 /// clash), or using the pass's name prefix.
 fn check_unused(module: &Module) -> Result<(), PassError> {
-    let abi = [TABLE_SYMBOL, ERRORS_SYMBOL, MODULE_SYMBOL];
+    let abi = [TABLE_SYMBOL, ERRORS_SYMBOL, MODULE_SYMBOL, HEAP_SYMBOL];
     let taken = |name: &str| {
         PassError::new(format!(
             "`{name}` is already declared, and it is a variable of gpusan's device ABI this pass adds; \
@@ -531,7 +551,10 @@ fn instrument_function(
         group_checks: 0,
         block_roots: 0,
         inserted: 0,
+        heap_calls: 0,
     };
+    let heap_calls = if facts.uses_heap { heap::Calls::find(&cfg, f) } else { heap::Calls::default() };
+    report.heap_calls = heap_calls.count();
 
     // Analysis: which accesses are checked, against which root.
     struct Site {
@@ -611,12 +634,12 @@ fn instrument_function(
                 cands.push(groups::Candidate { site: si, inst: site.inst, reg, base, offset, width: w, root: k, def });
             }
         }
-        group_plan = groups::plan(&cands, &cfg);
+        group_plan = if facts.uses_heap { groups::Plan::default() } else { groups::plan(&cands, &cfg) };
 
         let static_ok = |n: usize| {
             facts.static_shared_bytes.is_some_and(|b| b + BLOCK_META_BYTES * n as u64 <= STATIC_SHARED_LIMIT)
         };
-        if fref.kind == gpusan_ptx::ast::FunctionKind::Entry && !facts.dynamic_shared {
+        if fref.kind == gpusan_ptx::ast::FunctionKind::Entry && !facts.dynamic_shared && !facts.uses_heap {
             let params: HashSet<Name> = fref.params.iter().flatten().map(|p| p.name).collect();
             for (root, &k) in &root_numbers {
                 let Root::Inst(d, _) = *root else { continue };
@@ -637,7 +660,7 @@ fn instrument_function(
     }
     report.roots = root_numbers.len() as u32;
     report.block_roots = block_roots.len() as u32;
-    if sites.is_empty() {
+    if sites.is_empty() && heap_calls.is_empty() {
         return Ok(report);
     }
 
@@ -652,14 +675,16 @@ fn instrument_function(
     let mut entry_code = String::new();
     for (root, &k) in &root_numbers {
         match *root {
-            Root::Entry(reg) => entry_code.push_str(&loadmeta(k, &regs.name(reg), &mut label)),
+            Root::Entry(reg) => {
+                entry_code.push_str(&root_meta_k(k, &regs.name(reg), false, facts.uses_heap, &mut label))
+            }
             Root::Inst(d, reg) => {
                 let path = cfg.inst_path(d);
                 let mut at = path.to_vec();
                 *at.last_mut().unwrap() += 1;
                 let text = match block_roots.keys().position(|&b| b == k) {
                     Some(slot) => fetch_block_meta(k, slot),
-                    None => loadmeta(k, &regs.name(reg), &mut label),
+                    None => root_meta_k(k, &regs.name(reg), heap_calls.is_result(d), facts.uses_heap, &mut label),
                 };
                 insertions.push(Insertion { at, order: 0, stmts: snippet(&text) });
             }
@@ -696,6 +721,7 @@ fn instrument_function(
         let text = groups::check_text(g, group, STATE_LIVE);
         insertions.push(Insertion { at, order: 1, stmts: snippet(&text) });
     }
+    insertions.extend(heap_calls.insertions(&cfg, f, index, line_of, &mut label));
     let body = f.body.as_deref().unwrap_or_default();
     for (si, site) in sites.iter().enumerate() {
         let path = cfg.inst_path(site.inst);
@@ -733,6 +759,9 @@ fn instrument_function(
         for (j, &(operand, w, space, kind, k)) in site.accesses.iter().enumerate() {
             let (base, offset) = inst.operands[operand].as_address().unwrap();
             let base = base.unwrap();
+            if facts.uses_heap {
+                text.push_str(&heap::reload_state(k));
+            }
             if offset == 0 {
                 text.push_str(&format!("\tmov.b64 %__gs_a, {base};\n"));
             } else {
@@ -815,6 +844,9 @@ fn instrument_function(
     if !group_plan.groups.is_empty() {
         top.push_str(&format!("\t.reg .pred %__gs_gok<{}>;\n", group_plan.groups.len()));
     }
+    if facts.uses_heap {
+        top.push_str(&heap::declarations(n));
+    }
     for k in 0..n {
         top.push_str(&format!("\tmov.pred %__gs_ok{k}, 0;\n"));
     }
@@ -826,6 +858,27 @@ fn instrument_function(
     report.inserted += top.iter().filter(|s| matches!(s, Statement::Inst(_))).count() as u32;
     body.splice(0..0, top);
     Ok(report)
+}
+
+/// The LOADMETA of root `k`. Roots of a heap module may be heap blocks: a `malloc` result
+/// has its metadata from the call, any other root falls back on the heap table when the
+/// runtime's table has no entry for it.
+fn root_meta_k(
+    k: usize,
+    value: &str,
+    malloc_result: bool,
+    uses_heap: bool,
+    mut label: &mut dyn FnMut() -> String,
+) -> String {
+    if malloc_result {
+        heap::loadmeta_result(k, value)
+    } else if uses_heap {
+        let mut text = loadmeta(k, value, &mut label);
+        text.push_str(&heap::loadmeta_fallback(k, value, label));
+        text
+    } else {
+        loadmeta(k, value, &mut label)
+    }
 }
 
 fn list_at_mut<'a>(body: &'a mut Vec<Statement>, parents: &[u32]) -> &'a mut Vec<Statement> {

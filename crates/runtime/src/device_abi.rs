@@ -14,15 +14,38 @@
 //! [`ErrorRecord`]s. A kernel that finds an error does `i = atom.add(count, 1)` and, if
 //! `i < capacity`, writes record `i`; the runtime drains new records at synchronizations, so
 //! every error is counted and the first `capacity` since the last drain are reported in full.
+//!
+//! # The device heap
+//!
+//! A module whose kernels call `malloc`/`free` also declares its own table of device-heap
+//! blocks, which the runtime does not set (it starts zeroed, as module variables do):
+//!
+//! | symbol | type | value |
+//! | --- | --- | --- |
+//! | `__gpusan_heap` | `.b8[HEAP_HEADER_BYTES + HEAP_CAPACITY * HEAP_ENTRY_BYTES]` | `u32` overflow flag, padding, then entries {base `u64` (0: empty), size `u64`, unused `u64`, state `u32` ([`HEAP_STATE_LIVE`], [`HEAP_STATE_FREED`]), padding}, an open-addressing hash keyed by base |
+//!
+//! Records about heap blocks carry [`HEAP_BLOCK_TAG`]` | base` in [`ErrorRecord::allocation`]
+//! (bases are below 2^63), and device-side frees report [`CODE_DOUBLE_FREE`] and
+//! [`CODE_INVALID_FREE`] with the pointer as address and size 0.
 
 use serde::{Deserialize, Serialize};
 
 use crate::registry::{Lookup, Registry};
-use crate::report::{Access, DeviceDetails, ErrorKind, Nearest, Report, SourceLoc, Space, Stack};
+use crate::report::{Access, DeviceDetails, ErrorKind, HeapBlock, Nearest, Report, SourceLoc, Space, Stack};
 
 pub const TABLE_SYMBOL: &str = "__gpusan_table";
 pub const ERRORS_SYMBOL: &str = "__gpusan_errors";
 pub const MODULE_SYMBOL: &str = "__gpusan_module";
+pub const HEAP_SYMBOL: &str = "__gpusan_heap";
+
+/// Entries of a module's device-heap table.
+pub const HEAP_CAPACITY: u64 = 1 << 16;
+pub const HEAP_HEADER_BYTES: u64 = 16;
+pub const HEAP_ENTRY_BYTES: u64 = 32;
+pub const HEAP_STATE_LIVE: u32 = 1;
+pub const HEAP_STATE_FREED: u32 = 2;
+/// Set in [`ErrorRecord::allocation`] when the rest is the base of a device-heap block.
+pub const HEAP_BLOCK_TAG: u64 = 1 << 63;
 
 /// Records the buffer holds between two drains.
 pub const ERROR_CAPACITY: u32 = 4096;
@@ -69,6 +92,10 @@ pub const CODE_USE_AFTER_SCOPE: u32 = 3;
 pub const CODE_SHARED_OUT_OF_BOUNDS: u32 = 4;
 pub const CODE_LOCAL_OUT_OF_BOUNDS: u32 = 5;
 pub const CODE_MISALIGNED: u32 = 6;
+/// `free` in a kernel of a device-heap block already freed.
+pub const CODE_DOUBLE_FREE: u32 = 7;
+/// `free` in a kernel of a pointer that is no device-heap block's start.
+pub const CODE_INVALID_FREE: u32 = 8;
 
 impl ErrorRecord {
     pub const SIZE: usize = 64;
@@ -111,6 +138,8 @@ impl ErrorRecord {
             (CODE_SHARED_OUT_OF_BOUNDS, _) => ErrorKind::SharedOutOfBounds,
             (CODE_LOCAL_OUT_OF_BOUNDS, _) => ErrorKind::LocalOutOfBounds,
             (CODE_MISALIGNED, _) => ErrorKind::MisalignedAccess,
+            (CODE_DOUBLE_FREE, _) => ErrorKind::DoubleFree,
+            (CODE_INVALID_FREE, _) => ErrorKind::InvalidFree,
             (_, 1) => ErrorKind::OutOfBoundsWrite,
             (_, 2) => ErrorKind::OutOfBoundsAtomic,
             _ => ErrorKind::OutOfBoundsRead,
@@ -121,20 +150,13 @@ impl ErrorRecord {
     /// PTX line refers to, `lines` the module's line table for the CUDA source line; the
     /// nearest allocation comes from the registry as it is now.
     pub fn to_report(&self, kernel: &str, module_name: &str, lines: &SourceLines, registry: &Registry) -> Report {
-        // The allocation the pointer came from, when the kernel knew it: an overflow into a
-        // neighbouring live buffer must name the buffer it overflowed, not the neighbour.
-        let root =
-            (self.allocation != 0).then(|| registry.snapshot().into_iter().find(|a| a.id == self.allocation)).flatten();
-        let nearest = match root {
-            Some(a) => Some(Nearest::new(self.address, &a)),
-            None => match registry.lookup(self.address) {
-                Lookup::Live { alloc, .. } | Lookup::Freed { alloc, .. } => Some(Nearest::new(self.address, &alloc)),
-                Lookup::Outside { below, above } => {
-                    // The allocation ending closest before the address explains most overflows.
-                    below.or(above).map(|a| Nearest::new(self.address, &a))
-                }
-            },
-        };
+        let kind = self.kind();
+        let heap_block =
+            (self.allocation & HEAP_BLOCK_TAG != 0).then_some(HeapBlock { base: self.allocation & !HEAP_BLOCK_TAG });
+        // Device-heap blocks are in no host allocation: naming the host allocation nearest
+        // to a heap address would be a wrong lead.
+        let heap = heap_block.is_some() || matches!(kind, ErrorKind::DoubleFree | ErrorKind::InvalidFree);
+        let nearest = if heap { None } else { self.host_nearest(registry) };
         let details = DeviceDetails {
             kernel: kernel.to_string(),
             block: self.block,
@@ -156,8 +178,28 @@ impl ErrorRecord {
             ptx: (self.ptx_line > 0).then(|| SourceLoc { file: module_name.to_string(), line: self.ptx_line }),
             source: lines.source_of(self.ptx_line),
             launch_stack: Stack::default(),
+            heap_block,
         };
-        Report::device(self.kind(), details)
+        Report::device(kind, details)
+    }
+
+    /// The host allocation a record is about: the one its pointer came from, else the
+    /// one at or nearest below the address.
+    fn host_nearest(&self, registry: &Registry) -> Option<Nearest> {
+        // The allocation the pointer came from, when the kernel knew it: an overflow into a
+        // neighbouring live buffer must name the buffer it overflowed, not the neighbour.
+        let root =
+            (self.allocation != 0).then(|| registry.snapshot().into_iter().find(|a| a.id == self.allocation)).flatten();
+        match root {
+            Some(a) => Some(Nearest::new(self.address, &a)),
+            None => match registry.lookup(self.address) {
+                Lookup::Live { alloc, .. } | Lookup::Freed { alloc, .. } => Some(Nearest::new(self.address, &alloc)),
+                Lookup::Outside { below, above } => {
+                    // The allocation ending closest before the address explains most overflows.
+                    below.or(above).map(|a| Nearest::new(self.address, &a))
+                }
+            },
+        }
     }
 }
 
@@ -300,5 +342,83 @@ mod tests {
         assert_eq!(k(CODE_USE_AFTER_FREE, 1), ErrorKind::UseAfterFree);
         assert_eq!(k(CODE_SHARED_OUT_OF_BOUNDS, 0), ErrorKind::SharedOutOfBounds);
         assert_eq!(k(CODE_LOCAL_OUT_OF_BOUNDS, 0), ErrorKind::LocalOutOfBounds);
+        assert_eq!(k(CODE_DOUBLE_FREE, 0), ErrorKind::DoubleFree);
+        assert_eq!(k(CODE_INVALID_FREE, 1), ErrorKind::InvalidFree);
+    }
+
+    /// A registry with a device allocation just below `HEAP_BASE`: the one a host lookup of
+    /// a heap address would wrongly name.
+    const HEAP_BASE: u64 = 0x7000_0010_0000;
+
+    fn registry_below_heap() -> Registry {
+        let reg = Registry::default();
+        let site = SiteId::UNKNOWN;
+        reg.insert(NewAlloc {
+            base: HEAP_BASE - 4096,
+            size: 1024,
+            kind: AllocKind::Device,
+            device: 0,
+            context: 1,
+            site,
+        })
+        .unwrap();
+        reg
+    }
+
+    #[test]
+    fn a_heap_block_overflow_names_the_block_not_a_host_allocation() {
+        let rec = ErrorRecord {
+            address: HEAP_BASE + 60,
+            allocation: HEAP_BLOCK_TAG | HEAP_BASE,
+            size: 4,
+            access: 1,
+            space: 3,
+            code: CODE_OUT_OF_BOUNDS,
+            ..Default::default()
+        };
+        let report = rec.to_report("k", "m", &SourceLines::default(), &registry_below_heap());
+        assert_eq!(report.kind, ErrorKind::OutOfBoundsWrite);
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["details"]["heap_block"]["base"], "0x700000100000", "{json:#}");
+        assert!(json["details"].get("nearest").is_none(), "{json:#}");
+        let text = report.to_string();
+        assert!(text.contains("at offset 60 of the device-heap block"), "{text}");
+        assert!(!text.contains("not in any known allocation"), "{text}");
+
+        let freed = ErrorRecord { code: CODE_USE_AFTER_FREE, ..rec };
+        assert_eq!(
+            freed.to_report("k", "m", &SourceLines::default(), &Registry::default()).kind,
+            ErrorKind::UseAfterFree
+        );
+    }
+
+    #[test]
+    fn device_frees_are_reported_as_device_heap_frees() {
+        let none = SourceLines::default();
+        let reg = registry_below_heap();
+        let double = ErrorRecord {
+            address: HEAP_BASE,
+            allocation: HEAP_BLOCK_TAG | HEAP_BASE,
+            code: CODE_DOUBLE_FREE,
+            ..Default::default()
+        };
+        let r = double.to_report("k", "m", &none, &reg);
+        assert_eq!(r.kind, ErrorKind::DoubleFree);
+        assert_eq!(r.message, "Double free of device-heap pointer 0x700000100000 (free in a kernel)");
+        assert!(r.to_string().contains("block at 0x700000100000 was already freed"), "{r}");
+
+        let interior = ErrorRecord { address: HEAP_BASE + 4, code: CODE_INVALID_FREE, ..double };
+        let r = interior.to_report("k", "m", &none, &reg);
+        assert_eq!(r.kind, ErrorKind::InvalidFree);
+        assert!(r.message.starts_with("Invalid free of device-heap pointer 0x700000100004"), "{}", r.message);
+        assert!(r.to_string().contains("at offset 4 of the device-heap block"), "{r}");
+
+        // Not 16-byte aligned, in no block the kernel knew: still no host allocation named.
+        let unknown = ErrorRecord { allocation: 0, address: HEAP_BASE + 3, ..interior };
+        let r = unknown.to_report("k", "m", &none, &reg);
+        assert_eq!(r.kind, ErrorKind::InvalidFree);
+        let json = serde_json::to_value(&r).unwrap();
+        assert!(json["details"].get("nearest").is_none() && json["details"].get("heap_block").is_none(), "{json:#}");
+        assert!(r.to_string().contains("is not the start of any device-heap block"), "{r}");
     }
 }

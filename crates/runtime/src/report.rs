@@ -216,6 +216,18 @@ pub struct DeviceDetails {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceLoc>,
     pub launch_stack: Stack,
+    /// The device-heap block (`malloc` in a kernel) the pointer belongs to, when the kernel
+    /// knew it: such blocks are in no host allocation, so `nearest` does not name them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heap_block: Option<HeapBlock>,
+}
+
+/// A block of the device heap, as a kernel's error record names it: its base only (the
+/// record has no room for the size).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeapBlock {
+    #[serde(with = "hex")]
+    pub base: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -237,6 +249,16 @@ pub struct Report {
 impl Report {
     /// A kernel finding, its headline derived from the details.
     pub fn device(kind: ErrorKind, details: DeviceDetails) -> Report {
+        // Kernels report frees only for the device heap (`free` in a kernel).
+        let freed = match kind {
+            ErrorKind::DoubleFree => Some("Double free"),
+            ErrorKind::InvalidFree => Some("Invalid free"),
+            _ => None,
+        };
+        if let Some(what) = freed {
+            let message = format!("{what} of device-heap pointer {:#x} (free in a kernel)", details.address);
+            return Report { kind, message, details: Details::Device(details) };
+        }
         let what = match kind {
             ErrorKind::UseAfterFree => "Use-after-free",
             ErrorKind::UseAfterScope => "Use-after-scope",
@@ -444,7 +466,32 @@ impl fmt::Display for Report {
                 let [tx, ty, tz] = d.thread;
                 let [bx, by, bz] = d.block;
                 writeln!(f, "{BAR}     by thread ({tx},{ty},{tz}) in block ({bx},{by},{bz})")?;
-                write_nearest(f, d.address, u64::from(d.size), d.nearest.as_ref(), true)?;
+                let heap_free = matches!(self.kind, ErrorKind::DoubleFree | ErrorKind::InvalidFree);
+                match (d.heap_block, heap_free) {
+                    (Some(b), true) if b.base == d.address => {
+                        writeln!(f, "{BAR}     The device-heap block at {:#x} was already freed", b.base)?
+                    }
+                    (Some(b), _) => {
+                        let offset = d.address.wrapping_sub(b.base) as i64;
+                        let at = if offset < 0 {
+                            format!("{} before", plural(offset.unsigned_abs(), "byte"))
+                        } else {
+                            format!("at offset {offset} of")
+                        };
+                        writeln!(
+                            f,
+                            "{BAR}     Address {:#x} is {at} the device-heap block (malloc in a kernel) at {:#x}",
+                            d.address, b.base
+                        )?
+                    }
+                    (None, true) => {
+                        writeln!(f, "{BAR}     Address {:#x} is not the start of any device-heap block", d.address)?
+                    }
+                    (None, false) => write_nearest(f, d.address, u64::from(d.size), d.nearest.as_ref(), true)?,
+                }
+                if d.heap_block.is_some() {
+                    write_nearest(f, d.address, u64::from(d.size), d.nearest.as_ref(), false)?;
+                }
                 write_stack(f, "Launched at", &d.launch_stack)
             }
         }
