@@ -30,6 +30,16 @@ pub enum Mode {
     Check,
 }
 
+/// What a kernel does at an error the checker finds (`--mode check`).
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
+pub enum CheckReaction {
+    /// Record the error and skip the faulting access; the kernel goes on.
+    Report,
+    /// Record the error, then trap: the kernel stops at its first error (under cuda-gdb,
+    /// the debugger stops there). The trap is a launch failure for the program.
+    Abort,
+}
+
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
 pub enum LeakCheck {
     Full,
@@ -49,6 +59,9 @@ pub struct RunArgs {
     /// Report device allocations never freed.
     #[arg(long, value_enum, default_value = "none")]
     leak_check: LeakCheck,
+    /// What an instrumented kernel does at an error (`--mode check`).
+    #[arg(long, value_enum, default_value = "report")]
+    check_reaction: CheckReaction,
     /// Write the text report to FILE instead of standard error.
     #[arg(long, value_name = "FILE")]
     log_file: Option<PathBuf>,
@@ -157,6 +170,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         .env("GPUSAN_MODE", mode)
         .env("GPUSAN_REPORT_DIR", &scratch.0)
         .env("GPUSAN_LEAK_CHECK", if a.leak_check == LeakCheck::Full { "full" } else { "none" })
+        .env("GPUSAN_CHECK_REACTION", if a.check_reaction == CheckReaction::Abort { "abort" } else { "report" })
         .env("GPUSAN_QUARANTINE_BYTES", a.quarantine_bytes.to_string());
     let mut child = cmd.spawn().with_context(|| format!("starting {}", a.command[0].to_string_lossy()))?;
     // Ctrl-C reaches the program (same process group); gpusan waits to report on it.
