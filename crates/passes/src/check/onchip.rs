@@ -27,7 +27,7 @@
 //! caller sees only a generic address; telling a dead frame from a live one needs the
 //! stack pointer, which PTX does not show).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::HashMap;
 
 use gpusan_ptx::ast::{Function, Instruction, Item, Linkage, Name, Operand, StateSpace, Statement, VarDecl};
 use gpusan_ptx::cfg::InstId;
@@ -269,44 +269,105 @@ enum Form {
     Generic,
 }
 
-/// How a definition passes an on-chip address on.
+/// What a value is, as far as windows go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Val {
+    /// No address in it: an integer computed by arithmetic (or not known yet).
+    Offset,
+    /// An address derived from this window symbol.
+    Sym(Name),
+    /// From somewhere the walk does not see (a load, a call, a `.reg` parameter): an
+    /// integer or a pointer.
+    Unknown,
+    /// Two origins, or a value that left the window: not judged.
+    Conflict,
+}
+
+impl Val {
+    /// The value of a register some definitions of which reach (a join point, `selp`).
+    fn join(self, o: Val) -> Val {
+        use Val::*;
+        match (self, o) {
+            (Offset, x) | (x, Offset) => x,
+            (Sym(a), Sym(b)) if a == b => Sym(a),
+            (Unknown, Unknown) => Unknown,
+            _ => Conflict,
+        }
+    }
+
+    /// `a + b`. Pointers do not add: next to a window address, an unknown is an integer.
+    fn sum(self, o: Val) -> Val {
+        use Val::*;
+        match (self, o) {
+            (Conflict, _) | (_, Conflict) | (Sym(_), Sym(_)) => Conflict,
+            (Offset, x) | (x, Offset) => x,
+            (Sym(a), Unknown) | (Unknown, Sym(a)) => Sym(a),
+            (Unknown, Unknown) => Unknown,
+        }
+    }
+
+    /// `a - b`.
+    fn difference(self, o: Val) -> Val {
+        use Val::*;
+        match (self, o) {
+            (Conflict, _) | (_, Conflict) => Conflict,
+            (x, Offset) => x,
+            // Two addresses in one window: how far apart they are.
+            (Sym(a), Sym(b)) if a == b => Offset,
+            (Sym(_), Sym(_)) | (Offset, Sym(_)) => Conflict,
+            // An address less an unknown is an address, or a distance: unknown.
+            (Sym(_), Unknown) | (Unknown, _) | (Offset, Unknown) => Unknown,
+        }
+    }
+}
+
+/// How a definition makes its value from its operands.
 enum Step {
-    /// Pointer arithmetic: the address is in these operands.
-    Pass(&'static [usize]),
     /// An integer that carries no address.
     Offset,
-    /// `cvta.R` (`to_generic`) or `cvta.to.R` of operand 1.
-    Convert { region: Region, to_generic: bool },
+    /// Anything the walk does not follow.
+    Unknown,
     /// `mov %r, sym`.
     Symbol(Name),
-    /// Anything else: the address comes from somewhere this walk cannot follow.
-    Unknown,
+    /// The value of operand `k` (`mov`, `cvt` between integers).
+    Copy(usize),
+    Add,
+    Sub,
+    /// `mad`: the addend, operand 3, plus a product (an integer).
+    Mad,
+    Selp,
+    /// `cvta.R` (`to_generic`) or `cvta.to.R` of operand 1.
+    Convert {
+        region: Region,
+        to_generic: bool,
+    },
 }
 
 fn step(inst: &Instruction) -> Step {
+    let special = |n: &str| n.contains('.') || gpusan_ptx::semantics::is_predefined(n);
     match inst.opcode.as_str() {
         "mov" => match inst.operands.get(1) {
             Some(Operand::Name(n)) if n.starts_with('%') => {
-                if n.contains('.') || gpusan_ptx::semantics::is_predefined(n) {
+                if special(n) {
                     Step::Offset
                 } else {
-                    Step::Pass(&[1])
+                    Step::Copy(1)
                 }
             }
             Some(Operand::Name(n)) => Step::Symbol(*n),
             Some(Operand::Int(_)) => Step::Offset,
             _ => Step::Unknown,
         },
-        "add" => Step::Pass(&[1, 2]),
-        "sub" => Step::Pass(&[1]),
-        "mad" => Step::Pass(&[3]),
-        "selp" => Step::Pass(&[1, 2]),
+        "add" => Step::Add,
+        "sub" => Step::Sub,
+        "mad" => Step::Mad,
+        "selp" => Step::Selp,
         // Widening and narrowing between integer registers: shared addresses move between
         // 32- and 64-bit registers this way.
         "cvt" => {
             let source = inst.modifiers().last().unwrap_or("");
             if matches!(source, "u16" | "u32" | "u64" | "s16" | "s32" | "s64" | "b32" | "b64") {
-                Step::Pass(&[1])
+                Step::Copy(1)
             } else {
                 Step::Offset
             }
@@ -327,7 +388,35 @@ fn step(inst: &Instruction) -> Step {
     }
 }
 
-/// The one window symbol the value of `reg` at `i` is derived from, in form `form`.
+/// One definition, read in one form.
+type Key = (InstId, gpusan_ptx::dataflow::RegId, Form);
+
+/// The value of one operand: the join of the definitions reaching it, or a constant.
+enum Read {
+    Defs(Vec<Key>, bool /* a `.reg` parameter's value reaches too */),
+    Const(Val),
+}
+
+/// A definition's value from its operands' reads.
+enum Rule {
+    Const(Val),
+    Copy(Read),
+    Add(Read, Read),
+    Sub(Read, Read),
+    Selp(Read, Read),
+    Convert(Region, Read),
+}
+
+/// Definitions a value may depend on before the walk gives up (unchecked).
+const MAX_NODES: usize = 20_000;
+/// Rounds of the fixpoint before the walk gives up.
+const MAX_ROUNDS: usize = 64;
+
+/// The one window symbol the value of `reg` at `i`, read in form `form`, is derived from.
+///
+/// A fixpoint over the definitions the value depends on (loops carry addresses around):
+/// every definition starts as [`Val::Offset`] and is recomputed from its operands until
+/// nothing changes.
 fn origin(
     an: &mut Roots,
     windows: &Windows,
@@ -335,77 +424,126 @@ fn origin(
     reg: gpusan_ptx::dataflow::RegId,
     form: Form,
 ) -> Option<(Name, Window)> {
-    let mut symbol: Option<Name> = None;
-    let mut conversions: BTreeSet<Region> = BTreeSet::new();
-    let mut seen = HashSet::new();
-    let mut work = vec![(i, reg, form)];
-    // Records `s`; false when the value already came from another symbol.
-    fn found(s: Name, symbol: &mut Option<Name>) -> bool {
-        match symbol {
-            Some(old) if *old != s => false,
-            _ => {
-                *symbol = Some(s);
-                true
+    let mut nodes: HashMap<Key, Rule> = HashMap::new();
+    let mut order: Vec<Key> = Vec::new();
+    let mut work: Vec<Key> = Vec::new();
+
+    // The read of register `r` at instruction `at` in form `f`, queueing new definitions.
+    fn read(an: &mut Roots, at: InstId, name: Option<Name>, f: Form, work: &mut Vec<Key>) -> Read {
+        let Some(r) = name.and_then(|n| an.resolve(at, n)) else { return Read::Const(Val::Unknown) };
+        let mut defs = Vec::new();
+        let mut entry = false;
+        for site in an.reaching(at, r) {
+            match site {
+                DefSite::Entry => entry = true,
+                DefSite::Inst(d) => {
+                    defs.push((d, r, f));
+                    work.push((d, r, f));
+                }
             }
         }
+        Read::Defs(defs, entry)
     }
-    while let Some((at, reg, form)) = work.pop() {
-        for site in an.reaching(at, reg) {
-            // A `.reg` parameter: the caller's value.
-            let DefSite::Inst(d) = site else { return None };
-            if !seen.insert((d, reg, form)) {
-                continue;
+    // An operand of a definition: a register's read, an immediate (an integer), or
+    // anything else (unknown).
+    fn operand(an: &mut Roots, d: InstId, inst: &Instruction, k: usize, f: Form, work: &mut Vec<Key>) -> Read {
+        match inst.operands.get(k) {
+            Some(Operand::Name(n)) if n.starts_with('%') => {
+                if n.contains('.') || gpusan_ptx::semantics::is_predefined(n) {
+                    Read::Const(Val::Offset)
+                } else {
+                    read(an, d, Some(*n), f, work)
+                }
             }
-            let inst = an.insts[d.index()];
-            match step(inst) {
-                Step::Offset => {}
-                Step::Unknown => return None,
-                Step::Symbol(s) => {
-                    if form != Form::Window || !found(s, &mut symbol) {
-                        return None;
-                    }
-                }
-                Step::Pass(ops) => {
-                    for &k in ops {
-                        match inst.operands.get(k) {
-                            Some(Operand::Name(n)) if n.starts_with('%') => {
-                                if n.contains('.') || gpusan_ptx::semantics::is_predefined(n) {
-                                    continue;
-                                }
-                                work.push((d, an.resolve(d, *n)?, form));
-                            }
-                            Some(Operand::Int(_)) => {}
-                            _ => return None,
-                        }
-                    }
-                }
-                Step::Convert { region, to_generic } => {
-                    // Walking backwards: `cvta.R d, s` makes a generic `d` from a window `s`.
-                    let (needed, before) =
-                        if to_generic { (Form::Generic, Form::Window) } else { (Form::Window, Form::Generic) };
-                    if form != needed {
-                        return None;
-                    }
-                    conversions.insert(region);
+            Some(Operand::Int(_)) => Read::Const(Val::Offset),
+            _ => Read::Const(Val::Unknown),
+        }
+    }
+
+    let start = read(an, i, Some(an.rd.analysis().registers().name(reg)), form, &mut work);
+    while let Some(key) = work.pop() {
+        if nodes.contains_key(&key) {
+            continue;
+        }
+        if nodes.len() >= MAX_NODES {
+            return None;
+        }
+        let (d, _, f) = key;
+        let inst = an.insts[d.index()];
+        let rule = match step(inst) {
+            Step::Offset => Rule::Const(Val::Offset),
+            Step::Unknown => Rule::Const(Val::Unknown),
+            Step::Symbol(s) => Rule::Const(if f == Form::Window { Val::Sym(s) } else { Val::Conflict }),
+            Step::Copy(k) => Rule::Copy(operand(an, d, inst, k, f, &mut work)),
+            Step::Add => Rule::Add(operand(an, d, inst, 1, f, &mut work), operand(an, d, inst, 2, f, &mut work)),
+            Step::Sub => Rule::Sub(operand(an, d, inst, 1, f, &mut work), operand(an, d, inst, 2, f, &mut work)),
+            Step::Mad => Rule::Copy(operand(an, d, inst, 3, f, &mut work)),
+            Step::Selp => Rule::Selp(operand(an, d, inst, 1, f, &mut work), operand(an, d, inst, 2, f, &mut work)),
+            Step::Convert { region, to_generic } => {
+                // Walking backwards: `cvta.R d, s` makes a generic `d` from a window `s`.
+                let (needed, before) =
+                    if to_generic { (Form::Generic, Form::Window) } else { (Form::Window, Form::Generic) };
+                if f != needed {
+                    Rule::Const(Val::Conflict)
+                } else {
                     match inst.operands.get(1) {
-                        Some(Operand::Name(n)) if n.starts_with('%') => work.push((d, an.resolve(d, *n)?, before)),
-                        Some(Operand::Name(n)) if before == Form::Window => {
-                            if !found(*n, &mut symbol) {
-                                return None;
-                            }
+                        Some(Operand::Name(n)) if n.starts_with('%') => {
+                            Rule::Convert(region, read(an, d, Some(*n), before, &mut work))
                         }
-                        _ => return None,
+                        // `cvta.R d, sym`.
+                        Some(Operand::Name(n)) if before == Form::Window => {
+                            Rule::Convert(region, Read::Const(Val::Sym(*n)))
+                        }
+                        _ => Rule::Const(Val::Conflict),
                     }
                 }
             }
+        };
+        nodes.insert(key, rule);
+        order.push(key);
+    }
+
+    let mut values: HashMap<Key, Val> = HashMap::new();
+    let value_of = |values: &HashMap<Key, Val>, r: &Read| match r {
+        Read::Const(v) => *v,
+        Read::Defs(defs, entry) => {
+            let init = if *entry { Val::Unknown } else { Val::Offset };
+            defs.iter().fold(init, |acc, k| acc.join(values.get(k).copied().unwrap_or(Val::Offset)))
+        }
+    };
+    let mut stable = false;
+    for _ in 0..MAX_ROUNDS {
+        let mut changed = false;
+        // Definitions were found from the use backwards: compute them the other way.
+        for key in order.iter().rev() {
+            let v = match &nodes[key] {
+                Rule::Const(v) => *v,
+                Rule::Copy(r) => value_of(&values, r),
+                Rule::Add(a, b) => value_of(&values, a).sum(value_of(&values, b)),
+                Rule::Sub(a, b) => value_of(&values, a).difference(value_of(&values, b)),
+                Rule::Selp(a, b) => value_of(&values, a).join(value_of(&values, b)),
+                Rule::Convert(region, r) => match value_of(&values, r) {
+                    Val::Sym(s) if windows.get(s).is_some_and(|w| w.region == *region) => Val::Sym(s),
+                    Val::Offset => Val::Offset,
+                    _ => Val::Conflict,
+                },
+            };
+            if values.insert(*key, v) != Some(v) {
+                changed = true;
+            }
+        }
+        if !changed {
+            stable = true;
+            break;
         }
     }
-    let symbol = symbol?;
-    let w = windows.get(symbol)?;
-    if conversions.iter().any(|&r| r != w.region) {
+    if !stable {
         return None;
     }
-    Some((symbol, w))
+    match value_of(&values, &start) {
+        Val::Sym(s) => windows.get(s).map(|w| (s, w)),
+        _ => None,
+    }
 }
 
 /// Registers the window checks use, declared when a function has any.
