@@ -25,8 +25,9 @@ pub enum Mode {
     /// counts its executed global and generic memory instructions (proves substitution).
     Count,
     /// Host API checks, and every kernel with PTX checked: each global (and generic-global)
-    /// access against the bounds and liveness of the allocation its pointer came from.
-    /// First version: single-root accesses; the others are counted as unchecked.
+    /// access against the bounds and liveness of the allocation its pointer came from,
+    /// shared and local accesses against the variable they address. Single-root accesses;
+    /// the others are counted as unchecked.
     Check,
 }
 

@@ -1,4 +1,4 @@
-//! `check`, version 0: spatial and temporal safety of global memory, checked against the
+//! `check`: spatial and temporal safety of global memory, checked against the
 //! runtime's allocation table through the pointer each address was derived from (its
 //! *root*), as cuCatch's base pointer analysis and GPUArmor's root pointer analysis do.
 //!
@@ -50,14 +50,28 @@
 //! A root in no entry of the table (a module variable, memory gpusan did not see
 //! allocated, a shared or local window) is never judged: the rule is zero false positives.
 //!
-//! # What version 0 leaves unchecked
+//! # Shared and local memory ([`onchip`])
+//!
+//! Shared and local accesses, and generic accesses whose address leads back to one shared
+//! or local variable, are checked against that variable's bounds instead: static arrays
+//! against their declared size, dynamic shared memory against `%dynamic_smem_size`, nvcc's
+//! frame `__local_depotN` as a whole (`CODE_SHARED_OUT_OF_BOUNDS`, `CODE_LOCAL_OUT_OF_BOUNDS`;
+//! no table lookup). See the submodule for what it follows and what it leaves.
+//!
+//! # Reactions
+//!
+//! [`CheckConfig::reaction`]: [`Reaction::Report`] writes the record and skips the access;
+//! [`Reaction::Abort`] writes it and traps.
+//!
+//! # What is left unchecked
 //!
 //! Counted per function in [`CheckFunction`]: accesses whose address has several roots
 //! (a pointer merged at a loop head or a branch join: GPUArmor carries the root's metadata
 //! along in registers, its "BB1/BB2" moves, which come next), no root (an address that is
 //! a symbol or comes only from integer arithmetic), a width not known from the instruction
-//! (bulk copies, `wmma`), and accesses in other state spaces (shared, local, param, const,
-//! textures) or that move no data (prefetches).
+//! (bulk copies, `wmma`), and accesses in other state spaces (param, const, textures),
+//! shared or local accesses bound to no one variable, and accesses that move no data
+//! (prefetches).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
