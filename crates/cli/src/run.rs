@@ -31,9 +31,20 @@ pub enum Mode {
     /// counts its executed global and generic memory instructions (proves substitution).
     Count,
     /// Host API checks, and every kernel with PTX checked: each global (and generic-global)
-    /// access against the bounds and liveness of the allocation its pointer came from.
-    /// First version: single-root accesses; the others are counted as unchecked.
+    /// access against the bounds and liveness of the allocation its pointer came from,
+    /// shared and local accesses against the variable they address. Single-root accesses;
+    /// the others are counted as unchecked.
     Check,
+}
+
+/// What a kernel does at an error the checker finds (`--mode check`).
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
+pub enum CheckReaction {
+    /// Record the error and skip the faulting access; the kernel goes on.
+    Report,
+    /// Record the error, then trap: the kernel stops at its first error (under cuda-gdb,
+    /// the debugger stops there). The trap is a launch failure for the program.
+    Abort,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
@@ -55,6 +66,9 @@ pub struct RunArgs {
     /// Report device allocations never freed.
     #[arg(long, value_enum, default_value = "none")]
     leak_check: LeakCheck,
+    /// What an instrumented kernel does at an error (`--mode check`).
+    #[arg(long, value_enum, default_value = "report")]
+    check_reaction: CheckReaction,
     /// Write the text report to FILE instead of standard error.
     #[arg(long, value_name = "FILE")]
     log_file: Option<PathBuf>,
@@ -213,6 +227,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         .env("GPUSAN_MODE", mode)
         .env("GPUSAN_REPORT_DIR", &scratch.0)
         .env("GPUSAN_LEAK_CHECK", if a.leak_check == LeakCheck::Full { "full" } else { "none" })
+        .env("GPUSAN_CHECK_REACTION", if a.check_reaction == CheckReaction::Abort { "abort" } else { "report" })
         .env("GPUSAN_QUARANTINE_BYTES", a.quarantine_bytes.to_string());
     let env = |k: &str| std::env::var_os(k);
     let note = match runtime_api(&lib, &env) {

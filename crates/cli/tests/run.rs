@@ -359,3 +359,22 @@ fn check_mode_loads_a_module_wired_to_the_device_abi() {
     }
     assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
 }
+
+#[test]
+fn check_reaction_reaches_the_instrumented_module() {
+    let f = fake();
+    let cache = f.dir.join("cache-check-reaction");
+    let load = |reaction: &str| {
+        let seen = f.dir.join(format!("loaded-check-{reaction}.txt"));
+        let _ = std::fs::remove_file(&seen);
+        let env = [("FAKE_CUDA_LOADED", seen.as_path()), ("GPUSAN_CACHE_DIR", cache.as_path())];
+        let o = gpusan_run_env(&["--mode", "check", "--check-reaction", reaction], &[prog(), "link", "load_ptx"], &env);
+        assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+        std::fs::read_to_string(&seen).unwrap_or_default()
+    };
+    // Report first, into the same cache: an abort run must not get the report build.
+    let report = load("report");
+    assert!(report.contains("__gpusan_errors") && !report.contains("trap;"), "{report}");
+    let abort = load("abort");
+    assert!(abort.contains("__gpusan_errors") && abort.contains("\ttrap;"), "{abort}");
+}

@@ -153,7 +153,7 @@ pub unsafe fn substitute(image: *const c_void, pass: &str) -> Image {
         Ok(p) => p,
         Err(why) => return Image::Original(why),
     };
-    let k = key(&ptx, pass);
+    let k = key(&ptx, &crate::passes::cache_name(pass));
     let cached = cache_dir().map(|d| d.join(format!("{k:016x}.cubin")));
     if let Some(bytes) = cached.as_ref().and_then(|p| std::fs::read(p).ok()).filter(|b| b.starts_with(b"\x7fELF")) {
         with(|m| m.cache_hits += 1);

@@ -14,6 +14,8 @@ use gpusan_runtime::report::{Collector, CollectorConfig, Report};
 pub struct Options {
     pub mode: String,
     pub leak_check: bool,
+    /// `GPUSAN_CHECK_REACTION`: what checked kernels do at an error.
+    pub check_reaction: gpusan_passes::check::Reaction,
     /// Where this process writes its findings: `report-<pid>.json` (final, at exit) and
     /// `report-<pid>.json.events` (each new finding at once, so a crash loses nothing) in
     /// the folder `gpusan run` names. One pair per process: programs start others.
@@ -31,6 +33,9 @@ impl Options {
         Options {
             mode: var("GPUSAN_MODE").unwrap_or_else(|| "api".into()),
             leak_check: var("GPUSAN_LEAK_CHECK").is_some_and(|v| v == "full"),
+            check_reaction: var("GPUSAN_CHECK_REACTION")
+                .and_then(|v| gpusan_passes::check::Reaction::from_name(&v))
+                .unwrap_or_default(),
             report: var("GPUSAN_REPORT_DIR")
                 .map(|d| PathBuf::from(d).join(format!("report-{}.json", std::process::id()))),
             registry,

@@ -2,23 +2,30 @@
 //! `fixtures/check/*.ptx` is an input module, a `// ---- expected` line, then what
 //! `instrument` makes of it: the report as `//` comments and the printed module, or
 //! `// error:` and the message. `BLESS=1 cargo test -p gpusan-passes --test check`
-//! rewrites the expected parts.
+//! rewrites the expected parts. An input line `// check-reaction: abort` instruments with
+//! that [`Reaction`].
 
 mod common;
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-use gpusan_passes::check::{self, Check};
+use gpusan_passes::check::{self, CheckConfig, CheckWith, Reaction};
 
 fn fixture_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/check")
 }
 
 fn render(input: &str) -> String {
+    let reaction = input
+        .lines()
+        .find_map(|l| l.strip_prefix("// check-reaction: "))
+        .map(|r| Reaction::from_name(r.trim()).expect("a reaction name"))
+        .unwrap_or_default();
+    let config = CheckConfig { reaction };
     // The detailed report, from the same run `instrument` makes.
-    let details = gpusan_ptx::parse(input).ok().and_then(|mut m| check::run(&mut m, Some(input)).ok());
-    match gpusan_passes::instrument(input, &Check) {
+    let details = gpusan_ptx::parse(input).ok().and_then(|mut m| check::run_with(&mut m, Some(input), &config).ok());
+    match gpusan_passes::instrument(input, &CheckWith(config)) {
         Ok(out) => {
             let mut s = String::new();
             for f in details.iter().flat_map(|d| &d.functions) {
@@ -28,6 +35,9 @@ fn render(input: &str) -> String {
                      {} unknown width, {} other",
                     f.name, f.index, f.checked, f.roots, f.multi_root, f.no_root, f.unknown_width, f.other
                 );
+                if f.shared + f.local > 0 {
+                    let _ = writeln!(s, "//   checked against variables: {} shared, {} local", f.shared, f.local);
+                }
                 let _ = writeln!(
                     s,
                     "// optimized: {} checks on a fast path behind {} group checks, {} roots looked up per block",

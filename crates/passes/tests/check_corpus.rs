@@ -19,6 +19,8 @@ const PTXAS_THREADS: usize = 2;
 #[derive(Default)]
 struct Totals {
     checked: u64,
+    shared: u64,
+    local: u64,
     multi_root: u64,
     no_root: u64,
     unknown_width: u64,
@@ -42,6 +44,8 @@ fn assemble_one(ptxas: &Path, path: &Path, dir: &Path, totals: &Mutex<Totals>) -
         let mut t = totals.lock().unwrap();
         for f in &details.functions {
             t.checked += f.checked as u64;
+            t.shared += f.shared as u64;
+            t.local += f.local as u64;
             t.multi_root += f.multi_root as u64;
             t.no_root += f.no_root as u64;
             t.unknown_width += f.unknown_width as u64;
@@ -85,10 +89,12 @@ fn check_instrumented_corpus_assembles() {
     let _ = std::fs::remove_dir_all(&work);
     let t = totals.into_inner().unwrap();
     eprintln!(
-        "{} files: {} global/generic accesses checked; unchecked: {} multi-root, {} no root, {} unknown width, \
-         {} other spaces or prefetches",
+        "{} files: {} global/generic accesses checked against the table, {} shared and {} local against their \
+         variables; unchecked: {} multi-root, {} no root, {} unknown width, {} other spaces or prefetches",
         files.len(),
         t.checked,
+        t.shared,
+        t.local,
         t.multi_root,
         t.no_root,
         t.unknown_width,

@@ -1,4 +1,4 @@
-//! `check`, version 0: spatial and temporal safety of global memory, checked against the
+//! `check`: spatial and temporal safety of global memory, checked against the
 //! runtime's allocation table through the pointer each address was derived from (its
 //! *root*), as cuCatch's base pointer analysis and GPUArmor's root pointer analysis do.
 //!
@@ -53,14 +53,28 @@
 //! Modules that call `malloc` or `free` also get a device-heap table and checks around
 //! those calls; roots can then be heap blocks (`check/heap.rs`).
 //!
-//! # What version 0 leaves unchecked
+//! # Shared and local memory ([`onchip`])
+//!
+//! Shared and local accesses, and generic accesses whose address leads back to one shared
+//! or local variable, are checked against that variable's bounds instead: static arrays
+//! against their declared size, dynamic shared memory against `%dynamic_smem_size`, nvcc's
+//! frame `__local_depotN` as a whole (`CODE_SHARED_OUT_OF_BOUNDS`, `CODE_LOCAL_OUT_OF_BOUNDS`;
+//! no table lookup). See the submodule for what it follows and what it leaves.
+//!
+//! # Reactions
+//!
+//! [`CheckConfig::reaction`]: [`Reaction::Report`] writes the record and skips the access;
+//! [`Reaction::Abort`] writes it and traps.
+//!
+//! # What is left unchecked
 //!
 //! Counted per function in [`CheckFunction`]: accesses whose address has several roots
 //! (a pointer merged at a loop head or a branch join: GPUArmor carries the root's metadata
 //! along in registers, its "BB1/BB2" moves, which come next), no root (an address that is
 //! a symbol or comes only from integer arithmetic), a width not known from the instruction
-//! (bulk copies, `wmma`), and accesses in other state spaces (shared, local, param, const,
-//! textures) or that move no data (prefetches).
+//! (bulk copies, `wmma`), and accesses in other state spaces (param, const, textures),
+//! shared or local accesses bound to no one variable, and accesses that move no data
+//! (prefetches).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -78,6 +92,9 @@ pub use heap::{
     CODE_DOUBLE_FREE, CODE_INVALID_FREE, HEAP_BLOCK_TAG, HEAP_CAPACITY, HEAP_ENTRY_BYTES, HEAP_HEADER_BYTES,
     HEAP_SYMBOL, STATE_FREED,
 };
+mod onchip;
+
+pub use onchip::{CODE_LOCAL_OUT_OF_BOUNDS, CODE_SHARED_OUT_OF_BOUNDS};
 
 /// `device_abi::TABLE_SYMBOL`.
 pub const TABLE_SYMBOL: &str = "__gpusan_table";
@@ -98,7 +115,44 @@ pub const STATE_LIVE: u32 = 1;
 /// module must not use it.
 const PREFIX: &str = "__gs_";
 
-/// The pass as a [`Pass`] object, for [`crate::instrument`].
+/// What a checked access does once it is found bad.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Reaction {
+    /// Write the error record and skip the access; the kernel goes on (and may report more).
+    #[default]
+    Report,
+    /// Write the error record, then `trap`: the kernel stops at its first error, where a
+    /// debugger (cuda-gdb) shows it. The record is made visible system-wide first
+    /// (`membar.sys`) for a runtime that can still read it.
+    Abort,
+}
+
+impl Reaction {
+    /// By the name the command line and `GPUSAN_CHECK_REACTION` use: `report`, `abort`.
+    pub fn from_name(name: &str) -> Option<Reaction> {
+        match name {
+            "report" => Some(Reaction::Report),
+            "abort" => Some(Reaction::Abort),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Reaction::Report => "report",
+            Reaction::Abort => "abort",
+        }
+    }
+}
+
+/// How the pass instruments.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CheckConfig {
+    pub reaction: Reaction,
+}
+
+/// The pass as a [`Pass`] object, for [`crate::instrument`], with the default
+/// [`CheckConfig`]; [`CheckWith`] takes another.
 #[derive(Debug, Clone, Default)]
 pub struct Check;
 
@@ -116,6 +170,24 @@ impl Pass for Check {
     }
 }
 
+/// The pass with a configuration.
+#[derive(Debug, Clone, Default)]
+pub struct CheckWith(pub CheckConfig);
+
+impl Pass for CheckWith {
+    fn name(&self) -> &'static str {
+        "check"
+    }
+
+    fn run(&self, module: &mut Module) -> Result<PassReport, PassError> {
+        run_with(module, None, &self.0).map(|r| r.to_pass_report())
+    }
+
+    fn run_with_source(&self, module: &mut Module, src: &str) -> Result<PassReport, PassError> {
+        run_with(module, Some(src), &self.0).map(|r| r.to_pass_report())
+    }
+}
+
 /// What the pass did, function by function, in module order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CheckReport {
@@ -128,7 +200,12 @@ impl CheckReport {
             functions: self
                 .functions
                 .iter()
-                .map(|f| FunctionReport { name: f.name, kind: f.kind, sites: f.checked, inserted: f.inserted })
+                .map(|f| FunctionReport {
+                    name: f.name,
+                    kind: f.kind,
+                    sites: f.checked + f.shared + f.local,
+                    inserted: f.inserted,
+                })
                 .collect(),
         }
     }
@@ -143,8 +220,13 @@ pub struct CheckFunction {
     /// Index among the module's defined functions sorted by name: the low 16 bits of
     /// `ErrorRecord::kernel`.
     pub index: u32,
-    /// Global and generic accesses checked.
+    /// Global and generic accesses checked against the allocation table.
     pub checked: u32,
+    /// Accesses checked against a shared memory variable's bounds (shared, or generic
+    /// into the shared window).
+    pub shared: u32,
+    /// Accesses checked against a local variable's bounds (nvcc's frame `__local_depotN`).
+    pub local: u32,
     /// Roots looked up (one LOADMETA each).
     pub roots: u32,
     /// Left unchecked: the address has several roots.
@@ -153,7 +235,8 @@ pub struct CheckFunction {
     pub no_root: u32,
     /// Left unchecked: the width is not a constant.
     pub unknown_width: u32,
-    /// Left unchecked: shared, local, param, const or texture accesses, and prefetches.
+    /// Left unchecked: shared and local accesses bound to no one variable, param, const
+    /// or texture accesses, and prefetches.
     pub other: u32,
     /// Checked accesses whose own check runs only when their group's range check fails
     /// (cuCatch §4.6.1–4.6.2; see `groups`): the checks the optimization removes from the
@@ -175,9 +258,14 @@ impl CheckFunction {
     }
 }
 
-/// Instruments `module`. `src`, the text it was parsed from, gives each access's PTX line
-/// for the error records (0 without it).
+/// Instruments `module` with the default [`CheckConfig`]. `src`, the text it was parsed
+/// from, gives each access's PTX line for the error records (0 without it).
 pub fn run(module: &mut Module, src: Option<&str>) -> Result<CheckReport, PassError> {
+    run_with(module, src, &CheckConfig::default())
+}
+
+/// [`run`] with a configuration.
+pub fn run_with(module: &mut Module, src: Option<&str>, config: &CheckConfig) -> Result<CheckReport, PassError> {
     check_unused(module)?;
     let line_starts: Vec<usize> = match src {
         Some(s) => std::iter::once(0).chain(s.match_indices('\n').map(|(i, _)| i + 1)).collect(),
@@ -202,6 +290,7 @@ pub fn run(module: &mut Module, src: Option<&str>) -> Result<CheckReport, PassEr
     defined.sort_by(|a, b| a.as_str().cmp(b.as_str()));
 
     let facts = ModuleFacts::of(module);
+    let windows = onchip::Windows::of_module(module);
     let mut report = CheckReport::default();
     for item in &mut module.items {
         let Item::Function(f) = item else { continue };
@@ -209,7 +298,7 @@ pub fn run(module: &mut Module, src: Option<&str>) -> Result<CheckReport, PassEr
             continue;
         }
         let index = defined.iter().position(|n| *n == f.name).unwrap_or(0) as u32;
-        let r = instrument_function(f, index, &line_of, &facts)?;
+        let r = instrument_function(f, index, &line_of, config, &windows, &facts)?;
         report.functions.push(r);
     }
 
@@ -476,48 +565,70 @@ impl Roots<'_> {
     }
 }
 
-/// The declared type of each register name, to keep the 64-bit ones: `%rd<N>` declares
-/// `%rd0…`. Names declared with different types in different scopes count as not 64-bit.
+/// The declared width of each register name, to keep the 64-bit ones (and, for shared
+/// addresses, the 32-bit ones): `%rd<N>` declares `%rd0…`. Names declared with different
+/// widths in different scopes have none.
 #[derive(Default)]
 struct RegWidths {
-    plain: HashMap<Name, bool>,
-    ranges: HashMap<Name, bool>,
+    plain: HashMap<Name, Option<u32>>,
+    ranges: HashMap<Name, Option<u32>>,
 }
 
 impl RegWidths {
     fn collect(f: &Function) -> RegWidths {
         let mut w = RegWidths::default();
-        let is64 = |ty: &str| matches!(ty, "b64" | "u64" | "s64");
-        for p in f.params.iter().flatten().chain(f.returns.iter().flatten()) {
-            if p.space == StateSpace::Reg {
-                let e = w.plain.entry(p.name).or_insert(true);
-                *e &= is64(&p.ty) && p.vector.is_none();
+        fn bits(ty: &str) -> Option<u32> {
+            match ty {
+                "b64" | "u64" | "s64" => Some(64),
+                "b32" | "u32" | "s32" => Some(32),
+                _ => None,
             }
         }
-        fn walk(stmts: &[Statement], w: &mut RegWidths, is64: &dyn Fn(&str) -> bool) {
+        fn merge(e: &mut Option<u32>, b: Option<u32>) {
+            if *e != b {
+                *e = None;
+            }
+        }
+        for p in f.params.iter().flatten().chain(f.returns.iter().flatten()) {
+            if p.space == StateSpace::Reg {
+                let b = if p.vector.is_none() { bits(&p.ty) } else { None };
+                let e = w.plain.entry(p.name).or_insert(b);
+                merge(e, b);
+            }
+        }
+        fn walk(stmts: &[Statement], w: &mut RegWidths) {
             for s in stmts {
                 match s {
                     Statement::Decl(d) if d.space == StateSpace::Reg => {
                         let map = if d.count.is_some() { &mut w.ranges } else { &mut w.plain };
-                        let e = map.entry(d.name).or_insert(true);
-                        *e &= is64(&d.ty) && d.vector.is_none() && d.array.is_empty();
+                        let b = if d.vector.is_none() && d.array.is_empty() { bits(&d.ty) } else { None };
+                        let e = map.entry(d.name).or_insert(b);
+                        merge(e, b);
                     }
-                    Statement::Block(b) => walk(b, w, is64),
+                    Statement::Block(b) => walk(b, w),
                     _ => {}
                 }
             }
         }
-        walk(f.body.as_deref().unwrap_or_default(), &mut w, &is64);
+        walk(f.body.as_deref().unwrap_or_default(), &mut w);
         w
     }
 
-    fn is_64(&self, name: Name) -> bool {
+    /// 32 or 64 for an integer register of one known width.
+    fn bits(&self, name: Name) -> Option<u32> {
         if let Some(&b) = self.plain.get(&name) {
             return b;
         }
         let digits = name.bytes().rev().take_while(u8::is_ascii_digit).count();
         let prefix = &name[..name.len() - digits];
-        digits > 0 && Name::from_existing(prefix).and_then(|p| self.ranges.get(&p)).copied().unwrap_or(false)
+        if digits == 0 {
+            return None;
+        }
+        Name::from_existing(prefix).and_then(|p| self.ranges.get(&p)).copied().flatten()
+    }
+
+    fn is_64(&self, name: Name) -> bool {
+        self.bits(name) == Some(64)
     }
 }
 
@@ -534,6 +645,8 @@ fn instrument_function(
     f: &mut Function,
     index: u32,
     line_of: &dyn Fn(Span) -> u32,
+    config: &CheckConfig,
+    module_windows: &onchip::Windows,
     facts: &ModuleFacts,
 ) -> Result<CheckFunction, PassError> {
     let cfg = Cfg::build(f).map_err(|e| PassError::new(e.to_string()).in_function(f.name))?;
@@ -542,6 +655,8 @@ fn instrument_function(
         kind: f.kind,
         index,
         checked: 0,
+        shared: 0,
+        local: 0,
         roots: 0,
         multi_root: 0,
         no_root: 0,
@@ -560,6 +675,7 @@ fn instrument_function(
     struct Site {
         inst: InstId,
         accesses: Vec<(usize, u32, Space, AccessKind, usize)>, // (operand, width, space, kind, root number)
+        windows: Vec<onchip::WindowCheck>,
     }
     let mut sites = Vec::new();
     let mut root_numbers: BTreeMap<Root, usize> = BTreeMap::new();
@@ -572,10 +688,28 @@ fn instrument_function(
         let widths = RegWidths::collect(fref);
         let rd = reaching_defs(&cfg, fref);
         let mut an = Roots { cfg: &cfg, rd, insts: cfg.instructions(fref), before: HashMap::new() };
+        let windows = module_windows.with_function(fref);
         for i in (0..cfg.num_insts() as u32).map(InstId) {
             let inst = an.insts[i.index()];
             let mut accesses = Vec::new();
+            let mut on_chip = Vec::new();
             for acc in memory_accesses(inst) {
+                // Shared and local memory, and generic accesses into their windows.
+                match onchip::classify(&mut an, &widths, &windows, i, inst, &acc) {
+                    onchip::Verdict::Check(c) => {
+                        match c.window.region {
+                            onchip::Region::Shared => report.shared += 1,
+                            onchip::Region::Local => report.local += 1,
+                        }
+                        on_chip.push(c);
+                        continue;
+                    }
+                    onchip::Verdict::Unchecked => {
+                        report.other += 1;
+                        continue;
+                    }
+                    onchip::Verdict::Elsewhere => {}
+                }
                 if !matches!(acc.space, Space::Global | Space::Generic) || acc.kind == AccessKind::Prefetch {
                     report.other += 1;
                     continue;
@@ -611,8 +745,8 @@ fn instrument_function(
                     _ => report.multi_root += 1,
                 }
             }
-            if !accesses.is_empty() {
-                sites.push(Site { inst: i, accesses });
+            if !accesses.is_empty() || !on_chip.is_empty() {
+                sites.push(Site { inst: i, accesses, windows: on_chip });
             }
         }
 
@@ -702,7 +836,8 @@ fn instrument_function(
         }
     }
     for (si, site) in sites.iter().enumerate() {
-        if site_grouped_accesses[si] != site.accesses.len() {
+        // Shared and local checks have no fast path: a site with any stays fully checked.
+        if site_grouped_accesses[si] != site.accesses.len() || !site.windows.is_empty() {
             site_groups[si].clear();
         }
     }
@@ -783,14 +918,41 @@ fn instrument_function(
                 text.push_str("\tand.pred %__gs_bad, %__gs_bad, %__gs_g;\n");
             }
             let space_code = if space == Space::Generic { 3 } else { 0 };
-            let access_code = match kind {
-                AccessKind::Read => 0,
-                AccessKind::Write => 1,
-                _ => 2,
-            };
+            let access_code = access_code(kind);
             let skip = label();
-            text.push_str(&report_record(k, w, line, index, space_code, access_code, &skip));
+            let stop = stop_label(config.reaction, &mut label);
+            let record = Record {
+                blame: Blame::Root(k),
+                width: w,
+                line,
+                function: index,
+                space: space_code,
+                access: access_code,
+            };
+            text.push_str(&report_record(&record, config.reaction, &stop, &skip));
             if j == 0 {
+                text.push_str("\tmov.pred %__gs_any, %__gs_bad;\n");
+            } else {
+                text.push_str("\tor.pred %__gs_any, %__gs_any, %__gs_bad;\n");
+            }
+        }
+        for (j, c) in site.windows.iter().enumerate() {
+            text.push_str(&onchip::check_text(c));
+            if guard.is_some() {
+                text.push_str("\tand.pred %__gs_bad, %__gs_bad, %__gs_g;\n");
+            }
+            let skip = label();
+            let stop = stop_label(config.reaction, &mut label);
+            let record = Record {
+                blame: Blame::Window(c.window.region.code()),
+                width: c.width,
+                line,
+                function: index,
+                space: c.record_space(),
+                access: access_code(c.kind),
+            };
+            text.push_str(&report_record(&record, config.reaction, &stop, &skip));
+            if j == 0 && site.accesses.is_empty() {
                 text.push_str("\tmov.pred %__gs_any, %__gs_bad;\n");
             } else {
                 text.push_str("\tor.pred %__gs_any, %__gs_any, %__gs_bad;\n");
@@ -838,8 +1000,14 @@ fn instrument_function(
             top.push_str(&format!("\t.reg .{ty} %__gs_{name};\n"));
         }
     }
+    if sites.iter().any(|s| !s.windows.is_empty()) {
+        top.push_str(onchip::REGISTERS);
+    }
+    // A function with only window checks has no roots (and `%r<0>` declares nothing).
     for (ty, name) in [("b64", "base"), ("b64", "low"), ("b64", "lim"), ("b64", "id"), ("b32", "st"), ("pred", "ok")] {
-        top.push_str(&format!("\t.reg .{ty} %__gs_{name}<{n}>;\n"));
+        if n > 0 {
+            top.push_str(&format!("\t.reg .{ty} %__gs_{name}<{n}>;\n"));
+        }
     }
     if !group_plan.groups.is_empty() {
         top.push_str(&format!("\t.reg .pred %__gs_gok<{}>;\n", group_plan.groups.len()));
@@ -1008,31 +1176,80 @@ fn fetch_block_meta(k: usize, slot: usize) -> String {
     )
 }
 
+/// `ErrorRecord::access` of an access kind.
+fn access_code(kind: AccessKind) -> u32 {
+    match kind {
+        AccessKind::Read => 0,
+        AccessKind::Write => 1,
+        _ => 2,
+    }
+}
+
+/// Whom an error record blames, and so its code.
+enum Blame {
+    /// The allocation of root number `k`: its id, and out of bounds or use after free as
+    /// the entry's state says.
+    Root(usize),
+    /// A shared or local variable: no allocation, this code.
+    Window(u32),
+}
+
+/// The fields of an error record known when instrumenting.
+struct Record {
+    blame: Blame,
+    width: u32,
+    line: u32,
+    function: u32,
+    space: u32,
+    access: u32,
+}
+
+/// The label the record's writer ends at before `trap` under [`Reaction::Abort`]; none
+/// (the skip label) under [`Reaction::Report`].
+fn stop_label(reaction: Reaction, label: &mut impl FnMut() -> String) -> Option<String> {
+    (reaction == Reaction::Abort).then(label)
+}
+
 /// Writes one `ErrorRecord` when `%__gs_bad` holds: `i = atom.add(count, 1)`, and if
 /// `i < capacity`, record `i` at `errors + 16 + 64 * i` (bench/injection/abi_test.cpp).
 /// Offsets in the record: address 0, allocation 8, kernel 16, code 20, size 24,
-/// ptx_line 28, block 32/36/40, thread 44/48/52, space 56, access 60.
-fn report_record(k: usize, w: u32, line: u32, function: u32, space: u32, access: u32, skip: &str) -> String {
-    format!(
+/// ptx_line 28, block 32/36/40, thread 44/48/52, space 56, access 60. Under
+/// [`Reaction::Abort`] every bad access then reaches `stop` and traps, stored or not (no
+/// runtime, or a full buffer).
+fn report_record(r: &Record, reaction: Reaction, stop: &Option<String>, skip: &str) -> String {
+    let end = stop.as_deref().unwrap_or(skip);
+    let (alloc, code) = match r.blame {
+        Blame::Root(k) => (
+            format!("\tst.global.u64 [%__gs_r+24], %__gs_id{k};\n"),
+            format!(
+                "\tsetp.ne.u32 %__gs_q, %__gs_st{k}, {STATE_LIVE};\n\
+                 \tselp.u32 %__gs_k, {CODE_USE_AFTER_FREE}, {CODE_OUT_OF_BOUNDS}, %__gs_q;\n\
+                 \tst.global.u32 [%__gs_r+36], %__gs_k;\n"
+            ),
+        ),
+        Blame::Window(code) => {
+            ("\tst.global.u64 [%__gs_r+24], 0;\n".to_string(), format!("\tst.global.u32 [%__gs_r+36], {code};\n"))
+        }
+    };
+    let Record { width: w, line, function, space, access, .. } = *r;
+    let mut t = format!(
         "\t@!%__gs_bad bra {skip};\n\
          \tld.global.u64 %__gs_eb, [{ERRORS_SYMBOL}];\n\
          \tsetp.eq.u64 %__gs_q, %__gs_eb, 0;\n\
-         \t@%__gs_q bra {skip};\n\
+         \t@%__gs_q bra {end};\n\
          \tatom.global.add.u32 %__gs_i, [%__gs_eb], 1;\n\
          \tld.global.u32 %__gs_c, [%__gs_eb+4];\n\
          \tsetp.ge.u32 %__gs_q, %__gs_i, %__gs_c;\n\
-         \t@%__gs_q bra {skip};\n\
+         \t@%__gs_q bra {end};\n\
          \tmul.wide.u32 %__gs_r, %__gs_i, 64;\n\
          \tadd.s64 %__gs_r, %__gs_eb, %__gs_r;\n\
          \tst.global.u64 [%__gs_r+16], %__gs_a;\n\
-         \tst.global.u64 [%__gs_r+24], %__gs_id{k};\n\
+         {alloc}\
          \tld.global.u32 %__gs_k, [{MODULE_SYMBOL}];\n\
          \tshl.b32 %__gs_k, %__gs_k, 16;\n\
          \tor.b32 %__gs_k, %__gs_k, {function};\n\
          \tst.global.u32 [%__gs_r+32], %__gs_k;\n\
-         \tsetp.ne.u32 %__gs_q, %__gs_st{k}, {STATE_LIVE};\n\
-         \tselp.u32 %__gs_k, {CODE_USE_AFTER_FREE}, {CODE_OUT_OF_BOUNDS}, %__gs_q;\n\
-         \tst.global.u32 [%__gs_r+36], %__gs_k;\n\
+         {code}\
          \tst.global.u32 [%__gs_r+40], {w};\n\
          \tst.global.u32 [%__gs_r+44], {line};\n\
          \tmov.u32 %__gs_k, %ctaid.x;\n\
@@ -1048,9 +1265,14 @@ fn report_record(k: usize, w: u32, line: u32, function: u32, space: u32, access:
          \tmov.u32 %__gs_k, %tid.z;\n\
          \tst.global.u32 [%__gs_r+68], %__gs_k;\n\
          \tst.global.u32 [%__gs_r+72], {space};\n\
-         \tst.global.u32 [%__gs_r+76], {access};\n\
-         {skip}:\n"
-    )
+         \tst.global.u32 [%__gs_r+76], {access};\n"
+    );
+    if let Some(stop) = stop {
+        debug_assert_eq!(reaction, Reaction::Abort);
+        t.push_str(&format!("{stop}:\n\tmembar.sys;\n\ttrap;\n"));
+    }
+    t.push_str(&format!("{skip}:\n"));
+    t
 }
 
 /// Statements from PTX text, with the spans of nodes a pass creates.

@@ -1,0 +1,661 @@
+//! Shared and local memory for the `check` pass (cuCatch §4.2–4.3, without its symbol
+//! table: the bounds come from the PTX declarations).
+//!
+//! Every `.shared` and `.local` variable the function can see is a *window*: static arrays
+//! span `[sym, sym + declared size)`, dynamic shared memory (`.extern .shared … name[]`)
+//! spans `[sym, sym + %dynamic_smem_size)`, and nvcc's stack frame `__local_depotN` is a
+//! local window like any other. An access is checked against a window when every
+//! definition its address can come from leads back, through pointer arithmetic and window
+//! conversions, to that one symbol ([`classify`]). The bounds are computed at run time from
+//! the symbol (`mov`, or `cvta` for a generic access), so where ptxas places the arrays does
+//! not matter, and overflowing one array into its neighbour is caught.
+//!
+//! The walk keeps the address's *form* (window address or generic address) and requires
+//! every `cvta` on the way to convert between the symbol's own window and generic: a value
+//! that left the window some other way (a `cvta` of another space, a load, a call, a `.reg`
+//! parameter, `mapa`, an operation that is not pointer arithmetic) makes the access
+//! unchecked. Shared addresses held in 32-bit registers are formed in 32 bits, as the
+//! hardware forms them, so a base that wraps below 0 and an offset that brings it back are
+//! not judged.
+//!
+//! What is left unchecked (counted as `other`): on-chip accesses whose address does not lead
+//! to exactly one window, arrays inside a local frame (nvcc folds the offsets of several
+//! arrays into one frame base, `[%rd5+128]` may be the next array: only the frame is a sound
+//! bound at the PTX level, cuCatch §5.2.3 has the same limit), `ldmatrix`/`stmatrix` with
+//! fewer than four matrices (some threads' addresses are unused), `shared::cluster`
+//! windows reached through `mapa`, and use after scope of a returned local address (the
+//! caller sees only a generic address; telling a dead frame from a live one needs the
+//! stack pointer, which PTX does not show).
+
+use std::collections::HashMap;
+
+use gpusan_ptx::ast::{Function, Instruction, Item, Linkage, Name, Operand, StateSpace, Statement, VarDecl};
+use gpusan_ptx::cfg::InstId;
+use gpusan_ptx::dataflow::DefSite;
+use gpusan_ptx::semantics::{address_conversion, type_width, AccessKind, Conversion, MemAccess, Space};
+use gpusan_ptx::Module;
+
+use super::{RegWidths, Roots};
+
+/// `device_abi::CODE_SHARED_OUT_OF_BOUNDS`.
+pub const CODE_SHARED_OUT_OF_BOUNDS: u32 = 4;
+/// `device_abi::CODE_LOCAL_OUT_OF_BOUNDS`.
+pub const CODE_LOCAL_OUT_OF_BOUNDS: u32 = 5;
+
+/// The on-chip memory a window lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) enum Region {
+    Shared,
+    Local,
+}
+
+impl Region {
+    fn of_space(s: Space) -> Option<Region> {
+        match s {
+            Space::Shared | Space::SharedCta => Some(Region::Shared),
+            Space::Local => Some(Region::Local),
+            _ => None,
+        }
+    }
+
+    /// The `cvta` spelling of the region.
+    fn name(self) -> &'static str {
+        match self {
+            Region::Shared => "shared",
+            Region::Local => "local",
+        }
+    }
+
+    pub(super) fn code(self) -> u32 {
+        match self {
+            Region::Shared => CODE_SHARED_OUT_OF_BOUNDS,
+            Region::Local => CODE_LOCAL_OUT_OF_BOUNDS,
+        }
+    }
+
+    /// `ErrorRecord::space` of an access made in the window's own space.
+    pub(super) fn record_space(self) -> u32 {
+        match self {
+            Region::Shared => 1,
+            Region::Local => 2,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Extent {
+    Bytes(u64),
+    /// `%dynamic_smem_size` bytes.
+    Dynamic,
+}
+
+/// One variable's bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Window {
+    pub(super) region: Region,
+    extent: Extent,
+}
+
+impl Window {
+    /// The window a declaration makes; `None` for other spaces and sizes not known.
+    fn of(d: &VarDecl) -> Option<Window> {
+        let region = match d.space {
+            StateSpace::Shared | StateSpace::SharedCta => Region::Shared,
+            StateSpace::Local => Region::Local,
+            _ => return None,
+        };
+        let mut bytes = u64::from(type_width(&d.ty)?) * u64::from(d.vector.unwrap_or(1));
+        let mut unsized_dim = false;
+        for dim in &d.array {
+            match dim {
+                Some(n) => bytes = bytes.checked_mul(*n)?,
+                None => unsized_dim = true,
+            }
+        }
+        let extent = if !unsized_dim {
+            Extent::Bytes(bytes)
+        } else if region == Region::Shared && d.linkage.contains(&Linkage::Extern) {
+            Extent::Dynamic
+        } else {
+            return None;
+        };
+        Some(Window { region, extent })
+    }
+}
+
+/// Windows by name. `None`: declared more than once with different bounds, so which one a
+/// use means depends on scope; such names are not judged.
+#[derive(Debug, Default, Clone)]
+pub(super) struct Windows(HashMap<Name, Option<Window>>);
+
+impl Windows {
+    /// The windows declared at module scope.
+    pub(super) fn of_module(m: &Module) -> Windows {
+        let mut w = Windows::default();
+        for item in &m.items {
+            if let Item::Var(d) = item {
+                w.add(d);
+            }
+        }
+        w
+    }
+
+    /// These and the ones declared in `f`'s body.
+    pub(super) fn with_function(&self, f: &Function) -> Windows {
+        let mut w = self.clone();
+        fn walk(stmts: &[Statement], w: &mut Windows) {
+            for s in stmts {
+                match s {
+                    Statement::Decl(d) => w.add(d),
+                    Statement::Block(b) => walk(b, w),
+                    _ => {}
+                }
+            }
+        }
+        walk(f.body.as_deref().unwrap_or_default(), &mut w);
+        w
+    }
+
+    fn add(&mut self, d: &VarDecl) {
+        if !matches!(d.space, StateSpace::Shared | StateSpace::SharedCta | StateSpace::Local) {
+            return;
+        }
+        let new = Window::of(d);
+        match self.0.get_mut(&d.name) {
+            Some(old) if *old != new => *old = None,
+            Some(_) => {}
+            None => {
+                self.0.insert(d.name, new);
+            }
+        }
+    }
+
+    fn get(&self, name: Name) -> Option<Window> {
+        self.0.get(&name).copied().flatten()
+    }
+}
+
+/// The address operand's base as the check reads it.
+#[derive(Debug, Clone)]
+enum Base {
+    Reg32(Name),
+    Reg64(Name),
+    /// `[sym+k]`: the window's own symbol.
+    Symbol,
+}
+
+/// One access checked against a window.
+#[derive(Debug, Clone)]
+pub(super) struct WindowCheck {
+    offset: i64,
+    base: Base,
+    pub(super) width: u32,
+    /// The access's space: the window's, or generic.
+    pub(super) space: Space,
+    pub(super) kind: AccessKind,
+    symbol: Name,
+    pub(super) window: Window,
+}
+
+impl WindowCheck {
+    /// `ErrorRecord::space`.
+    pub(super) fn record_space(&self) -> u32 {
+        if self.space == Space::Generic {
+            3
+        } else {
+            self.window.region.record_space()
+        }
+    }
+}
+
+pub(super) enum Verdict {
+    Check(WindowCheck),
+    /// An on-chip access this module cannot bound.
+    Unchecked,
+    /// Not an on-chip access as far as this module can tell: the global check's business.
+    Elsewhere,
+}
+
+/// What one access is to the on-chip checks.
+pub(super) fn classify(
+    an: &mut Roots,
+    widths: &RegWidths,
+    windows: &Windows,
+    i: InstId,
+    inst: &Instruction,
+    acc: &MemAccess,
+) -> Verdict {
+    let region = Region::of_space(acc.space);
+    let generic = acc.space == Space::Generic;
+    let not_mine =
+        if acc.space.is_shared() || acc.space == Space::Local { Verdict::Unchecked } else { Verdict::Elsewhere };
+    if (region.is_none() && !generic) || acc.kind == AccessKind::Prefetch {
+        return not_mine;
+    }
+    if matches!(inst.opcode.as_str(), "ldmatrix" | "stmatrix") && !inst.has_modifier("x4") {
+        return not_mine;
+    }
+    let Some(width) = acc.width.bytes() else { return not_mine };
+    let Some((Some(name), offset)) = acc.address(inst).as_address() else { return not_mine };
+    let check = |base: Base, symbol: Name, window: Window| {
+        Verdict::Check(WindowCheck { offset, base, width, space: acc.space, kind: acc.kind, symbol, window })
+    };
+    if !name.starts_with('%') {
+        // `[sym+k]`: only in the symbol's own space is it the window's address.
+        return match (region, windows.get(name)) {
+            (Some(r), Some(w)) if w.region == r => check(Base::Symbol, name, w),
+            _ => not_mine,
+        };
+    }
+    let Some(reg) = an.resolve(i, name) else { return not_mine };
+    let base = match widths.bits(name) {
+        Some(64) => Base::Reg64(name),
+        Some(32) if !generic => Base::Reg32(name),
+        _ => return not_mine,
+    };
+    let form = if generic { Form::Generic } else { Form::Window };
+    match origin(an, windows, i, reg, form) {
+        Some((symbol, w)) if region.is_none_or(|r| r == w.region) => check(base, symbol, w),
+        _ => not_mine,
+    }
+}
+
+/// How a value holds an on-chip address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Form {
+    /// An address in the window's own space (what `mov %r, sym` gives).
+    Window,
+    /// A generic address (what `cvta.shared` gives).
+    Generic,
+}
+
+/// What a value is, as far as windows go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Val {
+    /// No address in it: an integer computed by arithmetic (or not known yet).
+    Offset,
+    /// An address derived from this window symbol.
+    Sym(Name),
+    /// From somewhere the walk does not see (a load, a call, a `.reg` parameter): an
+    /// integer or a pointer.
+    Unknown,
+    /// Two origins, or a value that left the window: not judged.
+    Conflict,
+}
+
+impl Val {
+    /// The value of a register some definitions of which reach (a join point, `selp`).
+    fn join(self, o: Val) -> Val {
+        use Val::*;
+        match (self, o) {
+            (Offset, x) | (x, Offset) => x,
+            (Sym(a), Sym(b)) if a == b => Sym(a),
+            (Unknown, Unknown) => Unknown,
+            _ => Conflict,
+        }
+    }
+
+    /// `a + b`. Pointers do not add: next to a window address, an unknown is an integer.
+    fn sum(self, o: Val) -> Val {
+        use Val::*;
+        match (self, o) {
+            (Conflict, _) | (_, Conflict) | (Sym(_), Sym(_)) => Conflict,
+            (Offset, x) | (x, Offset) => x,
+            (Sym(a), Unknown) | (Unknown, Sym(a)) => Sym(a),
+            (Unknown, Unknown) => Unknown,
+        }
+    }
+
+    /// `a - b`.
+    fn difference(self, o: Val) -> Val {
+        use Val::*;
+        match (self, o) {
+            (Conflict, _) | (_, Conflict) => Conflict,
+            (x, Offset) => x,
+            // Two addresses in one window: how far apart they are.
+            (Sym(a), Sym(b)) if a == b => Offset,
+            (Sym(_), Sym(_)) | (Offset, Sym(_)) => Conflict,
+            // An address less an unknown is an address, or a distance: unknown.
+            (Sym(_), Unknown) | (Unknown, _) | (Offset, Unknown) => Unknown,
+        }
+    }
+}
+
+/// How a definition makes its value from its operands.
+enum Step {
+    /// An integer that carries no address.
+    Offset,
+    /// Anything the walk does not follow.
+    Unknown,
+    /// `mov %r, sym`.
+    Symbol(Name),
+    /// The value of operand `k` (`mov`, `cvt` between integers).
+    Copy(usize),
+    Add,
+    Sub,
+    /// `mad`: the addend, operand 3, plus a product (an integer).
+    Mad,
+    Selp,
+    /// `cvta.R` (`to_generic`) or `cvta.to.R` of operand 1.
+    Convert {
+        region: Region,
+        to_generic: bool,
+    },
+}
+
+fn step(inst: &Instruction) -> Step {
+    let special = |n: &str| n.contains('.') || gpusan_ptx::semantics::is_predefined(n);
+    match inst.opcode.as_str() {
+        "mov" => match inst.operands.get(1) {
+            Some(Operand::Name(n)) if n.starts_with('%') => {
+                if special(n) {
+                    Step::Offset
+                } else {
+                    Step::Copy(1)
+                }
+            }
+            Some(Operand::Name(n)) => Step::Symbol(*n),
+            Some(Operand::Int(_)) => Step::Offset,
+            _ => Step::Unknown,
+        },
+        "add" => Step::Add,
+        "sub" => Step::Sub,
+        "mad" => Step::Mad,
+        "selp" => Step::Selp,
+        // Widening and narrowing between integer registers: shared addresses move between
+        // 32- and 64-bit registers this way.
+        "cvt" => {
+            let source = inst.modifiers().last().unwrap_or("");
+            if matches!(source, "u16" | "u32" | "u64" | "s16" | "s32" | "s64" | "b32" | "b64") {
+                Step::Copy(1)
+            } else {
+                Step::Offset
+            }
+        }
+        "cvta" => match address_conversion(inst) {
+            Some(Conversion::ToGeneric(s)) => {
+                Region::of_space(s).map_or(Step::Unknown, |region| Step::Convert { region, to_generic: true })
+            }
+            Some(Conversion::FromGeneric(s)) => {
+                Region::of_space(s).map_or(Step::Unknown, |region| Step::Convert { region, to_generic: false })
+            }
+            None => Step::Unknown,
+        },
+        "mul" | "mul24" | "mad24" | "shl" | "shr" | "and" | "or" | "xor" | "not" | "neg" | "div" | "rem" | "min"
+        | "max" | "abs" | "popc" | "clz" | "bfe" | "bfi" | "brev" | "prmt" | "setp" | "set" | "sad" | "bfind"
+        | "fns" | "shf" | "cnot" | "lop3" => Step::Offset,
+        _ => Step::Unknown,
+    }
+}
+
+/// One definition, read in one form.
+type Key = (InstId, gpusan_ptx::dataflow::RegId, Form);
+
+/// The value of one operand: the join of the definitions reaching it, or a constant.
+enum Read {
+    Defs(Vec<Key>, bool /* a `.reg` parameter's value reaches too */),
+    Const(Val),
+}
+
+/// A definition's value from its operands' reads.
+enum Rule {
+    Const(Val),
+    Copy(Read),
+    Add(Read, Read),
+    Sub(Read, Read),
+    Selp(Read, Read),
+    Convert(Region, Read),
+}
+
+/// Definitions a value may depend on before the walk gives up (unchecked).
+const MAX_NODES: usize = 20_000;
+/// Rounds of the fixpoint before the walk gives up.
+const MAX_ROUNDS: usize = 64;
+
+/// The one window symbol the value of `reg` at `i`, read in form `form`, is derived from.
+///
+/// A fixpoint over the definitions the value depends on (loops carry addresses around):
+/// every definition starts as [`Val::Offset`] and is recomputed from its operands until
+/// nothing changes.
+fn origin(
+    an: &mut Roots,
+    windows: &Windows,
+    i: InstId,
+    reg: gpusan_ptx::dataflow::RegId,
+    form: Form,
+) -> Option<(Name, Window)> {
+    let mut nodes: HashMap<Key, Rule> = HashMap::new();
+    let mut order: Vec<Key> = Vec::new();
+    let mut work: Vec<Key> = Vec::new();
+
+    // The read of register `r` at instruction `at` in form `f`, queueing new definitions.
+    fn read(an: &mut Roots, at: InstId, name: Option<Name>, f: Form, work: &mut Vec<Key>) -> Read {
+        let Some(r) = name.and_then(|n| an.resolve(at, n)) else { return Read::Const(Val::Unknown) };
+        let mut defs = Vec::new();
+        let mut entry = false;
+        for site in an.reaching(at, r) {
+            match site {
+                DefSite::Entry => entry = true,
+                DefSite::Inst(d) => {
+                    defs.push((d, r, f));
+                    work.push((d, r, f));
+                }
+            }
+        }
+        Read::Defs(defs, entry)
+    }
+    // An operand of a definition: a register's read, an immediate (an integer), or
+    // anything else (unknown).
+    fn operand(an: &mut Roots, d: InstId, inst: &Instruction, k: usize, f: Form, work: &mut Vec<Key>) -> Read {
+        match inst.operands.get(k) {
+            Some(Operand::Name(n)) if n.starts_with('%') => {
+                if n.contains('.') || gpusan_ptx::semantics::is_predefined(n) {
+                    Read::Const(Val::Offset)
+                } else {
+                    read(an, d, Some(*n), f, work)
+                }
+            }
+            Some(Operand::Int(_)) => Read::Const(Val::Offset),
+            _ => Read::Const(Val::Unknown),
+        }
+    }
+
+    let start = read(an, i, Some(an.rd.analysis().registers().name(reg)), form, &mut work);
+    while let Some(key) = work.pop() {
+        if nodes.contains_key(&key) {
+            continue;
+        }
+        if nodes.len() >= MAX_NODES {
+            return None;
+        }
+        let (d, _, f) = key;
+        let inst = an.insts[d.index()];
+        let rule = match step(inst) {
+            Step::Offset => Rule::Const(Val::Offset),
+            Step::Unknown => Rule::Const(Val::Unknown),
+            Step::Symbol(s) => Rule::Const(if f == Form::Window { Val::Sym(s) } else { Val::Conflict }),
+            Step::Copy(k) => Rule::Copy(operand(an, d, inst, k, f, &mut work)),
+            Step::Add => Rule::Add(operand(an, d, inst, 1, f, &mut work), operand(an, d, inst, 2, f, &mut work)),
+            Step::Sub => Rule::Sub(operand(an, d, inst, 1, f, &mut work), operand(an, d, inst, 2, f, &mut work)),
+            Step::Mad => Rule::Copy(operand(an, d, inst, 3, f, &mut work)),
+            Step::Selp => Rule::Selp(operand(an, d, inst, 1, f, &mut work), operand(an, d, inst, 2, f, &mut work)),
+            Step::Convert { region, to_generic } => {
+                // Walking backwards: `cvta.R d, s` makes a generic `d` from a window `s`.
+                let (needed, before) =
+                    if to_generic { (Form::Generic, Form::Window) } else { (Form::Window, Form::Generic) };
+                if f != needed {
+                    Rule::Const(Val::Conflict)
+                } else {
+                    match inst.operands.get(1) {
+                        Some(Operand::Name(n)) if n.starts_with('%') => {
+                            Rule::Convert(region, read(an, d, Some(*n), before, &mut work))
+                        }
+                        // `cvta.R d, sym`.
+                        Some(Operand::Name(n)) if before == Form::Window => {
+                            Rule::Convert(region, Read::Const(Val::Sym(*n)))
+                        }
+                        _ => Rule::Const(Val::Conflict),
+                    }
+                }
+            }
+        };
+        nodes.insert(key, rule);
+        order.push(key);
+    }
+
+    let mut values: HashMap<Key, Val> = HashMap::new();
+    let value_of = |values: &HashMap<Key, Val>, r: &Read| match r {
+        Read::Const(v) => *v,
+        Read::Defs(defs, entry) => {
+            let init = if *entry { Val::Unknown } else { Val::Offset };
+            defs.iter().fold(init, |acc, k| acc.join(values.get(k).copied().unwrap_or(Val::Offset)))
+        }
+    };
+    let mut stable = false;
+    for _ in 0..MAX_ROUNDS {
+        let mut changed = false;
+        // Definitions were found from the use backwards: compute them the other way.
+        for key in order.iter().rev() {
+            let v = match &nodes[key] {
+                Rule::Const(v) => *v,
+                Rule::Copy(r) => value_of(&values, r),
+                Rule::Add(a, b) => value_of(&values, a).sum(value_of(&values, b)),
+                Rule::Sub(a, b) => value_of(&values, a).difference(value_of(&values, b)),
+                Rule::Selp(a, b) => value_of(&values, a).join(value_of(&values, b)),
+                Rule::Convert(region, r) => match value_of(&values, r) {
+                    Val::Sym(s) if windows.get(s).is_some_and(|w| w.region == *region) => Val::Sym(s),
+                    Val::Offset => Val::Offset,
+                    _ => Val::Conflict,
+                },
+            };
+            if values.insert(*key, v) != Some(v) {
+                changed = true;
+            }
+        }
+        if !changed {
+            stable = true;
+            break;
+        }
+    }
+    if !stable {
+        return None;
+    }
+    match value_of(&values, &start) {
+        Val::Sym(s) => windows.get(s).map(|w| (s, w)),
+        _ => None,
+    }
+}
+
+/// Registers the window checks use, declared when a function has any.
+pub(super) const REGISTERS: &str = "\t.reg .b32 %__gs_a32;\n\t.reg .b64 %__gs_wlo;\n\t.reg .b64 %__gs_wlim;\n";
+
+/// Sets `%__gs_a` to the access's first byte and `%__gs_bad` to whether `[a, a + width)`
+/// leaves the window; `%__gs_c` is clobbered.
+pub(super) fn check_text(c: &WindowCheck) -> String {
+    let mut t = String::new();
+    let off = c.offset;
+    match &c.base {
+        Base::Reg32(r) => {
+            // In 32 bits, as the hardware forms the address: `sym - 4` then `+8` is `sym + 4`.
+            if off == 0 {
+                t.push_str(&format!("\tmov.b32 %__gs_a32, {r};\n"));
+            } else {
+                t.push_str(&format!("\tadd.s32 %__gs_a32, {r}, {off};\n"));
+            }
+            t.push_str("\tcvt.u64.u32 %__gs_a, %__gs_a32;\n");
+        }
+        Base::Reg64(r) => {
+            if off == 0 {
+                t.push_str(&format!("\tmov.b64 %__gs_a, {r};\n"));
+            } else {
+                t.push_str(&format!("\tadd.s64 %__gs_a, {r}, {off};\n"));
+            }
+        }
+        Base::Symbol => {
+            t.push_str(&format!("\tmov.u64 %__gs_a, {};\n", c.symbol));
+            if off != 0 {
+                t.push_str(&format!("\tadd.s64 %__gs_a, %__gs_a, {off};\n"));
+            }
+        }
+    }
+    if c.space == Space::Generic {
+        t.push_str(&format!("\tcvta.{}.u64 %__gs_wlo, {};\n", c.window.region.name(), c.symbol));
+    } else {
+        t.push_str(&format!("\tmov.u64 %__gs_wlo, {};\n", c.symbol));
+    }
+    match c.window.extent {
+        Extent::Bytes(n) => t.push_str(&format!("\tadd.s64 %__gs_wlim, %__gs_wlo, {n};\n")),
+        Extent::Dynamic => t.push_str(
+            "\tmov.u32 %__gs_c, %dynamic_smem_size;\n\
+             \tcvt.u64.u32 %__gs_wlim, %__gs_c;\n\
+             \tadd.s64 %__gs_wlim, %__gs_wlo, %__gs_wlim;\n",
+        ),
+    }
+    t.push_str(&format!(
+        "\tadd.s64 %__gs_e, %__gs_a, {};\n\
+         \tsetp.lt.u64 %__gs_bad, %__gs_a, %__gs_wlo;\n\
+         \tsetp.gt.or.u64 %__gs_bad, %__gs_e, %__gs_wlim, %__gs_bad;\n",
+        c.width
+    ));
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decl(src: &str) -> VarDecl {
+        let m = gpusan_ptx::parse(&format!(".version 9.0\n.target sm_90\n.address_size 64\n{src}\n")).unwrap();
+        match m.items.into_iter().find(|i| matches!(i, Item::Var(_))) {
+            Some(Item::Var(d)) => d,
+            _ => panic!("no variable in {src}"),
+        }
+    }
+
+    #[test]
+    fn window_sizes_come_from_the_declaration() {
+        let w = |s: &str| Window::of(&decl(s));
+        assert_eq!(
+            w(".shared .align 4 .b8 a[128];"),
+            Some(Window { region: Region::Shared, extent: Extent::Bytes(128) })
+        );
+        assert_eq!(w(".shared .f32 t[16][17];"), Some(Window { region: Region::Shared, extent: Extent::Bytes(1088) }));
+        assert_eq!(w(".shared .v4 .f32 v[2];"), Some(Window { region: Region::Shared, extent: Extent::Bytes(32) }));
+        assert_eq!(w(".shared .u64 x;"), Some(Window { region: Region::Shared, extent: Extent::Bytes(8) }));
+        assert_eq!(
+            w(".extern .shared .align 16 .b8 dyn[];"),
+            Some(Window { region: Region::Shared, extent: Extent::Dynamic })
+        );
+        assert_eq!(
+            w(".local .align 16 .b8 __local_depot0[64];"),
+            Some(Window { region: Region::Local, extent: Extent::Bytes(64) })
+        );
+        assert_eq!(w(".global .u32 g[4];"), None);
+    }
+
+    #[test]
+    fn names_declared_twice_differently_are_not_windows() {
+        let mut w = Windows::default();
+        w.add(&decl(".shared .b8 a[16];"));
+        w.add(&decl(".shared .b8 a[16];"));
+        assert!(w.get("a".into()).is_some());
+        w.add(&decl(".shared .b8 a[32];"));
+        assert!(w.get("a".into()).is_none());
+    }
+
+    #[test]
+    fn thirty_two_bit_addresses_are_formed_in_thirty_two_bits() {
+        let c = WindowCheck {
+            offset: 8,
+            base: Base::Reg32("%r1".into()),
+            width: 4,
+            space: Space::Shared,
+            kind: AccessKind::Read,
+            symbol: "a".into(),
+            window: Window { region: Region::Shared, extent: Extent::Bytes(16) },
+        };
+        let t = check_text(&c);
+        assert!(t.starts_with("\tadd.s32 %__gs_a32, %r1, 8;\n\tcvt.u64.u32 %__gs_a, %__gs_a32;\n"), "{t}");
+        assert!(t.contains("add.s64 %__gs_wlim, %__gs_wlo, 16;"), "{t}");
+    }
+}
