@@ -68,7 +68,7 @@ pub fn run(cmd: PtxCommand) -> Result<()> {
     }
 }
 
-fn read_input(path: &PathBuf) -> Result<String> {
+pub(crate) fn read_input(path: &PathBuf) -> Result<String> {
     if path.as_os_str() == "-" {
         let mut s = String::new();
         std::io::stdin().read_to_string(&mut s).context("reading standard input")?;
@@ -122,16 +122,7 @@ fn cfg(a: CfgArgs) -> Result<()> {
 }
 
 fn instrument(a: InstrumentArgs) -> Result<()> {
-    let src = read_input(&a.input)?;
-    let pass = gpusan_passes::pass_by_name(&a.pass).expect("clap checked the name");
-    let out = gpusan_passes::instrument(&src, &*pass)
-        .map_err(|e| anyhow::anyhow!("{}", e.with_path(a.input.display().to_string())))?;
-    match &a.output {
-        Some(p) => std::fs::write(p, &out.ptx).with_context(|| format!("writing {}", p.display()))?,
-        None => std::io::stdout().lock().write_all(out.ptx.as_bytes())?,
-    }
-    eprintln!("gpusan: {} sites instrumented by `{}`", out.report.total_sites(), a.pass);
-    Ok(())
+    crate::instrument::instrument_file(&a.input, &a.pass, a.output.as_deref())
 }
 
 mod stats;
