@@ -53,8 +53,13 @@ pub fn render(err: &Error, path: &str, src: &str) -> String {
         GraphicalTheme::unicode_nocolor()
     };
     let mut out = String::new();
+    // Unwrapped: the first line stays `path:line:column: message` for tools that parse it.
     // Writing into a String cannot fail; a handler error would only lose the snippet.
-    if GraphicalReportHandler::new_themed(theme).with_width(120).render_report(&mut out, report.as_ref()).is_err() {
+    if GraphicalReportHandler::new_themed(theme)
+        .with_wrap_lines(false)
+        .render_report(&mut out, report.as_ref())
+        .is_err()
+    {
         out = format!("{err}\n");
     }
     out
