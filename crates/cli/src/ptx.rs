@@ -17,6 +17,10 @@ pub enum PtxCommand {
     Cfg(CfgArgs),
     /// Apply an instrumentation pass and print the instrumented PTX.
     Instrument(InstrumentArgs),
+    /// Assemble each file before and after a pass (`ptxas -v`): registers, spills, stack.
+    Regs(regs::RegsArgs),
+    /// Time a pass stage by stage (parse, verify, pass, verify, print): MB of PTX per second.
+    Speed(speed::SpeedArgs),
 }
 
 #[derive(Args)]
@@ -65,6 +69,8 @@ pub fn run(cmd: PtxCommand) -> Result<()> {
         PtxCommand::Stats(a) => crate::ptx::stats::run(&a.inputs, a.json),
         PtxCommand::Cfg(a) => cfg(a),
         PtxCommand::Instrument(a) => instrument(a),
+        PtxCommand::Regs(a) => regs::run(a),
+        PtxCommand::Speed(a) => speed::run(a),
     }
 }
 
@@ -125,4 +131,6 @@ fn instrument(a: InstrumentArgs) -> Result<()> {
     crate::instrument::instrument_file(&a.input, &a.pass, a.output.as_deref())
 }
 
+mod regs;
+mod speed;
 mod stats;
