@@ -1,9 +1,15 @@
-//! The `gpusan` command: one binary for every mode (`gpusan ptx …` now; `gpusan run`,
-//! `gpusan sim` as those crates get code).
+//! The `gpusan` command: one binary for every mode (`gpusan run`, `gpusan instrument`,
+//! `gpusan ptx …`), and NVIDIA's `ptxas` in front of the real one when it is invoked by
+//! that name (see `ptxas.rs`).
 
+mod diag;
+mod instrument;
 mod ptx;
+mod ptxas;
 mod run;
+mod toolkit;
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -19,15 +25,35 @@ struct Cli {
 enum Command {
     /// Run a CUDA program with gpusan's runtime injected and report what it finds.
     Run(run::RunArgs),
+    /// Instrument a PTX file (default: the check pass), for build-time instrumentation.
+    Instrument(instrument::InstrumentArgs),
+    /// Behave as ptxas: instrument the PTX input with the check pass, then run NVIDIA's
+    /// ptxas with the same arguments (also what a symlink named `ptxas` to gpusan does).
+    #[command(disable_help_flag = true)]
+    Ptxas {
+        /// ptxas's own arguments, passed through.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
+    /// Create a CUDA toolkit (symlinks) whose ptxas is gpusan's stand-in, and print the
+    /// shell lines that put its nvcc first: `eval "$(gpusan nvcc-env)"`.
+    NvccEnv(toolkit::NvccEnvArgs),
     /// Work with PTX files: format, count memory instructions, dump control flow.
     #[command(subcommand)]
     Ptx(ptx::PtxCommand),
 }
 
 fn main() -> ExitCode {
+    let mut argv = std::env::args_os();
+    if argv.next().is_some_and(|a0| ptxas::invoked_as_ptxas(&a0)) {
+        return ExitCode::from(ptxas::main(argv.collect()));
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run::run(args),
+        Command::Instrument(args) => instrument::run(args).map(|()| 0),
+        Command::Ptxas { args } => return ExitCode::from(ptxas::main(args)),
+        Command::NvccEnv(args) => toolkit::run(args).map(|()| 0),
         Command::Ptx(cmd) => ptx::run(cmd).map(|()| 0),
     };
     match result {

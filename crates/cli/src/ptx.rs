@@ -17,6 +17,10 @@ pub enum PtxCommand {
     Cfg(CfgArgs),
     /// Apply an instrumentation pass and print the instrumented PTX.
     Instrument(InstrumentArgs),
+    /// Assemble each file before and after a pass (`ptxas -v`): registers, spills, stack.
+    Regs(regs::RegsArgs),
+    /// Time a pass stage by stage (parse, verify, pass, verify, print): MB of PTX per second.
+    Speed(speed::SpeedArgs),
 }
 
 #[derive(Args)]
@@ -65,10 +69,12 @@ pub fn run(cmd: PtxCommand) -> Result<()> {
         PtxCommand::Stats(a) => crate::ptx::stats::run(&a.inputs, a.json),
         PtxCommand::Cfg(a) => cfg(a),
         PtxCommand::Instrument(a) => instrument(a),
+        PtxCommand::Regs(a) => regs::run(a),
+        PtxCommand::Speed(a) => speed::run(a),
     }
 }
 
-fn read_input(path: &PathBuf) -> Result<String> {
+pub(crate) fn read_input(path: &PathBuf) -> Result<String> {
     if path.as_os_str() == "-" {
         let mut s = String::new();
         std::io::stdin().read_to_string(&mut s).context("reading standard input")?;
@@ -122,16 +128,9 @@ fn cfg(a: CfgArgs) -> Result<()> {
 }
 
 fn instrument(a: InstrumentArgs) -> Result<()> {
-    let src = read_input(&a.input)?;
-    let pass = gpusan_passes::pass_by_name(&a.pass).expect("clap checked the name");
-    let out = gpusan_passes::instrument(&src, &*pass)
-        .map_err(|e| anyhow::anyhow!("{}", e.with_path(a.input.display().to_string())))?;
-    match &a.output {
-        Some(p) => std::fs::write(p, &out.ptx).with_context(|| format!("writing {}", p.display()))?,
-        None => std::io::stdout().lock().write_all(out.ptx.as_bytes())?,
-    }
-    eprintln!("gpusan: {} sites instrumented by `{}`", out.report.total_sites(), a.pass);
-    Ok(())
+    crate::instrument::instrument_file(&a.input, &a.pass, a.output.as_deref())
 }
 
+mod regs;
+mod speed;
 mod stats;

@@ -207,6 +207,28 @@ pub fn collect(dir: &Path, mode: &str) -> Result<Document> {
     Ok(doc)
 }
 
+/// Triton assembles its kernels with `$TRITON_PTXAS_PATH` and loads only the cubin, so
+/// runtime substitution never sees their PTX: in check mode Triton gets the `ptxas`
+/// stand-in (a symlink named ptxas to this binary in the run's folder) unless the user
+/// chose a ptxas. Without NVIDIA's ptxas to hand on to, the stand-in could not answer
+/// Triton's `--version` and Triton would quietly use its own: say so instead.
+fn triton_ptxas(cmd: &mut Command, scratch: &Path) {
+    if std::env::var_os("TRITON_PTXAS_PATH").is_some() {
+        return;
+    }
+    let (Ok(me), Ok(real)) = (std::env::current_exe(), crate::ptxas::real_ptxas()) else {
+        eprintln!(
+            "gpusan: note: Triton kernels will not be checked: NVIDIA's ptxas was not found (set GPUSAN_REAL_PTXAS)"
+        );
+        return;
+    };
+    let bin = scratch.join("bin");
+    let link = bin.join("ptxas");
+    if std::fs::create_dir_all(&bin).and_then(|()| std::os::unix::fs::symlink(&me, &link)).is_ok() {
+        cmd.env("TRITON_PTXAS_PATH", &link).env("GPUSAN_REAL_PTXAS", real);
+    }
+}
+
 pub fn run(a: RunArgs) -> Result<i32> {
     let lib = inject_library()?;
     let scratch = Scratch::new()?;
@@ -242,6 +264,9 @@ pub fn run(a: RunArgs) -> Result<i32> {
             Some(why)
         }
     };
+    if matches!(a.mode, Mode::Check) {
+        triton_ptxas(&mut cmd, &scratch.0);
+    }
     let mut child = cmd.spawn().with_context(|| format!("starting {}", a.command[0].to_string_lossy()))?;
     // Ctrl-C reaches the program (same process group); gpusan waits to report on it.
     let old_int = unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };

@@ -378,3 +378,29 @@ fn check_reaction_reaches_the_instrumented_module() {
     let abort = load("abort");
     assert!(abort.contains("__gpusan_errors") && abort.contains("\ttrap;"), "{abort}");
 }
+
+/// Triton assembles with `$TRITON_PTXAS_PATH`: check mode points it at the `ptxas`
+/// stand-in (which answers as NVIDIA's ptxas, plus a line saying so), other modes and a
+/// user's own choice leave it alone.
+#[test]
+fn check_mode_gives_triton_the_ptxas_stand_in() {
+    let ptxas = gpusan_testkit::ptxas();
+    let show =
+        "echo \"path=${TRITON_PTXAS_PATH:-unset}\"; [ -z \"$TRITON_PTXAS_PATH\" ] || \"$TRITON_PTXAS_PATH\" --version";
+    let env: &[(&str, &Path)] = &[("GPUSAN_REAL_PTXAS", &ptxas)];
+    let o = gpusan_run_env(&["--mode", "check"], &["sh", "-c", show], env);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert!(o.stdout.lines().any(|l| l.starts_with("path=/") && l.ends_with("/bin/ptxas")), "{}", o.stdout);
+    assert!(o.stdout.contains("release 13.0") && o.stdout.contains("ptxas stand-in"), "{}", o.stdout);
+
+    let o = gpusan_run_env(&["--mode", "api"], &["sh", "-c", show], env);
+    assert!(o.stdout.contains("path=unset"), "{}", o.stdout);
+
+    let mine = Path::new("/opt/my/ptxas");
+    let o = gpusan_run_env(
+        &["--mode", "check"],
+        &["sh", "-c", "echo \"path=$TRITON_PTXAS_PATH\""],
+        &[("GPUSAN_REAL_PTXAS", &ptxas), ("TRITON_PTXAS_PATH", mine)],
+    );
+    assert!(o.stdout.contains("path=/opt/my/ptxas\n"), "{}", o.stdout);
+}

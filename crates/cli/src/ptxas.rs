@@ -1,0 +1,341 @@
+//! The `ptxas` stand-in: `gpusan ptxas ARGS…`, or the `gpusan` binary invoked under the
+//! name `ptxas` (a symlink, busybox-style). It instruments every PTX input of a ptxas
+//! command line with the check pass and runs the real ptxas on the result with the same
+//! arguments, so tools that compile PTX themselves and load only machine code (nvcc,
+//! Triton) produce instrumented cubins the runtime can wire to its allocation table.
+//!
+//! Why a stand-in rather than a flag: nvcc puts its own bin folder first on the PATH of
+//! the tools it runs (`nvcc.profile`), and Triton runs `$TRITON_PTXAS_PATH`; both take a
+//! program named ptxas and nothing else. The real ptxas is `$GPUSAN_REAL_PTXAS`, else the
+//! first `ptxas` on PATH that is not this binary, else the one beside `nvcc` (symlinks
+//! resolved), else `$CUDA_HOME/bin`, `$CUDA_PATH/bin`, `/usr/local/cuda/bin`.
+//!
+//! `--version` is the real one's with a line added: Triton keys its kernel cache on that
+//! text, so kernels compiled before without gpusan are not reused as if instrumented.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+/// Set in the real ptxas's environment: finding it set means the "real" ptxas led back to
+/// this binary, which would recurse forever.
+const ACTIVE_VAR: &str = "GPUSAN_PTXAS_ACTIVE";
+
+/// ptxas options that take their value as the next argument (from `ptxas --help` of CUDA
+/// 13.0: every option shown with `<value>`); a test keeps this list complete.
+pub const VALUE_OPTIONS: &[&str] = &[
+    "--Ofast-compile",
+    "-Ofc",
+    "--allow-expensive-optimizations",
+    "-allow-expensive-optimizations",
+    "--device-function-maxrregcount",
+    "-func-maxrregcount",
+    "--device-stack-protector",
+    "-device-stack-protector",
+    "--entry",
+    "-e",
+    "--fmad",
+    "-fmad",
+    "--gpu-name",
+    "-arch",
+    "--input-as-string",
+    "-ias",
+    "--machine",
+    "-m",
+    "--maxntid",
+    "-maxntid",
+    "--maxrregcount",
+    "-maxrregcount",
+    "--minnctapersm",
+    "-minnctapersm",
+    "--opt-level",
+    "-O",
+    "--options-file",
+    "-optf",
+    "--output-file",
+    "-o",
+    "--position-independent-code",
+    "-pic",
+    "--register-usage-level",
+    "-regUsageLevel",
+    "--sanitize",
+    "-sanitize",
+    "--split-compile",
+    "-split-compile",
+];
+
+/// Options whose inputs the stand-in cannot see (PTX inside the argument or in another
+/// file): it warns that what they bring is not instrumented.
+const OPAQUE_OPTIONS: &[&str] = &["--input-as-string", "-ias", "--options-file", "-optf"];
+
+/// Whether this process was started under the name `ptxas` (a symlink to gpusan).
+pub fn invoked_as_ptxas(argv0: &OsStr) -> bool {
+    Path::new(argv0).file_name().is_some_and(|n| n == "ptxas")
+}
+
+/// How the stand-in instruments, from the environment: `GPUSAN_PTXAS_PASS` (default
+/// `check`), `GPUSAN_PTXAS_KEEP` (a folder to keep a copy of each instrumented PTX in).
+struct Config {
+    pass: String,
+    keep: Option<PathBuf>,
+}
+
+impl Config {
+    fn from_env() -> Result<Config> {
+        let pass = std::env::var("GPUSAN_PTXAS_PASS").unwrap_or_else(|_| "check".into());
+        if gpusan_passes::pass_by_name(&pass).is_none() {
+            bail!("GPUSAN_PTXAS_PASS={pass}: not a pass (one of {})", gpusan_passes::PASSES.join(", "));
+        }
+        Ok(Config { pass, keep: std::env::var_os("GPUSAN_PTXAS_KEEP").map(PathBuf::from) })
+    }
+}
+
+/// The stand-in's whole run; returns the exit code (the real ptxas's, or 1 when gpusan
+/// refused an input or could not run it).
+pub fn main(args: Vec<OsString>) -> u8 {
+    match run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("gpusan ptxas: {e:#}");
+            1
+        }
+    }
+}
+
+fn run(args: Vec<OsString>) -> Result<u8> {
+    if std::env::var_os(ACTIVE_VAR).is_some() {
+        bail!("the real ptxas found is gpusan's stand-in again; set GPUSAN_REAL_PTXAS to NVIDIA's ptxas");
+    }
+    let real = real_ptxas()?;
+    if args.iter().any(|a| a == "--version" || a == "-V") {
+        return version(&real, &args);
+    }
+    let config = Config::from_env()?;
+    let work = tempfile::Builder::new().prefix("gpusan-ptxas-").tempdir().context("creating a temporary folder")?;
+    let mut out = args.clone();
+    let verbose = args.iter().any(|a| a == "-v" || a == "--verbose");
+    let relocatable = args.iter().any(|a| a == "-c" || a == "--compile-only");
+    for i in inputs(&args) {
+        let path = PathBuf::from(&args[i]);
+        // An unreadable input is the real ptxas's to report, in its own words.
+        let Ok(src) = std::fs::read_to_string(&path) else { continue };
+        let Some(mut ptx) = instrument(&config, &path, &src, verbose)? else { continue };
+        if relocatable {
+            ptx = weak_abi(&ptx);
+        }
+        let stem = path.file_stem().unwrap_or(OsStr::new("input")).to_string_lossy();
+        let file = work.path().join(format!("{i}-{stem}.gpusan.ptx"));
+        std::fs::write(&file, &ptx).with_context(|| format!("writing {}", file.display()))?;
+        if let Some(dir) = &config.keep {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            let kept = dir.join(format!("{stem}.gpusan.ptx"));
+            std::fs::write(&kept, &ptx).with_context(|| format!("writing {}", kept.display()))?;
+        }
+        out[i] = file.into_os_string();
+    }
+    for a in &args {
+        let name = a.to_string_lossy();
+        let name = name.split('=').next().unwrap_or_default();
+        if OPAQUE_OPTIONS.contains(&name) {
+            eprintln!("gpusan ptxas: warning: PTX given through `{name}` is assembled as it is, not instrumented");
+        }
+    }
+    let status = Command::new(&real)
+        .args(&out)
+        .env(ACTIVE_VAR, "1")
+        .status()
+        .with_context(|| format!("running {}", real.display()))?;
+    drop(work);
+    Ok(exit_code(status))
+}
+
+/// The instrumented text of one input, or `None` when it is already instrumented (it
+/// declares the device ABI: instrumenting twice would be refused, and is not needed).
+fn instrument(config: &Config, path: &Path, src: &str, verbose: bool) -> Result<Option<String>> {
+    if declares_abi(src) {
+        return Ok(None);
+    }
+    let pass = gpusan_passes::pass_by_name(&config.pass).expect("checked in Config::from_env");
+    match gpusan_passes::instrument(src, &*pass) {
+        Ok(out) => {
+            if verbose {
+                eprintln!(
+                    "gpusan ptxas: {}: {} sites instrumented by `{}`",
+                    path.display(),
+                    out.report.total_sites(),
+                    config.pass
+                );
+            }
+            Ok(Some(out.ptx))
+        }
+        Err(e) => {
+            eprint!("{}", crate::diag::render(&e, &path.display().to_string(), src));
+            bail!("{} was not assembled: gpusan could not instrument it", path.display())
+        }
+    }
+}
+
+/// Separate compilation (`nvcc -rdc`, `ptxas -c`) puts every translation unit's ABI
+/// variables into one linked module: declared `.weak`, nvlink keeps one of each instead of
+/// refusing the duplicates, and the runtime still finds them by name.
+fn weak_abi(ptx: &str) -> String {
+    use gpusan_passes::check::{ERRORS_SYMBOL, MODULE_SYMBOL, TABLE_SYMBOL};
+    let mut out = String::with_capacity(ptx.len());
+    for line in ptx.split_inclusive('\n') {
+        let decl = line.trim_end();
+        let abi = [TABLE_SYMBOL, ERRORS_SYMBOL, MODULE_SYMBOL].iter().any(|n| {
+            decl.strip_suffix(';')
+                .is_some_and(|d| d.ends_with(n) && d[..d.len() - n.len()].ends_with(char::is_whitespace))
+        });
+        match line.strip_prefix(".visible .global ") {
+            Some(rest) if abi => {
+                out.push_str(".weak .global ");
+                out.push_str(rest);
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
+}
+
+fn declares_abi(src: &str) -> bool {
+    let name = gpusan_passes::check::ERRORS_SYMBOL;
+    src.contains(name)
+        && gpusan_ptx::Items::new(src)
+            .any(|i| matches!(i, Ok(gpusan_ptx::ast::Item::Var(v)) if v.name.as_str() == name))
+}
+
+/// `ptxas --version` as the real one prints it, and a line saying gpusan is in front.
+fn version(real: &Path, args: &[OsString]) -> Result<u8> {
+    let out = Command::new(real)
+        .args(args)
+        .env(ACTIVE_VAR, "1")
+        .output()
+        .with_context(|| format!("running {}", real.display()))?;
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(&out.stdout)?;
+    if out.status.success() {
+        let pass = std::env::var("GPUSAN_PTXAS_PASS").unwrap_or_else(|_| "check".into());
+        writeln!(stdout, "gpusan {} ptxas stand-in: PTX instrumented by `{pass}`", env!("CARGO_PKG_VERSION"))?;
+    }
+    std::io::stderr().write_all(&out.stderr)?;
+    Ok(exit_code(out.status))
+}
+
+fn exit_code(status: std::process::ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => c.clamp(0, 255) as u8,
+        (None, Some(sig)) => (128 + sig).clamp(0, 255) as u8,
+        (None, None) => 1,
+    }
+}
+
+/// Indices of the input files among ptxas's arguments: everything that is neither an
+/// option nor the value of one.
+pub fn inputs(args: &[OsString]) -> Vec<usize> {
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].to_string_lossy();
+        if a.starts_with('-') && a.len() > 1 {
+            if VALUE_OPTIONS.contains(&a.as_ref()) {
+                i += 1;
+            }
+        } else {
+            found.push(i);
+        }
+        i += 1;
+    }
+    found
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// NVIDIA's ptxas, never this binary (see the module documentation for the order).
+pub fn real_ptxas() -> Result<PathBuf> {
+    let me = std::env::current_exe().context("locating the gpusan binary")?;
+    if let Some(p) = std::env::var_os("GPUSAN_REAL_PTXAS").filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        if !is_executable(&p) {
+            bail!("GPUSAN_REAL_PTXAS={}: not an executable file", p.display());
+        }
+        if same_file(&p, &me) {
+            bail!("GPUSAN_REAL_PTXAS={} is gpusan itself; point it at NVIDIA's ptxas", p.display());
+        }
+        return Ok(p);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    let candidate = |p: PathBuf| (is_executable(&p) && !same_file(&p, &me)).then_some(p);
+    if let Some(p) = dirs.iter().find_map(|d| candidate(d.join("ptxas"))) {
+        return Ok(p);
+    }
+    let beside_nvcc = dirs
+        .iter()
+        .map(|d| d.join("nvcc"))
+        .filter(|n| n.is_file())
+        .find_map(|n| candidate(n.canonicalize().ok()?.with_file_name("ptxas")));
+    if let Some(p) = beside_nvcc {
+        return Ok(p);
+    }
+    let homes = ["CUDA_HOME", "CUDA_PATH"].iter().filter_map(std::env::var_os).map(PathBuf::from);
+    if let Some(p) = homes.chain([PathBuf::from("/usr/local/cuda")]).find_map(|h| candidate(h.join("bin/ptxas"))) {
+        return Ok(p);
+    }
+    bail!("cannot find NVIDIA's ptxas (not on PATH, not beside nvcc, not in $CUDA_HOME): set GPUSAN_REAL_PTXAS")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<OsString> {
+        s.split_whitespace().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn finds_the_inputs_of_nvcc_and_triton_command_lines() {
+        let nvcc = args("-arch=sm_90 -m64 /tmp/a.ptx -o /tmp/a.cubin");
+        assert_eq!(inputs(&nvcc), [2]);
+        let triton = args("-lineinfo --fmad=false -v --opt-level 0 --gpu-name=sm_90a /tmp/t.ptx -o /tmp/t.ptx.o");
+        assert_eq!(inputs(&triton), [6]);
+        let spaced = args("-arch sm_90 -O3 --maxrregcount 64 -e k x.ptx --output-file y.cubin");
+        assert_eq!(inputs(&spaced), [7]);
+        assert_eq!(inputs(&args("--version")), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn relocatable_output_declares_the_abi_weak() {
+        let src = ".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 p)\n{\n\
+                   \t.reg .b64 %rd<2>;\n\tld.param.u64 %rd1, [p];\n\tst.global.u32 [%rd1], 0;\n\tret;\n}\n";
+        let ptx = gpusan_passes::instrument(src, &gpusan_passes::check::Check).unwrap().ptx;
+        let weak = weak_abi(&ptx);
+        for name in ["__gpusan_table", "__gpusan_errors", "__gpusan_module"] {
+            let decl = weak.lines().find(|l| l.ends_with(&format!("{name};"))).unwrap();
+            assert!(decl.starts_with(".weak .global "), "{decl}");
+        }
+        assert_eq!(weak.replace(".weak .global ", ".visible .global "), ptx);
+        assert!(!weak.contains(".visible .global"), "{weak}");
+    }
+
+    #[test]
+    fn knows_its_own_name() {
+        assert!(invoked_as_ptxas(OsStr::new("/opt/tk/bin/ptxas")));
+        assert!(invoked_as_ptxas(OsStr::new("ptxas")));
+        assert!(!invoked_as_ptxas(OsStr::new("/usr/bin/gpusan")));
+    }
+}
