@@ -831,8 +831,35 @@ fn after_sync(r: CUresult) -> CUresult {
 
 // ---- launches ------------------------------------------------------------------------
 
+/// `stream`: the launch's stream. A launch into a stream being captured does not run now
+/// (it becomes a graph node, and `cuGraphLaunch` brings the table up to date before the
+/// graph runs); uploading then would be a synchronous copy, which invalidates the capture.
+fn before_launch_on(stream: Ptr) {
+    if !stream_is_capturing(stream) {
+        before_launch();
+    } else {
+        register_late_exit();
+    }
+}
+
+fn stream_is_capturing(stream: Ptr) -> bool {
+    static F: AtomicUsize = AtomicUsize::new(0);
+    let f = driver_fn(&F, c"cuStreamIsCapturing");
+    if f == 0 {
+        return false;
+    }
+    let f: unsafe extern "C" fn(Ptr, *mut u32) -> CUresult = unsafe { std::mem::transmute(f) };
+    let mut status = 0u32;
+    // CU_STREAM_CAPTURE_STATUS_NONE = 0; ACTIVE and INVALIDATED both mean "not running now".
+    unsafe { f(stream, &mut status) == SUCCESS && status != 0 }
+}
+
 fn before_launch() {
     quietly(crate::mirror::before_launch);
+    register_late_exit();
+}
+
+fn register_late_exit() {
     // Registered at the first launch, after cudart registered its own exit handler at its
     // start, so this runs first (exit handlers run in reverse): kernels' last records and
     // counters are read while the context still exists.
@@ -858,7 +885,7 @@ pub unsafe fn launch_kernel(
     params: *mut Ptr,
     extra: *mut Ptr,
 ) -> CUresult {
-    before_launch();
+    before_launch_on(stream);
     real(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem, stream, params, extra)
 }
 
@@ -869,7 +896,10 @@ pub unsafe fn launch_kernel_ex(
     params: *mut Ptr,
     extra: *mut Ptr,
 ) -> CUresult {
-    before_launch();
+    // CUlaunchConfig: six grid/block dimensions and the shared memory size (seven u32s),
+    // then the stream at offset 32.
+    let stream = if config.is_null() { std::ptr::null_mut() } else { *(config.cast::<u8>().add(32) as *const Ptr) };
+    before_launch_on(stream);
     real(config, f, params, extra)
 }
 
@@ -882,7 +912,7 @@ pub unsafe fn launch_cooperative(
     stream: Ptr,
     params: *mut Ptr,
 ) -> CUresult {
-    before_launch();
+    before_launch_on(stream);
     real(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem, stream, params)
 }
 
