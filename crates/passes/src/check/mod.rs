@@ -299,6 +299,9 @@ pub fn run_with(module: &mut Module, src: Option<&str>, config: &CheckConfig) ->
         }
         let index = defined.iter().position(|n| *n == f.name).unwrap_or(0) as u32;
         let r = instrument_function(f, index, &line_of, config, &windows, &facts)?;
+        if r.inserted > 0 {
+            keep_launchable(f);
+        }
         report.functions.push(r);
     }
 
@@ -379,6 +382,28 @@ impl ModuleFacts {
             }
         }
         facts
+    }
+}
+
+/// Registers per thread that let any block size (up to 1024 threads) launch: 64K registers
+/// per SM / 1024.
+const MAX_REGS_ANY_BLOCK: u64 = 64;
+
+/// The checks add registers; a kernel the program launches with 1024 threads and that
+/// natively fit in 64 registers could then fail to launch (`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`,
+/// seen on the H100 with a 32×32-tile SGEMM). A kernel that says nothing about its block size
+/// or registers gets `.maxnreg 64`, so ptxas keeps it launchable with any block (spilling if
+/// it must); one with `.maxntid`/`.reqntid`/`.maxnreg` already tells ptxas its limits.
+fn keep_launchable(f: &mut Function) {
+    if f.kind != gpusan_ptx::ast::FunctionKind::Entry {
+        return;
+    }
+    let said = f.attributes.iter().any(|a| matches!(a.name.as_str(), "maxntid" | "reqntid" | "maxnreg"));
+    if !said {
+        f.attributes.push(gpusan_ptx::ast::Attribute {
+            name: "maxnreg".into(),
+            values: vec![gpusan_ptx::ast::AttrValue::Int(MAX_REGS_ANY_BLOCK)],
+        });
     }
 }
 
