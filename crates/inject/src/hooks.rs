@@ -835,7 +835,8 @@ fn after_sync(r: CUresult) -> CUresult {
 /// (it becomes a graph node, and `cuGraphLaunch` brings the table up to date before the
 /// graph runs); uploading then would be a synchronous copy, which invalidates the capture.
 fn before_launch_on(stream: Ptr) {
-    if !stream_is_capturing(stream) {
+    // The capture query is a driver call: only made when there is a table to upload.
+    if !crate::mirror::active() || !stream_is_capturing(stream) {
         before_launch();
     } else {
         register_late_exit();

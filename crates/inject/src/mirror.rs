@@ -202,6 +202,11 @@ pub fn on_module_loaded(loaded: Loaded, ptx: impl FnOnce() -> Option<String>) {
     ACTIVE.store(true, Ordering::Release);
 }
 
+/// Some module declared the ABI: launches may have a table to upload.
+pub fn active() -> bool {
+    ACTIVE.load(Ordering::Acquire)
+}
+
 /// Before a launch: the kernel must see every allocation made so far.
 pub fn before_launch() {
     if !ACTIVE.load(Ordering::Acquire) {

@@ -514,21 +514,11 @@ fn free_record(line: u32, function: u32, label: &mut dyn FnMut() -> String) -> S
          \tst.global.u32 [%__gs_r+36], %__gs_hk;\n\
          \tst.global.u32 [%__gs_r+40], 0;\n\
          \tst.global.u32 [%__gs_r+44], {line};\n\
-         \tmov.u32 %__gs_k, %ctaid.x;\n\
-         \tst.global.u32 [%__gs_r+48], %__gs_k;\n\
-         \tmov.u32 %__gs_k, %ctaid.y;\n\
-         \tst.global.u32 [%__gs_r+52], %__gs_k;\n\
-         \tmov.u32 %__gs_k, %ctaid.z;\n\
-         \tst.global.u32 [%__gs_r+56], %__gs_k;\n\
-         \tmov.u32 %__gs_k, %tid.x;\n\
-         \tst.global.u32 [%__gs_r+60], %__gs_k;\n\
-         \tmov.u32 %__gs_k, %tid.y;\n\
-         \tst.global.u32 [%__gs_r+64], %__gs_k;\n\
-         \tmov.u32 %__gs_k, %tid.z;\n\
-         \tst.global.u32 [%__gs_r+68], %__gs_k;\n\
+         {where}\
          \tst.global.u32 [%__gs_r+72], 0;\n\
          \tst.global.u32 [%__gs_r+76], 0;\n\
-         {skip}:\n"
+         {skip}:\n",
+        where = super::record_where()
     )
 }
 

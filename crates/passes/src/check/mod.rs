@@ -1235,6 +1235,23 @@ fn stop_label(reaction: Reaction, label: &mut impl FnMut() -> String) -> Option<
     (reaction == Reaction::Abort).then(label)
 }
 
+/// Stores of an error record's block and thread (offsets 48–68 from `%__gs_r`, the
+/// record's address minus 16), shared by every record writer.
+pub(super) fn record_where() -> &'static str {
+    "\tmov.u32 %__gs_k, %ctaid.x;\n\
+     \tst.global.u32 [%__gs_r+48], %__gs_k;\n\
+     \tmov.u32 %__gs_k, %ctaid.y;\n\
+     \tst.global.u32 [%__gs_r+52], %__gs_k;\n\
+     \tmov.u32 %__gs_k, %ctaid.z;\n\
+     \tst.global.u32 [%__gs_r+56], %__gs_k;\n\
+     \tmov.u32 %__gs_k, %tid.x;\n\
+     \tst.global.u32 [%__gs_r+60], %__gs_k;\n\
+     \tmov.u32 %__gs_k, %tid.y;\n\
+     \tst.global.u32 [%__gs_r+64], %__gs_k;\n\
+     \tmov.u32 %__gs_k, %tid.z;\n\
+     \tst.global.u32 [%__gs_r+68], %__gs_k;\n"
+}
+
 /// Writes one `ErrorRecord` when `%__gs_bad` holds: `i = atom.add(count, 1)`, and if
 /// `i < capacity`, record `i` at `errors + 16 + 64 * i` (bench/injection/abi_test.cpp).
 /// Offsets in the record: address 0, allocation 8, kernel 16, code 20, size 24,
@@ -1277,20 +1294,10 @@ fn report_record(r: &Record, reaction: Reaction, stop: &Option<String>, skip: &s
          {code}\
          \tst.global.u32 [%__gs_r+40], {w};\n\
          \tst.global.u32 [%__gs_r+44], {line};\n\
-         \tmov.u32 %__gs_k, %ctaid.x;\n\
-         \tst.global.u32 [%__gs_r+48], %__gs_k;\n\
-         \tmov.u32 %__gs_k, %ctaid.y;\n\
-         \tst.global.u32 [%__gs_r+52], %__gs_k;\n\
-         \tmov.u32 %__gs_k, %ctaid.z;\n\
-         \tst.global.u32 [%__gs_r+56], %__gs_k;\n\
-         \tmov.u32 %__gs_k, %tid.x;\n\
-         \tst.global.u32 [%__gs_r+60], %__gs_k;\n\
-         \tmov.u32 %__gs_k, %tid.y;\n\
-         \tst.global.u32 [%__gs_r+64], %__gs_k;\n\
-         \tmov.u32 %__gs_k, %tid.z;\n\
-         \tst.global.u32 [%__gs_r+68], %__gs_k;\n\
+         {where}\
          \tst.global.u32 [%__gs_r+72], {space};\n\
-         \tst.global.u32 [%__gs_r+76], {access};\n"
+         \tst.global.u32 [%__gs_r+76], {access};\n",
+        where = record_where()
     );
     if let Some(stop) = stop {
         debug_assert_eq!(reaction, Reaction::Abort);
