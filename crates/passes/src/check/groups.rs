@@ -9,6 +9,10 @@
 //! saves is the common case: every access in an unrolled body (`[%rd5]`, `[%rd5+4]`, …) or a
 //! loop-invariant address inside a loop costs a branch instead of a check.
 //!
+//! Shared and local accesses group the same way, against their window instead of a root:
+//! SGEMM's unrolled inner loop reads `[%r7]`, `[%r7+132]`, … of one shared array through a
+//! register defined before the loop, and one range check there covers all 32 reads.
+//!
 //! Why the placement is sound: the definition `d` is the only definition of the register
 //! reaching each member, so every path to a member runs `d` last among the register's
 //! definitions, and the register holds at the member the value the group check saw.
@@ -30,11 +34,20 @@ pub(super) struct Candidate {
     pub base: Name,
     pub offset: i64,
     pub width: u32,
-    /// Root number.
-    pub root: usize,
+    /// What the range is judged against.
+    pub key: Key,
     /// The only definition of `reg` reaching the access, if there is exactly one and it is
     /// an instruction.
     pub def: Option<InstId>,
+}
+
+/// What a group's range is judged against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Key {
+    /// The allocation of root number `k` (global memory).
+    Root(usize),
+    /// A shared or local variable (`onchip`), by symbol.
+    Window(Name),
 }
 
 /// A group: its check goes right after `def`.
@@ -42,7 +55,10 @@ pub(super) struct Candidate {
 pub(super) struct Group {
     pub def: InstId,
     pub base: Name,
-    pub root: usize,
+    pub key: Key,
+    /// Index (in the planner's input) of the first member: window groups take their
+    /// address form from it.
+    pub first: usize,
     /// `[base + min, base + end)` covers every member's bytes.
     pub min: i64,
     pub end: i64,
@@ -61,14 +77,14 @@ pub(super) struct Plan {
 pub(super) fn plan(cands: &[Candidate], cfg: &Cfg) -> Plan {
     let dom = DomTree::dominators(cfg);
     let loops = LoopForest::compute(cfg, &dom);
-    let mut by_key: BTreeMap<(InstId, RegId, usize), Vec<usize>> = BTreeMap::new();
+    let mut by_key: BTreeMap<(InstId, RegId, Key), Vec<usize>> = BTreeMap::new();
     for (i, c) in cands.iter().enumerate() {
         if let Some(d) = c.def {
-            by_key.entry((d, c.reg, c.root)).or_default().push(i);
+            by_key.entry((d, c.reg, c.key)).or_default().push(i);
         }
     }
     let mut plan = Plan { groups: Vec::new(), group_of: vec![None; cands.len()] };
-    for ((def, _, root), members) in by_key {
+    for ((def, _, key), members) in by_key {
         let def_block = cfg.block_of(def);
         let leaves_loop = |c: &Candidate| {
             let b = cfg.block_of(c.inst);
@@ -92,7 +108,8 @@ pub(super) fn plan(cands: &[Candidate], cfg: &Cfg) -> Plan {
             continue;
         }
         let g = plan.groups.len();
-        plan.groups.push(Group { def, base: cands[members[0]].base, root, min, end, members: members.len() as u32 });
+        let first = members[0];
+        plan.groups.push(Group { def, base: cands[first].base, key, first, min, end, members: members.len() as u32 });
         for m in members {
             plan.group_of[m] = Some(g);
         }
@@ -100,23 +117,17 @@ pub(super) fn plan(cands: &[Candidate], cfg: &Cfg) -> Plan {
     plan
 }
 
-/// The group check: `%__gs_gok{g}` holds when no byte of the range can be judged bad, i.e.
-/// when the entry was not found, or the range lies in `[low, limit)` and, if any byte of it
-/// is at or above the base, the allocation is live. Conservative on purpose: the individual
-/// checks decide whenever this does not hold.
-pub(super) fn check_text(g: usize, group: &Group, state_live: u32) -> String {
-    let k = group.root;
-    let base = group.base;
-    let (min, end) = (group.min, group.end);
+/// The range check of a group against its root: `%__gs_gok{g}` holds when `[base + min,
+/// base + end)` lies inside the root's folded bounds `[low, lim)` (see `loadmeta`: a root
+/// found nowhere has the whole address space, a freed one ends at its base). It may only
+/// err on the side of failing: then the members' own checks decide.
+pub(super) fn check_text(g: usize, group: &Group) -> String {
+    let Key::Root(k) = group.key else { unreachable!("window groups are checked by `onchip`") };
+    let (base, min, end) = (group.base, group.min, group.end);
     format!(
         "\tadd.s64 %__gs_a, {base}, {min};\n\
          \tadd.s64 %__gs_e, {base}, {end};\n\
-         \tsetp.lt.u64 %__gs_bad, %__gs_a, %__gs_low{k};\n\
-         \tsetp.gt.or.u64 %__gs_bad, %__gs_e, %__gs_lim{k}, %__gs_bad;\n\
-         \tsetp.gt.u64 %__gs_q, %__gs_e, %__gs_base{k};\n\
-         \tsetp.ne.and.u32 %__gs_q, %__gs_st{k}, {state_live}, %__gs_q;\n\
-         \tor.pred %__gs_bad, %__gs_bad, %__gs_q;\n\
-         \tand.pred %__gs_bad, %__gs_bad, %__gs_ok{k};\n\
-         \tnot.pred %__gs_gok{g}, %__gs_bad;\n"
+         \tsetp.ge.u64 %__gs_gok{g}, %__gs_a, %__gs_low{k};\n\
+         \tsetp.le.and.u64 %__gs_gok{g}, %__gs_e, %__gs_lim{k}, %__gs_gok{g};\n"
     )
 }

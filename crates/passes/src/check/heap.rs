@@ -257,9 +257,9 @@ impl Calls {
             // The size is copied before the call: the register holding it may be reused
             // once the argument is stored.
             let before = format!("\tmov.b64 %__gs_hs, {};\n", operand(&m.size));
-            out.push(Insertion { at: at(m.call, false), order: 2, stmts: super::snippet(&before) });
+            out.push(Insertion { at: at(m.call, false), order: super::order::BEFORE, stmts: super::snippet(&before) });
             let text = format!("\tld.param.b64 %__gs_hb, [{}+0];\n{}", m.ret, insert(label));
-            out.push(Insertion { at: at(m.call, true), order: 2, stmts: super::snippet(&text) });
+            out.push(Insertion { at: at(m.call, true), order: super::order::BEFORE, stmts: super::snippet(&text) });
         }
         for fr in &self.frees {
             let line = line_of(insts[fr.call.index()].span);
@@ -269,8 +269,12 @@ impl Calls {
                 free_check(&operand(&fr.ptr), label),
                 free_record(line, function, label)
             );
-            out.push(Insertion { at: at(fr.call, false), order: 2, stmts: super::snippet(&text) });
-            out.push(Insertion { at: at(fr.call, true), order: 0, stmts: super::snippet(&format!("{skip}:\n")) });
+            out.push(Insertion { at: at(fr.call, false), order: super::order::BEFORE, stmts: super::snippet(&text) });
+            out.push(Insertion {
+                at: at(fr.call, true),
+                order: super::order::AFTER_ACCESS,
+                stmts: super::snippet(&format!("{skip}:\n")),
+            });
         }
         out
     }

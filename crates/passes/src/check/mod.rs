@@ -88,6 +88,7 @@ use crate::{FunctionReport, Pass, PassError, PassReport};
 
 mod groups;
 mod heap;
+mod spans;
 pub use heap::{
     CODE_DOUBLE_FREE, CODE_INVALID_FREE, HEAP_BLOCK_TAG, HEAP_CAPACITY, HEAP_ENTRY_BYTES, HEAP_HEADER_BYTES,
     HEAP_SYMBOL, STATE_FREED,
@@ -246,6 +247,12 @@ pub struct CheckFunction {
     pub group_checks: u32,
     /// Roots whose metadata one thread per block looks up for all (kernel parameters).
     pub block_roots: u32,
+    /// Straight runs of grouped accesses given two versions (`spans`): one branch picks the
+    /// unchecked original when every group's range check passed.
+    pub spans: u32,
+    /// Shared and local accesses at a constant address inside their variable (`[sym+8]`):
+    /// counted in `shared`/`local`, and left without a check because none can fail.
+    pub static_in_bounds: u32,
     /// Instructions added.
     pub inserted: u32,
     /// Device-heap calls (`malloc`, `free`) instrumented (`check/heap.rs`).
@@ -335,7 +342,7 @@ struct ModuleFacts {
 
 /// Static shared memory the pass may add per kernel, and the static total it stays under
 /// (48 KiB is the most a block may declare statically).
-const BLOCK_META_BYTES: u64 = 48;
+const BLOCK_META_BYTES: u64 = 32;
 const MAX_BLOCK_ROOTS: usize = 16;
 const STATIC_SHARED_LIMIT: u64 = 40 * 1024;
 
@@ -385,24 +392,27 @@ impl ModuleFacts {
     }
 }
 
-/// Registers per thread that let any block size (up to 1024 threads) launch: 64K registers
-/// per SM / 1024.
-const MAX_REGS_ANY_BLOCK: u64 = 64;
+/// The most threads a block can have: what `.maxntid` promises for every kernel.
+const MAX_BLOCK_THREADS: u64 = 1024;
 
 /// The checks add registers; a kernel the program launches with 1024 threads and that
 /// natively fit in 64 registers could then fail to launch (`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`,
 /// seen on the H100 with a 32×32-tile SGEMM). A kernel that says nothing about its block size
-/// or registers gets `.maxnreg 64`, so ptxas keeps it launchable with any block (spilling if
-/// it must); one with `.maxntid`/`.reqntid`/`.maxnreg` already tells ptxas its limits.
+/// or registers gets `.maxntid 1024, 1, 1`, as `__launch_bounds__(1024)` writes it: true of
+/// every launch, and it makes ptxas stay within 64 registers. `.maxnreg 64` would too, but
+/// ptxas takes a register cap as a budget to fill: the instrumented SGEMM used 55 registers
+/// under it and 32 under `.maxntid` (half the blocks per SM). One with
+/// `.maxntid`/`.reqntid`/`.maxnreg` already tells ptxas its limits.
 fn keep_launchable(f: &mut Function) {
     if f.kind != gpusan_ptx::ast::FunctionKind::Entry {
         return;
     }
     let said = f.attributes.iter().any(|a| matches!(a.name.as_str(), "maxntid" | "reqntid" | "maxnreg"));
     if !said {
+        use gpusan_ptx::ast::AttrValue::Int;
         f.attributes.push(gpusan_ptx::ast::Attribute {
-            name: "maxnreg".into(),
-            values: vec![gpusan_ptx::ast::AttrValue::Int(MAX_REGS_ANY_BLOCK)],
+            name: "maxntid".into(),
+            values: vec![Int(MAX_BLOCK_THREADS), Int(1), Int(1)],
         });
     }
 }
@@ -661,9 +671,20 @@ impl RegWidths {
 struct Insertion {
     /// Path of the statement list's parent blocks, then the index to insert at.
     at: Vec<u32>,
-    /// At one point: LOADMETA (0), then group checks (1), then an access's check (2).
+    /// Where among the insertions at one point ([`order`]).
     order: u8,
     stmts: Vec<Statement>,
+}
+
+/// The order of insertions at one point, which is both "after statement `j`" and "before
+/// statement `j + 1`": first what ends statement `j` (the label a faulting access skips
+/// to), then its LOADMETA, then group checks of the register it defined, then what belongs
+/// before statement `j + 1` (its check).
+mod order {
+    pub const AFTER_ACCESS: u8 = 0;
+    pub const LOADMETA: u8 = 1;
+    pub const GROUP: u8 = 2;
+    pub const BEFORE: u8 = 3;
 }
 
 fn instrument_function(
@@ -690,6 +711,8 @@ fn instrument_function(
         grouped: 0,
         group_checks: 0,
         block_roots: 0,
+        static_in_bounds: 0,
+        spans: 0,
         inserted: 0,
         heap_calls: 0,
     };
@@ -697,11 +720,6 @@ fn instrument_function(
     report.heap_calls = heap_calls.count();
 
     // Analysis: which accesses are checked, against which root.
-    struct Site {
-        inst: InstId,
-        accesses: Vec<(usize, u32, Space, AccessKind, usize)>, // (operand, width, space, kind, root number)
-        windows: Vec<onchip::WindowCheck>,
-    }
     let mut sites = Vec::new();
     let mut root_numbers: BTreeMap<Root, usize> = BTreeMap::new();
     let mut cands = Vec::new();
@@ -726,7 +744,11 @@ fn instrument_function(
                             onchip::Region::Shared => report.shared += 1,
                             onchip::Region::Local => report.local += 1,
                         }
-                        on_chip.push(c);
+                        if c.statically_in_bounds() {
+                            report.static_in_bounds += 1;
+                        } else {
+                            on_chip.push(c);
+                        }
                         continue;
                     }
                     onchip::Verdict::Unchecked => {
@@ -790,7 +812,35 @@ fn instrument_function(
                     [DefSite::Inst(d)] => Some(*d),
                     _ => None,
                 };
-                cands.push(groups::Candidate { site: si, inst: site.inst, reg, base, offset, width: w, root: k, def });
+                cands.push(groups::Candidate {
+                    site: si,
+                    inst: site.inst,
+                    reg,
+                    base,
+                    offset,
+                    width: w,
+                    key: groups::Key::Root(k),
+                    def,
+                });
+            }
+            for c in &site.windows {
+                let Some((base, offset)) = c.base_reg() else { continue };
+                let Some(reg) = an.resolve(site.inst, base) else { continue };
+                let def = match an.reaching(site.inst, reg).as_slice() {
+                    [DefSite::Inst(d)] => Some(*d),
+                    _ => None,
+                };
+                let key = groups::Key::Window(c.symbol());
+                cands.push(groups::Candidate {
+                    site: si,
+                    inst: site.inst,
+                    reg,
+                    base,
+                    offset,
+                    width: c.width,
+                    key,
+                    def,
+                });
             }
         }
         group_plan = if facts.uses_heap { groups::Plan::default() } else { groups::plan(&cands, &cfg) };
@@ -824,6 +874,7 @@ fn instrument_function(
     }
 
     // Rewrite: LOADMETA after each root's definition, MEMCHECK before each site.
+    let layout = if facts.uses_heap { Layout::Heap } else { Layout::Folded };
     let mut labels = 0u32;
     let mut label = || {
         labels += 1;
@@ -832,24 +883,23 @@ fn instrument_function(
     let regs = gpusan_ptx::dataflow::Registers::collect(&cfg, f);
     let mut insertions = Vec::new();
     let mut entry_code = String::new();
+    let block_slot = |k: usize| block_roots.keys().position(|&b| b == k);
     for (root, &k) in &root_numbers {
         match *root {
-            Root::Entry(reg) => {
-                entry_code.push_str(&root_meta_k(k, &regs.name(reg), false, facts.uses_heap, &mut label))
-            }
+            Root::Entry(reg) => entry_code.push_str(&root_meta_k(k, &regs.name(reg), false, layout, &mut label)),
             Root::Inst(d, reg) => {
                 let path = cfg.inst_path(d);
                 let mut at = path.to_vec();
                 *at.last_mut().unwrap() += 1;
-                let text = match block_roots.keys().position(|&b| b == k) {
+                let text = match block_slot(k) {
                     Some(slot) => fetch_block_meta(k, slot),
-                    None => root_meta_k(k, &regs.name(reg), heap_calls.is_result(d), facts.uses_heap, &mut label),
+                    None => root_meta_k(k, &regs.name(reg), heap_calls.is_result(d), layout, &mut label),
                 };
-                insertions.push(Insertion { at, order: 0, stmts: snippet(&text) });
+                insertions.push(Insertion { at, order: order::LOADMETA, stmts: snippet(&text) });
             }
         }
     }
-    // Group checks, and which sites take the fast path (all their accesses grouped).
+    // Group checks, and which sites take the fast path (every access grouped).
     let mut site_groups: Vec<Vec<usize>> = vec![Vec::new(); sites.len()];
     let mut site_grouped_accesses = vec![0usize; sites.len()];
     for (c, g) in cands.iter().zip(&group_plan.group_of) {
@@ -861,15 +911,14 @@ fn instrument_function(
         }
     }
     for (si, site) in sites.iter().enumerate() {
-        // Shared and local checks have no fast path: a site with any stays fully checked.
-        if site_grouped_accesses[si] != site.accesses.len() || !site.windows.is_empty() {
+        if site_grouped_accesses[si] != site.accesses.len() + site.windows.len() {
             site_groups[si].clear();
         }
     }
     let mut used_groups: BTreeSet<usize> = BTreeSet::new();
     for (si, gs) in site_groups.iter().enumerate() {
         if !gs.is_empty() {
-            report.grouped += sites[si].accesses.len() as u32;
+            report.grouped += (sites[si].accesses.len() + sites[si].windows.len()) as u32;
             used_groups.extend(gs.iter().copied());
         }
     }
@@ -878,139 +927,99 @@ fn instrument_function(
         let group = &group_plan.groups[g];
         let mut at = cfg.inst_path(group.def).to_vec();
         *at.last_mut().unwrap() += 1;
-        let text = groups::check_text(g, group, STATE_LIVE);
-        insertions.push(Insertion { at, order: 1, stmts: snippet(&text) });
+        let text = match group.key {
+            groups::Key::Root(_) => groups::check_text(g, group),
+            groups::Key::Window(symbol) => {
+                let site = &sites[cands[group.first].site];
+                let c = site
+                    .windows
+                    .iter()
+                    .find(|c| c.base_reg().is_some_and(|(b, _)| b == group.base) && c.symbol() == symbol)
+                    .expect("a window group's first member is a window check of its site");
+                let mut t = onchip::check_text(&c.spanning(group.min, group.end));
+                t.push_str(&format!("\tnot.pred %__gs_gok{g}, %__gs_bad;\n"));
+                t
+            }
+        };
+        insertions.push(Insertion { at, order: order::GROUP, stmts: snippet(&text) });
     }
     insertions.extend(heap_calls.insertions(&cfg, f, index, line_of, &mut label));
+    // Slow paths of sites at the body's top level go after its last statement, out of the
+    // way of the code that runs; a site inside a `{ }` block keeps its own inline, since a
+    // label inside the block is not visible outside it.
+    let gen = SiteGen {
+        layout,
+        reaction: config.reaction,
+        function: index,
+        block_roots: &block_roots,
+        reg_bits: RegBits::collect(f),
+    };
+    let mut tail = String::new();
     let body = f.body.as_deref().unwrap_or_default();
-    for (si, site) in sites.iter().enumerate() {
-        let path = cfg.inst_path(site.inst);
-        let Some(Statement::Inst(inst)) = gpusan_ptx::cfg::statement_at(body, path) else { continue };
-        let mut text = String::new();
-        let guard = inst.guard.clone();
-        // The fast path: the groups' range checks passed, so the access runs under its own
-        // guard and its checks are jumped over.
-        let fast = (!site_groups[si].is_empty()).then(&mut label);
-        if let Some(fast) = &fast {
-            match &guard {
-                Some(g) if g.negated => text.push_str(&format!("\tnot.pred %__gs_go, {};\n", g.reg)),
-                Some(g) => text.push_str(&format!("\tmov.pred %__gs_go, {};\n", g.reg)),
-                None => text.push_str("\tmov.pred %__gs_go, 1;\n"),
-            }
-            let gs = &site_groups[si];
-            if let [g] = gs.as_slice() {
-                text.push_str(&format!("\t@%__gs_gok{g} bra {fast};\n"));
-            } else {
-                text.push_str(&format!("\tmov.pred %__gs_q, %__gs_gok{};\n", gs[0]));
-                for g in &gs[1..] {
-                    text.push_str(&format!("\tand.pred %__gs_q, %__gs_q, %__gs_gok{g};\n"));
+    let site_paths: Vec<&[u32]> = sites.iter().map(|s| cfg.inst_path(s.inst)).collect();
+    let spans = spans::find(body, &site_paths, &site_groups, &insertions);
+    let mut in_span = vec![false; sites.len()];
+    for span in &spans {
+        // Both versions of the span: the checked one, then the original statements.
+        let fast = label();
+        let end = label();
+        let mut stmts = snippet(&spans::enter_text(&span.groups, &fast));
+        for j in span.first..=span.last {
+            let stmt = &body[j];
+            match span.sites.iter().find(|&&(at, _)| at == j) {
+                Some(&(_, si)) => {
+                    in_span[si] = true;
+                    let Statement::Inst(inst) = stmt else { unreachable!("a span's sites are instructions") };
+                    // The version that runs when a group failed: no per-access fast path.
+                    let code = gen.code(&sites[si], inst, &[], line_of(inst.span), false, &mut label);
+                    stmts.extend(snippet(&code.before));
+                    stmts.push(stmt.clone());
+                    stmts.extend(snippet(&code.after));
+                    tail.push_str(&code.slow);
                 }
-                text.push_str(&format!("\t@%__gs_q bra {fast};\n"));
+                None => stmts.push(stmt.clone()),
             }
         }
-        if let Some(g) = &guard {
-            if g.negated {
-                text.push_str(&format!("\tnot.pred %__gs_g, {};\n", g.reg));
-            } else {
-                text.push_str(&format!("\tmov.pred %__gs_g, {};\n", g.reg));
-            }
+        stmts.extend(snippet(&format!("\tbra.uni {end};\n{fast}:\n")));
+        report.spans += 1;
+        insertions.push(Insertion { at: vec![span.first as u32], order: order::BEFORE, stmts });
+        insertions.push(Insertion {
+            at: vec![span.last as u32 + 1],
+            order: order::AFTER_ACCESS,
+            stmts: snippet(&format!("{end}:\n")),
+        });
+    }
+    for (si, site) in sites.iter().enumerate() {
+        if in_span[si] {
+            continue;
         }
-        let line = line_of(inst.span);
-        for (j, &(operand, w, space, kind, k)) in site.accesses.iter().enumerate() {
-            let (base, offset) = inst.operands[operand].as_address().unwrap();
-            let base = base.unwrap();
-            if facts.uses_heap {
-                text.push_str(&heap::reload_state(k));
-            }
-            if offset == 0 {
-                text.push_str(&format!("\tmov.b64 %__gs_a, {base};\n"));
-            } else {
-                text.push_str(&format!("\tadd.s64 %__gs_a, {base}, {offset};\n"));
-            }
-            text.push_str(&format!(
-                "\tadd.s64 %__gs_e, %__gs_a, {w};\n\
-                 \tsetp.lt.u64 %__gs_bad, %__gs_a, %__gs_low{k};\n\
-                 \tsetp.gt.or.u64 %__gs_bad, %__gs_e, %__gs_lim{k}, %__gs_bad;\n\
-                 \tsetp.ge.u64 %__gs_q, %__gs_a, %__gs_base{k};\n\
-                 \tsetp.ne.and.u32 %__gs_q, %__gs_st{k}, {STATE_LIVE}, %__gs_q;\n\
-                 \tor.pred %__gs_bad, %__gs_bad, %__gs_q;\n\
-                 \tand.pred %__gs_bad, %__gs_bad, %__gs_ok{k};\n"
-            ));
-            if space == Space::Generic {
-                text.push_str("\tisspacep.global %__gs_q, %__gs_a;\n\tand.pred %__gs_bad, %__gs_bad, %__gs_q;\n");
-            }
-            if guard.is_some() {
-                text.push_str("\tand.pred %__gs_bad, %__gs_bad, %__gs_g;\n");
-            }
-            let space_code = if space == Space::Generic { 3 } else { 0 };
-            let access_code = access_code(kind);
-            let skip = label();
-            let stop = stop_label(config.reaction, &mut label);
-            let record = Record {
-                blame: Blame::Root(k),
-                width: w,
-                line,
-                function: index,
-                space: space_code,
-                access: access_code,
-            };
-            text.push_str(&report_record(&record, config.reaction, &stop, &skip));
-            if j == 0 {
-                text.push_str("\tmov.pred %__gs_any, %__gs_bad;\n");
-            } else {
-                text.push_str("\tor.pred %__gs_any, %__gs_any, %__gs_bad;\n");
-            }
-        }
-        for (j, c) in site.windows.iter().enumerate() {
-            text.push_str(&onchip::check_text(c));
-            if guard.is_some() {
-                text.push_str("\tand.pred %__gs_bad, %__gs_bad, %__gs_g;\n");
-            }
-            let skip = label();
-            let stop = stop_label(config.reaction, &mut label);
-            let record = Record {
-                blame: Blame::Window(c.window.region.code()),
-                width: c.width,
-                line,
-                function: index,
-                space: c.record_space(),
-                access: access_code(c.kind),
-            };
-            text.push_str(&report_record(&record, config.reaction, &stop, &skip));
-            if j == 0 && site.accesses.is_empty() {
-                text.push_str("\tmov.pred %__gs_any, %__gs_bad;\n");
-            } else {
-                text.push_str("\tor.pred %__gs_any, %__gs_any, %__gs_bad;\n");
-            }
-        }
-        if guard.is_some() {
-            text.push_str("\tnot.pred %__gs_go, %__gs_any;\n\tand.pred %__gs_go, %__gs_go, %__gs_g;\n");
-        } else {
-            text.push_str("\tnot.pred %__gs_go, %__gs_any;\n");
-        }
-        if let Some(fast) = fast {
-            text.push_str(&format!("{fast}:\n"));
-        }
-        insertions.push(Insertion { at: path.to_vec(), order: 2, stmts: snippet(&text) });
+        let path = site_paths[si];
+        let Some(Statement::Inst(inst)) = gpusan_ptx::cfg::statement_at(body, path) else { continue };
+        let nested = path.len() > 1;
+        let code = gen.code(site, inst, &site_groups[si], line_of(inst.span), nested, &mut label);
+        tail.push_str(&code.slow);
+        insertions.push(Insertion { at: path.to_vec(), order: order::BEFORE, stmts: snippet(&code.before) });
+        let mut after = path.to_vec();
+        *after.last_mut().unwrap() += 1;
+        insertions.push(Insertion { at: after, order: order::AFTER_ACCESS, stmts: snippet(&code.after) });
     }
 
-    // Apply, later points first so earlier paths stay valid; at one point the check goes
-    // in first, then the LOADMETA before it.
+    // Apply, later points first so earlier paths stay valid; at one point in [`order`].
     insertions.sort_by(|a, b| b.at.cmp(&a.at).then(b.order.cmp(&a.order)));
-    let site_paths: Vec<Vec<u32>> = sites.iter().map(|s| cfg.inst_path(s.inst).to_vec()).collect();
     let body = f.body.as_mut().unwrap();
-    // Guards first: paths of the sites are those of the original body.
-    for p in &site_paths {
-        if let Some(Statement::Inst(inst)) = gpusan_ptx::cfg::statement_at_mut(body, p) {
-            inst.guard = Some(gpusan_ptx::ast::Guard { negated: false, reg: "%__gs_go".into() });
-        }
-    }
     for ins in insertions {
         report.inserted += ins.stmts.iter().filter(|s| matches!(s, Statement::Inst(_))).count() as u32;
         let (idx, parents) = ins.at.split_last().unwrap();
         let list = list_at_mut(body, parents);
         let idx = *idx as usize;
         list.splice(idx..idx, ins.stmts);
+    }
+    if !tail.is_empty() {
+        // Unreachable but by the branches to it: a body that ends without `ret` must not
+        // fall into it.
+        let tail = snippet(&format!("\tret;\n{tail}"));
+        report.inserted += tail.iter().filter(|s| matches!(s, Statement::Inst(_))).count() as u32;
+        body.extend(tail);
     }
 
     // Declarations and the entry code at the top.
@@ -1019,18 +1028,26 @@ fn instrument_function(
     for (ty, names) in [
         ("b64", &["t", "lo", "hi", "mid", "x", "y", "sz", "a", "e", "eb", "r"][..]),
         ("b32", &["i", "c", "k"][..]),
-        ("pred", &["q", "g", "bad", "any", "go"][..]),
+        ("pred", &["q", "g", "bad", "any"][..]),
     ] {
         for name in names {
             top.push_str(&format!("\t.reg .{ty} %__gs_{name};\n"));
         }
     }
-    if sites.iter().any(|s| !s.windows.is_empty()) {
+    if sites.iter().any(|s| !s.windows.is_empty())
+        || used_groups.iter().any(|&g| matches!(group_plan.groups[g].key, groups::Key::Window(_)))
+    {
         top.push_str(onchip::REGISTERS);
     }
     // A function with only window checks has no roots (and `%r<0>` declares nothing).
-    for (ty, name) in [("b64", "base"), ("b64", "low"), ("b64", "lim"), ("b64", "id"), ("b32", "st"), ("pred", "ok")] {
-        if n > 0 {
+    if n > 0 {
+        let per_root: &[(&str, &str)] = match layout {
+            Layout::Folded => &[("b64", "low"), ("b64", "lim"), ("b64", "id")],
+            Layout::Heap => {
+                &[("b64", "base"), ("b64", "low"), ("b64", "lim"), ("b64", "id"), ("b32", "st"), ("pred", "ok")]
+            }
+        };
+        for (ty, name) in per_root {
             top.push_str(&format!("\t.reg .{ty} %__gs_{name}<{n}>;\n"));
         }
     }
@@ -1040,8 +1057,8 @@ fn instrument_function(
     if facts.uses_heap {
         top.push_str(&heap::declarations(n));
     }
-    for k in 0..n {
-        top.push_str(&format!("\tmov.pred %__gs_ok{k}, 0;\n"));
+    for k in 0..n as usize {
+        top.push_str(&found_nothing(k, layout));
     }
     if !block_roots.is_empty() {
         top.push_str(&block_lookup(&block_roots, &mut label));
@@ -1053,6 +1070,270 @@ fn instrument_function(
     Ok(report)
 }
 
+/// An instruction with checked accesses: global and generic ones against their roots, and
+/// shared and local ones against their windows.
+struct Site {
+    inst: InstId,
+    /// (operand, width, space, kind, root number)
+    accesses: Vec<(usize, u32, Space, AccessKind, usize)>,
+    windows: Vec<onchip::WindowCheck>,
+}
+
+/// What one site gets: `before` goes before the instruction, `after` right after it (the
+/// label a faulting access skips to), `slow` (reporting, then the skip) where it runs only
+/// when branched to.
+struct SiteCode {
+    before: String,
+    after: String,
+    slow: String,
+}
+
+/// What the code of every site of a function shares.
+struct SiteGen<'a> {
+    layout: Layout,
+    reaction: Reaction,
+    function: u32,
+    block_roots: &'a BTreeMap<usize, (Name, i64)>,
+    reg_bits: RegBits,
+}
+
+/// The width in bits of each non-predicate register name, by its declaration (`.f32` 32,
+/// `.f16x2` 32, `.b64` 64), for the `mov.bN` that clears it; names declared with different
+/// types in different scopes have none.
+#[derive(Default)]
+struct RegBits {
+    plain: HashMap<Name, Option<u32>>,
+    ranges: HashMap<Name, Option<u32>>,
+}
+
+impl RegBits {
+    fn collect(f: &Function) -> RegBits {
+        fn bits(ty: &str) -> Option<u32> {
+            let (base, lanes) = match ty.split_once('x') {
+                Some((b, n)) => (b, n.parse::<u32>().ok()?),
+                None => (ty, 1),
+            };
+            let digits: String = base.chars().filter(char::is_ascii_digit).collect();
+            let b = digits.parse::<u32>().ok()? * lanes;
+            matches!(b, 16 | 32 | 64).then_some(b)
+        }
+        fn walk(stmts: &[Statement], out: &mut RegBits) {
+            for s in stmts {
+                match s {
+                    Statement::Decl(d) if d.space == StateSpace::Reg && d.vector.is_none() && d.array.is_empty() => {
+                        let map = if d.count.is_some() { &mut out.ranges } else { &mut out.plain };
+                        let b = bits(&d.ty);
+                        let e = map.entry(d.name).or_insert(b);
+                        if *e != b {
+                            *e = None;
+                        }
+                    }
+                    Statement::Block(b) => walk(b, out),
+                    _ => {}
+                }
+            }
+        }
+        let mut out = RegBits::default();
+        walk(f.body.as_deref().unwrap_or_default(), &mut out);
+        out
+    }
+
+    fn get(&self, name: Name) -> Option<u32> {
+        if let Some(&b) = self.plain.get(&name) {
+            return b;
+        }
+        let digits = name.bytes().rev().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        Name::from_existing(&name[..name.len() - digits]).and_then(|p| self.ranges.get(&p)).copied().flatten()
+    }
+}
+
+impl SiteGen<'_> {
+    /// A skipped instruction's destination registers set to 0. Left as they were, they would
+    /// carry their value from before (the previous iteration of a loop) into the code after,
+    /// and ptxas would have to keep every loaded value alive across the loop's back edge:
+    /// an unrolled SGEMM body then needs over 100 registers instead of 32.
+    fn zero_destinations(&self, site: &Site, inst: &gpusan_ptx::ast::Instruction) -> String {
+        let addresses: Vec<usize> =
+            site.accesses.iter().map(|a| a.0).chain(site.windows.iter().map(|c| c.operand)).collect();
+        if addresses.contains(&0) {
+            return String::new();
+        }
+        let regs: Vec<Name> = match inst.operands.first() {
+            Some(Operand::Name(n)) if n.starts_with('%') => vec![*n],
+            Some(Operand::Vector(v)) => {
+                v.iter().filter_map(|o| if let Operand::Name(n) = o { Some(*n) } else { None }).collect()
+            }
+            _ => Vec::new(),
+        };
+        let mut t = String::new();
+        for r in regs {
+            if let Some(bits) = self.reg_bits.get(r) {
+                t.push_str(&format!("\tmov.b{bits} {r}, 0;\n"));
+            }
+        }
+        t
+    }
+
+    /// The checks of `site`: `groups` are the groups covering every access (the fast path
+    /// when all passed; empty for none). With `inline`, the slow path is in `before`,
+    /// jumped over when no access is bad, and `slow` is empty.
+    fn code(
+        &self,
+        site: &Site,
+        inst: &gpusan_ptx::ast::Instruction,
+        groups: &[usize],
+        line: u32,
+        inline: bool,
+        label: &mut dyn FnMut() -> String,
+    ) -> SiteCode {
+        let guard = &inst.guard;
+        let mut text = String::new();
+        // The guard as a positive predicate: an access that does not run is not judged.
+        if let Some(g) = guard {
+            let op = if g.negated { "not" } else { "mov" };
+            text.push_str(&format!("\t{op}.pred %__gs_g, {};\n", g.reg));
+        }
+        // The fast path: the groups' range checks passed, so the access's own are jumped over.
+        let fast = label();
+        match groups {
+            [] => {}
+            [g] => text.push_str(&format!("\t@%__gs_gok{g} bra {fast};\n")),
+            [g0, rest @ ..] => {
+                text.push_str(&format!("\tmov.pred %__gs_q, %__gs_gok{g0};\n"));
+                for g in rest {
+                    text.push_str(&format!("\tand.pred %__gs_q, %__gs_q, %__gs_gok{g};\n"));
+                }
+                text.push_str(&format!("\t@%__gs_q bra {fast};\n"));
+            }
+        }
+        // The check: `%__gs_any` when some access of the instruction is bad.
+        let mut first = true;
+        let mut any = |text: &mut String| {
+            text.push_str(if first {
+                "\tmov.pred %__gs_any, %__gs_bad;\n"
+            } else {
+                "\tor.pred %__gs_any, %__gs_any, %__gs_bad;\n"
+            });
+            first = false;
+        };
+        let address = |operand: usize| inst.operands[operand].as_address().expect("a checked access has an address");
+        for &(operand, w, space, _, k) in &site.accesses {
+            text.push_str(&access_check(self.layout, k, address(operand), w, space));
+            any(&mut text);
+        }
+        for c in &site.windows {
+            text.push_str(&onchip::check_text(c));
+            any(&mut text);
+        }
+        if guard.is_some() {
+            text.push_str("\tand.pred %__gs_any, %__gs_any, %__gs_g;\n");
+        }
+        // The slow path: each access judged again and reported, then the instruction skipped.
+        let (slow, skip) = (label(), label());
+        let mut slow_text = format!("{slow}:\n");
+        let guarded = if guard.is_some() { "\tand.pred %__gs_bad, %__gs_bad, %__gs_g;\n" } else { "" };
+        for &(operand, w, space, kind, k) in &site.accesses {
+            slow_text.push_str(&access_check(self.layout, k, address(operand), w, space));
+            slow_text.push_str(guarded);
+            let block_slot = self.block_roots.keys().position(|&b| b == k);
+            let record = Record {
+                blame: Blame::Root { k, layout: self.layout, block_slot },
+                width: w,
+                line,
+                function: self.function,
+                space: if space == Space::Generic { 3 } else { 0 },
+                access: access_code(kind),
+            };
+            let (done, stop) = (label(), stop_label(self.reaction, label));
+            slow_text.push_str(&report_record(&record, self.reaction, &stop, &done));
+        }
+        for c in &site.windows {
+            slow_text.push_str(&onchip::check_text(c));
+            slow_text.push_str(guarded);
+            let record = Record {
+                blame: Blame::Window(c.window.region.code()),
+                width: c.width,
+                line,
+                function: self.function,
+                space: c.record_space(),
+                access: access_code(c.kind),
+            };
+            let (done, stop) = (label(), stop_label(self.reaction, label));
+            slow_text.push_str(&report_record(&record, self.reaction, &stop, &done));
+        }
+        slow_text.push_str(&self.zero_destinations(site, inst));
+        slow_text.push_str(&format!("\tbra.uni {skip};\n"));
+        let slow = if inline {
+            text.push_str(&format!("\t@!%__gs_any bra {fast};\n"));
+            text.push_str(&slow_text);
+            String::new()
+        } else {
+            text.push_str(&format!("\t@%__gs_any bra {slow};\n"));
+            slow_text
+        };
+        text.push_str(&format!("{fast}:\n"));
+        SiteCode { before: text, after: format!("{skip}:\n"), slow }
+    }
+}
+
+/// How a function keeps its roots' metadata in registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// `low`, `lim`, `id` per root, with "found" and "live" folded into the bounds by
+    /// [`loadmeta`]: a check is two comparisons.
+    Folded,
+    /// Modules calling the device heap: `base`, `low`, `lim`, `id`, `st`, `ok`, because a
+    /// heap block's state is read again before every check (`check/heap.rs`).
+    Heap,
+}
+
+/// Root `k` found nowhere: nothing of it is judged.
+fn found_nothing(k: usize, layout: Layout) -> String {
+    match layout {
+        Layout::Folded => format!("\tmov.b64 %__gs_low{k}, 0;\n\tmov.b64 %__gs_lim{k}, -1;\n"),
+        Layout::Heap => format!("\tmov.pred %__gs_ok{k}, 0;\n"),
+    }
+}
+
+/// MEMCHECK of one access through `address` (register and constant offset) against root
+/// `k`: `%__gs_a` is its first byte, `%__gs_bad` whether it is bad. A generic access is
+/// judged only inside the global window.
+fn access_check(layout: Layout, k: usize, address: (Option<Name>, i64), w: u32, space: Space) -> String {
+    let (base, offset) = address;
+    let base = base.expect("a checked access has a base register");
+    let mut t = if offset == 0 {
+        format!("\tmov.b64 %__gs_a, {base};\n")
+    } else {
+        format!("\tadd.s64 %__gs_a, {base}, {offset};\n")
+    };
+    match layout {
+        Layout::Folded => t.push_str(&format!(
+            "\tadd.s64 %__gs_e, %__gs_a, {w};\n\
+             \tsetp.lt.u64 %__gs_bad, %__gs_a, %__gs_low{k};\n\
+             \tsetp.gt.or.u64 %__gs_bad, %__gs_e, %__gs_lim{k}, %__gs_bad;\n"
+        )),
+        Layout::Heap => {
+            t.insert_str(0, &heap::reload_state(k));
+            t.push_str(&format!(
+                "\tadd.s64 %__gs_e, %__gs_a, {w};\n\
+                 \tsetp.lt.u64 %__gs_bad, %__gs_a, %__gs_low{k};\n\
+                 \tsetp.gt.or.u64 %__gs_bad, %__gs_e, %__gs_lim{k}, %__gs_bad;\n\
+                 \tsetp.ge.u64 %__gs_q, %__gs_a, %__gs_base{k};\n\
+                 \tsetp.ne.and.u32 %__gs_q, %__gs_st{k}, {STATE_LIVE}, %__gs_q;\n\
+                 \tor.pred %__gs_bad, %__gs_bad, %__gs_q;\n\
+                 \tand.pred %__gs_bad, %__gs_bad, %__gs_ok{k};\n"
+            ))
+        }
+    }
+    if space == Space::Generic {
+        t.push_str("\tisspacep.global %__gs_q, %__gs_a;\n\tand.pred %__gs_bad, %__gs_bad, %__gs_q;\n");
+    }
+    t
+}
+
 /// The LOADMETA of root `k`. Roots of a heap module may be heap blocks: a `malloc` result
 /// has its metadata from the call, any other root falls back on the heap table when the
 /// runtime's table has no entry for it.
@@ -1060,17 +1341,17 @@ fn root_meta_k(
     k: usize,
     value: &str,
     malloc_result: bool,
-    uses_heap: bool,
-    mut label: &mut dyn FnMut() -> String,
+    layout: Layout,
+    label: &mut dyn FnMut() -> String,
 ) -> String {
-    if malloc_result {
-        heap::loadmeta_result(k, value)
-    } else if uses_heap {
-        let mut text = loadmeta(k, value, &mut label);
-        text.push_str(&heap::loadmeta_fallback(k, value, label));
-        text
-    } else {
-        loadmeta(k, value, &mut label)
+    match layout {
+        Layout::Heap if malloc_result => heap::loadmeta_result(k, value),
+        Layout::Heap => {
+            let mut text = loadmeta(k, value, layout, label);
+            text.push_str(&heap::loadmeta_fallback(k, value, label));
+            text
+        }
+        Layout::Folded => loadmeta(k, value, layout, label),
     }
 }
 
@@ -1099,10 +1380,40 @@ fn list_at_mut<'a>(body: &'a mut Vec<Statement>, parents: &[u32]) -> &'a mut Vec
 /// `lo - 1` at `table + 32 * lo`. After a hit, `low` is the entry's base, or the base of
 /// entry `lo - 2` when the value is the entry's base and entry `lo - 2` ends there (a
 /// pointer one past the end of that neighbour).
-fn loadmeta(k: usize, value: &str, label: &mut impl FnMut() -> String) -> String {
+fn loadmeta(k: usize, value: &str, layout: Layout, label: &mut dyn FnMut() -> String) -> String {
     let (head, end, done) = (label(), label(), label());
+    let hit = match layout {
+        // Found and live: `[low, base + size)`. Found and not live: every byte from the
+        // base on is bad, so the limit is the base. The id keeps "not live" in its top bit
+        // for the record's code (ids count up from 1 and never reach it).
+        Layout::Folded => format!(
+            "\tld.global.v2.u64 {{%__gs_mid, %__gs_sz}}, [%__gs_x];\n\
+             \tsub.s64 %__gs_y, {value}, %__gs_mid;\n\
+             \tsetp.ge.u64 %__gs_q, %__gs_y, %__gs_sz;\n\
+             \t@%__gs_q bra {done};\n\
+             \tld.global.u64 %__gs_id{k}, [%__gs_x+16];\n\
+             \tld.global.u32 %__gs_c, [%__gs_x+24];\n\
+             \tand.b32 %__gs_c, %__gs_c, 255;\n\
+             \tsetp.ne.u32 %__gs_q, %__gs_c, {STATE_LIVE};\n\
+             \tadd.s64 %__gs_lim{k}, %__gs_mid, %__gs_sz;\n\
+             \t@%__gs_q mov.b64 %__gs_lim{k}, %__gs_mid;\n\
+             \t@%__gs_q or.b64 %__gs_id{k}, %__gs_id{k}, {DEAD_BIT:#x};\n\
+             \tmov.b64 %__gs_low{k}, %__gs_mid;\n"
+        ),
+        Layout::Heap => format!(
+            "\tld.global.v2.u64 {{%__gs_base{k}, %__gs_sz}}, [%__gs_x];\n\
+             \tld.global.u64 %__gs_id{k}, [%__gs_x+16];\n\
+             \tld.global.u32 %__gs_st{k}, [%__gs_x+24];\n\
+             \tand.b32 %__gs_st{k}, %__gs_st{k}, 255;\n\
+             \tadd.s64 %__gs_lim{k}, %__gs_base{k}, %__gs_sz;\n\
+             \tsub.s64 %__gs_y, {value}, %__gs_base{k};\n\
+             \tsetp.lt.u64 %__gs_ok{k}, %__gs_y, %__gs_sz;\n\
+             \tmov.b64 %__gs_low{k}, %__gs_base{k};\n\
+             \tmov.b64 %__gs_mid, %__gs_base{k};\n"
+        ),
+    };
     format!(
-        "\tmov.pred %__gs_ok{k}, 0;\n\
+        "{reset}\
          \tld.global.u64 %__gs_t, [{TABLE_SYMBOL}];\n\
          \tsetp.eq.u64 %__gs_q, %__gs_t, 0;\n\
          \t@%__gs_q bra {done};\n\
@@ -1126,25 +1437,22 @@ fn loadmeta(k: usize, value: &str, label: &mut impl FnMut() -> String) -> String
          \t@%__gs_q bra {done};\n\
          \tshl.b64 %__gs_x, %__gs_lo, 5;\n\
          \tadd.s64 %__gs_x, %__gs_t, %__gs_x;\n\
-         \tld.global.v2.u64 {{%__gs_base{k}, %__gs_sz}}, [%__gs_x];\n\
-         \tld.global.u64 %__gs_id{k}, [%__gs_x+16];\n\
-         \tld.global.u32 %__gs_st{k}, [%__gs_x+24];\n\
-         \tand.b32 %__gs_st{k}, %__gs_st{k}, 255;\n\
-         \tadd.s64 %__gs_lim{k}, %__gs_base{k}, %__gs_sz;\n\
-         \tsub.s64 %__gs_y, {value}, %__gs_base{k};\n\
-         \tsetp.lt.u64 %__gs_ok{k}, %__gs_y, %__gs_sz;\n\
-         \tmov.b64 %__gs_low{k}, %__gs_base{k};\n\
-         \tsetp.ne.u64 %__gs_q, {value}, %__gs_base{k};\n\
+         {hit}\
+         \tsetp.ne.u64 %__gs_q, {value}, %__gs_mid;\n\
          \t@%__gs_q bra {done};\n\
          \tsetp.lt.u64 %__gs_q, %__gs_lo, 2;\n\
          \t@%__gs_q bra {done};\n\
          \tld.global.v2.u64 {{%__gs_y, %__gs_sz}}, [%__gs_x+-32];\n\
          \tadd.s64 %__gs_sz, %__gs_y, %__gs_sz;\n\
-         \tsetp.eq.u64 %__gs_q, %__gs_sz, %__gs_base{k};\n\
+         \tsetp.eq.u64 %__gs_q, %__gs_sz, %__gs_mid;\n\
          \t@%__gs_q mov.b64 %__gs_low{k}, %__gs_y;\n\
-         {done}:\n"
+         {done}:\n",
+        reset = found_nothing(k, layout)
     )
 }
+
+/// The top bit of a folded root's `id`: the allocation is not live.
+const DEAD_BIT: u64 = 1 << 63;
 
 /// The block-wide lookup of kernel-parameter roots, at the top of a kernel: thread (0,0,0)
 /// loads each parameter and runs LOADMETA for it, stores the metadata in shared memory
@@ -1154,7 +1462,7 @@ fn loadmeta(k: usize, value: &str, label: &mut impl FnMut() -> String) -> String
 /// and it spares every other warp the search (the cost `bench/lookup` measures).
 ///
 /// The barrier is the kernel's first instruction, which every thread of the block runs.
-fn block_lookup(roots: &BTreeMap<usize, (Name, i64)>, label: &mut impl FnMut() -> String) -> String {
+fn block_lookup(roots: &BTreeMap<usize, (Name, i64)>, label: &mut dyn FnMut() -> String) -> String {
     let done = label();
     let mut t = format!(
         "\t.reg .b64 %__gs_pv;\n\
@@ -1171,34 +1479,25 @@ fn block_lookup(roots: &BTreeMap<usize, (Name, i64)>, label: &mut impl FnMut() -
     for (slot, (&k, &(param, offset))) in roots.iter().enumerate() {
         let at = BLOCK_META_BYTES as usize * slot;
         t.push_str(&format!("\tld.param.u64 %__gs_pv, [{param}+{offset}];\n"));
-        t.push_str(&loadmeta(k, "%__gs_pv", label));
+        t.push_str(&loadmeta(k, "%__gs_pv", Layout::Folded, label));
         t.push_str(&format!(
-            "\tst.shared.v2.u64 [__gs_meta+{at}], {{%__gs_base{k}, %__gs_lim{k}}};\n\
-             \tst.shared.v2.u64 [__gs_meta+{}], {{%__gs_low{k}, %__gs_id{k}}};\n\
-             \tselp.u32 %__gs_c, 1, 0, %__gs_ok{k};\n\
-             \tst.shared.v2.u32 [__gs_meta+{}], {{%__gs_st{k}, %__gs_c}};\n",
-            at + 16,
-            at + 32
+            "\tst.shared.v2.u64 [__gs_meta+{at}], {{%__gs_low{k}, %__gs_lim{k}}};\n\
+             \tst.shared.u64 [__gs_meta+{}], %__gs_id{k};\n",
+            at + 16
         ));
     }
     t.push_str(&format!("{done}:\n\tbar.sync 0;\n"));
     for &k in roots.keys() {
-        t.push_str(&format!("\tmov.pred %__gs_ok{k}, 0;\n"));
+        t.push_str(&found_nothing(k, Layout::Folded));
     }
     t
 }
 
-/// Root `k`'s metadata from slot `slot` of the block-wide lookup.
+/// Root `k`'s bounds from slot `slot` of the block-wide lookup; its id stays there for
+/// the record writer ([`Blame::Root`]).
 fn fetch_block_meta(k: usize, slot: usize) -> String {
     let at = BLOCK_META_BYTES as usize * slot;
-    format!(
-        "\tld.shared.v2.u64 {{%__gs_base{k}, %__gs_lim{k}}}, [__gs_meta+{at}];\n\
-         \tld.shared.v2.u64 {{%__gs_low{k}, %__gs_id{k}}}, [__gs_meta+{}];\n\
-         \tld.shared.v2.u32 {{%__gs_st{k}, %__gs_c}}, [__gs_meta+{}];\n\
-         \tsetp.ne.u32 %__gs_ok{k}, %__gs_c, 0;\n",
-        at + 16,
-        at + 32
-    )
+    format!("\tld.shared.v2.u64 {{%__gs_low{k}, %__gs_lim{k}}}, [__gs_meta+{at}];\n")
 }
 
 /// `ErrorRecord::access` of an access kind.
@@ -1213,8 +1512,9 @@ fn access_code(kind: AccessKind) -> u32 {
 /// Whom an error record blames, and so its code.
 enum Blame {
     /// The allocation of root number `k`: its id, and out of bounds or use after free as
-    /// the entry's state says.
-    Root(usize),
+    /// the entry's state says. A root of the block-wide lookup has its id in that slot of
+    /// `__gs_meta`, not in a register.
+    Root { k: usize, layout: Layout, block_slot: Option<usize> },
     /// A shared or local variable: no allocation, this code.
     Window(u32),
 }
@@ -1231,7 +1531,7 @@ struct Record {
 
 /// The label the record's writer ends at before `trap` under [`Reaction::Abort`]; none
 /// (the skip label) under [`Reaction::Report`].
-fn stop_label(reaction: Reaction, label: &mut impl FnMut() -> String) -> Option<String> {
+fn stop_label(reaction: Reaction, label: &mut dyn FnMut() -> String) -> Option<String> {
     (reaction == Reaction::Abort).then(label)
 }
 
@@ -1261,7 +1561,23 @@ pub(super) fn record_where() -> &'static str {
 fn report_record(r: &Record, reaction: Reaction, stop: &Option<String>, skip: &str) -> String {
     let end = stop.as_deref().unwrap_or(skip);
     let (alloc, code) = match r.blame {
-        Blame::Root(k) => (
+        Blame::Root { k, layout: Layout::Folded, block_slot } => {
+            let id = match block_slot {
+                Some(slot) => {
+                    format!("\tld.shared.u64 %__gs_x, [__gs_meta+{}];\n", BLOCK_META_BYTES as usize * slot + 16)
+                }
+                None => format!("\tmov.b64 %__gs_x, %__gs_id{k};\n"),
+            };
+            (
+                format!("{id}\tand.b64 %__gs_y, %__gs_x, {:#x};\n\tst.global.u64 [%__gs_r+24], %__gs_y;\n", !DEAD_BIT),
+                format!(
+                    "\tsetp.lt.s64 %__gs_q, %__gs_x, 0;\n\
+                     \tselp.u32 %__gs_k, {CODE_USE_AFTER_FREE}, {CODE_OUT_OF_BOUNDS}, %__gs_q;\n\
+                     \tst.global.u32 [%__gs_r+36], %__gs_k;\n"
+                ),
+            )
+        }
+        Blame::Root { k, layout: Layout::Heap, .. } => (
             format!("\tst.global.u64 [%__gs_r+24], %__gs_id{k};\n"),
             format!(
                 "\tsetp.ne.u32 %__gs_q, %__gs_st{k}, {STATE_LIVE};\n\
@@ -1339,17 +1655,45 @@ mod tests {
 
     #[test]
     fn lookup_is_device_lookup() {
-        let text = loadmeta(0, "%rd1", &mut {
-            let mut n = 0;
-            move || {
-                n += 1;
-                format!("$__gs_L{n}")
-            }
-        });
-        // lo = mid + 1 when e[mid].base <= addr; hi = mid otherwise; then e[lo - 1].
-        assert!(text.contains("setp.le.u64 %__gs_q, %__gs_x, %rd1;"));
-        assert!(text.contains("@%__gs_q add.s64 %__gs_lo, %__gs_mid, 1;"));
-        assert!(text.contains("@!%__gs_q mov.u64 %__gs_hi, %__gs_mid;"));
-        assert!(text.contains("setp.lt.u64 %__gs_ok0, %__gs_y, %__gs_sz;"));
+        for layout in [Layout::Folded, Layout::Heap] {
+            let text = loadmeta(0, "%rd1", layout, &mut {
+                let mut n = 0;
+                move || {
+                    n += 1;
+                    format!("$__gs_L{n}")
+                }
+            });
+            // lo = mid + 1 when e[mid].base <= addr; hi = mid otherwise; then e[lo - 1].
+            assert!(text.contains("setp.le.u64 %__gs_q, %__gs_x, %rd1;"));
+            assert!(text.contains("@%__gs_q add.s64 %__gs_lo, %__gs_mid, 1;"));
+            assert!(text.contains("@!%__gs_q mov.u64 %__gs_hi, %__gs_mid;"));
+        }
+    }
+
+    #[test]
+    fn folded_bounds_say_found_and_live() {
+        let text = loadmeta(3, "%rd1", Layout::Folded, &mut || "$L".to_string());
+        // Nothing found: the whole address space; found: a hit only when the value is
+        // inside the entry; not live: the limit drops to the base and the id is marked.
+        assert!(text.starts_with("\tmov.b64 %__gs_low3, 0;\n\tmov.b64 %__gs_lim3, -1;\n"), "{text}");
+        assert!(text.contains("setp.ge.u64 %__gs_q, %__gs_y, %__gs_sz;"));
+        assert!(text.contains("@%__gs_q mov.b64 %__gs_lim3, %__gs_mid;"));
+        assert!(text.contains(&format!("@%__gs_q or.b64 %__gs_id3, %__gs_id3, {DEAD_BIT:#x};")));
+    }
+
+    #[test]
+    fn register_widths_for_clearing() {
+        let m = gpusan_ptx::parse(
+            ".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n\
+             .reg .f32 %f<4>;\n.reg .b64 %rd<2>;\n.reg .f16x2 %h<2>;\n.reg .pred %p<2>;\n.reg .b16 %x;\nret;\n}\n",
+        )
+        .unwrap();
+        let Some(Item::Function(f)) = m.items.iter().find(|i| matches!(i, Item::Function(_))) else { panic!() };
+        let b = RegBits::collect(f);
+        assert_eq!(b.get("%f3".into()), Some(32));
+        assert_eq!(b.get("%rd1".into()), Some(64));
+        assert_eq!(b.get("%h0".into()), Some(32));
+        assert_eq!(b.get("%x".into()), Some(16));
+        assert_eq!(b.get("%p1".into()), None);
     }
 }

@@ -187,6 +187,8 @@ enum Base {
 /// One access checked against a window.
 #[derive(Debug, Clone)]
 pub(super) struct WindowCheck {
+    /// Index of the address operand.
+    pub(super) operand: usize,
     offset: i64,
     base: Base,
     pub(super) width: u32,
@@ -198,6 +200,36 @@ pub(super) struct WindowCheck {
 }
 
 impl WindowCheck {
+    /// The register the address is formed from, and the constant offset added to it; none
+    /// for `[sym+k]`.
+    pub(super) fn base_reg(&self) -> Option<(Name, i64)> {
+        match self.base {
+            Base::Reg32(r) | Base::Reg64(r) => Some((r, self.offset)),
+            Base::Symbol => None,
+        }
+    }
+
+    pub(super) fn symbol(&self) -> Name {
+        self.symbol
+    }
+
+    /// `[sym+k]` inside a window of known size: in bounds whatever runs, so no check is
+    /// needed (cuCatch's static elimination).
+    pub(super) fn statically_in_bounds(&self) -> bool {
+        match (&self.base, self.window.extent) {
+            (Base::Symbol, Extent::Bytes(n)) => {
+                self.offset >= 0 && (self.offset as u64).checked_add(u64::from(self.width)).is_some_and(|e| e <= n)
+            }
+            _ => false,
+        }
+    }
+
+    /// The same address form over `[base + min, base + end)`: the range check of a group of
+    /// accesses through one register (`groups`).
+    pub(super) fn spanning(&self, min: i64, end: i64) -> WindowCheck {
+        WindowCheck { offset: min, width: u32::try_from(end - min).unwrap_or(u32::MAX), ..self.clone() }
+    }
+
     /// `ErrorRecord::space`.
     pub(super) fn record_space(&self) -> u32 {
         if self.space == Space::Generic {
@@ -238,7 +270,16 @@ pub(super) fn classify(
     let Some(width) = acc.width.bytes() else { return not_mine };
     let Some((Some(name), offset)) = acc.address(inst).as_address() else { return not_mine };
     let check = |base: Base, symbol: Name, window: Window| {
-        Verdict::Check(WindowCheck { offset, base, width, space: acc.space, kind: acc.kind, symbol, window })
+        Verdict::Check(WindowCheck {
+            operand: acc.operand,
+            offset,
+            base,
+            width,
+            space: acc.space,
+            kind: acc.kind,
+            symbol,
+            window,
+        })
     };
     if !name.starts_with('%') {
         // `[sym+k]`: only in the symbol's own space is it the window's address.
@@ -646,6 +687,7 @@ mod tests {
     #[test]
     fn thirty_two_bit_addresses_are_formed_in_thirty_two_bits() {
         let c = WindowCheck {
+            operand: 1,
             offset: 8,
             base: Base::Reg32("%r1".into()),
             width: 4,
