@@ -59,7 +59,10 @@
 //! or local variable, are checked against that variable's bounds instead: static arrays
 //! against their declared size, dynamic shared memory against `%dynamic_smem_size`, nvcc's
 //! frame `__local_depotN` as a whole (`CODE_SHARED_OUT_OF_BOUNDS`, `CODE_LOCAL_OUT_OF_BOUNDS`;
-//! no table lookup). See the submodule for what it follows and what it leaves.
+//! no table lookup). In kernels, local and generic accesses through a call result or a
+//! loaded pointer must also stay inside the kernel's frame (`CODE_LOCAL_USE_AFTER_SCOPE`:
+//! a returned function's local address). See the submodule for what it follows and what it
+//! leaves.
 //!
 //! # Reactions
 //!
@@ -94,7 +97,7 @@ pub use heap::{
 };
 mod onchip;
 
-pub use onchip::{CODE_LOCAL_OUT_OF_BOUNDS, CODE_SHARED_OUT_OF_BOUNDS};
+pub use onchip::{CODE_LOCAL_OUT_OF_BOUNDS, CODE_LOCAL_USE_AFTER_SCOPE, CODE_SHARED_OUT_OF_BOUNDS};
 
 /// `device_abi::TABLE_SYMBOL`.
 pub const TABLE_SYMBOL: &str = "__gpusan_table";
@@ -203,7 +206,7 @@ impl CheckReport {
                 .map(|f| FunctionReport {
                     name: f.name,
                     kind: f.kind,
-                    sites: f.checked + f.shared + f.local,
+                    sites: f.checked + f.shared + f.local + f.scope,
                     inserted: f.inserted,
                 })
                 .collect(),
@@ -227,6 +230,9 @@ pub struct CheckFunction {
     pub shared: u32,
     /// Accesses checked against a local variable's bounds (nvcc's frame `__local_depotN`).
     pub local: u32,
+    /// Accesses checked for use after scope: local or generic accesses in a kernel through
+    /// a call result or a loaded pointer, which must stay in the kernel's frame (`onchip`).
+    pub scope: u32,
     /// Roots looked up (one LOADMETA each).
     pub roots: u32,
     /// Left unchecked: the address has several roots.
@@ -682,6 +688,7 @@ fn instrument_function(
         checked: 0,
         shared: 0,
         local: 0,
+        scope: 0,
         roots: 0,
         multi_root: 0,
         no_root: 0,
@@ -722,9 +729,10 @@ fn instrument_function(
                 // Shared and local memory, and generic accesses into their windows.
                 match onchip::classify(&mut an, &widths, &windows, i, inst, &acc) {
                     onchip::Verdict::Check(c) => {
-                        match c.window.region {
-                            onchip::Region::Shared => report.shared += 1,
-                            onchip::Region::Local => report.local += 1,
+                        match c.counted() {
+                            onchip::Counted::Shared => report.shared += 1,
+                            onchip::Counted::Local => report.local += 1,
+                            onchip::Counted::Scope => report.scope += 1,
                         }
                         on_chip.push(c);
                         continue;
@@ -733,7 +741,13 @@ fn instrument_function(
                         report.other += 1;
                         continue;
                     }
-                    onchip::Verdict::Elsewhere => {}
+                    // A generic access may also reach local memory: both checks apply.
+                    onchip::Verdict::Elsewhere(scope) => {
+                        if let Some(c) = scope {
+                            report.scope += 1;
+                            on_chip.push(c);
+                        }
+                    }
                 }
                 if !matches!(acc.space, Space::Global | Space::Generic) || acc.kind == AccessKind::Prefetch {
                     report.other += 1;
@@ -969,7 +983,7 @@ fn instrument_function(
             let skip = label();
             let stop = stop_label(config.reaction, &mut label);
             let record = Record {
-                blame: Blame::Window(c.window.region.code()),
+                blame: Blame::Window(c.code()),
                 width: c.width,
                 line,
                 function: index,
