@@ -11,6 +11,9 @@ fn check_pass_speaks_the_runtime_abi() {
     assert_eq!(check::MODULE_SYMBOL, device_abi::MODULE_SYMBOL);
     assert_eq!(check::CODE_OUT_OF_BOUNDS, device_abi::CODE_OUT_OF_BOUNDS);
     assert_eq!(check::CODE_USE_AFTER_FREE, device_abi::CODE_USE_AFTER_FREE);
+    assert_eq!(check::CODE_SHARED_OUT_OF_BOUNDS, device_abi::CODE_SHARED_OUT_OF_BOUNDS);
+    assert_eq!(check::CODE_LOCAL_OUT_OF_BOUNDS, device_abi::CODE_LOCAL_OUT_OF_BOUNDS);
+    assert_eq!(check::CODE_LOCAL_USE_AFTER_SCOPE, device_abi::CODE_LOCAL_USE_AFTER_SCOPE);
     assert_eq!(check::CODE_DOUBLE_FREE, device_abi::CODE_DOUBLE_FREE);
     assert_eq!(check::CODE_INVALID_FREE, device_abi::CODE_INVALID_FREE);
     assert_eq!(check::HEAP_SYMBOL, device_abi::HEAP_SYMBOL);

@@ -38,6 +38,9 @@ fn render(input: &str) -> String {
                 if f.shared + f.local > 0 {
                     let _ = writeln!(s, "//   checked against variables: {} shared, {} local", f.shared, f.local);
                 }
+                if f.scope > 0 {
+                    let _ = writeln!(s, "//   checked for use after scope: {}", f.scope);
+                }
                 let _ = writeln!(
                     s,
                     "// optimized: {} checks on a fast path behind {} group checks, {} roots looked up per block",

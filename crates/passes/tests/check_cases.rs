@@ -3,7 +3,8 @@
 //! be checked against their variable, not left unchecked, and the instrumented PTX must
 //! assemble. Whether a check fires is the GPU suite's to show (`bench/gpu-suite.sh`); this
 //! test makes sure there is a check to fire, and that the clean cases' on-chip accesses are
-//! checked too (so their silence on the GPU means something).
+//! checked too (so their silence on the GPU means something). The use-after-scope cases'
+//! accesses through call results and loaded pointers must get that check.
 
 mod common;
 
@@ -21,7 +22,14 @@ const CASES: &[&str] = &[
     "check_local_oob",
     "check_clean_shared_tiles",
     "check_clean_local_arrays",
+    "check_bug_local_use_after_scope",
+    "check_clean_local_scope",
 ];
+
+/// `(case, use-after-scope checks at least)`: the kernel's accesses through call results
+/// and loaded pointers (the returned and the stored address; the loop's call, the stored
+/// pointer and the recursive function's result).
+const SCOPE_CASES: &[(&str, u32)] = &[("check_bug_local_use_after_scope", 2), ("check_clean_local_scope", 3)];
 
 fn compile(case: &str, dir: &std::path::Path) -> (PathBuf, String) {
     let src = gpusan_testkit::repo_root().join("tests/cases").join(format!("{case}.cu"));
@@ -37,12 +45,17 @@ fn compile(case: &str, dir: &std::path::Path) -> (PathBuf, String) {
     (ptx, text)
 }
 
-/// On-chip accesses (shared or local space) of the module, counted from the input.
+/// On-chip accesses (shared or local space) of the module's kernels, counted from the
+/// input. (A `.func` reaching its caller's array through a parameter is not checked: only
+/// the caller knows the array.)
 fn on_chip(ptx: &str) -> (u32, u32) {
     let m = gpusan_ptx::parse(ptx).unwrap();
     let (mut shared, mut local) = (0, 0);
     for item in &m.items {
         let gpusan_ptx::ast::Item::Function(f) = item else { continue };
+        if !f.is_kernel() {
+            continue;
+        }
         let Ok(cfg) = gpusan_ptx::cfg::Cfg::build(f) else { continue };
         for inst in cfg.instructions(f) {
             for a in gpusan_ptx::semantics::memory_accesses(inst) {
@@ -68,11 +81,20 @@ fn on_chip_cases_are_checked_and_assemble() {
         assert!(shared + local > 0, "{case}: nvcc made no shared or local access; the case tests nothing");
         let mut m = gpusan_ptx::parse(&src).unwrap();
         let r = check::run(&mut m, Some(&src)).unwrap();
-        let checked_shared: u32 = r.functions.iter().map(|f| f.shared).sum();
-        let checked_local: u32 = r.functions.iter().map(|f| f.local).sum();
+        let kernels = || r.functions.iter().filter(|f| f.kind == gpusan_ptx::ast::FunctionKind::Entry);
+        let checked_shared: u32 = kernels().map(|f| f.shared).sum();
+        let checked_local: u32 = kernels().map(|f| f.local).sum();
+        let checked_scope: u32 = kernels().map(|f| f.scope).sum();
+        if let Some(&(_, at_least)) = SCOPE_CASES.iter().find(|(c, _)| c == case) {
+            assert!(checked_scope >= at_least, "{case}: {checked_scope} use-after-scope checks, {at_least} expected");
+        }
         // Every access in shared or local space is checked (generic ones may add more).
         assert!(checked_shared >= shared, "{case}: {checked_shared} of {shared} shared accesses checked");
-        assert!(checked_local >= local, "{case}: {checked_local} of {local} local accesses checked");
+        // Local accesses through a call result are checked for use after scope instead.
+        assert!(
+            checked_local + checked_scope >= local,
+            "{case}: {checked_local} + {checked_scope} of {local} local accesses checked"
+        );
         let out = gpusan_passes::instrument(&src, &Check).unwrap();
         let file = dir.join(format!("{case}.instrumented.ptx"));
         std::fs::write(&file, &out.ptx).unwrap();
@@ -82,7 +104,9 @@ fn on_chip_cases_are_checked_and_assemble() {
         if case.contains("shared") && !case.contains("clean") {
             assert!(out.ptx.contains(&format!("[%__gs_r+36], {};", check::CODE_SHARED_OUT_OF_BOUNDS)), "{case}");
         }
-        if case.contains("local") && !case.contains("clean") {
+        if case.contains("scope") && !case.contains("clean") {
+            assert!(out.ptx.contains(&format!("[%__gs_r+36], {};", check::CODE_LOCAL_USE_AFTER_SCOPE)), "{case}");
+        } else if case.contains("local") && !case.contains("clean") {
             assert!(out.ptx.contains(&format!("[%__gs_r+36], {};", check::CODE_LOCAL_OUT_OF_BOUNDS)), "{case}");
         }
     }

@@ -88,7 +88,9 @@ pub struct ErrorRecord {
 
 pub const CODE_OUT_OF_BOUNDS: u32 = 1;
 pub const CODE_USE_AFTER_FREE: u32 = 2;
-pub const CODE_USE_AFTER_SCOPE: u32 = 3;
+/// A kernel reached local memory outside its own frame through a call result or a loaded
+/// pointer: the frame of a function that has returned (`crates/passes`, `check/onchip/scope.rs`).
+pub const CODE_LOCAL_USE_AFTER_SCOPE: u32 = 3;
 pub const CODE_SHARED_OUT_OF_BOUNDS: u32 = 4;
 pub const CODE_LOCAL_OUT_OF_BOUNDS: u32 = 5;
 pub const CODE_MISALIGNED: u32 = 6;
@@ -134,7 +136,7 @@ impl ErrorRecord {
     fn kind(&self) -> ErrorKind {
         match (self.code, self.access) {
             (CODE_USE_AFTER_FREE, _) => ErrorKind::UseAfterFree,
-            (CODE_USE_AFTER_SCOPE, _) => ErrorKind::UseAfterScope,
+            (CODE_LOCAL_USE_AFTER_SCOPE, _) => ErrorKind::UseAfterScope,
             (CODE_SHARED_OUT_OF_BOUNDS, _) => ErrorKind::SharedOutOfBounds,
             (CODE_LOCAL_OUT_OF_BOUNDS, _) => ErrorKind::LocalOutOfBounds,
             (CODE_MISALIGNED, _) => ErrorKind::MisalignedAccess,
@@ -156,7 +158,8 @@ impl ErrorRecord {
         // Device-heap blocks are in no host allocation: naming the host allocation nearest
         // to a heap address would be a wrong lead.
         let heap = heap_block.is_some() || matches!(kind, ErrorKind::DoubleFree | ErrorKind::InvalidFree);
-        let nearest = if heap { None } else { self.host_nearest(registry) };
+        // A thread's local memory is in no host allocation either.
+        let nearest = if heap || kind == ErrorKind::UseAfterScope { None } else { self.host_nearest(registry) };
         let details = DeviceDetails {
             kernel: kernel.to_string(),
             block: self.block,
@@ -342,6 +345,8 @@ mod tests {
         assert_eq!(k(CODE_USE_AFTER_FREE, 1), ErrorKind::UseAfterFree);
         assert_eq!(k(CODE_SHARED_OUT_OF_BOUNDS, 0), ErrorKind::SharedOutOfBounds);
         assert_eq!(k(CODE_LOCAL_OUT_OF_BOUNDS, 0), ErrorKind::LocalOutOfBounds);
+        assert_eq!(k(CODE_LOCAL_USE_AFTER_SCOPE, 0), ErrorKind::UseAfterScope);
+        assert_eq!(k(CODE_LOCAL_USE_AFTER_SCOPE, 1), ErrorKind::UseAfterScope);
         assert_eq!(k(CODE_DOUBLE_FREE, 0), ErrorKind::DoubleFree);
         assert_eq!(k(CODE_INVALID_FREE, 1), ErrorKind::InvalidFree);
     }
@@ -420,5 +425,28 @@ mod tests {
         let json = serde_json::to_value(&r).unwrap();
         assert!(json["details"].get("nearest").is_none() && json["details"].get("heap_block").is_none(), "{json:#}");
         assert!(r.to_string().contains("is not the start of any device-heap block"), "{r}");
+    }
+
+    #[test]
+    fn a_use_after_scope_names_no_host_allocation() {
+        // A generic local address that happens to lie just past a host-known allocation: the
+        // report must not send the user to that allocation.
+        let rec = ErrorRecord {
+            address: HEAP_BASE - 4096 + 1024,
+            code: CODE_LOCAL_USE_AFTER_SCOPE,
+            size: 4,
+            space: 3,
+            access: 0,
+            ..Default::default()
+        };
+        let r = rec.to_report("k", "m", &SourceLines::default(), &registry_below_heap());
+        assert_eq!(r.kind, ErrorKind::UseAfterScope);
+        assert_eq!(r.message, "Use-after-scope generic read of size 4 bytes");
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["kind"], "use_after_scope", "the suite's expectation name: {json:#}");
+        assert!(json["details"].get("nearest").is_none(), "{json:#}");
+        let text = r.to_string();
+        assert!(text.contains("outside the kernel's frame: the frame of a function that has returned"), "{text}");
+        assert!(!text.contains("not in any known allocation"), "{text}");
     }
 }

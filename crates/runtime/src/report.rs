@@ -487,6 +487,12 @@ impl fmt::Display for Report {
                     (None, true) => {
                         writeln!(f, "{BAR}     Address {:#x} is not the start of any device-heap block", d.address)?
                     }
+                    (None, false) if self.kind == ErrorKind::UseAfterScope => writeln!(
+                        f,
+                        "{BAR}     Address {:#x} is local memory outside the kernel's frame: the frame of a \
+                         function that has returned",
+                        d.address
+                    )?,
                     (None, false) => write_nearest(f, d.address, u64::from(d.size), d.nearest.as_ref(), true)?,
                 }
                 if d.heap_block.is_some() {

@@ -59,7 +59,10 @@
 //! or local variable, are checked against that variable's bounds instead: static arrays
 //! against their declared size, dynamic shared memory against `%dynamic_smem_size`, nvcc's
 //! frame `__local_depotN` as a whole (`CODE_SHARED_OUT_OF_BOUNDS`, `CODE_LOCAL_OUT_OF_BOUNDS`;
-//! no table lookup). See the submodule for what it follows and what it leaves.
+//! no table lookup). In kernels, local and generic accesses through a call result or a
+//! loaded pointer must also stay inside the kernel's frame (`CODE_LOCAL_USE_AFTER_SCOPE`:
+//! a returned function's local address). See the submodule for what it follows and what it
+//! leaves.
 //!
 //! # Reactions
 //!
@@ -95,7 +98,7 @@ pub use heap::{
 };
 mod onchip;
 
-pub use onchip::{CODE_LOCAL_OUT_OF_BOUNDS, CODE_SHARED_OUT_OF_BOUNDS};
+pub use onchip::{CODE_LOCAL_OUT_OF_BOUNDS, CODE_LOCAL_USE_AFTER_SCOPE, CODE_SHARED_OUT_OF_BOUNDS};
 
 /// `device_abi::TABLE_SYMBOL`.
 pub const TABLE_SYMBOL: &str = "__gpusan_table";
@@ -204,7 +207,7 @@ impl CheckReport {
                 .map(|f| FunctionReport {
                     name: f.name,
                     kind: f.kind,
-                    sites: f.checked + f.shared + f.local,
+                    sites: f.checked + f.shared + f.local + f.scope,
                     inserted: f.inserted,
                 })
                 .collect(),
@@ -228,6 +231,9 @@ pub struct CheckFunction {
     pub shared: u32,
     /// Accesses checked against a local variable's bounds (nvcc's frame `__local_depotN`).
     pub local: u32,
+    /// Accesses checked for use after scope: local or generic accesses in a kernel through
+    /// a call result or a loaded pointer, which must stay in the kernel's frame (`onchip`).
+    pub scope: u32,
     /// Roots looked up (one LOADMETA each).
     pub roots: u32,
     /// Left unchecked: the address has several roots.
@@ -703,6 +709,7 @@ fn instrument_function(
         checked: 0,
         shared: 0,
         local: 0,
+        scope: 0,
         roots: 0,
         multi_root: 0,
         no_root: 0,
@@ -740,9 +747,10 @@ fn instrument_function(
                 // Shared and local memory, and generic accesses into their windows.
                 match onchip::classify(&mut an, &widths, &windows, i, inst, &acc) {
                     onchip::Verdict::Check(c) => {
-                        match c.window.region {
-                            onchip::Region::Shared => report.shared += 1,
-                            onchip::Region::Local => report.local += 1,
+                        match c.counted() {
+                            onchip::Counted::Shared => report.shared += 1,
+                            onchip::Counted::Local => report.local += 1,
+                            onchip::Counted::Scope => report.scope += 1,
                         }
                         if c.statically_in_bounds() {
                             report.static_in_bounds += 1;
@@ -755,7 +763,13 @@ fn instrument_function(
                         report.other += 1;
                         continue;
                     }
-                    onchip::Verdict::Elsewhere => {}
+                    // A generic access may also reach local memory: both checks apply.
+                    onchip::Verdict::Elsewhere(scope) => {
+                        if let Some(c) = scope {
+                            report.scope += 1;
+                            on_chip.push(c);
+                        }
+                    }
                 }
                 if !matches!(acc.space, Space::Global | Space::Generic) || acc.kind == AccessKind::Prefetch {
                     report.other += 1;
@@ -824,13 +838,13 @@ fn instrument_function(
                 });
             }
             for c in &site.windows {
-                let Some((base, offset)) = c.base_reg() else { continue };
+                let (Some((base, offset)), Some(symbol)) = (c.base_reg(), c.symbol()) else { continue };
                 let Some(reg) = an.resolve(site.inst, base) else { continue };
                 let def = match an.reaching(site.inst, reg).as_slice() {
                     [DefSite::Inst(d)] => Some(*d),
                     _ => None,
                 };
-                let key = groups::Key::Window(c.symbol());
+                let key = groups::Key::Window(symbol);
                 cands.push(groups::Candidate {
                     site: si,
                     inst: site.inst,
@@ -934,7 +948,7 @@ fn instrument_function(
                 let c = site
                     .windows
                     .iter()
-                    .find(|c| c.base_reg().is_some_and(|(b, _)| b == group.base) && c.symbol() == symbol)
+                    .find(|c| c.base_reg().is_some_and(|(b, _)| b == group.base) && c.symbol() == Some(symbol))
                     .expect("a window group's first member is a window check of its site");
                 let mut t = onchip::check_text(&c.spanning(group.min, group.end));
                 t.push_str(&format!("\tnot.pred %__gs_gok{g}, %__gs_bad;\n"));
@@ -1254,7 +1268,7 @@ impl SiteGen<'_> {
             slow_text.push_str(&onchip::check_text(c));
             slow_text.push_str(guarded);
             let record = Record {
-                blame: Blame::Window(c.window.region.code()),
+                blame: Blame::Window(c.code()),
                 width: c.width,
                 line,
                 function: self.function,

@@ -18,14 +18,29 @@
 //! hardware forms them, so a base that wraps below 0 and an offset that brings it back are
 //! not judged.
 //!
+//! In kernels, local and generic accesses through a call result or a loaded pointer are
+//! also checked for use after scope: they must stay inside the kernel's own frame
+//! ([`scope`], which says why only kernels can be judged).
+//!
+//! # Individual local arrays: not recovered
+//!
+//! nvcc merges a function's locals into `__local_depotN` and the PTX says only which
+//! constant offsets serve as bases (`add.u64 %rd7, %SPL, 32`), not where an object ends.
+//! An offset is no object boundary: for `int m[4][8]`, `&m[1][0]` is `%SPL+32` and a
+//! pointer from it legally walks into rows 2 and 3 (up to `%SPL+127`, seen with the pinned
+//! nvcc); a pointer to a struct member (`&s.b`, `%SPL+16`) reaching the whole struct looks
+//! the same; and NVVM's SROA splits or keeps aggregates as it likes. Bounding each base by
+//! the next one would report such legal code, so the frame stays the bound (cuCatch §5.2.3
+//! has the same limit: its compiler does not see inside a frame either). `-G` builds name the
+//! variables in DWARF (`DW_AT_location` against the frame), which could give exact bounds
+//! for debug builds only; gpusan does not read DWARF.
+//!
 //! What is left unchecked (counted as `other`): on-chip accesses whose address does not lead
-//! to exactly one window, arrays inside a local frame (nvcc folds the offsets of several
-//! arrays into one frame base, `[%rd5+128]` may be the next array: only the frame is a sound
-//! bound at the PTX level, cuCatch §5.2.3 has the same limit), `ldmatrix`/`stmatrix` with
-//! fewer than four matrices (some threads' addresses are unused), `shared::cluster`
-//! windows reached through `mapa`, and use after scope of a returned local address (the
-//! caller sees only a generic address; telling a dead frame from a live one needs the
-//! stack pointer, which PTX does not show).
+//! to exactly one window (except those the use-after-scope check takes), arrays inside a
+//! local frame (above), `ldmatrix`/`stmatrix` with fewer than four matrices (some threads'
+//! addresses are unused), `shared::cluster` windows reached through `mapa`, and local
+//! accesses in a `.func` through pointers from elsewhere (a parameter, a call result, a
+//! load).
 
 use std::collections::HashMap;
 
@@ -36,6 +51,10 @@ use gpusan_ptx::semantics::{address_conversion, type_width, AccessKind, Conversi
 use gpusan_ptx::Module;
 
 use super::{RegWidths, Roots};
+
+mod scope;
+use scope::LiveFrame;
+pub use scope::CODE_LOCAL_USE_AFTER_SCOPE;
 
 /// `device_abi::CODE_SHARED_OUT_OF_BOUNDS`.
 pub const CODE_SHARED_OUT_OF_BOUNDS: u32 = 4;
@@ -123,10 +142,17 @@ impl Window {
     }
 }
 
-/// Windows by name. `None`: declared more than once with different bounds, so which one a
-/// use means depends on scope; such names are not judged.
+/// The windows a function sees, and what the use-after-scope check knows of it.
 #[derive(Debug, Default, Clone)]
-pub(super) struct Windows(HashMap<Name, Option<Window>>);
+pub(super) struct Windows {
+    /// Windows by name. `None`: declared more than once with different bounds, so which
+    /// one a use means depends on scope; such names are not judged.
+    vars: HashMap<Name, Option<Window>>,
+    /// The module declares `.local` variables at module scope.
+    module_local: bool,
+    /// The function is a kernel whose live local memory is known ([`scope`]).
+    live: Option<LiveFrame>,
+}
 
 impl Windows {
     /// The windows declared at module scope.
@@ -134,6 +160,7 @@ impl Windows {
         let mut w = Windows::default();
         for item in &m.items {
             if let Item::Var(d) = item {
+                w.module_local |= d.space == StateSpace::Local;
                 w.add(d);
             }
         }
@@ -143,6 +170,7 @@ impl Windows {
     /// These and the ones declared in `f`'s body.
     pub(super) fn with_function(&self, f: &Function) -> Windows {
         let mut w = self.clone();
+        w.live = LiveFrame::of(f, self.module_local);
         fn walk(stmts: &[Statement], w: &mut Windows) {
             for s in stmts {
                 match s {
@@ -161,17 +189,17 @@ impl Windows {
             return;
         }
         let new = Window::of(d);
-        match self.0.get_mut(&d.name) {
+        match self.vars.get_mut(&d.name) {
             Some(old) if *old != new => *old = None,
             Some(_) => {}
             None => {
-                self.0.insert(d.name, new);
+                self.vars.insert(d.name, new);
             }
         }
     }
 
     fn get(&self, name: Name) -> Option<Window> {
-        self.0.get(&name).copied().flatten()
+        self.vars.get(&name).copied().flatten()
     }
 }
 
@@ -184,7 +212,16 @@ enum Base {
     Symbol,
 }
 
-/// One access checked against a window.
+/// What an on-chip check holds the access to.
+#[derive(Debug, Clone)]
+enum Bound {
+    /// The variable `symbol`'s window.
+    Window { symbol: Name, window: Window },
+    /// A kernel's live local memory: its frame, or nothing ([`scope`]).
+    Live(Option<(Name, u64)>),
+}
+
+/// One access checked against a window, or for use after scope.
 #[derive(Debug, Clone)]
 pub(super) struct WindowCheck {
     /// Index of the address operand.
@@ -192,11 +229,18 @@ pub(super) struct WindowCheck {
     offset: i64,
     base: Base,
     pub(super) width: u32,
-    /// The access's space: the window's, or generic.
+    /// The access's space: the window's (local for use after scope), or generic.
     pub(super) space: Space,
     pub(super) kind: AccessKind,
-    symbol: Name,
-    pub(super) window: Window,
+    bound: Bound,
+}
+
+/// Which count of [`super::CheckFunction`] a check adds to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Counted {
+    Shared,
+    Local,
+    Scope,
 }
 
 impl WindowCheck {
@@ -209,15 +253,21 @@ impl WindowCheck {
         }
     }
 
-    pub(super) fn symbol(&self) -> Name {
-        self.symbol
+    /// The variable bounding the access; none for a use-after-scope check (whose group
+    /// range check is not built).
+    pub(super) fn symbol(&self) -> Option<Name> {
+        match self.bound {
+            Bound::Window { symbol, .. } => Some(symbol),
+            Bound::Live(_) => None,
+        }
     }
 
     /// `[sym+k]` inside a window of known size: in bounds whatever runs, so no check is
     /// needed (cuCatch's static elimination).
     pub(super) fn statically_in_bounds(&self) -> bool {
-        match (&self.base, self.window.extent) {
-            (Base::Symbol, Extent::Bytes(n)) => {
+        match (&self.base, &self.bound) {
+            (Base::Symbol, Bound::Window { window: Window { extent: Extent::Bytes(n), .. }, .. }) => {
+                let n = *n;
                 self.offset >= 0 && (self.offset as u64).checked_add(u64::from(self.width)).is_some_and(|e| e <= n)
             }
             _ => false,
@@ -232,10 +282,26 @@ impl WindowCheck {
 
     /// `ErrorRecord::space`.
     pub(super) fn record_space(&self) -> u32 {
-        if self.space == Space::Generic {
-            3
-        } else {
-            self.window.region.record_space()
+        match &self.bound {
+            _ if self.space == Space::Generic => 3,
+            Bound::Window { window, .. } => window.region.record_space(),
+            Bound::Live(_) => Region::Local.record_space(),
+        }
+    }
+
+    /// `ErrorRecord::code` of a bad access.
+    pub(super) fn code(&self) -> u32 {
+        match &self.bound {
+            Bound::Window { window, .. } => window.region.code(),
+            Bound::Live(_) => CODE_LOCAL_USE_AFTER_SCOPE,
+        }
+    }
+
+    pub(super) fn counted(&self) -> Counted {
+        match &self.bound {
+            Bound::Window { window, .. } if window.region == Region::Shared => Counted::Shared,
+            Bound::Window { .. } => Counted::Local,
+            Bound::Live(_) => Counted::Scope,
         }
     }
 }
@@ -244,8 +310,9 @@ pub(super) enum Verdict {
     Check(WindowCheck),
     /// An on-chip access this module cannot bound.
     Unchecked,
-    /// Not an on-chip access as far as this module can tell: the global check's business.
-    Elsewhere,
+    /// Not an on-chip access as far as this module can tell: the global check's business;
+    /// with a use-after-scope check when it may also be a generic access to local memory.
+    Elsewhere(Option<WindowCheck>),
 }
 
 /// What one access is to the on-chip checks.
@@ -259,45 +326,65 @@ pub(super) fn classify(
 ) -> Verdict {
     let region = Region::of_space(acc.space);
     let generic = acc.space == Space::Generic;
-    let not_mine =
-        if acc.space.is_shared() || acc.space == Space::Local { Verdict::Unchecked } else { Verdict::Elsewhere };
+    let not_mine = || {
+        if acc.space.is_shared() || acc.space == Space::Local {
+            Verdict::Unchecked
+        } else {
+            Verdict::Elsewhere(None)
+        }
+    };
     if (region.is_none() && !generic) || acc.kind == AccessKind::Prefetch {
-        return not_mine;
+        return not_mine();
     }
     if matches!(inst.opcode.as_str(), "ldmatrix" | "stmatrix") && !inst.has_modifier("x4") {
-        return not_mine;
+        return not_mine();
     }
-    let Some(width) = acc.width.bytes() else { return not_mine };
-    let Some((Some(name), offset)) = acc.address(inst).as_address() else { return not_mine };
-    let check = |base: Base, symbol: Name, window: Window| {
-        Verdict::Check(WindowCheck {
-            operand: acc.operand,
-            offset,
-            base,
-            width,
-            space: acc.space,
-            kind: acc.kind,
-            symbol,
-            window,
-        })
+    let Some(width) = acc.width.bytes() else { return not_mine() };
+    let Some((Some(name), offset)) = acc.address(inst).as_address() else { return not_mine() };
+    let make = |base: Base, bound: Bound| WindowCheck {
+        operand: acc.operand,
+        offset,
+        base,
+        width,
+        space: acc.space,
+        kind: acc.kind,
+        bound,
     };
     if !name.starts_with('%') {
         // `[sym+k]`: only in the symbol's own space is it the window's address.
         return match (region, windows.get(name)) {
-            (Some(r), Some(w)) if w.region == r => check(Base::Symbol, name, w),
-            _ => not_mine,
+            (Some(r), Some(w)) if w.region == r => {
+                Verdict::Check(make(Base::Symbol, Bound::Window { symbol: name, window: w }))
+            }
+            _ => not_mine(),
         };
     }
-    let Some(reg) = an.resolve(i, name) else { return not_mine };
+    let Some(reg) = an.resolve(i, name) else { return not_mine() };
     let base = match widths.bits(name) {
         Some(64) => Base::Reg64(name),
         Some(32) if !generic => Base::Reg32(name),
-        _ => return not_mine,
+        _ => return not_mine(),
     };
     let form = if generic { Form::Generic } else { Form::Window };
-    match origin(an, windows, i, reg, form) {
-        Some((symbol, w)) if region.is_none_or(|r| r == w.region) => check(base, symbol, w),
-        _ => not_mine,
+    let o = origin(an, windows, i, reg, form);
+    match o.window {
+        Some((symbol, w)) if region.is_none_or(|r| r == w.region) => {
+            return Verdict::Check(make(base, Bound::Window { symbol, window: w }));
+        }
+        Some(_) => return not_mine(),
+        None => {}
+    }
+    // A local address from a call or from memory, in a kernel: it must be in the frame.
+    match (&windows.live, region) {
+        (Some(live), Some(Region::Local) | None) if o.foreign => {
+            let c = make(base, Bound::Live(live.frame));
+            if generic {
+                Verdict::Elsewhere(Some(c))
+            } else {
+                Verdict::Check(c)
+            }
+        }
+        _ => not_mine(),
     }
 }
 
@@ -453,18 +540,23 @@ const MAX_NODES: usize = 20_000;
 /// Rounds of the fixpoint before the walk gives up.
 const MAX_ROUNDS: usize = 64;
 
+/// What [`origin`] found.
+#[derive(Debug, Default)]
+struct Origin {
+    /// The one window symbol the value is derived from.
+    window: Option<(Name, Window)>,
+    /// Some definition the value depends on is a call result or a load
+    /// ([`LiveFrame::is_foreign`]); only looked for in kernels the use-after-scope check judges.
+    foreign: bool,
+}
+
 /// The one window symbol the value of `reg` at `i`, read in form `form`, is derived from.
 ///
 /// A fixpoint over the definitions the value depends on (loops carry addresses around):
 /// every definition starts as [`Val::Offset`] and is recomputed from its operands until
 /// nothing changes.
-fn origin(
-    an: &mut Roots,
-    windows: &Windows,
-    i: InstId,
-    reg: gpusan_ptx::dataflow::RegId,
-    form: Form,
-) -> Option<(Name, Window)> {
+fn origin(an: &mut Roots, windows: &Windows, i: InstId, reg: gpusan_ptx::dataflow::RegId, form: Form) -> Origin {
+    let mut foreign = false;
     let mut nodes: HashMap<Key, Rule> = HashMap::new();
     let mut order: Vec<Key> = Vec::new();
     let mut work: Vec<Key> = Vec::new();
@@ -507,13 +599,16 @@ fn origin(
             continue;
         }
         if nodes.len() >= MAX_NODES {
-            return None;
+            return Origin::default();
         }
         let (d, _, f) = key;
         let inst = an.insts[d.index()];
         let rule = match step(inst) {
             Step::Offset => Rule::Const(Val::Offset),
-            Step::Unknown => Rule::Const(Val::Unknown),
+            Step::Unknown => {
+                foreign |= windows.live.as_ref().is_some_and(|l| l.is_foreign(inst));
+                Rule::Const(Val::Unknown)
+            }
             Step::Symbol(s) => Rule::Const(if f == Form::Window { Val::Sym(s) } else { Val::Conflict }),
             Step::Copy(k) => Rule::Copy(operand(an, d, inst, k, f, &mut work)),
             Step::Add => Rule::Add(operand(an, d, inst, 1, f, &mut work), operand(an, d, inst, 2, f, &mut work)),
@@ -579,19 +674,21 @@ fn origin(
         }
     }
     if !stable {
-        return None;
+        return Origin::default();
     }
-    match value_of(&values, &start) {
+    let window = match value_of(&values, &start) {
         Val::Sym(s) => windows.get(s).map(|w| (s, w)),
         _ => None,
-    }
+    };
+    Origin { window, foreign }
 }
 
 /// Registers the window checks use, declared when a function has any.
 pub(super) const REGISTERS: &str = "\t.reg .b32 %__gs_a32;\n\t.reg .b64 %__gs_wlo;\n\t.reg .b64 %__gs_wlim;\n";
 
 /// Sets `%__gs_a` to the access's first byte and `%__gs_bad` to whether `[a, a + width)`
-/// leaves the window; `%__gs_c` is clobbered.
+/// leaves the window (for use after scope: whether `a` is local memory outside the kernel's
+/// frame); `%__gs_c` and `%__gs_q` are clobbered.
 pub(super) fn check_text(c: &WindowCheck) -> String {
     let mut t = String::new();
     let off = c.offset;
@@ -613,18 +710,28 @@ pub(super) fn check_text(c: &WindowCheck) -> String {
             }
         }
         Base::Symbol => {
-            t.push_str(&format!("\tmov.u64 %__gs_a, {};\n", c.symbol));
-            if off != 0 {
-                t.push_str(&format!("\tadd.s64 %__gs_a, %__gs_a, {off};\n"));
+            // Only a window's own symbol is a base (see `classify`).
+            if let Bound::Window { symbol, .. } = &c.bound {
+                t.push_str(&format!("\tmov.u64 %__gs_a, {symbol};\n"));
+                if off != 0 {
+                    t.push_str(&format!("\tadd.s64 %__gs_a, %__gs_a, {off};\n"));
+                }
             }
         }
     }
+    let (symbol, window) = match &c.bound {
+        Bound::Window { symbol, window } => (symbol, window),
+        Bound::Live(frame) => {
+            t.push_str(&scope::check_text(*frame, c.space == Space::Generic));
+            return t;
+        }
+    };
     if c.space == Space::Generic {
-        t.push_str(&format!("\tcvta.{}.u64 %__gs_wlo, {};\n", c.window.region.name(), c.symbol));
+        t.push_str(&format!("\tcvta.{}.u64 %__gs_wlo, {symbol};\n", window.region.name()));
     } else {
-        t.push_str(&format!("\tmov.u64 %__gs_wlo, {};\n", c.symbol));
+        t.push_str(&format!("\tmov.u64 %__gs_wlo, {symbol};\n"));
     }
-    match c.window.extent {
+    match window.extent {
         Extent::Bytes(n) => t.push_str(&format!("\tadd.s64 %__gs_wlim, %__gs_wlo, {n};\n")),
         Extent::Dynamic => t.push_str(
             "\tmov.u32 %__gs_c, %dynamic_smem_size;\n\
@@ -693,8 +800,10 @@ mod tests {
             width: 4,
             space: Space::Shared,
             kind: AccessKind::Read,
-            symbol: "a".into(),
-            window: Window { region: Region::Shared, extent: Extent::Bytes(16) },
+            bound: Bound::Window {
+                symbol: "a".into(),
+                window: Window { region: Region::Shared, extent: Extent::Bytes(16) },
+            },
         };
         let t = check_text(&c);
         assert!(t.starts_with("\tadd.s32 %__gs_a32, %r1, 8;\n\tcvt.u64.u32 %__gs_a, %__gs_a32;\n"), "{t}");
