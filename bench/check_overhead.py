@@ -26,11 +26,12 @@ import os
 import platform
 import re
 import shlex
-import signal
 import statistics
 import subprocess
 import sys
 import time
+
+from benchproc import parse_bench, run
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLS = ("native", "gpusan", "cs")
@@ -103,35 +104,6 @@ def metadata_model(n):
                 "bound_exceeded_from_allocations allocations. Host side the registry keeps an 80-byte map entry per "
                 "allocation (registry.rs), not counted here",
     }
-
-
-def run(cmd, timeout, env=None, cwd=None):
-    start = time.monotonic()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env, cwd=cwd)
-    timed_out = False
-    try:
-        out, err = p.communicate(timeout=max(1, timeout))
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        out, err = p.communicate()
-    rc = 124 if timed_out else (128 - p.returncode if p.returncode < 0 else p.returncode)
-    return {"rc": rc, "timed_out": timed_out, "wall_s": round(time.monotonic() - start, 3), "cmd": shlex.join(cmd),
-            "stdout": out.decode("utf-8", "replace"), "stderr": err.decode("utf-8", "replace")}
-
-
-def parse_bench(stdout):
-    for line in reversed(stdout.strip().splitlines()):
-        line = line.strip()
-        if line.startswith("{") and '"metrics"' in line:
-            try:
-                return json.loads(line)
-            except ValueError:
-                return None
-    return None
 
 
 def cs_errors(text):

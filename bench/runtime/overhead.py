@@ -16,43 +16,15 @@ Each benchmark prints one JSON line last: {"bench", "ok", "params", "metrics": {
 import argparse
 import json
 import os
-import shlex
-import signal
 import statistics
-import subprocess
 import sys
 import time
 
+# The shared process helper lives in bench/ (this script runs as bench/runtime/overhead.py).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchproc import parse_bench, run  # noqa: E402
+
 LAUNCH_TARGET_US = 1.0
-
-
-def run(cmd, timeout):
-    start = time.monotonic()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    timed_out = False
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        out, err = p.communicate()
-    rc = 124 if timed_out else (128 - p.returncode if p.returncode < 0 else p.returncode)
-    return {"rc": rc, "timed_out": timed_out, "wall_s": round(time.monotonic() - start, 3), "cmd": shlex.join(cmd),
-            "stdout": out.decode("utf-8", "replace"), "stderr": err.decode("utf-8", "replace")}
-
-
-def parse_bench(stdout):
-    for line in reversed(stdout.strip().splitlines()):
-        line = line.strip()
-        if line.startswith("{") and '"metrics"' in line:
-            try:
-                return json.loads(line)
-            except ValueError:
-                return None
-    return None
 
 
 def summarize(native_runs, gpusan_runs):

@@ -404,3 +404,32 @@ fn check_mode_gives_triton_the_ptxas_stand_in() {
     );
     assert!(o.stdout.contains("path=/opt/my/ptxas\n"), "{}", o.stdout);
 }
+
+/// A kernel launched for the first time inside a global-mode stream capture (cudart then
+/// loads its module: lazy loading) must not break the capture, although gpusan sets up the
+/// module's device ABI right then; the fake driver fails and invalidates the capture at
+/// the first call the real one prohibits. Every launch of the graph must find the table
+/// up to date.
+#[test]
+fn check_mode_keeps_a_global_capture_valid_across_a_first_launch() {
+    let f = fake();
+    let cache = f.dir.join("cache-capture");
+    let o = gpusan_run_env(
+        &["--mode", "check", "--leak-check", "full"],
+        &[prog(), "link", "capture_first_launch"],
+        &[("GPUSAN_CACHE_DIR", cache.as_path())],
+    );
+    assert_eq!(o.code, Some(0), "capture invalidated or table stale: {}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
+
+    // The error buffer the module got during the capture works: the graph's kernel writes
+    // a record, the synchronization after the graph's launch reports it.
+    let o = gpusan_run_env(
+        &["--mode", "check"],
+        &[prog(), "link", "capture_first_launch_overflow"],
+        &[("GPUSAN_CACHE_DIR", cache.as_path())],
+    );
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), vec!["out_of_bounds_write"], "{:#}", o.report);
+    assert_eq!(o.report["errors"][0]["details"]["kernel"], "k", "{:#}", o.report);
+}

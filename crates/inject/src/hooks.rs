@@ -77,8 +77,16 @@ fn record_alloc(base: u64, size: u64, kind: AllocKind, site: SiteId) {
     let _ = state().registry.insert(NewAlloc { base, size, kind, device, context, site });
 }
 
+/// Allocations that left quarantine during a capture: freed when the last capture ends
+/// (`cuMemFree` is one of the calls a capture prohibits).
+static RELEASE_AFTER_CAPTURE: std::sync::Mutex<Vec<Allocation>> = std::sync::Mutex::new(Vec::new());
+
 /// Really frees an allocation leaving quarantine.
 fn release(a: &Allocation) {
+    if crate::capture::any() {
+        RELEASE_AFTER_CAPTURE.lock().unwrap_or_else(|p| p.into_inner()).push(*a);
+        return;
+    }
     static FREE: AtomicUsize = AtomicUsize::new(0);
     static FREE_HOST: AtomicUsize = AtomicUsize::new(0);
     let (slot, name) = match a.kind {
@@ -104,6 +112,12 @@ fn release(a: &Allocation) {
             f(a.base);
         }
     }
+}
+
+/// The last capture of the process ended: what was held back for it can be done now.
+pub fn after_captures() {
+    let held = std::mem::take(&mut *RELEASE_AFTER_CAPTURE.lock().unwrap_or_else(|p| p.into_inner()));
+    held.iter().for_each(release);
 }
 
 /// What the driver's `cuMemFree` does first: wait for the device.
@@ -167,9 +181,12 @@ fn free_common(
         ((FreeOutcome::Freed(_), false), Release::Deferred) => {
             // The driver's free synchronizes the device and programs rely on it; holding
             // the memory back must not take that away. It is also where kernels' error
-            // records become final.
-            synchronize();
-            quietly(crate::mirror::drain);
+            // records become final. Not while a stream captures: synchronizing the context
+            // then would invalidate the capture.
+            if !quietly(crate::capture::any).unwrap_or(true) {
+                synchronize();
+                quietly(crate::mirror::drain);
+            }
             SUCCESS
         }
         // The program freed this already; the driver would refuse the second free too.
@@ -831,28 +848,19 @@ fn after_sync(r: CUresult) -> CUresult {
 
 // ---- launches ------------------------------------------------------------------------
 
-/// `stream`: the launch's stream. A launch into a stream being captured does not run now
-/// (it becomes a graph node, and `cuGraphLaunch` brings the table up to date before the
-/// graph runs); uploading then would be a synchronous copy, which invalidates the capture.
+/// `stream`: the launch's stream. A launch into a stream being captured does not run now:
+/// it becomes a graph node, and the launch of the graph brings the table up to date
+/// before the graph runs. A launch into another stream while one captures uploads through
+/// `capture`'s capture-safe copies.
 fn before_launch_on(stream: Ptr) {
-    // The capture query is a driver call: only made when there is a table to upload.
-    if !crate::mirror::active() || !stream_is_capturing(stream) {
-        before_launch();
-    } else {
+    // The capture query is a driver call: only made while some stream captures.
+    let captured =
+        quietly(|| crate::mirror::active() && crate::capture::any() && crate::capture::stream_is_capturing(stream));
+    if captured.unwrap_or(false) {
         register_late_exit();
+    } else {
+        before_launch();
     }
-}
-
-fn stream_is_capturing(stream: Ptr) -> bool {
-    static F: AtomicUsize = AtomicUsize::new(0);
-    let f = driver_fn(&F, c"cuStreamIsCapturing");
-    if f == 0 {
-        return false;
-    }
-    let f: unsafe extern "C" fn(Ptr, *mut u32) -> CUresult = unsafe { std::mem::transmute(f) };
-    let mut status = 0u32;
-    // CU_STREAM_CAPTURE_STATUS_NONE = 0; ACTIVE and INVALIDATED both mean "not running now".
-    unsafe { f(stream, &mut status) == SUCCESS && status != 0 }
 }
 
 fn before_launch() {
@@ -918,8 +926,25 @@ pub unsafe fn launch_cooperative(
 }
 
 pub unsafe fn graph_launch(real: unsafe extern "C" fn(Ptr, Ptr) -> CUresult, exec: Ptr, stream: Ptr) -> CUresult {
-    before_launch();
+    // Launched into a capturing stream, the graph becomes a child node of the capture.
+    before_launch_on(stream);
     real(exec, stream)
+}
+
+// ---- stream capture --------------------------------------------------------------------
+
+/// `cuStreamBeginCapture*` on `stream`, made by `real`: from now on gpusan's own driver
+/// calls take the capture-safe paths (see `capture`).
+pub fn begin_capture(stream: Ptr, real: impl FnOnce() -> CUresult) -> CUresult {
+    let r = real();
+    quietly(|| crate::capture::began(stream, r));
+    r
+}
+
+pub fn end_capture(stream: Ptr, real: impl FnOnce() -> CUresult) -> CUresult {
+    let r = real();
+    quietly(|| crate::capture::ended(stream));
+    r
 }
 
 pub unsafe fn ctx_synchronize(real: unsafe extern "C" fn() -> CUresult) -> CUresult {

@@ -11,10 +11,12 @@
 //!   calls `InitializeInjection`.
 //!
 //! Behind the doors, [`hooks`] does gpusan's work (registry, checks, quarantine) and
-//! [`modules`] swaps modules for instrumented builds; [`state`] holds what a run found and
+//! [`modules`] swaps modules for instrumented builds; [`capture`] keeps gpusan's own
+//! driver calls from breaking the program's stream captures; [`state`] holds what a run found and
 //! writes it at exit. With `$GPUSAN_PROBE_OUT` set, [`probe`] also records which door each
 //! driver function came through (how the injection design was chosen).
 
+mod capture;
 mod hooks;
 mod host_symbols;
 mod mirror;

@@ -6,8 +6,14 @@
 //! Nothing here runs unless a module declared the ABI: programs whose kernels are not
 //! instrumented pay one failed symbol lookup per module load and nothing per launch.
 //!
-//! Ordering: uploads are synchronous copies issued before the launch that needs them, so
-//! a kernel never starts with a table older than the allocations made before its launch.
+//! Ordering: uploads are complete before the launch that needs them is made, so a kernel
+//! never starts with a table older than the allocations made before its launch.
+//!
+//! Stream capture: every driver call here goes through [`crate::capture`], so none can
+//! invalidate a capture the program has going (cudart loads a module at the first launch
+//! of one of its kernels, which may be a captured launch). A module loaded during a
+//! capture gets its error buffer and variables at once; the table upload waits for the
+//! next launch that runs (a captured launch runs with its graph, whose launch uploads).
 //!
 //! One table and one error buffer per context, in that context's memory: a module's kernels
 //! run on its context's device, which need not reach another device's memory. A launch
@@ -23,6 +29,7 @@ use gpusan_runtime::device_abi::{
 };
 use gpusan_runtime::registry::DeviceTable;
 
+use crate::capture::{self, dtoh, htod};
 use crate::hooks::{driver_fn, CUresult};
 use crate::modules::Loaded;
 use crate::state::state;
@@ -72,27 +79,7 @@ unsafe fn call_alloc(bytes: usize) -> Option<u64> {
     }
     let f: unsafe extern "C" fn(*mut u64, usize) -> CUresult = std::mem::transmute(f);
     let mut p = 0u64;
-    (f(&mut p, bytes) == 0).then_some(p)
-}
-
-unsafe fn htod(dst: u64, src: *const c_void, n: usize) -> bool {
-    static F: AtomicUsize = AtomicUsize::new(0);
-    let f = driver_fn(&F, c"cuMemcpyHtoD_v2");
-    if f == 0 || n == 0 {
-        return f != 0;
-    }
-    let f: unsafe extern "C" fn(u64, *const c_void, usize) -> CUresult = std::mem::transmute(f);
-    f(dst, src, n) == 0
-}
-
-unsafe fn dtoh(dst: *mut c_void, src: u64, n: usize) -> bool {
-    static F: AtomicUsize = AtomicUsize::new(0);
-    let f = driver_fn(&F, c"cuMemcpyDtoH_v2");
-    if f == 0 {
-        return false;
-    }
-    let f: unsafe extern "C" fn(*mut c_void, u64, usize) -> CUresult = std::mem::transmute(f);
-    f(dst, src, n) == 0
+    (capture::relaxed(|| f(&mut p, bytes)) == 0).then_some(p)
 }
 
 /// Address and size of a module variable, through the driver (not our own hooks).
@@ -111,7 +98,8 @@ pub fn global_of(loaded: Loaded, name: &str) -> Option<(u64, usize)> {
     let f: unsafe extern "C" fn(*mut u64, *mut usize, Ptr, *const c_char) -> CUresult =
         unsafe { std::mem::transmute(f) };
     let (mut p, mut size) = (0u64, 0usize);
-    (unsafe { f(&mut p, &mut size, handle as Ptr, cname.as_ptr()) } == 0).then_some((p, size))
+    // Asking for a variable loads the module into the context if it was not yet.
+    (capture::relaxed(|| unsafe { f(&mut p, &mut size, handle as Ptr, cname.as_ptr()) }) == 0).then_some((p, size))
 }
 
 /// Points one module's ABI variables at the buffers.
@@ -174,6 +162,8 @@ pub fn on_module_loaded(loaded: Loaded, ptx: impl FnOnce() -> Option<String>) {
     let mut guard = lock();
     let contexts = guard.get_or_insert_with(Contexts::default);
     if let std::collections::hash_map::Entry::Vacant(slot) = contexts.by_context.entry(context) {
+        // gpusan's stream in this context, made now: this is seldom during a capture.
+        capture::own_stream();
         // Allocated in `context` (current): its kernels find their buffers on their device.
         let bytes = 16 + ERROR_CAPACITY as usize * ErrorRecord::SIZE;
         let Some(errors_ptr) = (unsafe { call_alloc(bytes) }) else { return };
@@ -195,7 +185,9 @@ pub fn on_module_loaded(loaded: Loaded, ptx: impl FnOnce() -> Option<String>) {
     let Some(abi) = contexts.by_context.get_mut(&context) else { return };
     let m = AbiModule { loaded, id, names, lines, label: format!("module {id}") };
     unsafe {
-        upload(abi);
+        if !capture::any() {
+            upload(abi);
+        }
         point(abi, &m);
     }
     abi.modules.push(m);

@@ -163,7 +163,7 @@ pub unsafe fn substitute(image: *const c_void, pass: &str) -> Image {
         Ok(text) => text,
         Err(why) => return Image::Original(format!("not instrumented: {why}")),
     };
-    if let Some(cubin) = jit(&instrumented) {
+    if let Some(cubin) = crate::capture::relaxed(|| jit(&instrumented)) {
         if let Some(p) = &cached {
             if let Some(dir) = p.parent() {
                 let _ = std::fs::create_dir_all(dir);
@@ -187,19 +187,13 @@ pub unsafe fn substitute(image: *const c_void, pass: &str) -> Image {
 pub fn read_counters() {
     static LIB_GLOBAL: AtomicUsize = AtomicUsize::new(0);
     static MOD_GLOBAL: AtomicUsize = AtomicUsize::new(0);
-    static DTOH: AtomicUsize = AtomicUsize::new(0);
     let loaded = with(|m| m.instrumented.clone());
     if loaded.is_empty() {
         return;
     }
-    let dtoh = crate::hooks::driver_fn(&DTOH, c"cuMemcpyDtoH_v2");
-    if dtoh == 0 {
-        return;
-    }
-    let dtoh: unsafe extern "C" fn(Ptr, u64, usize) -> CUresult = unsafe { std::mem::transmute(dtoh) };
     for l in loaded {
         let (mut ptr, mut size) = (0u64, 0usize);
-        let found = unsafe {
+        let found = crate::capture::relaxed(|| unsafe {
             match l {
                 Loaded::Library(h) => {
                     let f = crate::hooks::driver_fn(&LIB_GLOBAL, c"cuLibraryGetGlobal");
@@ -218,12 +212,12 @@ pub fn read_counters() {
                     }
                 }
             }
-        };
+        });
         if !found || size != 8 {
             continue;
         }
         let mut value = 0u64;
-        if unsafe { dtoh(&mut value as *mut u64 as Ptr, ptr, 8) } == 0 {
+        if unsafe { crate::capture::dtoh(&mut value as *mut u64 as Ptr, ptr, 8) } {
             with(|m| m.counts.insert(l, value));
         }
     }

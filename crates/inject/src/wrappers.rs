@@ -194,6 +194,17 @@ wrappers! {
     fn cuGraphDestroy(graph: Ptr) => |real| hooks::graph_destroy(real, graph);
     fn cuDeviceGraphMemTrim(device: c_int) => |real| hooks::device_graph_mem_trim(real, device);
     fn cuGraphLaunch(exec: Ptr, stream: Ptr) => |real| hooks::graph_launch(real, exec, stream);
+    // Stream capture: while a stream captures, gpusan's own calls must not break it.
+    fn cuStreamBeginCapture(stream: Ptr) => |real| hooks::begin_capture(stream, || real(stream));
+    fn cuStreamBeginCapture_ptsz(stream: Ptr) => |real| hooks::begin_capture(stream, || real(stream));
+    fn cuStreamBeginCapture_v2(stream: Ptr, mode: c_int) => |real| hooks::begin_capture(stream, || real(stream, mode));
+    fn cuStreamBeginCapture_v2_ptsz(stream: Ptr, mode: c_int) => |real| hooks::begin_capture(stream, || real(stream, mode));
+    fn cuStreamBeginCaptureToGraph(stream: Ptr, graph: Ptr, deps: *const Ptr, data: *const c_void, n: usize, mode: c_int)
+        => |real| hooks::begin_capture(stream, || real(stream, graph, deps, data, n, mode));
+    fn cuStreamBeginCaptureToGraph_ptsz(stream: Ptr, graph: Ptr, deps: *const Ptr, data: *const c_void, n: usize, mode: c_int)
+        => |real| hooks::begin_capture(stream, || real(stream, graph, deps, data, n, mode));
+    fn cuStreamEndCapture(stream: Ptr, graph: *mut Ptr) => |real| hooks::end_capture(stream, || real(stream, graph));
+    fn cuStreamEndCapture_ptsz(stream: Ptr, graph: *mut Ptr) => |real| hooks::end_capture(stream, || real(stream, graph));
     fn cuGraphLaunch_ptsz(exec: Ptr, stream: Ptr) => |real| hooks::graph_launch(real, exec, stream);
     fn cuCtxSynchronize() => |real| hooks::ctx_synchronize(real);
     fn cuEventSynchronize(event: Ptr) => |real| hooks::event_synchronize(real, event);

@@ -1,12 +1,15 @@
 /* A stand-in for libcuda.so.1 so CI (no GPU) can run programs under `gpusan run`:
  * "device" memory is host memory, and each function behaves like the driver's for the
- * cases the tests use (success, or CUDA_ERROR_INVALID_VALUE for a bad free). */
+ * cases the tests use (success, CUDA_ERROR_INVALID_VALUE for a bad free, and the stream
+ * capture rules: see "streams and stream capture" below). */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
 
 typedef int CUresult;
+static CUresult capture_unsafe(const char *call, int on_legacy_stream);
 #define MAX_ALLOCS 4096
 static uintptr_t live[MAX_ALLOCS];
 static int abi_declared; /* the last module loaded declares gpusan's device-ABI variables */
@@ -35,6 +38,8 @@ void fake_set_context(uintptr_t ctx) { current_ctx = ctx; }
 CUresult cuCtxGetCurrent(void **ctx) { *ctx = (void *)current_ctx; return 0; }
 CUresult cuCtxGetDevice(int *dev) { *dev = 0; return 0; }
 CUresult cuMemAlloc_v2(uint64_t *dptr, size_t size) {
+    CUresult c = capture_unsafe("cuMemAlloc", 0);
+    if (c) return c;
     int i = find(0);
     void *p = aligned_alloc(256, (size + 255) / 256 * 256);
     if (i < 0 || !p) return 2;
@@ -43,6 +48,8 @@ CUresult cuMemAlloc_v2(uint64_t *dptr, size_t size) {
     return 0;
 }
 CUresult cuMemFree_v2(uint64_t dptr) {
+    CUresult c = capture_unsafe("cuMemFree", 0);
+    if (c) return c;
     int i = find((uintptr_t)dptr);
     if (dptr == 0) return 0;
     if (i < 0) return 1;
@@ -50,9 +57,22 @@ CUresult cuMemFree_v2(uint64_t dptr) {
     free((void *)(uintptr_t)dptr);
     return 0;
 }
-CUresult cuMemcpyHtoD_v2(uint64_t dst, const void *src, size_t n) { memcpy((void *)(uintptr_t)dst, src, n); return 0; }
-CUresult cuMemcpyDtoH_v2(void *dst, uint64_t src, size_t n) { memcpy(dst, (void *)(uintptr_t)src, n); return 0; }
-CUresult cuMemsetD8_v2(uint64_t dst, unsigned char v, size_t n) { memset((void *)(uintptr_t)dst, v, n); return 0; }
+/* Synchronous copies and sets run on the legacy stream. */
+CUresult cuMemcpyHtoD_v2(uint64_t dst, const void *src, size_t n) {
+    CUresult c = capture_unsafe("cuMemcpyHtoD", 1);
+    if (!c) memcpy((void *)(uintptr_t)dst, src, n);
+    return c;
+}
+CUresult cuMemcpyDtoH_v2(void *dst, uint64_t src, size_t n) {
+    CUresult c = capture_unsafe("cuMemcpyDtoH", 1);
+    if (!c) memcpy(dst, (void *)(uintptr_t)src, n);
+    return c;
+}
+CUresult cuMemsetD8_v2(uint64_t dst, unsigned char v, size_t n) {
+    CUresult c = capture_unsafe("cuMemsetD8", 1);
+    if (!c) memset((void *)(uintptr_t)dst, v, n);
+    return c;
+}
 
 /* Records the image it is asked to load in $FAKE_CUDA_LOADED, so tests can see whether
  * gpusan substituted it. */
@@ -99,24 +119,237 @@ CUresult cuModuleGetGlobal_v2(uint64_t *dptr, size_t *bytes, void *module, const
 /* Not a driver function: where `table` is, as a program learns it without asking the driver
  * (cudart's cudaGetSymbolAddress does not pass through cuModuleGetGlobal). */
 uint64_t fake_variable_address(void) { return (uint64_t)(uintptr_t)module_var; }
-CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                        unsigned shmem, void *stream, void **params, void **extra) {
-    (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shmem; (void)stream; (void)params; (void)extra;
+/* ---- streams and stream capture ----------------------------------------------------
+ *
+ * Streams made by cuStreamCreate are slots of `streams`; 0 is the legacy stream. A stream
+ * captures between cuStreamBeginCapture_v2 and cuStreamEndCapture, and the driver's rules
+ * for what may happen meanwhile (cuda.h, cuThreadExchangeStreamCaptureMode) are enforced:
+ * - "potentially unsafe" calls (allocation, free, synchronous copies and sets,
+ *   synchronizations) are prohibited, by the calling thread's capture mode, while the
+ *   thread has a capture of its own not begun relaxed, or (in global mode) while any
+ *   thread has a capture begun in global mode;
+ * - whatever the mode, work on the legacy stream cannot run while a blocking stream
+ *   captures (it would depend on the capture), nor can a synchronization of a capturing
+ *   stream or of the whole context.
+ * A prohibited call fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (legacy-stream work
+ * with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) and invalidates the captures it conflicts with:
+ * their cuStreamEndCapture then fails with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, as the
+ * real driver's does. Module loads are allowed during capture (since CUDA 12.3 cudart's
+ * lazy loading loads a module at the first launch of one of its kernels, captured or not).
+ *
+ * The older `fake_set_capturing` switch only makes the capture queries answer "active"
+ * (for the graph memory scenarios); it enforces nothing. */
+enum { NONE = 0, ACTIVE = 1, INVALIDATED = 2 };
+enum { MODE_GLOBAL = 0, MODE_THREAD_LOCAL = 1, MODE_RELAXED = 2 };
+#define UNSUPPORTED 900
+#define INVALIDATED_ERR 901
+#define IMPLICIT 906
+#define MAX_STREAMS 64
+struct stream { int used, flags, status, mode, kernels; pthread_t owner; };
+static struct stream streams[MAX_STREAMS];
+static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread int thread_mode = MODE_GLOBAL;
+static int capturing; /* fake_set_capturing */
+void fake_set_capturing(int on) { capturing = on; }
+/* Captures invalidated by a conflicting call, and the first such call, for tests. */
+static int invalidations;
+static const char *first_conflict;
+static __thread const char *current_call;
+int fake_capture_invalidations(void) { return invalidations; }
+const char *fake_capture_conflict(void) { return first_conflict ? first_conflict : "none"; }
+
+static struct stream *stream_of(void *h) {
+    uintptr_t p = (uintptr_t)h, b = (uintptr_t)streams;
+    if (p < b || p >= b + sizeof streams || (p - b) % sizeof *streams) return 0;
+    struct stream *s = (struct stream *)h;
+    return s->used ? s : 0;
+}
+static void invalidate(struct stream *s) {
+    if (s->status == ACTIVE) {
+        s->status = INVALIDATED;
+        if (!invalidations++) first_conflict = current_call;
+    }
+}
+/* Whether the calling thread may make a potentially unsafe call now; if not, invalidates
+ * the captures that forbid it. */
+static int prohibited(void) {
+    int hit = 0;
+    if (thread_mode == MODE_RELAXED) return 0;
+    for (int i = 0; i < MAX_STREAMS; i++) {
+        struct stream *s = &streams[i];
+        if (!s->used || s->status != ACTIVE || s->mode == MODE_RELAXED) continue;
+        int mine = pthread_equal(s->owner, pthread_self());
+        if (mine || (thread_mode == MODE_GLOBAL && s->mode == MODE_GLOBAL)) { invalidate(s); hit = 1; }
+    }
+    return hit;
+}
+/* Work on the legacy stream waits for every blocking stream: not for a capturing one. */
+static int legacy_conflict(void) {
+    int hit = 0;
+    for (int i = 0; i < MAX_STREAMS; i++) {
+        struct stream *s = &streams[i];
+        if (s->used && s->status == ACTIVE && !(s->flags & 1 /* CU_STREAM_NON_BLOCKING */)) { invalidate(s); hit = 1; }
+    }
+    return hit;
+}
+static CUresult capture_unsafe(const char *call, int on_legacy_stream) {
+    pthread_mutex_lock(&streams_lock);
+    current_call = call;
+    CUresult r = prohibited() ? UNSUPPORTED : on_legacy_stream && legacy_conflict() ? IMPLICIT : 0;
+    pthread_mutex_unlock(&streams_lock);
+    return r;
+}
+CUresult cuThreadExchangeStreamCaptureMode(int *mode) {
+    if (!mode || *mode < MODE_GLOBAL || *mode > MODE_RELAXED) return 1;
+    int old = thread_mode;
+    thread_mode = *mode;
+    *mode = old;
     return 0;
 }
-CUresult cuCtxSynchronize(void) { return 0; }
-
-/* Stream capture and graph memory nodes: the program switches capture on and off itself
- * (`fake_set_capturing`); every capture goes into the graph 0x7000. */
-static int capturing;
-void fake_set_capturing(int on) { capturing = on; }
+CUresult cuStreamCreate(void **out, unsigned flags) {
+    pthread_mutex_lock(&streams_lock);
+    for (int i = 0; i < MAX_STREAMS; i++)
+        if (!streams[i].used) {
+            streams[i] = (struct stream){.used = 1, .flags = (int)flags};
+            *out = &streams[i];
+            pthread_mutex_unlock(&streams_lock);
+            return 0;
+        }
+    pthread_mutex_unlock(&streams_lock);
+    return 2;
+}
+CUresult cuStreamDestroy_v2(void *h) {
+    struct stream *s = stream_of(h);
+    if (!s) return 400; /* CUDA_ERROR_INVALID_HANDLE */
+    s->used = 0;
+    return 0;
+}
+CUresult cuStreamBeginCapture_v2(void *h, int mode) {
+    struct stream *s = stream_of(h);
+    if (!s) return 1; /* the legacy stream cannot capture */
+    if (s->status != NONE) return 1;
+    pthread_mutex_lock(&streams_lock);
+    s->status = ACTIVE;
+    s->mode = mode;
+    s->kernels = 0;
+    s->owner = pthread_self();
+    pthread_mutex_unlock(&streams_lock);
+    return 0;
+}
+/* The graph a capture made: how many kernels it launches. */
+struct graph { int kernels; };
+CUresult cuStreamEndCapture(void *h, void **graph) {
+    struct stream *s = stream_of(h);
+    if (!s || s->status == NONE) return 903; /* CUDA_ERROR_STREAM_CAPTURE_UNMATCHED */
+    pthread_mutex_lock(&streams_lock);
+    int status = s->status, kernels = s->kernels;
+    s->status = NONE;
+    pthread_mutex_unlock(&streams_lock);
+    *graph = 0;
+    if (status == INVALIDATED) return INVALIDATED_ERR;
+    struct graph *g = malloc(sizeof *g);
+    if (!g) return 2;
+    g->kernels = kernels;
+    *graph = g;
+    return 0;
+}
+CUresult cuStreamIsCapturing(void *h, int *status) {
+    struct stream *s = stream_of(h);
+    *status = s ? s->status : capturing;
+    return 0;
+}
 CUresult cuStreamGetCaptureInfo_v2(void *stream, int *status, uint64_t *id, void **graph, const void ***deps, size_t *n) {
-    (void)stream;
-    *status = capturing;
+    struct stream *s = stream_of(stream);
+    *status = s ? s->status : capturing;
     if (id) *id = 1;
     if (graph) *graph = (void *)0x7000;
     if (deps) *deps = 0;
     if (n) *n = 0;
+    return 0;
+}
+/* Work queued on a stream that is not capturing runs at once ("device" memory is host
+ * memory); on a capturing stream it becomes part of the graph. */
+static CUresult stream_work(const char *call, void *h, int *captured) {
+    struct stream *s = stream_of(h);
+    current_call = call;
+    *captured = 0;
+    if (s && s->status == INVALIDATED) return INVALIDATED_ERR;
+    if (s && s->status == ACTIVE) { *captured = 1; return 0; }
+    if (!s) {
+        pthread_mutex_lock(&streams_lock);
+        int conflict = legacy_conflict();
+        pthread_mutex_unlock(&streams_lock);
+        if (conflict) return IMPLICIT;
+    }
+    return 0;
+}
+CUresult cuMemcpyHtoDAsync_v2(uint64_t dst, const void *src, size_t n, void *stream) {
+    int captured;
+    CUresult r = stream_work("cuMemcpyHtoDAsync", stream, &captured);
+    if (!r && !captured) memcpy((void *)(uintptr_t)dst, src, n);
+    return r;
+}
+CUresult cuMemcpyDtoHAsync_v2(void *dst, uint64_t src, size_t n, void *stream) {
+    int captured;
+    CUresult r = stream_work("cuMemcpyDtoHAsync", stream, &captured);
+    if (!r && !captured) memcpy(dst, (void *)(uintptr_t)src, n);
+    return r;
+}
+CUresult cuStreamSynchronize(void *h) {
+    struct stream *s = stream_of(h);
+    CUresult r = 0;
+    pthread_mutex_lock(&streams_lock);
+    current_call = "cuStreamSynchronize";
+    if (s && s->status != NONE) { invalidate(s); r = UNSUPPORTED; }
+    else if (prohibited()) r = UNSUPPORTED;
+    else if (!s && legacy_conflict()) r = IMPLICIT;
+    pthread_mutex_unlock(&streams_lock);
+    return r;
+}
+CUresult cuCtxSynchronize(void) {
+    /* Waits for every stream of the context: never while one captures. */
+    int hit = 0;
+    pthread_mutex_lock(&streams_lock);
+    current_call = "cuCtxSynchronize";
+    for (int i = 0; i < MAX_STREAMS; i++)
+        if (streams[i].used && streams[i].status == ACTIVE) { invalidate(&streams[i]); hit = 1; }
+    pthread_mutex_unlock(&streams_lock);
+    return hit ? UNSUPPORTED : 0;
+}
+
+CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shmem, void *stream, void **params, void **extra) {
+    (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shmem; (void)params; (void)extra;
+    int captured;
+    CUresult r = stream_work("cuLaunchKernel", stream, &captured);
+    if (!r && captured) stream_of(stream)->kernels++;
+    return r;
+}
+
+/* Graphs made by capture. Launching one "runs" its kernels: each reads the allocation
+ * table its module's `__gpusan_table` points to at that moment, as an instrumented kernel
+ * would; the program asks what the last run saw (`fake_graph_table`). */
+static const unsigned char *graph_saw;
+static uint64_t graph_saw_len;
+const unsigned char *fake_graph_table(uint64_t *len) { *len = graph_saw_len; return graph_saw; }
+CUresult cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long flags) {
+    (void)flags;
+    if (!graph) return 1;
+    *exec = graph;
+    return 0;
+}
+CUresult cuGraphExecDestroy(void *exec) { (void)exec; return 0; }
+CUresult cuGraphLaunch(void *exec, void *stream) {
+    int captured;
+    CUresult r = stream_work("cuGraphLaunch", stream, &captured);
+    if (r || captured) return r;
+    struct graph *g = exec;
+    if (g && g->kernels > 0) {
+        const unsigned char *t = (const unsigned char *)(uintptr_t)abi_table;
+        graph_saw = t;
+        graph_saw_len = 0;
+        if (t && !memcmp(t, "GSAT", 4)) memcpy(&graph_saw_len, t + 8, 8);
+    }
     return 0;
 }
 CUresult cuMemAllocAsync(uint64_t *dptr, size_t size, void *stream) { (void)stream; return cuMemAlloc_v2(dptr, size); }

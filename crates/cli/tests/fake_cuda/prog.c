@@ -61,6 +61,30 @@ struct mem_alloc_node_params { unsigned char pool_props[88]; void *access; size_
 int cuGraphAddMemAllocNode(void **, void *, const void **, size_t, struct mem_alloc_node_params *);
 int cuGraphAddMemFreeNode(void **, void *, const void **, size_t, uint64_t);
 int cuGraphDestroy(void *);
+int cuStreamCreate(void **, unsigned);
+int cuStreamDestroy_v2(void *);
+int cuStreamBeginCapture_v2(void *, int);
+int cuStreamEndCapture(void *, void **);
+int cuStreamSynchronize(void *);
+int cuGraphInstantiateWithFlags(void **, void *, unsigned long long);
+int cuGraphLaunch(void *, void *);
+int cuGraphExecDestroy(void *);
+const unsigned char *fake_graph_table(uint64_t *);
+int fake_capture_invalidations(void);
+const char *fake_capture_conflict(void);
+
+/* Whether the table at `t` (`len` entries of 32 bytes: base, size, id, flags, device) has
+ * `base` as a live allocation. */
+static int table_has_live(const unsigned char *t, uint64_t len, uint64_t base) {
+    for (uint64_t i = 0; t && i < len; i++) {
+        uint64_t b;
+        uint32_t flags;
+        memcpy(&b, t + 32 + 32 * i, 8);
+        memcpy(&flags, t + 32 + 32 * i + 24, 4);
+        if (b == base && (flags & 0xff) == 1) return 1;
+    }
+    return 0;
+}
 
 /* The host shadow of the module variable `table` (cudart names variables by these). */
 float table[16];
@@ -203,6 +227,51 @@ int main(int argc, char **argv) {
         fake_set_capturing(0);
         for (int i = 0; i < 10; i++) htod(p, host, 256);
         rc |= cuGraphDestroy((void *)0x7000);
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "capture_first_launch") || !strcmp(s, "capture_first_launch_overflow")) {
+        /* What cudart does for a graph captured in global mode from a blocking stream: the
+         * first launch of a kernel loads its module (lazy loading), inside the capture. The
+         * capture must stay valid; each launch of the graph must find the table up to date
+         * (the allocation made just before it included). */
+        void *st = 0, *m = 0, *g = 0, *exec = 0;
+        rc |= cuStreamCreate(&st, 0);
+        rc |= cuStreamBeginCapture_v2(st, 0 /* CU_STREAM_CAPTURE_MODE_GLOBAL */);
+        rc |= cuModuleLoadData(&m, ptx);
+        rc |= cuLaunchKernel(0, 4, 1, 1, 32, 1, 1, 0, st, 0, 0);
+        int end = cuStreamEndCapture(st, &g);
+        if (end) { fprintf(stderr, "cuStreamEndCapture -> %d; invalidated by %s\n", end, fake_capture_conflict()); rc |= 32; }
+        rc |= fake_capture_invalidations() ? 64 : 0;
+        if (!g) return rc | 128;
+        rc |= cuGraphInstantiateWithFlags(&exec, g, 0);
+        for (int r = 0; r < 3; r++) {
+            uint64_t other = 0, len = 0;
+            rc |= alloc_(&other, 4096 * (r + 1));
+            rc |= cuGraphLaunch(exec, st);
+            rc |= cuStreamSynchronize(st);
+            const unsigned char *t = fake_graph_table(&len);
+            if (!table_has_live(t, len, a) || !table_has_live(t, len, other)) {
+                fprintf(stderr, "launch %d: table %p (%llu entries) misses a or the new allocation\n", r, (void *)t,
+                        (unsigned long long)len);
+                rc |= 256;
+            }
+            rc |= free_(other);
+        }
+        unsigned char *errors = (unsigned char *)(uintptr_t)global_value(m, "__gpusan_errors");
+        uint32_t module = (uint32_t)global_value(m, "__gpusan_module");
+        if (!errors || !module) rc |= 512; /* the module got its error buffer during the capture */
+        else if (!strcmp(s, "capture_first_launch_overflow")) {
+            /* The graph's kernel `k` (function 0) wrote 4 bytes past `a`; found at the sync. */
+            rc |= cuGraphLaunch(exec, st);
+            uint32_t *count = (uint32_t *)errors, i = (*count)++;
+            unsigned char *r = errors + 16 + 64 * i;
+            uint64_t addr = a + 1024;
+            uint32_t f[12] = {module << 16 | 0, 1, 4, 9, 0, 0, 0, 3, 0, 0, 0, 1};
+            memcpy(r, &addr, 8);
+            memset(r + 8, 0, 8);
+            memcpy(r + 16, f, sizeof f);
+            rc |= cuStreamSynchronize(st);
+        }
+        rc |= cuGraphExecDestroy(exec) | cuStreamDestroy_v2(st);
         rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "threads")) {
         pthread_t t[8];
