@@ -93,6 +93,7 @@ pub use heap::{
     HEAP_SYMBOL, STATE_FREED,
 };
 mod onchip;
+mod snippet;
 
 pub use onchip::{CODE_LOCAL_OUT_OF_BOUNDS, CODE_SHARED_OUT_OF_BOUNDS};
 
@@ -266,6 +267,12 @@ pub fn run(module: &mut Module, src: Option<&str>) -> Result<CheckReport, PassEr
 
 /// [`run`] with a configuration.
 pub fn run_with(module: &mut Module, src: Option<&str>, config: &CheckConfig) -> Result<CheckReport, PassError> {
+    let report = instrument_module(module, src, config);
+    snippet::release();
+    report
+}
+
+fn instrument_module(module: &mut Module, src: Option<&str>, config: &CheckConfig) -> Result<CheckReport, PassError> {
     check_unused(module)?;
     let line_starts: Vec<usize> = match src {
         Some(s) => std::iter::once(0).chain(s.match_indices('\n').map(|(i, _)| i + 1)).collect(),
@@ -994,24 +1001,16 @@ fn instrument_function(
         insertions.push(Insertion { at: path.to_vec(), order: 2, stmts: snippet(&text) });
     }
 
-    // Apply, later points first so earlier paths stay valid; at one point the check goes
-    // in first, then the LOADMETA before it.
-    insertions.sort_by(|a, b| b.at.cmp(&a.at).then(b.order.cmp(&a.order)));
     let site_paths: Vec<Vec<u32>> = sites.iter().map(|s| cfg.inst_path(s.inst).to_vec()).collect();
     let body = f.body.as_mut().unwrap();
     // Guards first: paths of the sites are those of the original body.
+    let go = Name::from("%__gs_go");
     for p in &site_paths {
         if let Some(Statement::Inst(inst)) = gpusan_ptx::cfg::statement_at_mut(body, p) {
-            inst.guard = Some(gpusan_ptx::ast::Guard { negated: false, reg: "%__gs_go".into() });
+            inst.guard = Some(gpusan_ptx::ast::Guard { negated: false, reg: go });
         }
     }
-    for ins in insertions {
-        report.inserted += ins.stmts.iter().filter(|s| matches!(s, Statement::Inst(_))).count() as u32;
-        let (idx, parents) = ins.at.split_last().unwrap();
-        let list = list_at_mut(body, parents);
-        let idx = *idx as usize;
-        list.splice(idx..idx, ins.stmts);
-    }
+    report.inserted += insert_all(body, insertions);
 
     // Declarations and the entry code at the top.
     let n = root_numbers.len() as u32;
@@ -1072,6 +1071,53 @@ fn root_meta_k(
     } else {
         loadmeta(k, value, &mut label)
     }
+}
+
+/// Puts every insertion into `body` (paths of the body as it was), and returns the number
+/// of instructions added. Each statement list is rebuilt once with all of its insertions,
+/// rather than moving its tail once per insertion. At one point the LOADMETA goes first,
+/// then group checks, then the access's check; insertions of one kind at one point go in
+/// the reverse of their order in `insertions` (as when each was spliced in at that point
+/// in turn).
+fn insert_all(body: &mut Vec<Statement>, insertions: Vec<Insertion>) -> u32 {
+    let mut inserted = 0;
+    let mut insertions: Vec<(usize, Insertion)> = insertions.into_iter().enumerate().collect();
+    // Inner and later lists before the lists holding them: a rebuilt list moves its blocks,
+    // but the paths into them only use indices of the lists above.
+    insertions.sort_by(|(sa, a), (sb, b)| {
+        let (ia, pa) = a.at.split_last().unwrap();
+        let (ib, pb) = b.at.split_last().unwrap();
+        pb.cmp(pa).then(ia.cmp(ib)).then(a.order.cmp(&b.order)).then(sb.cmp(sa))
+    });
+    let mut rest = insertions.as_mut_slice();
+    while let Some(((_, first), _)) = rest.split_first() {
+        let parents = first.at[..first.at.len() - 1].to_vec();
+        let n = rest.iter().take_while(|(_, i)| i.at[..i.at.len() - 1] == parents).count();
+        let (group, tail) = std::mem::take(&mut rest).split_at_mut(n);
+        let list = list_at_mut(body, &parents);
+        let added: usize = group.iter().map(|(_, i)| i.stmts.len()).sum();
+        let old = std::mem::take(list);
+        let old_len = old.len();
+        let mut new = Vec::with_capacity(old_len + added);
+        let mut group = group.iter_mut().peekable();
+        let mut put = |new: &mut Vec<Statement>, ins: &mut Insertion| {
+            inserted += ins.stmts.iter().filter(|s| matches!(s, Statement::Inst(_))).count() as u32;
+            new.append(&mut ins.stmts);
+        };
+        for (k, s) in old.into_iter().enumerate() {
+            while let Some((_, ins)) = group.next_if(|(_, i)| *i.at.last().unwrap() as usize == k) {
+                put(&mut new, ins);
+            }
+            new.push(s);
+        }
+        for (_, ins) in group {
+            assert_eq!(*ins.at.last().unwrap() as usize, old_len, "an insertion point past the end of its list");
+            put(&mut new, ins);
+        }
+        *list = new;
+        rest = tail;
+    }
+    inserted
 }
 
 fn list_at_mut<'a>(body: &'a mut Vec<Statement>, parents: &[u32]) -> &'a mut Vec<Statement> {
@@ -1309,21 +1355,7 @@ fn report_record(r: &Record, reaction: Reaction, stop: &Option<String>, skip: &s
 
 /// Statements from PTX text, with the spans of nodes a pass creates.
 fn snippet(text: &str) -> Vec<Statement> {
-    let src = format!(".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry __gs_snippet()\n{{\n{text}}}\n");
-    let module = gpusan_ptx::parse(&src).expect("the check pass's own PTX parses");
-    let Some(Item::Function(f)) = module.items.into_iter().find(|i| matches!(i, Item::Function(_))) else {
-        unreachable!("the snippet is one function")
-    };
-    let mut body = f.body.unwrap_or_default();
-    for s in &mut body {
-        match s {
-            Statement::Inst(i) => i.span = Span::NONE,
-            Statement::Label(_, span) => *span = Span::NONE,
-            Statement::Decl(d) => d.span = Span::NONE,
-            _ => {}
-        }
-    }
-    body
+    snippet::parse(text)
 }
 
 #[cfg(test)]
