@@ -20,10 +20,11 @@
 //! A name that is undeclared is reported once per function, at its first use: a pass
 //! that forgets a declaration forgets it at every site, and one line says so.
 
-use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use gpusan_ptx::ast::{Function, Initializer, Instruction, Item, Linkage, Name, Operand, Span, Statement, VarDecl};
+use gpusan_ptx::ast::{
+    Function, Initializer, Instruction, Item, Linkage, Name, NameMap, NameSet, Operand, Span, Statement, VarDecl,
+};
 use gpusan_ptx::cfg::{Cfg, CfgError};
 use gpusan_ptx::printer::Ptx;
 use gpusan_ptx::Module;
@@ -97,7 +98,12 @@ impl std::error::Error for VerifierErrors {}
 
 /// Checks `module`; `Err` holds every error found.
 pub fn verify(module: &Module) -> Result<(), VerifierErrors> {
-    let mut v = Verifier { errors: Vec::new(), symbols: HashMap::new(), all_symbols: HashSet::new() };
+    let mut v = Verifier {
+        errors: Vec::new(),
+        symbols: NameMap::default(),
+        all_symbols: NameSet::default(),
+        numbered: Numbered::default(),
+    };
     v.module(module);
     if v.errors.is_empty() {
         Ok(())
@@ -117,9 +123,10 @@ enum Symbol {
 struct Verifier {
     errors: Vec<VerifierError>,
     /// Module-level names declared so far.
-    symbols: HashMap<Name, Symbol>,
+    symbols: NameMap<Symbol>,
     /// Every module-level name, to tell "declared later" from "never declared".
-    all_symbols: HashSet<Name>,
+    all_symbols: NameSet,
+    numbered: Numbered,
 }
 
 impl Verifier {
@@ -228,7 +235,7 @@ impl Verifier {
             function: f.name,
             scopes: vec![Scope::default()],
             all_decls,
-            reported: HashSet::new(),
+            reported: NameSet::default(),
         };
         // Parameters live in the body's scope: `.reg .b64 p;` in a kernel taking `p` is a
         // duplicate definition to ptxas.
@@ -319,29 +326,40 @@ fn collect_decls(stmts: &[Statement], out: &mut Scope) {
 #[derive(Default)]
 struct Scope {
     /// Plain declarations: registers, variables, parameters.
-    names: HashSet<Name>,
+    names: NameSet,
     /// `%r<N>`: prefix → N.
-    ranges: HashMap<Name, u32>,
+    ranges: NameMap<u32>,
     /// For each prefix, the lowest number of a plain name `prefix<number>`, which a later
     /// range declaration of that prefix would declare again.
-    lowest_numbered: HashMap<Name, u64>,
+    lowest_numbered: NameMap<u64>,
     /// Labels and `.branchtargets`/`.calltargets`/`.callprototype` names: the whole
     /// scope's, known before its first statement since branches may jump forward.
-    labels: HashSet<Name>,
+    labels: NameSet,
 }
 
 impl Scope {
-    fn contains(&self, name: Name) -> bool {
-        self.names.contains(&name) || self.labels.contains(&name) || self.in_range(name)
+    /// `numbered` is the name split by [`Numbered::get`].
+    fn contains(&self, name: Name, numbered: Option<(Name, u64)>) -> bool {
+        self.names.contains(&name) || self.labels.contains(&name) || self.in_range(numbered)
     }
 
-    fn in_range(&self, name: Name) -> bool {
-        if self.ranges.is_empty() {
-            return false;
-        }
-        split_number(&name).is_some_and(|(prefix, n)| {
-            Name::from_existing(prefix).and_then(|p| self.ranges.get(&p)).is_some_and(|&count| n < count as u64)
-        })
+    fn in_range(&self, numbered: Option<(Name, u64)>) -> bool {
+        numbered.is_some_and(|(prefix, n)| self.ranges.get(&prefix).is_some_and(|&count| n < count as u64))
+    }
+}
+
+/// [`split_number`] of each name looked up, remembered: the same few thousand names are
+/// looked up millions of times. The prefix is `None`'s case when no name has that text,
+/// so no range declares it.
+#[derive(Default)]
+struct Numbered(NameMap<Option<(Name, u64)>>);
+
+impl Numbered {
+    fn get(&mut self, name: Name) -> Option<(Name, u64)> {
+        *self
+            .0
+            .entry(name)
+            .or_insert_with(|| split_number(&name).and_then(|(prefix, n)| Some((Name::from_existing(prefix)?, n))))
     }
 }
 
@@ -363,7 +381,7 @@ struct FunctionChecker<'v> {
     /// Everything the function declares, in any scope.
     all_decls: Scope,
     /// Undeclared names already reported in this function.
-    reported: HashSet<Name>,
+    reported: NameSet,
 }
 
 impl FunctionChecker<'_> {
@@ -386,8 +404,9 @@ impl FunctionChecker<'_> {
                 | Statement::CallPrototype { label, span, .. } => (*label, *span),
                 _ => continue,
             };
+            let numbered = self.v.numbered.get(label);
             let scope = self.scopes.last_mut().unwrap();
-            if !scope.labels.insert(label) || scope.names.contains(&label) || scope.in_range(label) {
+            if !scope.labels.insert(label) || scope.names.contains(&label) || scope.in_range(numbered) {
                 self.error(ErrorKind::DuplicateDeclaration(label.to_string()), span, None);
             }
         }
@@ -438,6 +457,7 @@ impl FunctionChecker<'_> {
     }
 
     fn declare(&mut self, name: Name, count: Option<u32>, span: Span) {
+        let numbered = if count.is_none() { self.v.numbered.get(name) } else { None };
         let scope = self.scopes.last_mut().unwrap();
         let duplicate = match count {
             Some(n) => {
@@ -445,7 +465,7 @@ impl FunctionChecker<'_> {
                 again || scope.lowest_numbered.get(&name).is_some_and(|&low| low < n as u64)
             }
             None => {
-                let dup = !scope.names.insert(name) || scope.labels.contains(&name) || scope.in_range(name);
+                let dup = !scope.names.insert(name) || scope.labels.contains(&name) || scope.in_range(numbered);
                 if let Some((prefix, n)) = split_number(&name) {
                     let low = scope.lowest_numbered.entry(Name::from(prefix)).or_insert(n);
                     *low = (*low).min(n);
@@ -462,8 +482,9 @@ impl FunctionChecker<'_> {
         }
     }
 
-    fn resolves(&self, name: Name) -> bool {
-        self.scopes.iter().rev().any(|s| s.contains(name))
+    fn resolves(&mut self, name: Name) -> bool {
+        let numbered = self.v.numbered.get(name);
+        self.scopes.iter().rev().any(|s| s.contains(name, numbered))
             || self.v.symbols.contains_key(&name)
             || gpusan_ptx::semantics::is_predefined(&name)
     }
@@ -497,7 +518,7 @@ impl FunctionChecker<'_> {
         if !self.reported.insert(name) {
             return;
         }
-        let declared = self.all_decls.contains(name);
+        let declared = self.all_decls.contains(name, self.v.numbered.get(name));
         let kind = self.v.unresolved(name, declared);
         self.error(kind, span, inst);
     }
