@@ -31,6 +31,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write;
+use std::hash::BuildHasherDefault;
 use std::ops::Range;
 
 use crate::ast::{Function, FunctionKind, Instruction, Name, Operand, Span, Statement};
@@ -185,13 +186,12 @@ pub(crate) fn walk<'a>(body: &'a [Statement], mut f: impl FnMut(&'a Statement, S
     parents
 }
 
+/// Labels or tables by scope and name. Hashed with an unkeyed fast hash: the keys are a
+/// module's own names, and the graph is built for every function of every module.
+type ScopedNames<T> = HashMap<(ScopeId, Name), T, BuildHasherDefault<ahash::AHasher>>;
+
 /// Looks `name` up from `scope` outwards.
-fn resolve<'m, T>(
-    map: &'m HashMap<(ScopeId, Name), T>,
-    parents: &[ScopeId],
-    scope: ScopeId,
-    name: Name,
-) -> Option<&'m T> {
+fn resolve<'m, T>(map: &'m ScopedNames<T>, parents: &[ScopeId], scope: ScopeId, name: Name) -> Option<&'m T> {
     let mut s = scope;
     while s != NONE {
         if let Some(v) = map.get(&(s, name)) {
@@ -213,8 +213,8 @@ impl Cfg {
         let mut blocks = vec![Block::empty_at(0)];
         // The transfer ending each block, if it ends with one.
         let mut terminators: Vec<Option<(&Instruction, ScopeId)>> = vec![None];
-        let mut labels: HashMap<(ScopeId, Name), BlockId> = HashMap::new();
-        let mut tables: HashMap<(ScopeId, Name), Table> = HashMap::new();
+        let mut labels: ScopedNames<BlockId> = ScopedNames::default();
+        let mut tables: ScopedNames<Table> = ScopedNames::default();
         let mut block_of = Vec::new();
         let mut inst_scope = Vec::new();
         let mut paths = Vec::new();

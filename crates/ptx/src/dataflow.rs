@@ -16,10 +16,13 @@
 //! registers, symbols and labels are not registers. A kernel's parameters live in the
 //! `.param` space and are read with `ld.param`, so a kernel's entry defines no register.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
+use std::fmt::Write as _;
+use std::hash::BuildHasherDefault;
 
-use crate::ast::{Function, Name, StateSpace, Statement};
+use crate::ast::{Function, Name, NameMap, StateSpace, Statement};
 use crate::cfg::{walk, BlockId, Cfg, InstId, ScopeId};
 use crate::semantics;
 
@@ -361,7 +364,7 @@ impl RegId {
 pub struct Registers {
     names: Vec<Name>,
     scopes: Vec<ScopeId>,
-    map: HashMap<(ScopeId, Name), RegId>,
+    map: HashMap<(ScopeId, Name), RegId, BuildHasherDefault<ahash::AHasher>>,
     params: Vec<RegId>,
     returns: Vec<RegId>,
 }
@@ -388,13 +391,9 @@ impl Registers {
                     regs.declare(scope, d.name);
                 }
                 Some(n) => {
-                    let mut name = String::with_capacity(d.name.len() + 6);
-                    for i in 0..n {
-                        name.clear();
-                        name.push_str(&d.name);
-                        name.push_str(&i.to_string());
-                        regs.declare(scope, Name::from(name.as_str()));
-                    }
+                    for_each_numbered(d.name, n, |name| {
+                        regs.declare(scope, name);
+                    });
                 }
             }
         });
@@ -447,6 +446,40 @@ impl Registers {
     /// `.reg` return parameters: read by the caller, so live at the exit.
     pub fn returns(&self) -> &[RegId] {
         &self.returns
+    }
+}
+
+/// Ranges of names numbered from one prefix that [`for_each_numbered`] remembers: beyond
+/// this a range's names are interned one by one (a range this long is hostile, or rare).
+const NUMBERED_KEPT: u32 = 1 << 16;
+
+thread_local! {
+    /// `%r0`, `%r1`, … by prefix: a function declares `%r<N>`, and every function of a
+    /// module declares the same prefixes, so its names are interned once per thread rather
+    /// than once per function and analysis (interning takes the interner's lock). Interned
+    /// names live as long as the program anyway; this keeps only their handles.
+    static NUMBERED: RefCell<NameMap<Vec<Name>>> = RefCell::new(NameMap::default());
+}
+
+/// Calls `f` with `prefix0` … `prefix{n-1}`, the names `.reg prefix<n>` declares.
+fn for_each_numbered(prefix: Name, n: u32, mut f: impl FnMut(Name)) {
+    let kept = n.min(NUMBERED_KEPT);
+    NUMBERED.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let names = cache.entry(prefix).or_default();
+        let mut text = String::with_capacity(prefix.len() + 10);
+        while names.len() < kept as usize {
+            text.clear();
+            write!(text, "{prefix}{}", names.len()).expect("writing to a String");
+            names.push(Name::from(text.as_str()));
+        }
+        names[..kept as usize].iter().copied().for_each(&mut f);
+    });
+    let mut text = String::with_capacity(prefix.len() + 10);
+    for i in kept..n {
+        text.clear();
+        write!(text, "{prefix}{i}").expect("writing to a String");
+        f(Name::from(text.as_str()));
     }
 }
 

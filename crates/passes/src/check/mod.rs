@@ -715,6 +715,8 @@ fn instrument_function(
     let group_plan: groups::Plan;
     // Root number → the kernel parameter (and offset in it) the root was loaded from.
     let mut block_roots: BTreeMap<usize, (Name, i64)> = BTreeMap::new();
+    // The registers of the roots by name, for the rewrite (the analysis has them all).
+    let mut root_names: HashMap<RegId, Name> = HashMap::new();
     {
         let fref: &Function = f;
         let widths = RegWidths::collect(fref);
@@ -823,6 +825,11 @@ fn instrument_function(
                 block_roots.clear();
             }
         }
+        let registers = an.rd.analysis().registers();
+        for root in root_numbers.keys() {
+            let (Root::Entry(r) | Root::Inst(_, r)) = *root;
+            root_names.insert(r, registers.name(r));
+        }
     }
     report.roots = root_numbers.len() as u32;
     report.block_roots = block_roots.len() as u32;
@@ -836,13 +843,12 @@ fn instrument_function(
         labels += 1;
         format!("$__gs_L{}", labels - 1)
     };
-    let regs = gpusan_ptx::dataflow::Registers::collect(&cfg, f);
     let mut insertions = Vec::new();
     let mut entry_code = String::new();
     for (root, &k) in &root_numbers {
         match *root {
             Root::Entry(reg) => {
-                entry_code.push_str(&root_meta_k(k, &regs.name(reg), false, facts.uses_heap, &mut label))
+                entry_code.push_str(&root_meta_k(k, &root_names[&reg], false, facts.uses_heap, &mut label))
             }
             Root::Inst(d, reg) => {
                 let path = cfg.inst_path(d);
@@ -850,7 +856,7 @@ fn instrument_function(
                 *at.last_mut().unwrap() += 1;
                 let text = match block_roots.keys().position(|&b| b == k) {
                     Some(slot) => fetch_block_meta(k, slot),
-                    None => root_meta_k(k, &regs.name(reg), heap_calls.is_result(d), facts.uses_heap, &mut label),
+                    None => root_meta_k(k, &root_names[&reg], heap_calls.is_result(d), facts.uses_heap, &mut label),
                 };
                 insertions.push(Insertion { at, order: 0, stmts: snippet(&text) });
             }
@@ -1010,7 +1016,6 @@ fn instrument_function(
             inst.guard = Some(gpusan_ptx::ast::Guard { negated: false, reg: go });
         }
     }
-    report.inserted += insert_all(body, insertions);
 
     // Declarations and the entry code at the top.
     let n = root_numbers.len() as u32;
@@ -1046,9 +1051,9 @@ fn instrument_function(
         top.push_str(&block_lookup(&block_roots, &mut label));
     }
     top.push_str(&entry_code);
-    let top = snippet(&top);
-    report.inserted += top.iter().filter(|s| matches!(s, Statement::Inst(_))).count() as u32;
-    body.splice(0..0, top);
+    // Pushed last, of the first kind: before whatever else goes at the top.
+    insertions.push(Insertion { at: vec![0], order: 0, stmts: snippet(&top) });
+    report.inserted += insert_all(body, insertions);
     Ok(report)
 }
 
