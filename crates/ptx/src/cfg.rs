@@ -34,6 +34,8 @@ use std::fmt::Write;
 use std::hash::BuildHasherDefault;
 use std::ops::Range;
 
+use smallvec::SmallVec;
+
 use crate::ast::{Function, FunctionKind, Instruction, Name, Operand, Span, Statement};
 use crate::printer::Ptx;
 
@@ -215,10 +217,12 @@ impl Cfg {
         let mut terminators: Vec<Option<(&Instruction, ScopeId)>> = vec![None];
         let mut labels: ScopedNames<BlockId> = ScopedNames::default();
         let mut tables: ScopedNames<Table> = ScopedNames::default();
-        let mut block_of = Vec::new();
-        let mut inst_scope = Vec::new();
-        let mut paths = Vec::new();
-        let mut path_start = vec![0];
+        // Most statements are instructions: reserve for all of them.
+        let mut block_of = Vec::with_capacity(body.len());
+        let mut inst_scope = Vec::with_capacity(body.len());
+        let mut paths = Vec::with_capacity(body.len());
+        let mut path_start = Vec::with_capacity(body.len() + 1);
+        path_start.push(0);
         let mut closed = false;
         let mut error = None;
         let mut n = 0u32;
@@ -278,7 +282,7 @@ impl Cfg {
         let exit = BlockId(blocks.len() as u32);
         for (i, term) in terminators.iter().enumerate() {
             let fall = BlockId(i as u32 + 1);
-            let mut succs = Vec::new();
+            let mut succs: SmallVec<[BlockId; 2]> = SmallVec::new();
             match term {
                 None => succs.push(fall),
                 Some((inst, scope)) => {
@@ -317,6 +321,15 @@ impl Cfg {
             blocks[i].succs = unique;
         }
         blocks.push(Block::empty_at(n));
+        let mut npreds = vec![0u32; blocks.len()];
+        for b in &blocks {
+            for s in &b.succs {
+                npreds[s.index()] += 1;
+            }
+        }
+        for (b, n) in blocks.iter_mut().zip(npreds) {
+            b.preds.reserve_exact(n as usize);
+        }
         for i in 0..blocks.len() {
             for j in 0..blocks[i].succs.len() {
                 let s = blocks[i].succs[j];
