@@ -227,14 +227,14 @@ impl Verifier {
 
     fn function(&mut self, f: &Function) {
         let body = f.body.as_deref().unwrap_or_default();
-        let mut all_decls = Scope::default();
-        collect_decls(body, &mut all_decls);
         let first_error = self.errors.len();
         let mut fc = FunctionChecker {
             v: self,
             function: f.name,
+            body,
             scopes: vec![Scope::default()],
-            all_decls,
+            known: NameSet::default(),
+            all_decls: None,
             reported: NameSet::default(),
         };
         // Parameters live in the body's scope: `.reg .b64 p;` in a kernel taking `p` is a
@@ -373,18 +373,23 @@ fn split_number(name: &str) -> Option<(&str, u64)> {
     Some((prefix, n.parse().ok()?))
 }
 
-struct FunctionChecker<'v> {
+struct FunctionChecker<'v, 'b> {
     v: &'v mut Verifier,
     function: Name,
+    body: &'b [Statement],
     /// The scopes enclosing the statement being checked, innermost last.
     scopes: Vec<Scope>,
-    /// Everything the function declares, in any scope.
-    all_decls: Scope,
+    /// Names found in the body's scope, the module or the predefined ones: they resolve
+    /// until the end of the function, so the scopes need not be searched for them again.
+    known: NameSet,
+    /// Everything the function declares, in any scope: only wanted to word an error, so
+    /// collected at the first one.
+    all_decls: Option<Scope>,
     /// Undeclared names already reported in this function.
     reported: NameSet,
 }
 
-impl FunctionChecker<'_> {
+impl FunctionChecker<'_, '_> {
     fn error(&mut self, kind: ErrorKind, span: Span, inst: Option<&Instruction>) {
         let context = inst.map(|i| Ptx(i).to_string().replace(" \t", " "));
         self.v.errors.push(VerifierError { kind, function: Some(self.function), span, context });
@@ -483,10 +488,19 @@ impl FunctionChecker<'_> {
     }
 
     fn resolves(&mut self, name: Name) -> bool {
+        if self.known.contains(&name) {
+            return true;
+        }
         let numbered = self.v.numbered.get(name);
-        self.scopes.iter().rev().any(|s| s.contains(name, numbered))
-            || self.v.symbols.contains_key(&name)
-            || gpusan_ptx::semantics::is_predefined(&name)
+        let lasting = match self.scopes.iter().rposition(|s| s.contains(name, numbered)) {
+            Some(0) => true,
+            Some(_) => return true,
+            None => self.v.symbols.contains_key(&name) || gpusan_ptx::semantics::is_predefined(&name),
+        };
+        if lasting {
+            self.known.insert(name);
+        }
+        lasting
     }
 
     /// A branch's label or a `brx.idx`'s table: reported as the graph would, but every one
@@ -518,7 +532,13 @@ impl FunctionChecker<'_> {
         if !self.reported.insert(name) {
             return;
         }
-        let declared = self.all_decls.contains(name, self.v.numbered.get(name));
+        let body = self.body;
+        let all_decls = self.all_decls.get_or_insert_with(|| {
+            let mut all = Scope::default();
+            collect_decls(body, &mut all);
+            all
+        });
+        let declared = all_decls.contains(name, self.v.numbered.get(name));
         let kind = self.v.unresolved(name, declared);
         self.error(kind, span, inst);
     }
