@@ -570,8 +570,11 @@ pub struct ReachingDefsAnalysis {
     defs: Vec<Def>,
     /// The definitions of instruction `i` are `inst_defs[i]..inst_defs[i + 1]`.
     inst_defs: Vec<u32>,
-    /// The definitions of each register, to kill them all on an unguarded write.
-    reg_defs: Vec<Vec<u32>>,
+    /// The definitions of each register, to kill them all on an unguarded write: those of
+    /// register `r` are `reg_defs[reg_def_start[r]..reg_def_start[r + 1]]`, in program
+    /// order (one allocation, not one per register).
+    reg_defs: Vec<u32>,
+    reg_def_start: Vec<u32>,
     entry: BitSet,
 }
 
@@ -588,15 +591,25 @@ impl ReachingDefsAnalysis {
             defs.extend(operands.defs(i).iter().map(|&reg| Def { site: DefSite::Inst(i), reg }));
         }
         inst_defs.push(defs.len() as u32);
-        let mut reg_defs = vec![Vec::new(); registers.len()];
+        let mut reg_def_start = vec![0u32; registers.len() + 1];
+        for def in &defs {
+            reg_def_start[def.reg.index() + 1] += 1;
+        }
+        for r in 0..registers.len() {
+            reg_def_start[r + 1] += reg_def_start[r];
+        }
+        let mut next = reg_def_start.clone();
+        let mut reg_defs = vec![0u32; defs.len()];
         for (d, def) in defs.iter().enumerate() {
-            reg_defs[def.reg.index()].push(d as u32);
+            let at = &mut next[def.reg.index()];
+            reg_defs[*at as usize] = d as u32;
+            *at += 1;
         }
         let mut entry = BitSet::new(defs.len());
         (0..registers.params().len()).for_each(|d| {
             entry.insert(d);
         });
-        ReachingDefsAnalysis { registers, operands, defs, inst_defs, reg_defs, entry }
+        ReachingDefsAnalysis { registers, operands, defs, inst_defs, reg_defs, reg_def_start, entry }
     }
 
     pub fn registers(&self) -> &Registers {
@@ -614,7 +627,7 @@ impl ReachingDefsAnalysis {
 
     /// Indices of the definitions of `reg`, in program order (entry first).
     pub fn defs_of(&self, reg: RegId) -> &[u32] {
-        &self.reg_defs[reg.index()]
+        &self.reg_defs[self.reg_def_start[reg.index()] as usize..self.reg_def_start[reg.index() + 1] as usize]
     }
 }
 
@@ -638,7 +651,7 @@ impl Analysis for ReachingDefsAnalysis {
         let own = self.inst_defs[i.index()] as usize..self.inst_defs[i.index() + 1] as usize;
         if !self.operands.is_guarded(i) {
             for d in own.clone() {
-                for &k in &self.reg_defs[self.defs[d].reg.index()] {
+                for &k in self.defs_of(self.defs[d].reg) {
                     fact.remove(k as usize);
                 }
             }
