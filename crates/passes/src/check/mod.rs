@@ -268,7 +268,7 @@ pub fn run(module: &mut Module, src: Option<&str>) -> Result<CheckReport, PassEr
 /// [`run`] with a configuration.
 pub fn run_with(module: &mut Module, src: Option<&str>, config: &CheckConfig) -> Result<CheckReport, PassError> {
     let report = instrument_module(module, src, config);
-    snippet::release();
+    snippet::end_module();
     report
 }
 

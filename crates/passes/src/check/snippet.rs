@@ -17,10 +17,15 @@ use std::hash::BuildHasherDefault;
 
 use gpusan_ptx::ast::{Span, Statement};
 
-/// Lines kept per module: a module's distinct lines that repeat are a few thousand; lines
-/// seen once (an access's source line number) fill the rest, and past this the cache stops
-/// growing rather than holding them all in the program's memory.
+/// Lines kept while a module is instrumented: a module's distinct lines that repeat are a
+/// few thousand; lines seen once (an access's source line number) fill the rest, and past
+/// this the cache stops growing rather than holding them all in the program's memory.
 const MAX_LINES: usize = 1 << 16;
+
+/// Lines kept from one module to the next (a program loads many small modules, whose code
+/// is mostly the same lines): a cache larger than this (well under a megabyte) is dropped
+/// when its module is done instead.
+const KEPT_LINES: usize = 4096;
 
 /// Statements by the line of text that gives them, spans cleared. The keys are the pass's
 /// own text, so a fast unkeyed hash is safe.
@@ -38,13 +43,20 @@ pub(super) fn parse(text: &str) -> Vec<Statement> {
     CACHE.with(|c| c.borrow_mut().parse(text))
 }
 
-/// Empties this thread's cache: the pass calls it when a module is done, so a long-lived
-/// process (the injected runtime) does not keep one module's lines.
-pub(super) fn release() {
-    CACHE.with(|c| *c.borrow_mut() = Cache::default());
+/// [`Cache::end_module`] of this thread's cache: the pass calls it when a module is done.
+pub(super) fn end_module() {
+    CACHE.with(|c| c.borrow_mut().end_module());
 }
 
 impl Cache {
+    /// Keeps the lines for the next module if they are few, so a long-lived process (the
+    /// injected runtime) never holds more than [`KEPT_LINES`] after a large module.
+    pub(super) fn end_module(&mut self) {
+        if self.lines.len() > KEPT_LINES {
+            *self = Cache::default();
+        }
+    }
+
     /// Statements from PTX text, with the spans of nodes a pass creates.
     pub(super) fn parse(&mut self, text: &str) -> Vec<Statement> {
         if text.contains("/*") {
@@ -198,6 +210,19 @@ mod tests {
         let mut cache = Cache::default();
         cache.parse("$__gs_T:\n.branchtargets $__gs_A, $__gs_B;\n$__gs_A:\n$__gs_B:\n");
         assert!(!cache.lines.contains_key("$__gs_T:"));
+    }
+
+    #[test]
+    fn a_small_cache_is_kept_for_the_next_module_and_a_large_one_dropped() {
+        let mut cache = Cache::default();
+        cache.parse("\tsetp.eq.u64 %__gs_q, %__gs_t, 0;\n");
+        cache.end_module();
+        assert_eq!(cache.lines.len(), 1);
+        let text: String = (0..=KEPT_LINES).map(|i| format!("\tst.global.u32 [%__gs_r+44], {i};\n")).collect();
+        cache.parse(&text);
+        assert_eq!(cache.lines.len(), KEPT_LINES + 2);
+        cache.end_module();
+        assert!(cache.lines.is_empty());
     }
 
     #[test]
