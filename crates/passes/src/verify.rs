@@ -12,9 +12,10 @@
 //! - no name is declared twice in one scope (parameters share the body's scope, labels
 //!   share the names of registers, as ptxas has it);
 //! - every `bra`, `brx.idx` and `.branchtargets` names a label (or table) in scope, all of
-//!   them reported, as [`gpusan_ptx::cfg`] words it; the control-flow graph is then built
-//!   for each body, and whatever else it rejects is reported too (it stops at its first
-//!   error, which is why the labels are resolved here as well);
+//!   them reported, as [`gpusan_ptx::cfg`] words it; each body is then checked as the
+//!   control-flow graph would be built ([`Cfg::check`]: the graph itself is not needed),
+//!   and whatever else it rejects is reported too (it stops at its first error, which is
+//!   why the labels are resolved here as well);
 //! - `.version` is at most [`MAX_VERSION`].
 //!
 //! A name that is undeclared is reported once per function, at its first use: a pass
@@ -246,7 +247,7 @@ impl Verifier {
 
         // The graph stops at its first error, which the name checks above have usually
         // reported already with the same span; add it only when it is news.
-        if let Err(e) = Cfg::build(f) {
+        if let Err(e) = Cfg::check(f) {
             let (span, inst) = cfg_error_site(&e);
             let known = self.errors[first_error..].iter().any(|x| {
                 if span.is_none() {

@@ -204,6 +204,40 @@ fn resolve<'m, T>(map: &'m ScopedNames<T>, parents: &[ScopeId], scope: ScopeId, 
     None
 }
 
+/// Calls `f` with the block of each label the transfer `inst` (in `scope`) names, in
+/// operand order: a branch's label, or a table's labels in table order. Returns whether it
+/// leaves the function instead (`ret`, `exit`, `trap`).
+fn transfer_targets<T: Copy>(
+    inst: &Instruction,
+    scope: ScopeId,
+    labels: &ScopedNames<T>,
+    tables: &ScopedNames<Table>,
+    scope_parent: &[ScopeId],
+    mut f: impl FnMut(T),
+) -> Result<bool, CfgError> {
+    match flow(inst)? {
+        Flow::Next => unreachable!("only transfers end a block early"),
+        Flow::Jump(label) => f(*resolve(labels, scope_parent, scope, label)
+            .ok_or_else(|| CfgError::UndefinedLabel { label, inst: inst_text(inst), span: inst.span })?),
+        Flow::Table(name) => {
+            let table = resolve(tables, scope_parent, scope, name).ok_or_else(|| CfgError::UndefinedTable {
+                table: name,
+                inst: inst_text(inst),
+                span: inst.span,
+            })?;
+            for &label in table.targets {
+                f(*resolve(labels, scope_parent, table.scope, label).ok_or(CfgError::UndefinedTarget {
+                    table: name,
+                    label,
+                    span: table.span,
+                })?);
+            }
+        }
+        Flow::Return => return Ok(true),
+    }
+    Ok(false)
+}
+
 fn inst_text(inst: &Instruction) -> String {
     Ptx(inst).to_string().replace(" \t", " ")
 }
@@ -286,25 +320,9 @@ impl Cfg {
             match term {
                 None => succs.push(fall),
                 Some((inst, scope)) => {
-                    match flow(inst)? {
-                        Flow::Next => unreachable!("only transfers end a block early"),
-                        Flow::Jump(label) => {
-                            succs.push(*resolve(&labels, &scope_parent, *scope, label).ok_or_else(|| {
-                                CfgError::UndefinedLabel { label, inst: inst_text(inst), span: inst.span }
-                            })?)
-                        }
-                        Flow::Table(name) => {
-                            let table = resolve(&tables, &scope_parent, *scope, name).ok_or_else(|| {
-                                CfgError::UndefinedTable { table: name, inst: inst_text(inst), span: inst.span }
-                            })?;
-                            for &label in table.targets {
-                                succs.push(
-                                    *resolve(&labels, &scope_parent, table.scope, label)
-                                        .ok_or(CfgError::UndefinedTarget { table: name, label, span: table.span })?,
-                                );
-                            }
-                        }
-                        Flow::Return => succs.push(exit),
+                    let returns = transfer_targets(inst, *scope, &labels, &tables, &scope_parent, |b| succs.push(b))?;
+                    if returns {
+                        succs.push(exit);
                     }
                     if inst.guard.is_some() {
                         succs.push(fall);
@@ -345,6 +363,46 @@ impl Cfg {
             blocks[b.index()].reachable = true;
         }
         Ok(Cfg { blocks, rpo, rpo_index, block_of, inst_scope, paths, path_start, scope_parent })
+    }
+
+    /// The error [`Cfg::build`] would return, without building the graph: for a verifier,
+    /// which only wants to know whether the graph can be built.
+    pub fn check(f: &Function) -> Result<(), CfgError> {
+        let body = f.body.as_deref().ok_or(CfgError::NoBody(f.name))?;
+        let mut labels: ScopedNames<()> = ScopedNames::default();
+        let mut tables: ScopedNames<Table> = ScopedNames::default();
+        // Every transfer ends its block in `build`, so these are its blocks' terminators, in
+        // block order.
+        let mut transfers = Vec::new();
+        let mut error = None;
+        let scope_parent = walk(body, |s, scope, _| match s {
+            Statement::Label(name, span) => {
+                if labels.insert((scope, *name), ()).is_some() && error.is_none() {
+                    error = Some(CfgError::DuplicateLabel { label: *name, span: *span });
+                }
+            }
+            Statement::Inst(inst) => match flow(inst) {
+                Ok(Flow::Next) => {}
+                Ok(_) => transfers.push((inst, scope)),
+                Err(e) => {
+                    error.get_or_insert(e);
+                }
+            },
+            Statement::BranchTargets { label, targets, span } => {
+                let table = Table { targets, scope, span: *span };
+                if tables.insert((scope, *label), table).is_some() && error.is_none() {
+                    error = Some(CfgError::DuplicateLabel { label: *label, span: *span });
+                }
+            }
+            _ => {}
+        });
+        if let Some(e) = error {
+            return Err(e);
+        }
+        for (inst, scope) in transfers {
+            transfer_targets(inst, scope, &labels, &tables, &scope_parent, |()| {})?;
+        }
+        Ok(())
     }
 
     /// All blocks, the virtual exit last.
