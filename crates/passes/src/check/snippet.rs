@@ -65,7 +65,8 @@ impl Cache {
         // Each line: its cached statements, or `None` for one of the `fresh` lines, parsed
         // below all at once.
         let mut fresh = String::new();
-        let mut plan: Vec<(&str, Option<&Vec<Statement>>)> = Vec::new();
+        // The pass writes lines of 20 to 60 bytes.
+        let mut plan: Vec<(&str, Option<&Vec<Statement>>)> = Vec::with_capacity(text.len() / 16 + 1);
         for line in text.split_terminator('\n') {
             let known = self.lines.get(line);
             if known.is_none() {
