@@ -750,3 +750,18 @@ impl Liveness<'_> {
         self.block_out(b)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbered_names_are_the_range_names() {
+        for (prefix, n) in [("%r", 5u32), ("%rd", 3), ("%r", 12), ("%__probe_long", NUMBERED_KEPT + 2)] {
+            let mut names = Vec::new();
+            for_each_numbered(Name::from(prefix), n, |name| names.push(name));
+            let expected: Vec<Name> = (0..n).map(|i| Name::from(format!("{prefix}{i}").as_str())).collect();
+            assert_eq!(names, expected, "{prefix}<{n}>");
+        }
+    }
+}

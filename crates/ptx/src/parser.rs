@@ -1195,3 +1195,48 @@ fn parse_int(text: &str, negative: bool) -> Option<IntLit> {
     let value = u64::from_str_radix(body, base).ok()?;
     Some(IntLit { value, radix, unsigned, negative })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_parse_as_in_a_body() {
+        let text =
+            "\t.reg .b64 %rd<3>;\n$L0:\n\t@!%p1 bra $L0;\n\t{\n\tld.global.v2.u64 {%rd1, %rd2}, [%rd0+-32];\n\t}\n";
+        let alone = parse_statements(text).unwrap();
+        let src = format!(".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{{\n{text}}}\n");
+        let module = parse(&src).unwrap();
+        let Some(Item::Function(f)) = module.items.into_iter().find(|i| matches!(i, Item::Function(_))) else {
+            panic!("one function")
+        };
+        let mut in_body = f.body.unwrap();
+        // Spans are offsets into each text; everything else is the same.
+        let offset = src.find(text).unwrap() as u32;
+        for s in &mut in_body {
+            match s {
+                Statement::Inst(i) => i.span = Span { start: i.span.start - offset, end: i.span.end - offset },
+                Statement::Label(_, sp) => *sp = Span { start: sp.start - offset, end: sp.end - offset },
+                Statement::Decl(d) => d.span = Span { start: d.span.start - offset, end: d.span.end - offset },
+                Statement::Block(b) => {
+                    for s in b {
+                        if let Statement::Inst(i) = s {
+                            i.span = Span { start: i.span.start - offset, end: i.span.end - offset };
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(alone, in_body);
+        assert_eq!(alone.len(), 4);
+    }
+
+    #[test]
+    fn a_stray_brace_or_an_open_block_is_an_error() {
+        let e = parse_statements("\tret;\n}\n").unwrap_err();
+        assert!(e.message.contains("found `}`"), "{}", e.message);
+        let e = parse_statements("\t{\n\tret;\n").unwrap_err();
+        assert!(e.message.contains("`}` closing the body"), "{}", e.message);
+    }
+}
