@@ -294,6 +294,19 @@ impl<'c, A: Analysis> Results<'c, A> {
         }
     }
 
+    /// The fact just before `to`, from `fact`, the one just before `from`: an instruction
+    /// of the same block, not after `to` (forward analyses). Asking for the facts before
+    /// several instructions of a long block this way carries each on from the last instead
+    /// of replaying the block from its start every time.
+    pub fn advance(&self, fact: &mut A::Fact, from: InstId, to: InstId) {
+        assert!(A::DIRECTION == Direction::Forward, "advance is for forward analyses");
+        assert!(
+            from <= to && self.cfg.block_of(from) == self.cfg.block_of(to),
+            "advance goes forward within one block"
+        );
+        (from.0..to.0).for_each(|i| self.analysis.transfer(InstId(i), fact));
+    }
+
     /// The fact just after `i` in program order.
     pub fn after(&self, i: InstId) -> A::Fact {
         let b = self.cfg.block_of(i);

@@ -544,12 +544,28 @@ struct Roots<'a> {
     rd: ReachingDefs<'a>,
     insts: Vec<&'a gpusan_ptx::ast::Instruction>,
     before: HashMap<InstId, BitSet>,
+    /// The last instruction `before` got a fact for: the next one in its block carries
+    /// that fact on rather than replaying the block (kernels have blocks of thousands of
+    /// instructions with an access every few).
+    last: Option<InstId>,
 }
 
 impl Roots<'_> {
     fn reaching(&mut self, i: InstId, reg: RegId) -> Vec<DefSite> {
+        if !self.before.contains_key(&i) {
+            let fact = match self.last {
+                Some(j) if j <= i && self.cfg.block_of(j) == self.cfg.block_of(i) => {
+                    let mut fact = self.before[&j].clone();
+                    self.rd.advance(&mut fact, j, i);
+                    fact
+                }
+                _ => self.rd.before(i),
+            };
+            self.before.insert(i, fact);
+            self.last = Some(i);
+        }
         let rd = &self.rd;
-        let before = self.before.entry(i).or_insert_with(|| rd.before(i));
+        let before = &self.before[&i];
         let a = rd.analysis();
         a.defs_of(reg).iter().filter(|&&d| before.contains(d as usize)).map(|&d| a.defs()[d as usize].site).collect()
     }
@@ -721,7 +737,7 @@ fn instrument_function(
         let fref: &Function = f;
         let widths = RegWidths::collect(fref);
         let rd = reaching_defs(&cfg, fref);
-        let mut an = Roots { cfg: &cfg, rd, insts: cfg.instructions(fref), before: HashMap::new() };
+        let mut an = Roots { cfg: &cfg, rd, insts: cfg.instructions(fref), before: HashMap::new(), last: None };
         let windows = module_windows.with_function(fref);
         for i in (0..cfg.num_insts() as u32).map(InstId) {
             let inst = an.insts[i.index()];
