@@ -377,7 +377,8 @@ impl Cfg {
         let mut error = None;
         let scope_parent = walk(body, |s, scope, _| match s {
             Statement::Label(name, span) => {
-                if labels.insert((scope, *name), ()).is_some() && error.is_none() {
+                let again = labels.insert((scope, *name), ()).is_some();
+                if again && error.is_none() {
                     error = Some(CfgError::DuplicateLabel { label: *name, span: *span });
                 }
             }
