@@ -75,7 +75,8 @@ if profile != "null" and os.path.exists(profile):
         "check: reaching definitions": "gpusan_ptx::dataflow::reaching_defs",
         # Inlined into instrument_function: perf names it without its path.
         "check: insertions (each statement list rebuilt once)": "insert_all",
-        "control-flow graphs (pass and verifier)": "gpusan_ptx::cfg::Cfg::build",
+        "check: control-flow graph": "gpusan_ptx::cfg::Cfg::build",
+        "verify: control-flow check (no graph)": "gpusan_ptx::cfg::Cfg::check",
         "verify (input and output)": "gpusan_passes::verify::verify",
         "verify: scope lookup per name": "gpusan_passes::verify::FunctionChecker::resolves",
         "parse (input)": "gpusan_ptx::parser::parse",
