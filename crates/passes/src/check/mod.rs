@@ -92,6 +92,7 @@ pub use heap::{
     CODE_DOUBLE_FREE, CODE_INVALID_FREE, HEAP_BLOCK_TAG, HEAP_CAPACITY, HEAP_ENTRY_BYTES, HEAP_HEADER_BYTES,
     HEAP_SYMBOL, STATE_FREED,
 };
+mod insert;
 mod onchip;
 mod snippet;
 
@@ -1069,7 +1070,7 @@ fn instrument_function(
     top.push_str(&entry_code);
     // Pushed last, of the first kind: before whatever else goes at the top.
     insertions.push(Insertion { at: vec![0], order: 0, stmts: snippet(&top) });
-    report.inserted += insert_all(body, insertions);
+    report.inserted += insert::insert_all(body, insertions);
     Ok(report)
 }
 
@@ -1092,64 +1093,6 @@ fn root_meta_k(
     } else {
         loadmeta(k, value, &mut label)
     }
-}
-
-/// Puts every insertion into `body` (paths of the body as it was), and returns the number
-/// of instructions added. Each statement list is rebuilt once with all of its insertions,
-/// rather than moving its tail once per insertion. At one point the LOADMETA goes first,
-/// then group checks, then the access's check; insertions of one kind at one point go in
-/// the reverse of their order in `insertions` (as when each was spliced in at that point
-/// in turn).
-fn insert_all(body: &mut Vec<Statement>, insertions: Vec<Insertion>) -> u32 {
-    let mut inserted = 0;
-    let mut insertions: Vec<(usize, Insertion)> = insertions.into_iter().enumerate().collect();
-    // Inner and later lists before the lists holding them: a rebuilt list moves its blocks,
-    // but the paths into them only use indices of the lists above.
-    insertions.sort_by(|(sa, a), (sb, b)| {
-        let (ia, pa) = a.at.split_last().unwrap();
-        let (ib, pb) = b.at.split_last().unwrap();
-        pb.cmp(pa).then(ia.cmp(ib)).then(a.order.cmp(&b.order)).then(sb.cmp(sa))
-    });
-    let mut rest = insertions.as_mut_slice();
-    while let Some(((_, first), _)) = rest.split_first() {
-        let parents = first.at[..first.at.len() - 1].to_vec();
-        let n = rest.iter().take_while(|(_, i)| i.at[..i.at.len() - 1] == parents).count();
-        let (group, tail) = std::mem::take(&mut rest).split_at_mut(n);
-        let list = list_at_mut(body, &parents);
-        let added: usize = group.iter().map(|(_, i)| i.stmts.len()).sum();
-        let old = std::mem::take(list);
-        let old_len = old.len();
-        let mut new = Vec::with_capacity(old_len + added);
-        let mut group = group.iter_mut().peekable();
-        let mut put = |new: &mut Vec<Statement>, ins: &mut Insertion| {
-            inserted += ins.stmts.iter().filter(|s| matches!(s, Statement::Inst(_))).count() as u32;
-            new.append(&mut ins.stmts);
-        };
-        for (k, s) in old.into_iter().enumerate() {
-            while let Some((_, ins)) = group.next_if(|(_, i)| *i.at.last().unwrap() as usize == k) {
-                put(&mut new, ins);
-            }
-            new.push(s);
-        }
-        for (_, ins) in group {
-            assert_eq!(*ins.at.last().unwrap() as usize, old_len, "an insertion point past the end of its list");
-            put(&mut new, ins);
-        }
-        *list = new;
-        rest = tail;
-    }
-    inserted
-}
-
-fn list_at_mut<'a>(body: &'a mut Vec<Statement>, parents: &[u32]) -> &'a mut Vec<Statement> {
-    let mut list = body;
-    for &i in parents {
-        match &mut list[i as usize] {
-            Statement::Block(b) => list = b,
-            _ => unreachable!("a path's parents are blocks"),
-        }
-    }
-    list
 }
 
 /// LOADMETA for root number `k` whose value is in register `value`: the table lookup of
