@@ -18,7 +18,14 @@ mkdir -p "$work" bench/results
 # shellcheck disable=SC1090
 source <(scripts/setup-toolchain.sh --env)
 
-python3 bench/ptx-frontend/gen_big.py "$work/big$limit.cu" --limit "$limit" >&2
+# Replaced only when it changes, so the PTX below is not rebuilt (nvcc takes a while) on
+# every run.
+python3 bench/ptx-frontend/gen_big.py "$work/big$limit.cu.new" --limit "$limit" >&2
+if cmp -s "$work/big$limit.cu.new" "$work/big$limit.cu"; then
+  rm "$work/big$limit.cu.new"
+else
+  mv "$work/big$limit.cu.new" "$work/big$limit.cu"
+fi
 ptx=$work/big$limit.ptx
 if [ ! -s "$ptx" ] || [ "$work/big$limit.cu" -nt "$ptx" ]; then
   echo "bench: nvcc -arch=sm_90 -ptx -O3 -lineinfo $work/big$limit.cu" >&2
@@ -64,20 +71,24 @@ if profile != "null" and os.path.exists(profile):
     # Inclusive share of samples per function of interest (perf report --children).
     wanted = {
         "check pass (all)": "gpusan_passes::check::instrument_function",
-        "check: snippet() re-parsing its PTX text": "gpusan_passes::check::snippet",
+        "check: snippet text to statements (line cache, new lines parsed)": "gpusan_passes::check::snippet::Cache::parse",
         "check: reaching definitions": "gpusan_ptx::dataflow::reaching_defs",
-        "check: Vec::splice per insertion (moves the tail each time)": "<alloc::vec::splice::Splice<I,A> as core::ops::drop::Drop>::drop",
+        # Inlined into instrument_function: perf names it without its path.
+        "check: insertions (each statement list rebuilt once)": "insert_all",
+        "check: control-flow graph": "gpusan_ptx::cfg::Cfg::build",
+        "verify: control-flow check (no graph)": "gpusan_ptx::cfg::Cfg::check",
         "verify (input and output)": "gpusan_passes::verify::verify",
-        "verify: scope lookup per name": "gpusan_passes::verify::FunctionChecker::use_name",
-        "parse (input and snippets)": "gpusan_ptx::parser::parse",
+        "verify: scope lookup per name": "gpusan_passes::verify::FunctionChecker::resolves",
+        "parse (input)": "gpusan_ptx::parser::parse",
         "print": "gpusan_ptx::printer::print",
+        "page faults (fresh memory for the instrumented tree)": "asm_exc_page_fault",
     }
     text = open(profile).read().splitlines()
     hot = {}
     for label, sym in wanted.items():
         for line in text:
-            m = re.match(r"\s+([\d.]+)%\s+[\d.]+%\s+\S+\s+\S+\s+\[\.\]\s+(.*)$", line)
-            if m and m.group(2).strip() == sym:
+            m = re.match(r"\s+([\d.]+)%\s+[\d.]+%\s+\S+\s+\S+\s+\[[.k]\]\s+(.*)$", line)
+            if m and m.group(2).strip().removesuffix(" (inlined)") == sym:
                 hot[label] = float(m.group(1)) / 100
                 break
 b = big["files"][0]

@@ -12,18 +12,20 @@
 //! - no name is declared twice in one scope (parameters share the body's scope, labels
 //!   share the names of registers, as ptxas has it);
 //! - every `bra`, `brx.idx` and `.branchtargets` names a label (or table) in scope, all of
-//!   them reported, as [`gpusan_ptx::cfg`] words it; the control-flow graph is then built
-//!   for each body, and whatever else it rejects is reported too (it stops at its first
-//!   error, which is why the labels are resolved here as well);
+//!   them reported, as [`gpusan_ptx::cfg`] words it; each body is then checked as the
+//!   control-flow graph would be built ([`Cfg::check`]: the graph itself is not needed),
+//!   and whatever else it rejects is reported too (it stops at its first error, which is
+//!   why the labels are resolved here as well);
 //! - `.version` is at most [`MAX_VERSION`].
 //!
 //! A name that is undeclared is reported once per function, at its first use: a pass
 //! that forgets a declaration forgets it at every site, and one line says so.
 
-use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use gpusan_ptx::ast::{Function, Initializer, Instruction, Item, Linkage, Name, Operand, Span, Statement, VarDecl};
+use gpusan_ptx::ast::{
+    Function, Initializer, Instruction, Item, Linkage, Name, NameMap, NameSet, Operand, Span, Statement, VarDecl,
+};
 use gpusan_ptx::cfg::{Cfg, CfgError};
 use gpusan_ptx::printer::Ptx;
 use gpusan_ptx::Module;
@@ -97,7 +99,12 @@ impl std::error::Error for VerifierErrors {}
 
 /// Checks `module`; `Err` holds every error found.
 pub fn verify(module: &Module) -> Result<(), VerifierErrors> {
-    let mut v = Verifier { errors: Vec::new(), symbols: HashMap::new(), all_symbols: HashSet::new() };
+    let mut v = Verifier {
+        errors: Vec::new(),
+        symbols: NameMap::default(),
+        all_symbols: NameSet::default(),
+        numbered: Numbered::default(),
+    };
     v.module(module);
     if v.errors.is_empty() {
         Ok(())
@@ -117,9 +124,10 @@ enum Symbol {
 struct Verifier {
     errors: Vec<VerifierError>,
     /// Module-level names declared so far.
-    symbols: HashMap<Name, Symbol>,
+    symbols: NameMap<Symbol>,
     /// Every module-level name, to tell "declared later" from "never declared".
-    all_symbols: HashSet<Name>,
+    all_symbols: NameSet,
+    numbered: Numbered,
 }
 
 impl Verifier {
@@ -220,15 +228,15 @@ impl Verifier {
 
     fn function(&mut self, f: &Function) {
         let body = f.body.as_deref().unwrap_or_default();
-        let mut all_decls = Scope::default();
-        collect_decls(body, &mut all_decls);
         let first_error = self.errors.len();
         let mut fc = FunctionChecker {
             v: self,
             function: f.name,
+            body,
             scopes: vec![Scope::default()],
-            all_decls,
-            reported: HashSet::new(),
+            known: NameSet::default(),
+            all_decls: None,
+            reported: NameSet::default(),
         };
         // Parameters live in the body's scope: `.reg .b64 p;` in a kernel taking `p` is a
         // duplicate definition to ptxas.
@@ -239,7 +247,7 @@ impl Verifier {
 
         // The graph stops at its first error, which the name checks above have usually
         // reported already with the same span; add it only when it is news.
-        if let Err(e) = Cfg::build(f) {
+        if let Err(e) = Cfg::check(f) {
             let (span, inst) = cfg_error_site(&e);
             let known = self.errors[first_error..].iter().any(|x| {
                 if span.is_none() {
@@ -319,29 +327,40 @@ fn collect_decls(stmts: &[Statement], out: &mut Scope) {
 #[derive(Default)]
 struct Scope {
     /// Plain declarations: registers, variables, parameters.
-    names: HashSet<Name>,
+    names: NameSet,
     /// `%r<N>`: prefix → N.
-    ranges: HashMap<Name, u32>,
+    ranges: NameMap<u32>,
     /// For each prefix, the lowest number of a plain name `prefix<number>`, which a later
     /// range declaration of that prefix would declare again.
-    lowest_numbered: HashMap<Name, u64>,
+    lowest_numbered: NameMap<u64>,
     /// Labels and `.branchtargets`/`.calltargets`/`.callprototype` names: the whole
     /// scope's, known before its first statement since branches may jump forward.
-    labels: HashSet<Name>,
+    labels: NameSet,
 }
 
 impl Scope {
-    fn contains(&self, name: Name) -> bool {
-        self.names.contains(&name) || self.labels.contains(&name) || self.in_range(name)
+    /// `numbered` is the name split by [`Numbered::get`].
+    fn contains(&self, name: Name, numbered: Option<(Name, u64)>) -> bool {
+        self.names.contains(&name) || self.labels.contains(&name) || self.in_range(numbered)
     }
 
-    fn in_range(&self, name: Name) -> bool {
-        if self.ranges.is_empty() {
-            return false;
-        }
-        split_number(&name).is_some_and(|(prefix, n)| {
-            Name::from_existing(prefix).and_then(|p| self.ranges.get(&p)).is_some_and(|&count| n < count as u64)
-        })
+    fn in_range(&self, numbered: Option<(Name, u64)>) -> bool {
+        numbered.is_some_and(|(prefix, n)| self.ranges.get(&prefix).is_some_and(|&count| n < count as u64))
+    }
+}
+
+/// [`split_number`] of each name looked up, remembered: the same few thousand names are
+/// looked up millions of times. The prefix is `None`'s case when no name has that text,
+/// so no range declares it.
+#[derive(Default)]
+struct Numbered(NameMap<Option<(Name, u64)>>);
+
+impl Numbered {
+    fn get(&mut self, name: Name) -> Option<(Name, u64)> {
+        *self
+            .0
+            .entry(name)
+            .or_insert_with(|| split_number(&name).and_then(|(prefix, n)| Some((Name::from_existing(prefix)?, n))))
     }
 }
 
@@ -355,18 +374,23 @@ fn split_number(name: &str) -> Option<(&str, u64)> {
     Some((prefix, n.parse().ok()?))
 }
 
-struct FunctionChecker<'v> {
+struct FunctionChecker<'v, 'b> {
     v: &'v mut Verifier,
     function: Name,
+    body: &'b [Statement],
     /// The scopes enclosing the statement being checked, innermost last.
     scopes: Vec<Scope>,
-    /// Everything the function declares, in any scope.
-    all_decls: Scope,
+    /// Names found in the body's scope, the module or the predefined ones: they resolve
+    /// until the end of the function, so the scopes need not be searched for them again.
+    known: NameSet,
+    /// Everything the function declares, in any scope: only wanted to word an error, so
+    /// collected at the first one.
+    all_decls: Option<Scope>,
     /// Undeclared names already reported in this function.
-    reported: HashSet<Name>,
+    reported: NameSet,
 }
 
-impl FunctionChecker<'_> {
+impl FunctionChecker<'_, '_> {
     fn error(&mut self, kind: ErrorKind, span: Span, inst: Option<&Instruction>) {
         let context = inst.map(|i| Ptx(i).to_string().replace(" \t", " "));
         self.v.errors.push(VerifierError { kind, function: Some(self.function), span, context });
@@ -386,8 +410,9 @@ impl FunctionChecker<'_> {
                 | Statement::CallPrototype { label, span, .. } => (*label, *span),
                 _ => continue,
             };
+            let numbered = self.v.numbered.get(label);
             let scope = self.scopes.last_mut().unwrap();
-            if !scope.labels.insert(label) || scope.names.contains(&label) || scope.in_range(label) {
+            if !scope.labels.insert(label) || scope.names.contains(&label) || scope.in_range(numbered) {
                 self.error(ErrorKind::DuplicateDeclaration(label.to_string()), span, None);
             }
         }
@@ -438,6 +463,7 @@ impl FunctionChecker<'_> {
     }
 
     fn declare(&mut self, name: Name, count: Option<u32>, span: Span) {
+        let numbered = if count.is_none() { self.v.numbered.get(name) } else { None };
         let scope = self.scopes.last_mut().unwrap();
         let duplicate = match count {
             Some(n) => {
@@ -445,7 +471,7 @@ impl FunctionChecker<'_> {
                 again || scope.lowest_numbered.get(&name).is_some_and(|&low| low < n as u64)
             }
             None => {
-                let dup = !scope.names.insert(name) || scope.labels.contains(&name) || scope.in_range(name);
+                let dup = !scope.names.insert(name) || scope.labels.contains(&name) || scope.in_range(numbered);
                 if let Some((prefix, n)) = split_number(&name) {
                     let low = scope.lowest_numbered.entry(Name::from(prefix)).or_insert(n);
                     *low = (*low).min(n);
@@ -462,10 +488,20 @@ impl FunctionChecker<'_> {
         }
     }
 
-    fn resolves(&self, name: Name) -> bool {
-        self.scopes.iter().rev().any(|s| s.contains(name))
-            || self.v.symbols.contains_key(&name)
-            || gpusan_ptx::semantics::is_predefined(&name)
+    fn resolves(&mut self, name: Name) -> bool {
+        if self.known.contains(&name) {
+            return true;
+        }
+        let numbered = self.v.numbered.get(name);
+        let lasting = match self.scopes.iter().rposition(|s| s.contains(name, numbered)) {
+            Some(0) => true,
+            Some(_) => return true,
+            None => self.v.symbols.contains_key(&name) || gpusan_ptx::semantics::is_predefined(&name),
+        };
+        if lasting {
+            self.known.insert(name);
+        }
+        lasting
     }
 
     /// A branch's label or a `brx.idx`'s table: reported as the graph would, but every one
@@ -497,7 +533,13 @@ impl FunctionChecker<'_> {
         if !self.reported.insert(name) {
             return;
         }
-        let declared = self.all_decls.contains(name);
+        let body = self.body;
+        let all_decls = self.all_decls.get_or_insert_with(|| {
+            let mut all = Scope::default();
+            collect_decls(body, &mut all);
+            all
+        });
+        let declared = all_decls.contains(name, self.v.numbered.get(name));
         let kind = self.v.unresolved(name, declared);
         self.error(kind, span, inst);
     }

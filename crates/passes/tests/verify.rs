@@ -152,6 +152,22 @@ fn use_before_declaration() {
 }
 
 #[test]
+fn names_resolve_by_scope_however_often_they_are_used() {
+    // The verifier remembers names that resolve for the rest of the function (body scope,
+    // module): a body register used before, inside and after a block is fine everywhere; a
+    // block's register used many times inside it is still undeclared after it.
+    assert_clean(&kernel(
+        "\t.reg .b32 \t%r<3>;\n\tmov.u32 \t%r1, 0;\n\t{\n\t.reg .b32 \t%x;\n\tmov.u32 \t%x, %r1;\n\t\
+         add.s32 \t%x, %x, %x;\n\tmov.u32 \t%r2, %x;\n\t}\n\tadd.s32 \t%r2, %r2, %r1;\n\tret;",
+    ));
+    let k = kinds(&kernel(
+        "\t.reg .b32 \t%r<3>;\n\t{\n\t.reg .b32 \t%x;\n\tmov.u32 \t%x, 1;\n\tadd.s32 \t%x, %x, %x;\n\t}\n\t\
+         mov.u32 \t%r1, %x;\n\tret;",
+    ));
+    assert_eq!(k, vec![ErrorKind::UsedBeforeDeclaration("%x".into())]);
+}
+
+#[test]
 fn calls_need_a_declared_callee() {
     let src = format!(
         "{}.func f()\n{{\n\tret;\n}}\n",

@@ -20,6 +20,11 @@ pub use thin_vec::ThinVec;
 /// cheap.
 pub type Name = ustr::Ustr;
 
+/// Maps and sets keyed by [`Name`], hashed by the hash interning computed once, so a lookup
+/// does not hash the text again.
+pub type NameMap<V> = ustr::UstrMap<V>;
+pub type NameSet = ustr::UstrSet;
+
 /// Byte range in the parsed source. Nodes created by passes use [`Span::NONE`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Span {

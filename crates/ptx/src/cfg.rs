@@ -31,7 +31,10 @@
 
 use std::collections::HashMap;
 use std::fmt::Write;
+use std::hash::BuildHasherDefault;
 use std::ops::Range;
+
+use smallvec::SmallVec;
 
 use crate::ast::{Function, FunctionKind, Instruction, Name, Operand, Span, Statement};
 use crate::printer::Ptx;
@@ -185,13 +188,12 @@ pub(crate) fn walk<'a>(body: &'a [Statement], mut f: impl FnMut(&'a Statement, S
     parents
 }
 
+/// Labels or tables by scope and name. Hashed with an unkeyed fast hash: the keys are a
+/// module's own names, and the graph is built for every function of every module.
+type ScopedNames<T> = HashMap<(ScopeId, Name), T, BuildHasherDefault<ahash::AHasher>>;
+
 /// Looks `name` up from `scope` outwards.
-fn resolve<'m, T>(
-    map: &'m HashMap<(ScopeId, Name), T>,
-    parents: &[ScopeId],
-    scope: ScopeId,
-    name: Name,
-) -> Option<&'m T> {
+fn resolve<'m, T>(map: &'m ScopedNames<T>, parents: &[ScopeId], scope: ScopeId, name: Name) -> Option<&'m T> {
     let mut s = scope;
     while s != NONE {
         if let Some(v) = map.get(&(s, name)) {
@@ -200,6 +202,40 @@ fn resolve<'m, T>(
         s = parents[s as usize];
     }
     None
+}
+
+/// Calls `f` with the block of each label the transfer `inst` (in `scope`) names, in
+/// operand order: a branch's label, or a table's labels in table order. Returns whether it
+/// leaves the function instead (`ret`, `exit`, `trap`).
+fn transfer_targets<T: Copy>(
+    inst: &Instruction,
+    scope: ScopeId,
+    labels: &ScopedNames<T>,
+    tables: &ScopedNames<Table>,
+    scope_parent: &[ScopeId],
+    mut f: impl FnMut(T),
+) -> Result<bool, CfgError> {
+    match flow(inst)? {
+        Flow::Next => unreachable!("only transfers end a block early"),
+        Flow::Jump(label) => f(*resolve(labels, scope_parent, scope, label)
+            .ok_or_else(|| CfgError::UndefinedLabel { label, inst: inst_text(inst), span: inst.span })?),
+        Flow::Table(name) => {
+            let table = resolve(tables, scope_parent, scope, name).ok_or_else(|| CfgError::UndefinedTable {
+                table: name,
+                inst: inst_text(inst),
+                span: inst.span,
+            })?;
+            for &label in table.targets {
+                f(*resolve(labels, scope_parent, table.scope, label).ok_or(CfgError::UndefinedTarget {
+                    table: name,
+                    label,
+                    span: table.span,
+                })?);
+            }
+        }
+        Flow::Return => return Ok(true),
+    }
+    Ok(false)
 }
 
 fn inst_text(inst: &Instruction) -> String {
@@ -213,12 +249,14 @@ impl Cfg {
         let mut blocks = vec![Block::empty_at(0)];
         // The transfer ending each block, if it ends with one.
         let mut terminators: Vec<Option<(&Instruction, ScopeId)>> = vec![None];
-        let mut labels: HashMap<(ScopeId, Name), BlockId> = HashMap::new();
-        let mut tables: HashMap<(ScopeId, Name), Table> = HashMap::new();
-        let mut block_of = Vec::new();
-        let mut inst_scope = Vec::new();
-        let mut paths = Vec::new();
-        let mut path_start = vec![0];
+        let mut labels: ScopedNames<BlockId> = ScopedNames::default();
+        let mut tables: ScopedNames<Table> = ScopedNames::default();
+        // Most statements are instructions: reserve for all of them.
+        let mut block_of = Vec::with_capacity(body.len());
+        let mut inst_scope = Vec::with_capacity(body.len());
+        let mut paths = Vec::with_capacity(body.len());
+        let mut path_start = Vec::with_capacity(body.len() + 1);
+        path_start.push(0);
         let mut closed = false;
         let mut error = None;
         let mut n = 0u32;
@@ -278,29 +316,13 @@ impl Cfg {
         let exit = BlockId(blocks.len() as u32);
         for (i, term) in terminators.iter().enumerate() {
             let fall = BlockId(i as u32 + 1);
-            let mut succs = Vec::new();
+            let mut succs: SmallVec<[BlockId; 2]> = SmallVec::new();
             match term {
                 None => succs.push(fall),
                 Some((inst, scope)) => {
-                    match flow(inst)? {
-                        Flow::Next => unreachable!("only transfers end a block early"),
-                        Flow::Jump(label) => {
-                            succs.push(*resolve(&labels, &scope_parent, *scope, label).ok_or_else(|| {
-                                CfgError::UndefinedLabel { label, inst: inst_text(inst), span: inst.span }
-                            })?)
-                        }
-                        Flow::Table(name) => {
-                            let table = resolve(&tables, &scope_parent, *scope, name).ok_or_else(|| {
-                                CfgError::UndefinedTable { table: name, inst: inst_text(inst), span: inst.span }
-                            })?;
-                            for &label in table.targets {
-                                succs.push(
-                                    *resolve(&labels, &scope_parent, table.scope, label)
-                                        .ok_or(CfgError::UndefinedTarget { table: name, label, span: table.span })?,
-                                );
-                            }
-                        }
-                        Flow::Return => succs.push(exit),
+                    let returns = transfer_targets(inst, *scope, &labels, &tables, &scope_parent, |b| succs.push(b))?;
+                    if returns {
+                        succs.push(exit);
                     }
                     if inst.guard.is_some() {
                         succs.push(fall);
@@ -317,6 +339,15 @@ impl Cfg {
             blocks[i].succs = unique;
         }
         blocks.push(Block::empty_at(n));
+        let mut npreds = vec![0u32; blocks.len()];
+        for b in &blocks {
+            for s in &b.succs {
+                npreds[s.index()] += 1;
+            }
+        }
+        for (b, n) in blocks.iter_mut().zip(npreds) {
+            b.preds.reserve_exact(n as usize);
+        }
         for i in 0..blocks.len() {
             for j in 0..blocks[i].succs.len() {
                 let s = blocks[i].succs[j];
@@ -332,6 +363,47 @@ impl Cfg {
             blocks[b.index()].reachable = true;
         }
         Ok(Cfg { blocks, rpo, rpo_index, block_of, inst_scope, paths, path_start, scope_parent })
+    }
+
+    /// The error [`Cfg::build`] would return, without building the graph: for a verifier,
+    /// which only wants to know whether the graph can be built.
+    pub fn check(f: &Function) -> Result<(), CfgError> {
+        let body = f.body.as_deref().ok_or(CfgError::NoBody(f.name))?;
+        let mut labels: ScopedNames<()> = ScopedNames::default();
+        let mut tables: ScopedNames<Table> = ScopedNames::default();
+        // Every transfer ends its block in `build`, so these are its blocks' terminators, in
+        // block order.
+        let mut transfers = Vec::new();
+        let mut error = None;
+        let scope_parent = walk(body, |s, scope, _| match s {
+            Statement::Label(name, span) => {
+                let again = labels.insert((scope, *name), ()).is_some();
+                if again && error.is_none() {
+                    error = Some(CfgError::DuplicateLabel { label: *name, span: *span });
+                }
+            }
+            Statement::Inst(inst) => match flow(inst) {
+                Ok(Flow::Next) => {}
+                Ok(_) => transfers.push((inst, scope)),
+                Err(e) => {
+                    error.get_or_insert(e);
+                }
+            },
+            Statement::BranchTargets { label, targets, span } => {
+                let table = Table { targets, scope, span: *span };
+                if tables.insert((scope, *label), table).is_some() && error.is_none() {
+                    error = Some(CfgError::DuplicateLabel { label: *label, span: *span });
+                }
+            }
+            _ => {}
+        });
+        if let Some(e) = error {
+            return Err(e);
+        }
+        for (inst, scope) in transfers {
+            transfer_targets(inst, scope, &labels, &tables, &scope_parent, |()| {})?;
+        }
+        Ok(())
     }
 
     /// All blocks, the virtual exit last.

@@ -16,10 +16,13 @@
 //! registers, symbols and labels are not registers. A kernel's parameters live in the
 //! `.param` space and are read with `ld.param`, so a kernel's entry defines no register.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
+use std::fmt::Write as _;
+use std::hash::BuildHasherDefault;
 
-use crate::ast::{Function, Name, StateSpace, Statement};
+use crate::ast::{Function, Name, NameMap, StateSpace, Statement};
 use crate::cfg::{walk, BlockId, Cfg, InstId, ScopeId};
 use crate::semantics;
 
@@ -291,6 +294,19 @@ impl<'c, A: Analysis> Results<'c, A> {
         }
     }
 
+    /// The fact just before `to`, from `fact`, the one just before `from`: an instruction
+    /// of the same block, not after `to` (forward analyses). Asking for the facts before
+    /// several instructions of a long block this way carries each on from the last instead
+    /// of replaying the block from its start every time.
+    pub fn advance(&self, fact: &mut A::Fact, from: InstId, to: InstId) {
+        assert!(A::DIRECTION == Direction::Forward, "advance is for forward analyses");
+        assert!(
+            from <= to && self.cfg.block_of(from) == self.cfg.block_of(to),
+            "advance goes forward within one block"
+        );
+        (from.0..to.0).for_each(|i| self.analysis.transfer(InstId(i), fact));
+    }
+
     /// The fact just after `i` in program order.
     pub fn after(&self, i: InstId) -> A::Fact {
         let b = self.cfg.block_of(i);
@@ -361,7 +377,7 @@ impl RegId {
 pub struct Registers {
     names: Vec<Name>,
     scopes: Vec<ScopeId>,
-    map: HashMap<(ScopeId, Name), RegId>,
+    map: HashMap<(ScopeId, Name), RegId, BuildHasherDefault<ahash::AHasher>>,
     params: Vec<RegId>,
     returns: Vec<RegId>,
 }
@@ -388,13 +404,9 @@ impl Registers {
                     regs.declare(scope, d.name);
                 }
                 Some(n) => {
-                    let mut name = String::with_capacity(d.name.len() + 6);
-                    for i in 0..n {
-                        name.clear();
-                        name.push_str(&d.name);
-                        name.push_str(&i.to_string());
-                        regs.declare(scope, Name::from(name.as_str()));
-                    }
+                    for_each_numbered(d.name, n, |name| {
+                        regs.declare(scope, name);
+                    });
                 }
             }
         });
@@ -447,6 +459,40 @@ impl Registers {
     /// `.reg` return parameters: read by the caller, so live at the exit.
     pub fn returns(&self) -> &[RegId] {
         &self.returns
+    }
+}
+
+/// Ranges of names numbered from one prefix that [`for_each_numbered`] remembers: beyond
+/// this a range's names are interned one by one (a range this long is hostile, or rare).
+const NUMBERED_KEPT: u32 = 1 << 16;
+
+thread_local! {
+    /// `%r0`, `%r1`, … by prefix: a function declares `%r<N>`, and every function of a
+    /// module declares the same prefixes, so its names are interned once per thread rather
+    /// than once per function and analysis (interning takes the interner's lock). Interned
+    /// names live as long as the program anyway; this keeps only their handles.
+    static NUMBERED: RefCell<NameMap<Vec<Name>>> = RefCell::new(NameMap::default());
+}
+
+/// Calls `f` with `prefix0` … `prefix{n-1}`, the names `.reg prefix<n>` declares.
+fn for_each_numbered(prefix: Name, n: u32, mut f: impl FnMut(Name)) {
+    let kept = n.min(NUMBERED_KEPT);
+    NUMBERED.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let names = cache.entry(prefix).or_default();
+        let mut text = String::with_capacity(prefix.len() + 10);
+        while names.len() < kept as usize {
+            text.clear();
+            write!(text, "{prefix}{}", names.len()).expect("writing to a String");
+            names.push(Name::from(text.as_str()));
+        }
+        names[..kept as usize].iter().copied().for_each(&mut f);
+    });
+    let mut text = String::with_capacity(prefix.len() + 10);
+    for i in kept..n {
+        text.clear();
+        write!(text, "{prefix}{i}").expect("writing to a String");
+        f(Name::from(text.as_str()));
     }
 }
 
@@ -537,8 +583,11 @@ pub struct ReachingDefsAnalysis {
     defs: Vec<Def>,
     /// The definitions of instruction `i` are `inst_defs[i]..inst_defs[i + 1]`.
     inst_defs: Vec<u32>,
-    /// The definitions of each register, to kill them all on an unguarded write.
-    reg_defs: Vec<Vec<u32>>,
+    /// The definitions of each register, to kill them all on an unguarded write: those of
+    /// register `r` are `reg_defs[reg_def_start[r]..reg_def_start[r + 1]]`, in program
+    /// order (one allocation, not one per register).
+    reg_defs: Vec<u32>,
+    reg_def_start: Vec<u32>,
     entry: BitSet,
 }
 
@@ -555,15 +604,25 @@ impl ReachingDefsAnalysis {
             defs.extend(operands.defs(i).iter().map(|&reg| Def { site: DefSite::Inst(i), reg }));
         }
         inst_defs.push(defs.len() as u32);
-        let mut reg_defs = vec![Vec::new(); registers.len()];
+        let mut reg_def_start = vec![0u32; registers.len() + 1];
+        for def in &defs {
+            reg_def_start[def.reg.index() + 1] += 1;
+        }
+        for r in 0..registers.len() {
+            reg_def_start[r + 1] += reg_def_start[r];
+        }
+        let mut next = reg_def_start.clone();
+        let mut reg_defs = vec![0u32; defs.len()];
         for (d, def) in defs.iter().enumerate() {
-            reg_defs[def.reg.index()].push(d as u32);
+            let at = &mut next[def.reg.index()];
+            reg_defs[*at as usize] = d as u32;
+            *at += 1;
         }
         let mut entry = BitSet::new(defs.len());
         (0..registers.params().len()).for_each(|d| {
             entry.insert(d);
         });
-        ReachingDefsAnalysis { registers, operands, defs, inst_defs, reg_defs, entry }
+        ReachingDefsAnalysis { registers, operands, defs, inst_defs, reg_defs, reg_def_start, entry }
     }
 
     pub fn registers(&self) -> &Registers {
@@ -581,7 +640,7 @@ impl ReachingDefsAnalysis {
 
     /// Indices of the definitions of `reg`, in program order (entry first).
     pub fn defs_of(&self, reg: RegId) -> &[u32] {
-        &self.reg_defs[reg.index()]
+        &self.reg_defs[self.reg_def_start[reg.index()] as usize..self.reg_def_start[reg.index() + 1] as usize]
     }
 }
 
@@ -605,7 +664,7 @@ impl Analysis for ReachingDefsAnalysis {
         let own = self.inst_defs[i.index()] as usize..self.inst_defs[i.index() + 1] as usize;
         if !self.operands.is_guarded(i) {
             for d in own.clone() {
-                for &k in &self.reg_defs[self.defs[d].reg.index()] {
+                for &k in self.defs_of(self.defs[d].reg) {
                     fact.remove(k as usize);
                 }
             }
@@ -702,5 +761,20 @@ impl Liveness<'_> {
     /// The registers live on leaving `b`.
     pub fn live_out(&self, b: BlockId) -> &BitSet {
         self.block_out(b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbered_names_are_the_range_names() {
+        for (prefix, n) in [("%r", 5u32), ("%rd", 3), ("%r", 12), ("%__probe_long", NUMBERED_KEPT + 2)] {
+            let mut names = Vec::new();
+            for_each_numbered(Name::from(prefix), n, |name| names.push(name));
+            let expected: Vec<Name> = (0..n).map(|i| Name::from(format!("{prefix}{i}").as_str())).collect();
+            assert_eq!(names, expected, "{prefix}<{n}>");
+        }
     }
 }

@@ -68,6 +68,15 @@ pub fn parse(src: &str) -> Result<Module, ParseError> {
     Ok(Module { items })
 }
 
+/// Parses the statements of a function body without the braces around them (`mov.u32 %r1,
+/// 0;\n$L: …`), for passes that write new code as PTX text: the module header and the
+/// function around it, and the name cache a whole module wants, would cost more than
+/// parsing a few lines. Spans are offsets into `src`.
+pub fn parse_statements(src: &str) -> Result<Vec<Statement>, ParseError> {
+    let mut p = Parser::with_name_slots(src, SNIPPET_NAME_SLOTS);
+    p.statement_list(Token::Eof)
+}
+
 /// Parses a module one item at a time; stops after the first error.
 pub struct Items<'s> {
     p: Parser<'s>,
@@ -124,14 +133,18 @@ struct Parser<'s> {
 /// thousand registers and modifiers millions of times, and a hit here costs a short hash
 /// and a compare instead of the interner's lock.
 struct NameCache {
-    slots: Box<[Option<Name>; NAME_SLOTS]>,
+    /// A power of two long.
+    slots: Box<[Option<Name>]>,
 }
 
 const NAME_SLOTS: usize = 4096;
+/// A few lines name few things; clearing 4096 slots would cost more than parsing them.
+const SNIPPET_NAME_SLOTS: usize = 64;
 
 impl NameCache {
-    fn new() -> NameCache {
-        NameCache { slots: Box::new([None; NAME_SLOTS]) }
+    fn new(slots: usize) -> NameCache {
+        debug_assert!(slots.is_power_of_two());
+        NameCache { slots: vec![None; slots].into_boxed_slice() }
     }
 
     #[inline]
@@ -141,7 +154,8 @@ impl NameCache {
         for &b in s.as_bytes() {
             h = (h ^ b as u32).wrapping_mul(0x0100_0193);
         }
-        let slot = &mut self.slots[h as usize % NAME_SLOTS];
+        let mask = self.slots.len() - 1;
+        let slot = &mut self.slots[h as usize & mask];
         match slot {
             Some(n) if n.as_str() == s => *n,
             _ => {
@@ -155,6 +169,10 @@ impl NameCache {
 
 impl<'s> Parser<'s> {
     fn new(src: &'s str) -> Parser<'s> {
+        Parser::with_name_slots(src, NAME_SLOTS)
+    }
+
+    fn with_name_slots(src: &'s str, name_slots: usize) -> Parser<'s> {
         Parser {
             src,
             lexer: Token::lexer(src),
@@ -163,7 +181,7 @@ impl<'s> Parser<'s> {
             len: 0,
             prev_end: 0,
             depth: 0,
-            names: NameCache::new(),
+            names: NameCache::new(name_slots),
         }
     }
 
@@ -812,18 +830,24 @@ impl<'s> Parser<'s> {
 
     /// Statements up to and including the closing `}`.
     fn statements(&mut self) -> PResult<Vec<Statement>> {
+        self.statement_list(Token::RBrace)
+    }
+
+    /// Statements up to `end`: the `}` closing a body (taken), or the end of the input.
+    fn statement_list(&mut self, end: Token) -> PResult<Vec<Statement>> {
         self.enter()?;
         let mut out = Vec::new();
         loop {
             let t = self.peek();
             match t.tok {
-                Token::RBrace => {
+                tok if tok == end => {
                     self.bump();
                     self.leave();
                     // Doubling growth leaves up to half the vector unused; bodies are large.
                     out.shrink_to_fit();
                     return Ok(out);
                 }
+                Token::RBrace => return self.expected("an instruction, label or declaration"),
                 Token::Eof => return self.expected("`}` closing the body"),
                 Token::LBrace => {
                     self.bump();
@@ -1170,4 +1194,49 @@ fn parse_int(text: &str, negative: bool) -> Option<IntLit> {
     };
     let value = u64::from_str_radix(body, base).ok()?;
     Some(IntLit { value, radix, unsigned, negative })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_parse_as_in_a_body() {
+        let text =
+            "\t.reg .b64 %rd<3>;\n$L0:\n\t@!%p1 bra $L0;\n\t{\n\tld.global.v2.u64 {%rd1, %rd2}, [%rd0+-32];\n\t}\n";
+        let alone = parse_statements(text).unwrap();
+        let src = format!(".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{{\n{text}}}\n");
+        let module = parse(&src).unwrap();
+        let Some(Item::Function(f)) = module.items.into_iter().find(|i| matches!(i, Item::Function(_))) else {
+            panic!("one function")
+        };
+        let mut in_body = f.body.unwrap();
+        // Spans are offsets into each text; everything else is the same.
+        let offset = src.find(text).unwrap() as u32;
+        for s in &mut in_body {
+            match s {
+                Statement::Inst(i) => i.span = Span { start: i.span.start - offset, end: i.span.end - offset },
+                Statement::Label(_, sp) => *sp = Span { start: sp.start - offset, end: sp.end - offset },
+                Statement::Decl(d) => d.span = Span { start: d.span.start - offset, end: d.span.end - offset },
+                Statement::Block(b) => {
+                    for s in b {
+                        if let Statement::Inst(i) = s {
+                            i.span = Span { start: i.span.start - offset, end: i.span.end - offset };
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(alone, in_body);
+        assert_eq!(alone.len(), 4);
+    }
+
+    #[test]
+    fn a_stray_brace_or_an_open_block_is_an_error() {
+        let e = parse_statements("\tret;\n}\n").unwrap_err();
+        assert!(e.message.contains("found `}`"), "{}", e.message);
+        let e = parse_statements("\t{\n\tret;\n").unwrap_err();
+        assert!(e.message.contains("`}` closing the body"), "{}", e.message);
+    }
 }

@@ -143,6 +143,31 @@ fn duplicate_label_in_one_scope_is_an_error() {
 }
 
 #[test]
+fn check_finds_what_build_finds() {
+    // `Cfg::check` is `Cfg::build` without the graph: the same first error, or none.
+    for body in [
+        "ret;",
+        "$L_a:\nbra.uni $L_a;",
+        "bra.uni $L_x;",
+        "$L_a:\nret;\n$L_a:\nret;",
+        "bra;",
+        ".reg .b32 %r<2>;\nbra %r1;",
+        ".reg .b32 %r<2>;\nbrx.idx %r1, $T;",
+        ".reg .b32 %r<2>;\n$T: .branchtargets $L_a, $L_b;\nbrx.idx %r1, $T;\n$L_a:\nret;",
+        ".reg .b32 %r<2>;\n$T: .branchtargets $L_a;\n$T: .branchtargets $L_a;\n$L_a:\nret;",
+        // The first of several errors, in the order the graph meets them.
+        "bra.uni $L_y;\nbra.uni $L_x;\n$L_a:\n$L_a:\nret;",
+        "bra.uni $L_y;\n{\n$L_in:\nret;\n}\nbra.uni $L_in;\nbra.uni $L_z;",
+    ] {
+        let f = kernel(body);
+        assert_eq!(Cfg::check(&f), Cfg::build(&f).map(|_| ()), "{body}");
+    }
+    let m = gpusan_ptx::parse(".version 8.0\n.target sm_80\n.address_size 64\n.extern .func f();\n").unwrap();
+    let Item::Function(f) = &m.items[3] else { panic!() };
+    assert_eq!(Cfg::check(f), Err(CfgError::NoBody(f.name)));
+}
+
+#[test]
 fn declaration_without_body_is_an_error() {
     let m = gpusan_ptx::parse(".version 8.0\n.target sm_80\n.address_size 64\n.extern .func f();\n").unwrap();
     let Item::Function(f) = &m.items[3] else { panic!() };

@@ -56,6 +56,7 @@ where
 
 fn check(f: &Function, what: &str) -> (usize, usize) {
     let cfg = Cfg::build(f).unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(Cfg::check(f), Ok(()), "{what}: the check disagrees with the graph");
     let dom = DomTree::dominators(&cfg);
     let mut covered = 0;
     for b in cfg.block_ids() {

@@ -54,6 +54,26 @@ fn an_unguarded_write_kills_earlier_writes() {
 }
 
 #[test]
+fn advancing_within_a_block_gives_the_fact_before() {
+    let f = kernel(
+        ".reg .b32 %r<4>;\n.reg .pred %p;\nmov.u32 %r1, 1;\nmov.u32 %r2, %r1;\n@%p mov.u32 %r1, 2;\n\
+         add.s32 %r3, %r1, %r2;\nmov.u32 %r1, %r3;\nsetp.eq.u32 %p, %r1, 0;\n@%p bra $L;\nmov.u32 %r2, 0;\n$L:\nret;",
+    );
+    let cfg = Cfg::build(&f).unwrap();
+    let rd = reaching_defs(&cfg, &f);
+    for b in cfg.block_ids() {
+        let insts: Vec<InstId> = cfg.block(b).insts().collect();
+        for (k, &from) in insts.iter().enumerate() {
+            for &to in &insts[k..] {
+                let mut fact = rd.before(from);
+                rd.advance(&mut fact, from, to);
+                assert_eq!(fact, rd.before(to), "{from:?} to {to:?}");
+            }
+        }
+    }
+}
+
+#[test]
 fn a_guarded_write_kills_nothing() {
     let f = kernel(&format!(
         "{DECLS}setp.eq.u32 %p1, %r0, 0;\nmov.u32 %r1, 1;\n@%p1 mov.u32 %r1, 2;\nst.global.u32 [%rd1], %r1;\nret;"

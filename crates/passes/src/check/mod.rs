@@ -96,7 +96,9 @@ pub use heap::{
     CODE_DOUBLE_FREE, CODE_INVALID_FREE, HEAP_BLOCK_TAG, HEAP_CAPACITY, HEAP_ENTRY_BYTES, HEAP_HEADER_BYTES,
     HEAP_SYMBOL, STATE_FREED,
 };
+mod insert;
 mod onchip;
+mod snippet;
 
 pub use onchip::{CODE_LOCAL_OUT_OF_BOUNDS, CODE_LOCAL_USE_AFTER_SCOPE, CODE_SHARED_OUT_OF_BOUNDS};
 
@@ -279,6 +281,12 @@ pub fn run(module: &mut Module, src: Option<&str>) -> Result<CheckReport, PassEr
 
 /// [`run`] with a configuration.
 pub fn run_with(module: &mut Module, src: Option<&str>, config: &CheckConfig) -> Result<CheckReport, PassError> {
+    let report = instrument_module(module, src, config);
+    snippet::end_module();
+    report
+}
+
+fn instrument_module(module: &mut Module, src: Option<&str>, config: &CheckConfig) -> Result<CheckReport, PassError> {
     check_unused(module)?;
     let line_starts: Vec<usize> = match src {
         Some(s) => std::iter::once(0).chain(s.match_indices('\n').map(|(i, _)| i + 1)).collect(),
@@ -553,12 +561,28 @@ struct Roots<'a> {
     rd: ReachingDefs<'a>,
     insts: Vec<&'a gpusan_ptx::ast::Instruction>,
     before: HashMap<InstId, BitSet>,
+    /// The last instruction `before` got a fact for: the next one in its block carries
+    /// that fact on rather than replaying the block (kernels have blocks of thousands of
+    /// instructions with an access every few).
+    last: Option<InstId>,
 }
 
 impl Roots<'_> {
     fn reaching(&mut self, i: InstId, reg: RegId) -> Vec<DefSite> {
+        if !self.before.contains_key(&i) {
+            let fact = match self.last {
+                Some(j) if j <= i && self.cfg.block_of(j) == self.cfg.block_of(i) => {
+                    let mut fact = self.before[&j].clone();
+                    self.rd.advance(&mut fact, j, i);
+                    fact
+                }
+                _ => self.rd.before(i),
+            };
+            self.before.insert(i, fact);
+            self.last = Some(i);
+        }
         let rd = &self.rd;
-        let before = self.before.entry(i).or_insert_with(|| rd.before(i));
+        let before = &self.before[&i];
         let a = rd.analysis();
         a.defs_of(reg).iter().filter(|&&d| before.contains(d as usize)).map(|&d| a.defs()[d as usize].site).collect()
     }
@@ -733,11 +757,13 @@ fn instrument_function(
     let group_plan: groups::Plan;
     // Root number → the kernel parameter (and offset in it) the root was loaded from.
     let mut block_roots: BTreeMap<usize, (Name, i64)> = BTreeMap::new();
+    // The registers of the roots by name, for the rewrite (the analysis has them all).
+    let mut root_names: HashMap<RegId, Name> = HashMap::new();
     {
         let fref: &Function = f;
         let widths = RegWidths::collect(fref);
         let rd = reaching_defs(&cfg, fref);
-        let mut an = Roots { cfg: &cfg, rd, insts: cfg.instructions(fref), before: HashMap::new() };
+        let mut an = Roots { cfg: &cfg, rd, insts: cfg.instructions(fref), before: HashMap::new(), last: None };
         let windows = module_windows.with_function(fref);
         for i in (0..cfg.num_insts() as u32).map(InstId) {
             let inst = an.insts[i.index()];
@@ -880,6 +906,11 @@ fn instrument_function(
                 block_roots.clear();
             }
         }
+        let registers = an.rd.analysis().registers();
+        for root in root_numbers.keys() {
+            let (Root::Entry(r) | Root::Inst(_, r)) = *root;
+            root_names.insert(r, registers.name(r));
+        }
     }
     report.roots = root_numbers.len() as u32;
     report.block_roots = block_roots.len() as u32;
@@ -894,20 +925,19 @@ fn instrument_function(
         labels += 1;
         format!("$__gs_L{}", labels - 1)
     };
-    let regs = gpusan_ptx::dataflow::Registers::collect(&cfg, f);
     let mut insertions = Vec::new();
     let mut entry_code = String::new();
     let block_slot = |k: usize| block_roots.keys().position(|&b| b == k);
     for (root, &k) in &root_numbers {
         match *root {
-            Root::Entry(reg) => entry_code.push_str(&root_meta_k(k, &regs.name(reg), false, layout, &mut label)),
+            Root::Entry(reg) => entry_code.push_str(&root_meta_k(k, &root_names[&reg], false, layout, &mut label)),
             Root::Inst(d, reg) => {
                 let path = cfg.inst_path(d);
                 let mut at = path.to_vec();
                 *at.last_mut().unwrap() += 1;
                 let text = match block_slot(k) {
                     Some(slot) => fetch_block_meta(k, slot),
-                    None => root_meta_k(k, &regs.name(reg), heap_calls.is_result(d), layout, &mut label),
+                    None => root_meta_k(k, &root_names[&reg], heap_calls.is_result(d), layout, &mut label),
                 };
                 insertions.push(Insertion { at, order: order::LOADMETA, stmts: snippet(&text) });
             }
@@ -1018,23 +1048,7 @@ fn instrument_function(
         insertions.push(Insertion { at: after, order: order::AFTER_ACCESS, stmts: snippet(&code.after) });
     }
 
-    // Apply, later points first so earlier paths stay valid; at one point in [`order`].
-    insertions.sort_by(|a, b| b.at.cmp(&a.at).then(b.order.cmp(&a.order)));
     let body = f.body.as_mut().unwrap();
-    for ins in insertions {
-        report.inserted += ins.stmts.iter().filter(|s| matches!(s, Statement::Inst(_))).count() as u32;
-        let (idx, parents) = ins.at.split_last().unwrap();
-        let list = list_at_mut(body, parents);
-        let idx = *idx as usize;
-        list.splice(idx..idx, ins.stmts);
-    }
-    if !tail.is_empty() {
-        // Unreachable but by the branches to it: a body that ends without `ret` must not
-        // fall into it.
-        let tail = snippet(&format!("\tret;\n{tail}"));
-        report.inserted += tail.iter().filter(|s| matches!(s, Statement::Inst(_))).count() as u32;
-        body.extend(tail);
-    }
 
     // Declarations and the entry code at the top.
     let n = root_numbers.len() as u32;
@@ -1078,9 +1092,16 @@ fn instrument_function(
         top.push_str(&block_lookup(&block_roots, &mut label));
     }
     top.push_str(&entry_code);
-    let top = snippet(&top);
-    report.inserted += top.iter().filter(|s| matches!(s, Statement::Inst(_))).count() as u32;
-    body.splice(0..0, top);
+    // Pushed last, of the first kind: before whatever else goes at the top.
+    insertions.push(Insertion { at: vec![0], order: 0, stmts: snippet(&top) });
+    report.inserted += insert::insert_all(body, insertions);
+    if !tail.is_empty() {
+        // Unreachable but by the branches to it: a body that ends without `ret` must not
+        // fall into it.
+        let tail = snippet(&format!("\tret;\n{tail}"));
+        report.inserted += tail.iter().filter(|s| matches!(s, Statement::Inst(_))).count() as u32;
+        body.extend(tail);
+    }
     Ok(report)
 }
 
@@ -1369,17 +1390,6 @@ fn root_meta_k(
     }
 }
 
-fn list_at_mut<'a>(body: &'a mut Vec<Statement>, parents: &[u32]) -> &'a mut Vec<Statement> {
-    let mut list = body;
-    for &i in parents {
-        match &mut list[i as usize] {
-            Statement::Block(b) => list = b,
-            _ => unreachable!("a path's parents are blocks"),
-        }
-    }
-    list
-}
-
 /// LOADMETA for root number `k` whose value is in register `value`: the table lookup of
 /// `gpusan_runtime::registry::device_lookup`, line for line:
 ///
@@ -1639,21 +1649,7 @@ fn report_record(r: &Record, reaction: Reaction, stop: &Option<String>, skip: &s
 
 /// Statements from PTX text, with the spans of nodes a pass creates.
 fn snippet(text: &str) -> Vec<Statement> {
-    let src = format!(".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry __gs_snippet()\n{{\n{text}}}\n");
-    let module = gpusan_ptx::parse(&src).expect("the check pass's own PTX parses");
-    let Some(Item::Function(f)) = module.items.into_iter().find(|i| matches!(i, Item::Function(_))) else {
-        unreachable!("the snippet is one function")
-    };
-    let mut body = f.body.unwrap_or_default();
-    for s in &mut body {
-        match s {
-            Statement::Inst(i) => i.span = Span::NONE,
-            Statement::Label(_, span) => *span = Span::NONE,
-            Statement::Decl(d) => d.span = Span::NONE,
-            _ => {}
-        }
-    }
-    body
+    snippet::parse(text)
 }
 
 #[cfg(test)]
