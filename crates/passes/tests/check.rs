@@ -46,6 +46,13 @@ fn render(input: &str) -> String {
                     "// optimized: {} checks on a fast path behind {} group checks, {} roots looked up per block",
                     f.grouped, f.group_checks, f.block_roots
                 );
+                if f.spans > 0 || f.static_in_bounds > 0 {
+                    let _ = writeln!(
+                        s,
+                        "//   {} runs in two versions, {} on-chip accesses in bounds by their constant address",
+                        f.spans, f.static_in_bounds
+                    );
+                }
             }
             s.push_str(out.ptx.trim_end());
             s.push('\n');

@@ -47,6 +47,12 @@
 //!    `bench/injection/abi_test.cpp`) and is skipped: its guard becomes "not bad" (and its
 //!    old guard, composed with `and.pred`).
 //!
+//! Outside device-heap modules the verdicts of LOADMETA are folded into the bounds
+//! ([`Layout::Folded`]): a root found nowhere gets `[0, 2^64)`, a freed one the limit
+//! `base`, so MEMCHECK is `a < low || a + w > lim`; the slow path that writes the record
+//! sits after the function's last `ret`. Checks are grouped per address definition
+//! ([`groups`]) and straight runs of grouped accesses get two versions ([`spans`]).
+//!
 //! A root in no entry of the table (a module variable, memory gpusan did not see
 //! allocated, a shared or local window) is never judged: the rule is zero false positives.
 //!
@@ -1233,16 +1239,8 @@ impl SiteGen<'_> {
         }
         // The fast path: the groups' range checks passed, so the access's own are jumped over.
         let fast = label();
-        match groups {
-            [] => {}
-            [g] => text.push_str(&format!("\t@%__gs_gok{g} bra {fast};\n")),
-            [g0, rest @ ..] => {
-                text.push_str(&format!("\tmov.pred %__gs_q, %__gs_gok{g0};\n"));
-                for g in rest {
-                    text.push_str(&format!("\tand.pred %__gs_q, %__gs_q, %__gs_gok{g};\n"));
-                }
-                text.push_str(&format!("\t@%__gs_q bra {fast};\n"));
-            }
+        if !groups.is_empty() {
+            text.push_str(&spans::enter_text(groups, &fast));
         }
         // The check: `%__gs_any` when some access of the instruction is bad.
         let mut first = true;

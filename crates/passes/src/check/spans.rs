@@ -4,7 +4,7 @@
 //! A grouped access (`groups`) still pays a branch on its group's predicate, and that branch
 //! ends the basic block: ptxas can no longer schedule the loads of an unrolled loop body
 //! together, which is most of what a shared-memory GEMM loses. A *span* is a run of
-//! top-level instructions holding two or more grouped accesses, and nothing the pass
+//! top-level instructions (and `.loc` lines) holding two or more grouped accesses, and nothing the pass
 //! inserts code between (no root definitions, no group definitions, no other checks), no
 //! labels, no branches, calls or barriers. It is emitted twice:
 //!
@@ -80,8 +80,11 @@ pub(super) fn find(
             // Code planned at point `j` (between `j - 1` and `j`) would land inside.
             close(&mut run);
         }
+        // `.loc` lines (every `-lineinfo` build has one per source line) go into both
+        // versions; labels, declarations and blocks end a run.
         let fits = match stmt {
             Statement::Inst(i) => !ends_a_run(i.opcode.as_str()),
+            Statement::Loc(_) => true,
             _ => false,
         };
         match site_at[j] {
@@ -95,7 +98,8 @@ pub(super) fn find(
     spans
 }
 
-/// The branch to the unchecked version when every group in `groups` passed.
+/// The branch to `fast` when every group in `groups` passed (a span's unchecked version,
+/// or one access's fast path).
 pub(super) fn enter_text(groups: &[usize], fast: &str) -> String {
     let mut t = String::new();
     match groups {
