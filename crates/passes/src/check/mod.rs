@@ -48,10 +48,10 @@
 //!    old guard, composed with `and.pred`).
 //!
 //! Outside device-heap modules the verdicts of LOADMETA are folded into the bounds
-//! ([`Layout::Folded`]): a root found nowhere gets `[0, 2^64)`, a freed one the limit
+//! (`Layout::Folded`): a root found nowhere gets `[0, 2^64)`, a freed one the limit
 //! `base`, so MEMCHECK is `a < low || a + w > lim`; the slow path that writes the record
 //! sits after the function's last `ret`. Checks are grouped per address definition
-//! ([`groups`]) and straight runs of grouped accesses get two versions ([`spans`]).
+//! (`groups`) and straight runs of grouped accesses get two versions (`spans`).
 //!
 //! A root in no entry of the table (a module variable, memory gpusan did not see
 //! allocated, a shared or local window) is never judged: the rule is zero false positives.
