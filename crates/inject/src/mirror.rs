@@ -25,7 +25,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use gpusan_runtime::device_abi::{
-    ErrorBufferHeader, ErrorRecord, SourceLines, ERRORS_SYMBOL, ERROR_CAPACITY, MODULE_SYMBOL, TABLE_SYMBOL,
+    ErrorBufferHeader, ErrorRecord, SourceLines, ERRORS_SYMBOL, ERROR_CAPACITY, LOOKUP_CACHE_BYTES, MODULE_SYMBOL,
+    TABLE_SYMBOL,
 };
 use gpusan_runtime::registry::DeviceTable;
 
@@ -123,8 +124,9 @@ unsafe fn upload(abi: &mut Abi) {
     let mut full = false;
     if need > abi.table_bytes {
         let bytes = need.next_power_of_two().max(32 + 32 * 1024);
-        let Some(p) = call_alloc(bytes) else { return };
-        abi.table_ptr = p;
+        // The lookup cache sits below the header; it needs no initial content.
+        let Some(p) = call_alloc(bytes + LOOKUP_CACHE_BYTES as usize) else { return };
+        abi.table_ptr = p + LOOKUP_CACHE_BYTES;
         abi.table_bytes = bytes;
         full = true;
         for m in &abi.modules {

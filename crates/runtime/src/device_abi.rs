@@ -6,7 +6,7 @@
 //!
 //! | symbol | type | value |
 //! | --- | --- | --- |
-//! | `__gpusan_table` | `.u64` | device address of the allocation table ([`crate::registry::DeviceTable`]: 32-byte header, then 32-byte entries sorted by base) |
+//! | `__gpusan_table` | `.u64` | device address of the allocation table ([`crate::registry::DeviceTable`]: 32-byte header, then 32-byte entries sorted by base), with the lookup cache in the [`LOOKUP_CACHE_BYTES`] below it |
 //! | `__gpusan_errors` | `.u64` | device address of the error buffer below |
 //! | `__gpusan_module` | `.u32` | this module's number, for [`ErrorRecord::kernel`] |
 //!
@@ -34,6 +34,14 @@ use crate::registry::{Lookup, Registry};
 use crate::report::{Access, DeviceDetails, ErrorKind, HeapBlock, Nearest, Report, SourceLoc, Space, Stack};
 
 pub const TABLE_SYMBOL: &str = "__gpusan_table";
+
+/// The lookup cache: `u32` entry indices in the bytes right below the table header, slot
+/// `(value * LOOKUP_CACHE_HASH) >> (64 - log2(LOOKUP_CACHE_BYTES / 4))` for a looked-up
+/// pointer `value`. Kernels read and write it as a hint, used only when the entry it
+/// names contains the value (the check pass's `loadmeta` says why that is exact), so the
+/// runtime neither initializes nor invalidates it: it only allocates it with the table.
+pub const LOOKUP_CACHE_BYTES: u64 = 1 << 16;
+pub const LOOKUP_CACHE_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
 pub const ERRORS_SYMBOL: &str = "__gpusan_errors";
 pub const MODULE_SYMBOL: &str = "__gpusan_module";
 pub const HEAP_SYMBOL: &str = "__gpusan_heap";

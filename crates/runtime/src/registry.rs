@@ -684,7 +684,8 @@ const _: () = assert!(std::mem::size_of::<DeviceTableHeader>() == 32);
 
 impl DeviceTableHeader {
     pub const MAGIC: u32 = u32::from_le_bytes(*b"GSAT");
-    pub const LAYOUT: u32 = 1;
+    /// 2: the lookup cache below the header (`device_abi::LOOKUP_CACHE_BYTES`).
+    pub const LAYOUT: u32 = 2;
 
     /// The header as it lies in device memory (little-endian, like every NVIDIA GPU).
     pub fn to_bytes(&self) -> [u8; 32] {

@@ -26,8 +26,9 @@
 //!    symbol, `cvta` of a symbol or from another window, a `.reg` parameter of a `.func`,
 //!    anything not listed above.
 //! 2. **LOADMETA**, once per root, right after the instruction defining it (at the top of
-//!    the body for a `.reg` parameter): a binary search of the table for the root's value,
-//!    exactly `device_lookup` of `crates/runtime/src/registry.rs`, leaving the entry's
+//!    the body for a `.reg` parameter): a probe of the lookup cache below the table and,
+//!    when it misses, a binary search of the table for the root's value, exactly
+//!    `device_lookup` of `crates/runtime/src/registry.rs` (see [`loadmeta`]), leaving the entry's
 //!    base, `base + size`, id and state in registers of that root, and a predicate saying
 //!    whether an entry was found. A table address of 0 (the module runs without gpusan)
 //!    finds nothing. These predicates are also cleared at the top of the body, so a path
@@ -1060,9 +1061,9 @@ fn instrument_function(
     let n = root_numbers.len() as u32;
     let mut top = String::new();
     for (ty, names) in [
-        ("b64", &["t", "lo", "hi", "mid", "x", "y", "sz", "a", "e", "eb", "r"][..]),
+        ("b64", &["t", "lo", "hi", "mid", "x", "y", "sz", "a", "e", "eb", "r", "h"][..]),
         ("b32", &["i", "c", "k"][..]),
-        ("pred", &["q", "g", "bad", "any"][..]),
+        ("pred", &["q", "g", "bad", "any", "nb"][..]),
     ] {
         for name in names {
             top.push_str(&format!("\t.reg .{ty} %__gs_{name};\n"));
@@ -1388,13 +1389,18 @@ fn root_meta_k(
     }
 }
 
-/// LOADMETA for root number `k` whose value is in register `value`: the table lookup of
+/// LOADMETA for root number `k` whose value is in register `value`: a probe of the lookup
+/// cache, then, when it misses, the table lookup of
 /// `gpusan_runtime::registry::device_lookup`, line for line:
 ///
 /// ```text
-/// lo = 0; hi = len
-/// while lo < hi { mid = lo + (hi - lo) / 2; if e[mid].base <= addr { lo = mid + 1 } else { hi = mid } }
-/// if lo == 0 { miss } else if addr - e[lo-1].base < e[lo-1].size (unsigned) { hit e[lo-1] } else { miss }
+/// c = cache[hash(addr)]
+/// if c < len && addr - e[c].base < e[c].size (unsigned) { lo = c + 1 } else {
+///   lo = 0; hi = len
+///   while lo < hi { mid = lo + (hi - lo) / 2; if e[mid].base <= addr { lo = mid + 1 } else { hi = mid } }
+///   if lo == 0 { miss }; cache[hash(addr)] = lo - 1
+/// }
+/// if addr - e[lo-1].base < e[lo-1].size (unsigned) { hit e[lo-1] } else { miss }
 /// ```
 ///
 /// The table is a 32-byte header (`len` at offset 8) followed by 32-byte entries
@@ -1402,25 +1408,43 @@ fn root_meta_k(
 /// `lo - 1` at `table + 32 * lo`. After a hit, `low` is the entry's base, or the base of
 /// entry `lo - 2` when the value is the entry's base and entry `lo - 2` ends there (a
 /// pointer one past the end of that neighbour).
+///
+/// **The cache** is [`LOOKUP_CACHE_BYTES`] of `u32` entry indices right below the header,
+/// indexed by a multiplicative hash of the value ([`LOOKUP_CACHE_HASH`]). It is only a
+/// hint, which is why nobody initializes or invalidates it: a slot is used only when it
+/// names an entry of the current table that contains the value, and entries are disjoint,
+/// so that entry is the one the search would find. Stale indices (the runtime re-sorted
+/// the table), collisions and garbage fail the test and fall back on the search, which
+/// writes the slot. A kernel parameter or a pointer read from a table is looked up by
+/// every block or thread with the same value, so after the first search it costs two
+/// dependent loads (slot and length, then the entry) instead of `log2(len) + 2`.
 fn loadmeta(k: usize, value: &str, layout: Layout, label: &mut dyn FnMut() -> String) -> String {
-    let (head, end, done) = (label(), label(), label());
+    let (search, head, end, cached, done) = (label(), label(), label(), label(), label());
     let hit = match layout {
         // Found and live: `[low, base + size)`. Found and not live: every byte from the
         // base on is bad, so the limit is the base. The id keeps "not live" in its top bit
-        // for the record's code (ids count up from 1 and never reach it).
+        // for the record's code (ids count up from 1 and never reach it). The entry's
+        // second half and the neighbour below load with the first, not after the test.
         Layout::Folded => format!(
             "\tld.global.v2.u64 {{%__gs_mid, %__gs_sz}}, [%__gs_x];\n\
+             \tld.global.v2.u64 {{%__gs_id{k}, %__gs_r}}, [%__gs_x+16];\n\
+             \tsetp.ge.u64 %__gs_nb, %__gs_lo, 2;\n\
+             \t@%__gs_nb ld.global.v2.u64 {{%__gs_a, %__gs_e}}, [%__gs_x+-32];\n\
              \tsub.s64 %__gs_y, {value}, %__gs_mid;\n\
              \tsetp.ge.u64 %__gs_q, %__gs_y, %__gs_sz;\n\
              \t@%__gs_q bra {done};\n\
-             \tld.global.u64 %__gs_id{k}, [%__gs_x+16];\n\
-             \tld.global.u32 %__gs_c, [%__gs_x+24];\n\
+             \tcvt.u32.u64 %__gs_c, %__gs_r;\n\
              \tand.b32 %__gs_c, %__gs_c, 255;\n\
              \tsetp.ne.u32 %__gs_q, %__gs_c, {STATE_LIVE};\n\
              \tadd.s64 %__gs_lim{k}, %__gs_mid, %__gs_sz;\n\
              \t@%__gs_q mov.b64 %__gs_lim{k}, %__gs_mid;\n\
              \t@%__gs_q or.b64 %__gs_id{k}, %__gs_id{k}, {DEAD_BIT:#x};\n\
-             \tmov.b64 %__gs_low{k}, %__gs_mid;\n"
+             \tmov.b64 %__gs_low{k}, %__gs_mid;\n\
+             \tsetp.eq.and.u64 %__gs_nb, {value}, %__gs_mid, %__gs_nb;\n\
+             \t@!%__gs_nb bra {done};\n\
+             \tadd.s64 %__gs_e, %__gs_a, %__gs_e;\n\
+             \tsetp.eq.u64 %__gs_q, %__gs_e, %__gs_mid;\n\
+             \t@%__gs_q mov.b64 %__gs_low{k}, %__gs_a;\n"
         ),
         Layout::Heap => format!(
             "\tld.global.v2.u64 {{%__gs_base{k}, %__gs_sz}}, [%__gs_x];\n\
@@ -1431,7 +1455,15 @@ fn loadmeta(k: usize, value: &str, layout: Layout, label: &mut dyn FnMut() -> St
              \tsub.s64 %__gs_y, {value}, %__gs_base{k};\n\
              \tsetp.lt.u64 %__gs_ok{k}, %__gs_y, %__gs_sz;\n\
              \tmov.b64 %__gs_low{k}, %__gs_base{k};\n\
-             \tmov.b64 %__gs_mid, %__gs_base{k};\n"
+             \tmov.b64 %__gs_mid, %__gs_base{k};\n\
+             \tsetp.ne.u64 %__gs_q, {value}, %__gs_mid;\n\
+             \t@%__gs_q bra {done};\n\
+             \tsetp.lt.u64 %__gs_q, %__gs_lo, 2;\n\
+             \t@%__gs_q bra {done};\n\
+             \tld.global.v2.u64 {{%__gs_y, %__gs_sz}}, [%__gs_x+-32];\n\
+             \tadd.s64 %__gs_sz, %__gs_y, %__gs_sz;\n\
+             \tsetp.eq.u64 %__gs_q, %__gs_sz, %__gs_mid;\n\
+             \t@%__gs_q mov.b64 %__gs_low{k}, %__gs_y;\n"
         ),
     };
     format!(
@@ -1439,7 +1471,23 @@ fn loadmeta(k: usize, value: &str, layout: Layout, label: &mut dyn FnMut() -> St
          \tld.global.u64 %__gs_t, [{TABLE_SYMBOL}];\n\
          \tsetp.eq.u64 %__gs_q, %__gs_t, 0;\n\
          \t@%__gs_q bra {done};\n\
+         \tmul.lo.u64 %__gs_h, {value}, {LOOKUP_CACHE_HASH:#x};\n\
+         \tshr.u64 %__gs_h, %__gs_h, {shift};\n\
+         \tshl.b64 %__gs_h, %__gs_h, 2;\n\
+         \tadd.s64 %__gs_h, %__gs_t, %__gs_h;\n\
+         \tld.global.u32 %__gs_c, [%__gs_h+-{LOOKUP_CACHE_BYTES}];\n\
          \tld.global.u64 %__gs_hi, [%__gs_t+8];\n\
+         \tcvt.u64.u32 %__gs_lo, %__gs_c;\n\
+         \tsetp.ge.u64 %__gs_q, %__gs_lo, %__gs_hi;\n\
+         \t@%__gs_q bra {search};\n\
+         \tshl.b64 %__gs_x, %__gs_lo, 5;\n\
+         \tadd.s64 %__gs_x, %__gs_t, %__gs_x;\n\
+         \tld.global.v2.u64 {{%__gs_mid, %__gs_sz}}, [%__gs_x+32];\n\
+         \tsub.s64 %__gs_y, {value}, %__gs_mid;\n\
+         \tadd.s64 %__gs_lo, %__gs_lo, 1;\n\
+         \tsetp.lt.u64 %__gs_q, %__gs_y, %__gs_sz;\n\
+         \t@%__gs_q bra {cached};\n\
+         {search}:\n\
          \tmov.u64 %__gs_lo, 0;\n\
          {head}:\n\
          \tsetp.ge.u64 %__gs_q, %__gs_lo, %__gs_hi;\n\
@@ -1457,58 +1505,98 @@ fn loadmeta(k: usize, value: &str, layout: Layout, label: &mut dyn FnMut() -> St
          {end}:\n\
          \tsetp.eq.u64 %__gs_q, %__gs_lo, 0;\n\
          \t@%__gs_q bra {done};\n\
+         \tadd.s64 %__gs_y, %__gs_lo, -1;\n\
+         \tcvt.u32.u64 %__gs_c, %__gs_y;\n\
+         \tst.global.u32 [%__gs_h+-{LOOKUP_CACHE_BYTES}], %__gs_c;\n\
+         {cached}:\n\
          \tshl.b64 %__gs_x, %__gs_lo, 5;\n\
          \tadd.s64 %__gs_x, %__gs_t, %__gs_x;\n\
          {hit}\
-         \tsetp.ne.u64 %__gs_q, {value}, %__gs_mid;\n\
-         \t@%__gs_q bra {done};\n\
-         \tsetp.lt.u64 %__gs_q, %__gs_lo, 2;\n\
-         \t@%__gs_q bra {done};\n\
-         \tld.global.v2.u64 {{%__gs_y, %__gs_sz}}, [%__gs_x+-32];\n\
-         \tadd.s64 %__gs_sz, %__gs_y, %__gs_sz;\n\
-         \tsetp.eq.u64 %__gs_q, %__gs_sz, %__gs_mid;\n\
-         \t@%__gs_q mov.b64 %__gs_low{k}, %__gs_y;\n\
          {done}:\n",
-        reset = found_nothing(k, layout)
+        reset = found_nothing(k, layout),
+        shift = 64 - LOOKUP_CACHE_BITS,
     )
 }
+
+/// `device_abi::LOOKUP_CACHE_BYTES`: the lookup cache below the table header.
+pub const LOOKUP_CACHE_BYTES: u64 = 4 << LOOKUP_CACHE_BITS;
+/// `device_abi::LOOKUP_CACHE_HASH`: a slot is `(value * LOOKUP_CACHE_HASH) >> (64 - 14)`
+/// (Fibonacci hashing: the top bits of the product depend on every bit of the value).
+pub const LOOKUP_CACHE_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
+const LOOKUP_CACHE_BITS: u32 = 14;
 
 /// The top bit of a folded root's `id`: the allocation is not live.
 const DEAD_BIT: u64 = 1 << 63;
 
-/// The block-wide lookup of kernel-parameter roots, at the top of a kernel: thread (0,0,0)
-/// loads each parameter and runs LOADMETA for it, stores the metadata in shared memory
-/// (48 bytes a root), and the block waits for it at a barrier. At the root's definition every
-/// thread then reads the metadata back ([`fetch_block_meta`]) instead of searching the table:
-/// a kernel parameter has one value for the whole grid, so one search per block is exact,
-/// and it spares every other warp the search (the cost `bench/lookup` measures).
+/// The block-wide lookup of kernel-parameter roots, at the top of a kernel: the first
+/// `L = min(32, threads in the block)` threads, all in warp 0, share the roots out (thread
+/// `r` takes roots `r`, `r + L`, …), each loads its parameter and runs LOADMETA for it, and
+/// stores the metadata in shared memory (32 bytes a root); the block waits for it at a
+/// barrier. At the root's definition every thread then reads the metadata back
+/// ([`fetch_block_meta`]) instead of searching the table: a kernel parameter has one value
+/// for the whole grid, so one lookup per block is exact, and it spares every other warp the
+/// search (the cost `bench/lookup` measures).
+///
+/// Why lanes and not thread 0 alone: the lookups are chains of dependent loads, and a
+/// kernel with many small blocks (a stencil launches 262,144 of 256 threads) waits for the
+/// chain in every block. Lanes of one warp run one instruction stream, so the lookups of
+/// all roots overlap and the block waits for one chain, not one per root. The parameter is
+/// picked by predicated loads, not by a branch per root, which would serialize the lanes
+/// again.
 ///
 /// The barrier is the kernel's first instruction, which every thread of the block runs.
 fn block_lookup(roots: &BTreeMap<usize, (Name, i64)>, label: &mut dyn FnMut() -> String) -> String {
-    let done = label();
+    let (done, next) = (label(), label());
+    let n = roots.len();
+    // The linear thread index r = (tid.z * ntid.y + tid.y) * ntid.x + tid.x, and L.
     let mut t = format!(
         "\t.reg .b64 %__gs_pv;\n\
          \t.shared .align 16 .b8 __gs_meta[{}];\n\
-         \tmov.u32 %__gs_k, %tid.x;\n\
+         \tmov.u32 %__gs_k, %ntid.x;\n\
+         \tmov.u32 %__gs_c, %ntid.y;\n\
+         \tmul.lo.u32 %__gs_i, %__gs_k, %__gs_c;\n\
+         \tmov.u32 %__gs_c, %ntid.z;\n\
+         \tmul.lo.u32 %__gs_i, %__gs_i, %__gs_c;\n\
+         \tmin.u32 %__gs_i, %__gs_i, 32;\n\
+         \tmov.u32 %__gs_k, %tid.z;\n\
+         \tmov.u32 %__gs_c, %ntid.y;\n\
+         \tmul.lo.u32 %__gs_k, %__gs_k, %__gs_c;\n\
          \tmov.u32 %__gs_c, %tid.y;\n\
-         \tor.b32 %__gs_k, %__gs_k, %__gs_c;\n\
-         \tmov.u32 %__gs_c, %tid.z;\n\
-         \tor.b32 %__gs_k, %__gs_k, %__gs_c;\n\
-         \tsetp.ne.u32 %__gs_q, %__gs_k, 0;\n\
-         \t@%__gs_q bra {done};\n",
-        BLOCK_META_BYTES * roots.len() as u64
+         \tadd.s32 %__gs_k, %__gs_k, %__gs_c;\n\
+         \tmov.u32 %__gs_c, %ntid.x;\n\
+         \tmul.lo.u32 %__gs_k, %__gs_k, %__gs_c;\n\
+         \tmov.u32 %__gs_c, %tid.x;\n\
+         \tadd.s32 %__gs_k, %__gs_k, %__gs_c;\n\
+         \tsetp.ge.u32 %__gs_q, %__gs_k, %__gs_i;\n\
+         \t@%__gs_q bra {done};\n\
+         \tsetp.ge.u32 %__gs_q, %__gs_k, {n};\n\
+         \t@%__gs_q bra {done};\n\
+         {next}:\n",
+        BLOCK_META_BYTES * n as u64
     );
-    for (slot, (&k, &(param, offset))) in roots.iter().enumerate() {
-        let at = BLOCK_META_BYTES as usize * slot;
-        t.push_str(&format!("\tld.param.u64 %__gs_pv, [{param}+{offset}];\n"));
-        t.push_str(&loadmeta(k, "%__gs_pv", Layout::Folded, label));
-        t.push_str(&format!(
-            "\tst.shared.v2.u64 [__gs_meta+{at}], {{%__gs_low{k}, %__gs_lim{k}}};\n\
-             \tst.shared.u64 [__gs_meta+{}], %__gs_id{k};\n",
-            at + 16
-        ));
+    for (slot, &(param, offset)) in roots.values().enumerate() {
+        if slot == 0 {
+            t.push_str(&format!("\tld.param.u64 %__gs_pv, [{param}+{offset}];\n"));
+        } else {
+            t.push_str(&format!(
+                "\tsetp.eq.u32 %__gs_q, %__gs_k, {slot};\n\t@%__gs_q ld.param.u64 %__gs_pv, [{param}+{offset}];\n"
+            ));
+        }
     }
-    t.push_str(&format!("{done}:\n\tbar.sync 0;\n"));
+    // One set of per-root registers does for all: the metadata goes to shared memory, and
+    // every root's registers are reset after the barrier.
+    let k = *roots.keys().next().expect("a block lookup has roots");
+    t.push_str(&loadmeta(k, "%__gs_pv", Layout::Folded, label));
+    t.push_str(&format!(
+        "\tmov.u32 %__gs_c, __gs_meta;\n\
+         \tmad.lo.u32 %__gs_c, %__gs_k, {BLOCK_META_BYTES}, %__gs_c;\n\
+         \tst.shared.v2.u64 [%__gs_c], {{%__gs_low{k}, %__gs_lim{k}}};\n\
+         \tst.shared.u64 [%__gs_c+16], %__gs_id{k};\n\
+         \tadd.s32 %__gs_k, %__gs_k, %__gs_i;\n\
+         \tsetp.lt.u32 %__gs_q, %__gs_k, {n};\n\
+         \t@%__gs_q bra {next};\n\
+         {done}:\n\tbar.sync 0;\n"
+    ));
     for &k in roots.keys() {
         t.push_str(&found_nothing(k, Layout::Folded));
     }
@@ -1676,6 +1764,51 @@ mod tests {
             assert!(text.contains("@%__gs_q add.s64 %__gs_lo, %__gs_mid, 1;"));
             assert!(text.contains("@!%__gs_q mov.u64 %__gs_hi, %__gs_mid;"));
         }
+    }
+
+    #[test]
+    fn a_cache_slot_is_trusted_only_for_an_entry_that_contains_the_value() {
+        let text = loadmeta(0, "%rd1", Layout::Folded, &mut {
+            let mut n = 0;
+            move || {
+                n += 1;
+                format!("$__gs_L{n}")
+            }
+        });
+        let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("no `{needle}` in\n{text}"));
+        // Probe: slot below the header, index below the length, entry containing the value,
+        // and only then the jump past the search ($__gs_L4 is `cached`).
+        let slot = at(&format!("ld.global.u32 %__gs_c, [%__gs_h+-{LOOKUP_CACHE_BYTES}];"));
+        let in_table = at("setp.ge.u64 %__gs_q, %__gs_lo, %__gs_hi;\n\t@%__gs_q bra $__gs_L1;");
+        let contains = at("setp.lt.u64 %__gs_q, %__gs_y, %__gs_sz;\n\t@%__gs_q bra $__gs_L4;");
+        let search = at("$__gs_L1:\n");
+        let refill = at(&format!("st.global.u32 [%__gs_h+-{LOOKUP_CACHE_BYTES}], %__gs_c;"));
+        let cached = at("$__gs_L4:\n");
+        assert!(slot < in_table && in_table < contains && contains < search && search < refill && refill < cached);
+        // The hit path judges the entry again, so a trusted slot and a search end the same way.
+        assert!(text[cached..].contains("setp.ge.u64 %__gs_q, %__gs_y, %__gs_sz;"));
+    }
+
+    #[test]
+    fn block_lookup_spreads_roots_over_lanes_without_branching_per_root() {
+        let roots: BTreeMap<usize, (Name, i64)> =
+            [(0, ("k_param_0".into(), 0)), (1, ("k_param_1".into(), 0)), (2, ("k_param_2".into(), 8))].into();
+        let text = block_lookup(&roots, &mut {
+            let mut n = 0;
+            move || {
+                n += 1;
+                format!("$__gs_L{n}")
+            }
+        });
+        // One LOADMETA for all roots, each parameter picked by a predicated load.
+        assert_eq!(text.matches("ld.global.u64 %__gs_t, [__gpusan_table];").count(), 1);
+        assert!(text.contains("ld.param.u64 %__gs_pv, [k_param_0+0];"));
+        assert!(text.contains("setp.eq.u32 %__gs_q, %__gs_k, 2;\n\t@%__gs_q ld.param.u64 %__gs_pv, [k_param_2+8];"));
+        // At most 32 lanes, looping when the block has fewer threads than roots.
+        assert!(text.contains("min.u32 %__gs_i, %__gs_i, 32;"));
+        assert!(text.contains("add.s32 %__gs_k, %__gs_k, %__gs_i;\n\tsetp.lt.u32 %__gs_q, %__gs_k, 3;"));
+        assert!(text.contains(&format!("mad.lo.u32 %__gs_c, %__gs_k, {BLOCK_META_BYTES}, %__gs_c;")));
+        assert!(text.ends_with("\tbar.sync 0;\n\tmov.b64 %__gs_low0, 0;\n\tmov.b64 %__gs_lim0, -1;\n\tmov.b64 %__gs_low1, 0;\n\tmov.b64 %__gs_lim1, -1;\n\tmov.b64 %__gs_low2, 0;\n\tmov.b64 %__gs_lim2, -1;\n"), "{text}");
     }
 
     #[test]
