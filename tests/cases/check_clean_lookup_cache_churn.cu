@@ -32,7 +32,7 @@ int main() {
     for (int round = 0; round < 4; round++) {
         for (int i = 0; i < nbuf; i++) {
             int n = 64 + i;
-            touch<<<2, 64>>>(bufs[i], n, sum);
+            touch<<<1, 64>>>(bufs[i], n, sum);
             touch<<<1, 32>>>(bufs[i] + n / 2, n - n / 2, sum);
             touch_end<<<1, 32>>>(bufs[i] + n, n, sum);
             for (int j = 0; j < n; j++) want += host[i][j]++;
