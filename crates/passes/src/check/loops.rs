@@ -30,9 +30,11 @@
 //!   `v` such a variable and `r` invariant or a constant;
 //!
 //! against a root whose bounds are set before the preheader (its LOADMETA dominates it).
-//! Over `T` iterations `v` holds `v0 + m * d` for `0 <= m <= T` (one stride more than the
-//! accesses see, harmless), so the range is `[v0 + off + min(0, d*T), v0 + off + max(0,
-//! d*T) + w)`.
+//! Over at most `T` iterations `v` holds `v0 + m * d` with `m` the steps run so far: `0 <=
+//! m <= T - 1` where the access (or the `add` reading `v`) comes before the step on every
+//! path from the header, `1 <= m <= T` where it comes after, `0 <= m <= T` otherwise. The
+//! range is those addresses plus the access's offset and width; exact for nvcc's loops,
+//! where an access ending a buffer has its range end at the buffer's end.
 //!
 //! The trip count `T` comes from the exit test at the latch, `@p bra header` with `p =
 //! setp.cmp c, n`, `c` an induction variable of step `s` and `n` invariant: for `ne` (nvcc's
@@ -109,16 +111,50 @@ enum Bound {
     Imm(i64),
 }
 
-/// The bytes `[start (+ addend) + min + min(0, stride*T), start (+ addend) + end +
-/// max(0, stride*T))` checked against root `k`.
+/// The bytes `[b + min + stride*m, b + end + stride*m)` for every step count `m` the
+/// accesses can see (`steps`), `b = start (+ addend)` in the preheader, checked against
+/// root `k`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Range {
     k: usize,
     start: Name,
     addend: Option<Name>,
     stride: i64,
+    steps: Steps,
     min: i64,
     end: i64,
+}
+
+/// Which values of an induction variable an access reads over iterations `0..T`: how many
+/// of its steps have run by then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Steps {
+    /// Before this iteration's step: `0..=T-1`.
+    Before,
+    /// After it: `1..=T`.
+    After,
+    /// Either (or no induction variable): `0..=T`.
+    Any,
+}
+
+impl Steps {
+    /// The step counts as `(lowest, highest - T)`.
+    fn bounds(self) -> (i64, i64) {
+        match self {
+            Steps::Before => (0, -1),
+            Steps::After => (1, 0),
+            Steps::Any => (0, 0),
+        }
+    }
+}
+
+/// An address as `start + addend + imm + stride * m` after `m` steps.
+struct Form {
+    start: Name,
+    addend: Option<Name>,
+    imm: i64,
+    stride: i64,
+    steps: Steps,
 }
 
 /// What the planner needs of the pass's analysis.
@@ -365,7 +401,7 @@ impl LoopPlanner<'_, '_> {
         }
 
         // Every checked access in the loop needs a range.
-        let mut ranges: BTreeMap<(usize, Name, Option<Name>, i64), (i64, i64)> = BTreeMap::new();
+        let mut ranges: BTreeMap<(usize, Name, Option<Name>, i64, Steps), (i64, i64)> = BTreeMap::new();
         let mut covered = 0usize;
         let mut accesses = 0u32;
         let mut trip: Option<Option<Trip>> = None;
@@ -389,7 +425,7 @@ impl LoopPlanner<'_, '_> {
                 }
                 let (Some(base), offset) = inst.operands[operand].as_address()? else { return None };
                 let reg = self.an.resolve(site.inst, base)?;
-                let (start, addend, imm, stride) = self.form(site.inst, base, reg)?;
+                let Form { start, addend, imm, stride, steps } = self.form(site.inst, base, reg)?;
                 if stride != 0 && trip.get_or_insert_with(|| self.trip(latch, back)).is_none() {
                     return None;
                 }
@@ -398,7 +434,7 @@ impl LoopPlanner<'_, '_> {
                 if min.abs() > MAX_OFFSET || end.abs() > MAX_OFFSET {
                     return None;
                 }
-                let e = ranges.entry((k, start, addend, stride)).or_insert((min, end));
+                let e = ranges.entry((k, start, addend, stride, steps)).or_insert((min, end));
                 e.0 = e.0.min(min);
                 e.1 = e.1.max(end);
                 accesses += 1;
@@ -410,19 +446,20 @@ impl LoopPlanner<'_, '_> {
         }
         let ranges = ranges
             .into_iter()
-            .map(|((k, start, addend, stride), (min, end))| Range { k, start, addend, stride, min, end })
+            .map(|((k, start, addend, stride, steps), (min, end))| Range { k, start, addend, stride, steps, min, end })
             .collect();
         Some(Version { first, last, check_at, accesses, trip: trip.flatten(), ranges })
     }
 
     /// The address in `base` (register `reg`) at `at` as `start + addend + imm + m*stride`,
     /// `start` and `addend` registers as they are in the preheader.
-    fn form(&mut self, at: InstId, base: Name, reg: RegId) -> Option<(Name, Option<Name>, i64, i64)> {
+    fn form(&mut self, at: InstId, base: Name, reg: RegId) -> Option<Form> {
+        let plain = |start, addend, imm, stride, steps| Form { start, addend, imm, stride, steps };
         if self.invariant(reg) {
-            return Some((base, None, 0, 0));
+            return Some(plain(base, None, 0, 0, Steps::Any));
         }
-        if let Some((step, _, 64)) = self.induction(reg) {
-            return (step.abs() <= MAX_STRIDE).then_some((base, None, 0, step));
+        if let Some((step, u, 64)) = self.induction(reg) {
+            return (step.abs() <= MAX_STRIDE).then(|| plain(base, None, 0, step, self.steps_before(u, at)));
         }
         let [DefSite::Inst(d)] = self.an.reaching(at, reg)[..] else { return None };
         let inst = self.an.insts[d.index()];
@@ -439,20 +476,42 @@ impl LoopPlanner<'_, '_> {
         for (iv, other) in [(1, 2), (2, 1)] {
             let Some(v) = name(iv) else { continue };
             let Some(vr) = self.an.resolve(d, v) else { continue };
-            let Some((step, _, 64)) = self.induction(vr) else { continue };
+            let Some((step, u, 64)) = self.induction(vr) else { continue };
             if step.abs() > MAX_STRIDE {
                 return None;
             }
+            let steps = self.steps_before(u, d);
             match inst.operands.get(other) {
-                Some(Operand::Int(c)) => return Some((v, None, c.as_i64(), step)),
+                Some(Operand::Int(c)) => return Some(plain(v, None, c.as_i64(), step, steps)),
                 Some(Operand::Name(n)) if n.starts_with('%') => {
                     let r = self.an.resolve(d, *n)?;
-                    return self.invariant(r).then_some((v, Some(*n), 0, step));
+                    return self.invariant(r).then(|| plain(v, Some(*n), 0, step, steps));
                 }
                 _ => return None,
             }
         }
         None
+    }
+
+    /// How many steps `u` of an induction variable have run when `r` reads it, in
+    /// iteration `j` (from 0): `j + 1` when `u` comes first on every path from the header,
+    /// `j` when `r` does, either otherwise (the body has no cycle but through the header).
+    fn steps_before(&self, u: InstId, r: InstId) -> Steps {
+        let first = |a: InstId, b: InstId| {
+            let (ba, bb) = (self.cfg.block_of(a), self.cfg.block_of(b));
+            if ba == bb {
+                a < b
+            } else {
+                self.dom.dominates(ba, bb)
+            }
+        };
+        if first(u, r) {
+            Steps::After
+        } else if first(r, u) {
+            Steps::Before
+        } else {
+            Steps::Any
+        }
     }
 
     /// The exit test at the latch's back branch `back`, when it bounds the iterations.
@@ -624,12 +683,19 @@ impl Trip {
 impl Range {
     /// `%__gs_vok` stays set when the range lies inside root `k`'s bounds.
     fn text(&self) -> String {
-        let Range { k, start, addend, stride, min, end } = self;
-        let mut t = match addend {
-            Some(r) => format!("\tadd.s64 %__gs_a, {start}, {r};\n\tadd.s64 %__gs_a, %__gs_a, {min};\n"),
-            None => format!("\tadd.s64 %__gs_a, {start}, {min};\n"),
+        let Range { k, start, addend, stride, steps, min, end } = self;
+        // The constant parts of both ends; the end that moves with T gets `stride * T`.
+        let (lowest, highest) = steps.bounds();
+        let (lo, hi) = match stride {
+            0 => (*min, *end),
+            s if *s > 0 => (min + s * lowest, end + s * highest),
+            s => (min + s * highest, end + s * lowest),
         };
-        t.push_str(&format!("\tadd.s64 %__gs_e, %__gs_a, {};\n", end - min));
+        let mut t = match addend {
+            Some(r) => format!("\tadd.s64 %__gs_x, {start}, {r};\n"),
+            None => format!("\tmov.b64 %__gs_x, {start};\n"),
+        };
+        t.push_str(&format!("\tadd.s64 %__gs_a, %__gs_x, {lo};\n\tadd.s64 %__gs_e, %__gs_x, {hi};\n"));
         if *stride != 0 {
             t.push_str(&format!("\tmul.lo.s64 %__gs_vx0, %__gs_vt, {stride};\n"));
             let moved = if *stride > 0 { "%__gs_e" } else { "%__gs_a" };
