@@ -51,7 +51,10 @@
 //! (`Layout::Folded`): a root found nowhere gets `[0, 2^64)`, a freed one the limit
 //! `base`, so MEMCHECK is `a < low || a + w > lim`; the slow path that writes the record
 //! sits after the function's last `ret`. Checks are grouped per address definition
-//! (`groups`) and straight runs of grouped accesses get two versions (`spans`).
+//! (`groups`) and straight runs of grouped accesses get two versions (`spans`). Innermost
+//! loops whose accesses walk induction variables by a constant stride (or stay put) get two
+//! versions too (`loops`): the preheader checks each access's range over all iterations
+//! once and picks an unchecked clone of the loop when every range is in bounds.
 //!
 //! A root in no entry of the table (a module variable, memory gpusan did not see
 //! allocated, a shared or local window) is never judged: the rule is zero false positives.
