@@ -119,7 +119,7 @@ struct Range {
     k: usize,
     start: Name,
     addend: Option<Name>,
-    stride: i64,
+    stride: Stride,
     steps: Steps,
     min: i64,
     end: i64,
@@ -153,9 +153,30 @@ struct Form {
     start: Name,
     addend: Option<Name>,
     imm: i64,
-    stride: i64,
+    stride: Stride,
     steps: Steps,
 }
+
+/// What an induction variable steps by: a constant, or a loop-invariant register (its
+/// sign known only at run time, where it must also be small: `|s| <= 2^28`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Stride {
+    Const(i64),
+    Reg(Name),
+}
+
+impl Stride {
+    fn fits(self) -> bool {
+        match self {
+            Stride::Const(c) => c.abs() <= MAX_STRIDE,
+            Stride::Reg(_) => true,
+        }
+    }
+}
+
+/// Bound on a register stride's magnitude, checked at run time: with `T < 2^34`, `s * T`
+/// stays far inside 64 bits.
+const MAX_REG_STRIDE: i64 = 1 << 28;
 
 /// What the planner needs of the pass's analysis.
 pub(super) struct Input<'x, 'a> {
@@ -261,6 +282,14 @@ impl LoopPlanner<'_, '_> {
     /// The step of `reg` when it is a basic induction variable of the loop, and the
     /// instruction stepping it and its width in bits.
     fn induction(&self, reg: RegId) -> Option<(i64, InstId, u32)> {
+        match self.induction_by(reg)? {
+            (Stride::Const(step), d, bits) => Some((step, d, bits)),
+            _ => None,
+        }
+    }
+
+    /// [`Self::induction`], also taking a loop-invariant register as the step.
+    fn induction_by(&self, reg: RegId) -> Option<(Stride, InstId, u32)> {
         let defs = self.loop_defs(reg);
         let [d] = defs[..] else { return None };
         let inst = self.an.insts[d.index()];
@@ -277,19 +306,25 @@ impl LoopPlanner<'_, '_> {
             Some(Operand::Name(n)) => self.an.resolve(d, *n) == Some(reg),
             _ => false,
         };
-        let imm = |k: usize| match inst.operands.get(k) {
-            Some(Operand::Int(v)) => Some(v.as_i64()),
+        let by = |k: usize| match inst.operands.get(k) {
+            Some(Operand::Int(v)) if v.as_i64() != 0 => Some(Stride::Const(v.as_i64())),
+            Some(Operand::Name(n)) if n.starts_with('%') && bits == 64 => {
+                self.an.resolve(d, *n).filter(|&r| r != reg && self.invariant(r)).map(|_| Stride::Reg(*n))
+            }
             _ => None,
         };
         let step = match inst.opcode.as_str() {
-            "add" if is_reg(1) => imm(2)?,
-            "add" if is_reg(2) => imm(1)?,
-            "sub" if is_reg(1) => imm(2)?.checked_neg()?,
+            "add" if is_reg(1) => by(2)?,
+            "add" if is_reg(2) => by(1)?,
+            "sub" if is_reg(1) => match by(2)? {
+                Stride::Const(c) => Stride::Const(c.checked_neg()?),
+                Stride::Reg(_) => return None,
+            },
             _ => return None,
         };
         // Every iteration that goes round runs it, and (no inner cycle) at most once.
         let latch = self.lp.latches[0];
-        if step == 0 || !self.dom.dominates(self.cfg.block_of(d), latch) {
+        if !self.dom.dominates(self.cfg.block_of(d), latch) {
             return None;
         }
         Some((step, d, bits))
@@ -401,7 +436,7 @@ impl LoopPlanner<'_, '_> {
         }
 
         // Every checked access in the loop needs a range.
-        let mut ranges: BTreeMap<(usize, Name, Option<Name>, i64, Steps), (i64, i64)> = BTreeMap::new();
+        let mut ranges: BTreeMap<(usize, Name, Option<Name>, Stride, Steps), (i64, i64)> = BTreeMap::new();
         let mut covered = 0usize;
         let mut accesses = 0u32;
         let mut trip: Option<Option<Trip>> = None;
@@ -426,7 +461,7 @@ impl LoopPlanner<'_, '_> {
                 let (Some(base), offset) = inst.operands[operand].as_address()? else { return None };
                 let reg = self.an.resolve(site.inst, base)?;
                 let Form { start, addend, imm, stride, steps } = self.form(site.inst, base, reg)?;
-                if stride != 0 && trip.get_or_insert_with(|| self.trip(latch, back)).is_none() {
+                if stride != Stride::Const(0) && trip.get_or_insert_with(|| self.trip(latch, back)).is_none() {
                     return None;
                 }
                 let min = offset.checked_add(imm)?;
@@ -456,10 +491,10 @@ impl LoopPlanner<'_, '_> {
     fn form(&mut self, at: InstId, base: Name, reg: RegId) -> Option<Form> {
         let plain = |start, addend, imm, stride, steps| Form { start, addend, imm, stride, steps };
         if self.invariant(reg) {
-            return Some(plain(base, None, 0, 0, Steps::Any));
+            return Some(plain(base, None, 0, Stride::Const(0), Steps::Any));
         }
-        if let Some((step, u, 64)) = self.induction(reg) {
-            return (step.abs() <= MAX_STRIDE).then(|| plain(base, None, 0, step, self.steps_before(u, at)));
+        if let Some((step, u, 64)) = self.induction_by(reg) {
+            return step.fits().then(|| plain(base, None, 0, step, self.steps_before(u, at)));
         }
         let [DefSite::Inst(d)] = self.an.reaching(at, reg)[..] else { return None };
         let inst = self.an.insts[d.index()];
@@ -476,8 +511,8 @@ impl LoopPlanner<'_, '_> {
         for (iv, other) in [(1, 2), (2, 1)] {
             let Some(v) = name(iv) else { continue };
             let Some(vr) = self.an.resolve(d, v) else { continue };
-            let Some((step, u, 64)) = self.induction(vr) else { continue };
-            if step.abs() > MAX_STRIDE {
+            let Some((step, u, 64)) = self.induction_by(vr) else { continue };
+            if !step.fits() {
                 return None;
             }
             let steps = self.steps_before(u, d);
@@ -686,20 +721,45 @@ impl Range {
         let Range { k, start, addend, stride, steps, min, end } = self;
         // The constant parts of both ends; the end that moves with T gets `stride * T`.
         let (lowest, highest) = steps.bounds();
-        let (lo, hi) = match stride {
-            0 => (*min, *end),
-            s if *s > 0 => (min + s * lowest, end + s * highest),
-            s => (min + s * highest, end + s * lowest),
-        };
         let mut t = match addend {
             Some(r) => format!("\tadd.s64 %__gs_x, {start}, {r};\n"),
             None => format!("\tmov.b64 %__gs_x, {start};\n"),
         };
-        t.push_str(&format!("\tadd.s64 %__gs_a, %__gs_x, {lo};\n\tadd.s64 %__gs_e, %__gs_x, {hi};\n"));
-        if *stride != 0 {
-            t.push_str(&format!("\tmul.lo.s64 %__gs_vx0, %__gs_vt, {stride};\n"));
-            let moved = if *stride > 0 { "%__gs_e" } else { "%__gs_a" };
-            t.push_str(&format!("\tadd.s64 {moved}, {moved}, %__gs_vx0;\n"));
+        match *stride {
+            Stride::Const(s) => {
+                let (lo, hi) = match s {
+                    0 => (*min, *end),
+                    s if s > 0 => (min + s * lowest, end + s * highest),
+                    s => (min + s * highest, end + s * lowest),
+                };
+                t.push_str(&format!("\tadd.s64 %__gs_a, %__gs_x, {lo};\n\tadd.s64 %__gs_e, %__gs_x, {hi};\n"));
+                if s != 0 {
+                    t.push_str(&format!("\tmul.lo.s64 %__gs_vx0, %__gs_vt, {s};\n"));
+                    let moved = if s > 0 { "%__gs_e" } else { "%__gs_a" };
+                    t.push_str(&format!("\tadd.s64 {moved}, {moved}, %__gs_vx0;\n"));
+                }
+            }
+            // From `x + s*lowest`, the walk `d = s * (T + highest - lowest)` goes down or up
+            // by the sign of `s`.
+            Stride::Reg(s) => {
+                t.push_str(&format!(
+                    "\tsetp.ge.and.s64 %__gs_vok, {s}, {}, %__gs_vok;\n\tsetp.le.and.s64 %__gs_vok, {s}, {MAX_REG_STRIDE}, %__gs_vok;\n",
+                    -MAX_REG_STRIDE
+                ));
+                if lowest == 1 {
+                    t.push_str(&format!("\tadd.s64 %__gs_x, %__gs_x, {s};\n"));
+                }
+                t.push_str(&format!("\tmul.lo.s64 %__gs_vx0, %__gs_vt, {s};\n"));
+                if highest - lowest == -1 {
+                    t.push_str(&format!("\tsub.s64 %__gs_vx0, %__gs_vx0, {s};\n"));
+                }
+                t.push_str(&format!(
+                    "\tadd.s64 %__gs_a, %__gs_x, {min};\n\tadd.s64 %__gs_e, %__gs_x, {end};\n\
+                     \tsetp.lt.s64 %__gs_q, %__gs_vx0, 0;\n\
+                     \t@%__gs_q add.s64 %__gs_a, %__gs_a, %__gs_vx0;\n\
+                     \t@!%__gs_q add.s64 %__gs_e, %__gs_e, %__gs_vx0;\n"
+                ));
+            }
         }
         t.push_str(&format!(
             "\tsetp.ge.and.u64 %__gs_vok, %__gs_a, %__gs_low{k}, %__gs_vok;\n\
