@@ -46,6 +46,13 @@ fn render(input: &str) -> String {
                     "// optimized: {} checks on a fast path behind {} group checks, {} roots looked up per block",
                     f.grouped, f.group_checks, f.block_roots
                 );
+                if f.loops_versioned > 0 {
+                    let _ = writeln!(
+                        s,
+                        "//   {} loops in two versions, {} accesses checked once by their range",
+                        f.loops_versioned, f.loop_hoisted
+                    );
+                }
                 if f.spans > 0 || f.static_in_bounds > 0 {
                     let _ = writeln!(
                         s,

@@ -52,7 +52,10 @@
 //! (`Layout::Folded`): a root found nowhere gets `[0, 2^64)`, a freed one the limit
 //! `base`, so MEMCHECK is `a < low || a + w > lim`; the slow path that writes the record
 //! sits after the function's last `ret`. Checks are grouped per address definition
-//! (`groups`) and straight runs of grouped accesses get two versions (`spans`).
+//! (`groups`) and straight runs of grouped accesses get two versions (`spans`). Innermost
+//! loops whose accesses walk induction variables by a constant stride (or stay put) get two
+//! versions too (`loops`): the preheader checks each access's range over all iterations
+//! once and picks an unchecked clone of the loop when every range is in bounds.
 //!
 //! A root in no entry of the table (a module variable, memory gpusan did not see
 //! allocated, a shared or local window) is never judged: the rule is zero false positives.
@@ -104,6 +107,7 @@ pub use heap::{
     HEAP_SYMBOL, STATE_FREED,
 };
 mod insert;
+mod loops;
 mod onchip;
 mod snippet;
 
@@ -268,6 +272,11 @@ pub struct CheckFunction {
     /// Shared and local accesses at a constant address inside their variable (`[sym+8]`):
     /// counted in `shared`/`local`, and left without a check because none can fail.
     pub static_in_bounds: u32,
+    /// Innermost loops given two versions (`loops`): one branch in the preheader picks an
+    /// unchecked clone when the whole range of every access over all iterations is in bounds.
+    pub loops_versioned: u32,
+    /// Checked accesses in those loops, covered by the preheader's range checks.
+    pub loop_hoisted: u32,
     /// Instructions added.
     pub inserted: u32,
     /// Device-heap calls (`malloc`, `free`) instrumented (`check/heap.rs`).
@@ -751,6 +760,8 @@ fn instrument_function(
         block_roots: 0,
         static_in_bounds: 0,
         spans: 0,
+        loops_versioned: 0,
+        loop_hoisted: 0,
         inserted: 0,
         heap_calls: 0,
     };
@@ -766,6 +777,7 @@ fn instrument_function(
     let mut block_roots: BTreeMap<usize, (Name, i64)> = BTreeMap::new();
     // The registers of the roots by name, for the rewrite (the analysis has them all).
     let mut root_names: HashMap<RegId, Name> = HashMap::new();
+    let mut loop_plan: Vec<loops::Version> = Vec::new();
     {
         let fref: &Function = f;
         let widths = RegWidths::collect(fref);
@@ -913,6 +925,19 @@ fn instrument_function(
                 block_roots.clear();
             }
         }
+        // Loops whose accesses can be checked once by their range (not with the heap's
+        // per-access state reloads).
+        if !facts.uses_heap {
+            loop_plan = loops::plan(loops::Input {
+                an: &mut an,
+                cfg: &cfg,
+                body: fref.body.as_deref().unwrap_or_default(),
+                sites: &sites,
+                roots: &root_numbers,
+                cands: &cands,
+                groups: &group_plan,
+            });
+        }
         let registers = an.rd.analysis().registers();
         for root in root_numbers.keys() {
             let (Root::Entry(r) | Root::Inst(_, r)) = *root;
@@ -1008,6 +1033,20 @@ fn instrument_function(
     let mut tail = String::new();
     let body = f.body.as_deref().unwrap_or_default();
     let site_paths: Vec<&[u32]> = sites.iter().map(|s| cfg.inst_path(s.inst)).collect();
+    // Versioned loops: the range checks and branch in the preheader, the clone out of line.
+    let mut clones = Vec::new();
+    for v in &loop_plan {
+        let e = v.emit(body, &mut label);
+        insertions.push(Insertion { at: vec![v.check_at as u32], order: order::BEFORE, stmts: snippet(&e.checks) });
+        insertions.push(Insertion {
+            at: vec![v.last as u32 + 1],
+            order: order::AFTER_ACCESS,
+            stmts: snippet(&e.after),
+        });
+        clones.extend(e.clone);
+        report.loops_versioned += 1;
+        report.loop_hoisted += v.accesses;
+    }
     let spans = spans::find(body, &site_paths, &site_groups, &insertions);
     let mut in_span = vec![false; sites.len()];
     for span in &spans {
@@ -1089,6 +1128,9 @@ fn instrument_function(
     if !group_plan.groups.is_empty() {
         top.push_str(&format!("\t.reg .pred %__gs_gok<{}>;\n", group_plan.groups.len()));
     }
+    if !loop_plan.is_empty() {
+        top.push_str(loops::REGISTERS);
+    }
     if facts.uses_heap {
         top.push_str(&heap::declarations(n));
     }
@@ -1102,10 +1144,11 @@ fn instrument_function(
     // Pushed last, of the first kind: before whatever else goes at the top.
     insertions.push(Insertion { at: vec![0], order: 0, stmts: snippet(&top) });
     report.inserted += insert::insert_all(body, insertions);
-    if !tail.is_empty() {
+    if !tail.is_empty() || !clones.is_empty() {
         // Unreachable but by the branches to it: a body that ends without `ret` must not
         // fall into it.
-        let tail = snippet(&format!("\tret;\n{tail}"));
+        let mut tail = snippet(&format!("\tret;\n{tail}"));
+        tail.extend(clones);
         report.inserted += tail.iter().filter(|s| matches!(s, Statement::Inst(_))).count() as u32;
         body.extend(tail);
     }
