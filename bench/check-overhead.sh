@@ -16,7 +16,10 @@
 # $OUT/check-overhead-logs.tar.gz. Everything stops by GPUSAN_BENCH_BUDGET_S (default 470 s,
 # under the 8 minutes one call may take); the JSON holds whatever finished by then.
 # Knobs: OUT (default /tmp/gpusan-check-overhead-out), GPUSAN_BENCH_ONLY (regex of
-# workload names), NVCC, COMPUTE_SANITIZER.
+# workload names), NVCC, COMPUTE_SANITIZER, GPUSAN_BENCH_COUNT=1 (after the timed rounds, one
+# untimed run per workload under `gpusan run --mode check --count-checks`: the fractions of
+# checks the optimizations remove, dynamic and static, in check_counts of each workload and
+# a table column; leave time for it in the budget).
 set -uo pipefail
 
 t0=$(date +%s)
@@ -39,6 +42,7 @@ cs=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/c
 
 only=()
 [ -n "${GPUSAN_BENCH_ONLY:-}" ] && only=(--only "$GPUSAN_BENCH_ONLY")
+[ "${GPUSAN_BENCH_COUNT:-0}" = 1 ] && only+=(--count)
 # The outer timeout is a backstop only: the Python side stops starting runs before the
 # deadline and rewrites the JSON after each run.
 timeout $((deadline - $(date +%s) + 20)) python3 "$repo/bench/check_overhead.py" \

@@ -11,7 +11,14 @@ after every run, so a run cut short by the deadline leaves its partial results.
 Standard library only (it runs on the GPU machine).
 
   check_overhead.py --gpusan DIR/gpusan --out check-overhead.json [--rounds 3]
-                    [--deadline EPOCH] [--work DIR] [--only REGEX] [--skip-build]
+                    [--deadline EPOCH] [--work DIR] [--only REGEX] [--skip-build] [--count]
+
+With --count (bench/check-overhead.sh: GPUSAN_BENCH_COUNT=1), after the timed rounds each
+workload runs once more under `gpusan run --mode check --count-checks` (a measurement build:
+not timed) and its entry gets "check_counts": the checks a naive checker would run
+(accesses), the per-access and group checks that ran, and the fractions of checks the
+optimizations removed, dynamic (1 - (checks + group_checks) / accesses) and static (the
+same over the instrumented code), with a column in the table.
 
 Every workload prints one JSON line last: {"bench", "ok", "params", "metrics"}; its first
 metric is its headline time (ms, or us per launch), the one the targets judge.
@@ -239,9 +246,26 @@ def summary(doc):
     }
 
 
+def check_counts_entry(rep):
+    """What a counting run's report says (its "check_counts"), with the fractions removed;
+    None when the report has none."""
+    c = (rep or {}).get("check_counts")
+    if not c:
+        return None
+    out = dict(c)
+    acc = c.get("accesses", 0)
+    out["dynamic_fraction_removed"] = (round(1 - (c.get("checks", 0) + c.get("group_checks", 0)) / acc, 6)
+                                       if acc else None)
+    sa = c.get("static_accesses", 0)
+    left = sa - c.get("static_grouped", 0) - c.get("static_in_bounds", 0) + c.get("static_group_checks", 0)
+    out["static_fraction_removed"] = round(1 - left / sa, 6) if sa else None
+    return out
+
+
 def table_text(doc):
+    counted = any("check_counts" in e for e in doc["workloads"].values())
     lines = [f"{'workload':14s} {'headline metric':32s} {'native':>10s} {'gpusan':>10s} {'ratio':>7s} {'cs':>11s} "
-             f"{'cs/nat':>8s} {'cs/gpusan':>9s}  gpusan-err ok"]
+             f"{'cs/nat':>8s} {'cs/gpusan':>9s}  gpusan-err ok" + ("  removed dyn/static" if counted else "")]
 
     def f(v, w, p=3):
         return f"{v:{w}.{p}f}" if isinstance(v, (int, float)) else f"{'-':>{w}s}"
@@ -252,9 +276,15 @@ def table_text(doc):
             continue
         h = e.get("headline")
         m = e.get("metrics", {}).get(h or "", {})
+        removed = ""
+        if counted:
+            cc = e.get("check_counts") or {}
+            pct = lambda v: f"{100 * v:.1f}%" if isinstance(v, (int, float)) else "-"  # noqa: E731
+            removed = f"  {pct(cc.get('dynamic_fraction_removed'))}/{pct(cc.get('static_fraction_removed'))}"
         lines.append(f"{name:14s} {str(h):32s} {f(m.get('native'), 10)} {f(m.get('gpusan'), 10)} "
                      f"{f(m.get('ratio_gpusan'), 7)} {f(m.get('cs'), 11)} {f(m.get('ratio_cs'), 8, 1)} "
-                     f"{f(m.get('cs_over_gpusan'), 9, 1)}  {str(e.get('gpusan_errors')):>10s} {e.get('correct')}")
+                     f"{f(m.get('cs_over_gpusan'), 9, 1)}  {str(e.get('gpusan_errors')):>10s} {e.get('correct')}"
+                     + removed)
     s = doc["summary"]
     lines.append(f"geomean slowdown {s['geomean_slowdown']} (<= {TARGETS['geomean_slowdown_max']}), worst "
                  f"{s['worst_slowdown']['ratio']} ({s['worst_slowdown']['workload']}; <= {TARGETS['worst_slowdown_max']}), "
@@ -309,6 +339,8 @@ def main():
     ap.add_argument("--only", default="", help="regex of workload names")
     ap.add_argument("--skip-build", action="store_true")
     ap.add_argument("--table-out", default="")
+    ap.add_argument("--count", action="store_true",
+                    help="after the timed rounds, one untimed run per workload under --count-checks")
     args = ap.parse_args()
     logs = os.path.join(args.work, "logs")
     os.makedirs(logs, exist_ok=True)
@@ -423,6 +455,45 @@ def main():
                 print(f"[check-overhead] round {rnd} {w['name']:14s} {tool:6s} rc={r['rc']} ok={entry['ok']} "
                       f"wall={r['wall_s']}s", flush=True)
                 save()
+    if args.count:
+        doc["check_counts_what"] = (
+            "one untimed run per workload under gpusan run --mode check --count-checks: accesses = checks a naive "
+            "checker (one per checked access) would run, checks = per-access checks that ran, group_checks = group "
+            "range checks that ran (crates/passes/src/check/counting.rs); dynamic_fraction_removed = 1 - (checks + "
+            "group_checks) / accesses; static_* and static_fraction_removed: the same over the instrumented code")
+        doc["commands"]["count"] = f"{args.gpusan} run --mode check --count-checks --report-json R.json -- BIN"
+        for w in workloads:
+            e = doc["workloads"][w["name"]]
+            budget = min(args.timeout, left() - 5)
+            if e.get("build_error") or not gpusan_ok or budget < 10:
+                e["check_counts"] = {"skipped": "build failed" if e.get("build_error") else
+                                     "no gpusan binary" if not gpusan_ok else "deadline"}
+                continue
+            report = os.path.join(logs, f"{w['name']}-count.json")
+            if os.path.exists(report):
+                os.unlink(report)
+            env = dict(base_env)
+            cache = os.path.join(args.work, "cache", "count")
+            env["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
+            env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")
+            cmd = [args.gpusan, "run", "--mode", "check", "--count-checks", "--report-json", report, "--", *w["cmd"]]
+            r = run(cmd, budget, env=env, cwd=REPO)
+            with open(os.path.join(logs, f"{w['name']}-count.log"), "w") as f:
+                f.write(f"$ {r['cmd']}\nrc={r['rc']} wall={r['wall_s']}s\n--- stdout\n{r['stdout']}\n"
+                        f"--- stderr\n{r['stderr']}\n")
+            try:
+                with open(report) as f:
+                    rep = json.load(f)
+            except (OSError, ValueError) as ex:
+                rep = None
+                problem = str(ex)
+            cc = check_counts_entry(rep) or {"missing": problem if rep is None else "no check_counts in the report"}
+            cc.update({"rc": r["rc"], "wall_s": r["wall_s"], "timed_out": r["timed_out"],
+                       "gpusan_errors": ((rep or {}).get("summary") or {}).get("total")})
+            e["check_counts"] = cc
+            print(f"[check-overhead] count {w['name']:14s} rc={r['rc']} removed "
+                  f"{cc.get('dynamic_fraction_removed')} dynamic, {cc.get('static_fraction_removed')} static", flush=True)
+            save()
     # Finished: no run was left out for lack of time.
     doc["finished"] = not any(r.get("skipped") == "deadline" for e in doc["workloads"].values() for r in e["runs"])
     save()

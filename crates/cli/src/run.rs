@@ -69,6 +69,11 @@ pub struct RunArgs {
     /// What an instrumented kernel does at an error (`--mode check`).
     #[arg(long, value_enum, default_value = "report")]
     check_reaction: CheckReaction,
+    /// Measurement build (`--mode check`): kernels also count the checks a naive checker
+    /// would make and those that ran; the report gets `check_counts` (slower kernels, same
+    /// verdicts; modules are instrumented at every load, not taken from the cache).
+    #[arg(long)]
+    count_checks: bool,
     /// Write the text report to FILE instead of standard error.
     #[arg(long, value_name = "FILE")]
     log_file: Option<PathBuf>,
@@ -230,6 +235,9 @@ fn triton_ptxas(cmd: &mut Command, scratch: &Path) {
 }
 
 pub fn run(a: RunArgs) -> Result<i32> {
+    if a.count_checks && !matches!(a.mode, Mode::Check) {
+        bail!("--count-checks counts the checks of `--mode check`");
+    }
     let lib = inject_library()?;
     let scratch = Scratch::new()?;
 
@@ -250,7 +258,8 @@ pub fn run(a: RunArgs) -> Result<i32> {
         .env("GPUSAN_REPORT_DIR", &scratch.0)
         .env("GPUSAN_LEAK_CHECK", if a.leak_check == LeakCheck::Full { "full" } else { "none" })
         .env("GPUSAN_CHECK_REACTION", if a.check_reaction == CheckReaction::Abort { "abort" } else { "report" })
-        .env("GPUSAN_QUARANTINE_BYTES", a.quarantine_bytes.to_string());
+        .env("GPUSAN_QUARANTINE_BYTES", a.quarantine_bytes.to_string())
+        .env("GPUSAN_CHECK_COUNT", if a.count_checks { "1" } else { "0" });
     let env = |k: &str| std::env::var_os(k);
     let note = match runtime_api(&lib, &env) {
         RuntimeApi::Observed(sanitizer) => {

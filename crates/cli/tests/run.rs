@@ -291,6 +291,63 @@ fn count_mode_loads_an_instrumented_module_and_api_mode_the_original() {
     assert!(o.report.get("counters").is_none(), "{:#}", o.report);
 }
 
+/// Runs `prog link counted_kernel` in check mode with the given options.
+fn counted_under(options: &[&str]) -> (String, Outcome) {
+    let f = fake();
+    let tag = options.join("");
+    let seen = f.dir.join(format!("loaded-counted{tag}.txt"));
+    let _ = std::fs::remove_file(&seen);
+    let cache = f.dir.join(format!("cache-counted{tag}"));
+    let env = [("FAKE_CUDA_LOADED", seen.as_path()), ("GPUSAN_CACHE_DIR", cache.as_path())];
+    let mut all = vec!["--mode", "check"];
+    all.extend_from_slice(options);
+    let o = gpusan_run_env(&all, &[prog(), "link", "counted_kernel"], &env);
+    (std::fs::read_to_string(&seen).unwrap_or_default(), o)
+}
+
+#[test]
+fn check_counts_reach_the_report_only_when_asked() {
+    let (loaded, o) = counted_under(&["--count-checks"]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    for name in ["__gpusan_n_access", "__gpusan_n_check", "__gpusan_n_group", "__gpusan_n_span"] {
+        assert!(loaded.contains(&format!(".visible .global .align 8 .u64 \t{name};")), "{name}:\n{loaded}");
+    }
+    let c = &o.report["check_counts"];
+    // What the played kernel counted, read back by name; and the load's static counts: two
+    // accesses through one definition, grouped behind one range check.
+    assert_eq!((c["accesses"].as_u64(), c["checks"].as_u64()), (Some(64), Some(2)), "{:#}", o.report);
+    assert_eq!((c["group_checks"].as_u64(), c["span_entries"].as_u64()), (Some(32), Some(32)), "{:#}", o.report);
+    assert_eq!(c["static_accesses"], 2, "{:#}", o.report);
+    assert_eq!(c["static_grouped"], 2, "{:#}", o.report);
+    assert_eq!(c["static_group_checks"], 1, "{:#}", o.report);
+    assert_eq!(c["modules"], 1, "{:#}", o.report);
+    assert!(
+        o.stderr.contains("CHECK COUNTS: 64 accesses, 2 checks, 32 group checks ran: 46.9% of the checks removed"),
+        "{}",
+        o.stderr
+    );
+    // A second run counts again: counting builds are not taken from the cache.
+    let (_, again) = counted_under(&["--count-checks"]);
+    assert_eq!(again.report["check_counts"], o.report["check_counts"], "{:#}", again.report);
+
+    // Without the flag: the plain checking build, no counters, no key.
+    let (plain, o) = counted_under(&[]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert!(plain.contains("__gpusan_errors") && !plain.contains("__gpusan_n_"), "{plain}");
+    assert!(o.report.get("check_counts").is_none(), "{:#}", o.report);
+}
+
+#[test]
+fn count_checks_needs_check_mode() {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpusan"))
+        .args(["run", "--mode", "api", "--count-checks", "--", "true"])
+        .env("GPUSAN_INJECT_LIB", inject_lib())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--count-checks counts the checks of `--mode check`"));
+}
+
 #[test]
 fn machine_code_only_modules_load_unchanged_and_are_reported_unchecked() {
     let (loaded, o) = loaded_under("count", "load_cubin");

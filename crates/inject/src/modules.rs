@@ -44,6 +44,36 @@ pub struct Modules {
     pub unchecked: BTreeMap<String, u64>,
     pub substituted: u64,
     pub cache_hits: u64,
+    /// Counting builds (`check/counting.rs`): the latest counters read from each module, in
+    /// the order of `check::COUNTER_SYMBOLS`.
+    pub check_dynamic: BTreeMap<Loaded, [u64; 4]>,
+    /// Counting builds: the static counts of every module instrumented.
+    pub check_static: gpusan_runtime::report::CheckCounts,
+}
+
+impl Modules {
+    /// The dynamic counts of every module read so far, with the static ones.
+    pub fn check_counts(&self) -> gpusan_runtime::report::CheckCounts {
+        let mut c = self.check_static.clone();
+        for [access, check, group, span] in self.check_dynamic.values() {
+            c.accesses += access;
+            c.checks += check;
+            c.group_checks += group;
+            c.span_entries += span;
+        }
+        c
+    }
+
+    fn add_static(&mut self, r: &gpusan_passes::check::CheckReport) {
+        let c = &mut self.check_static;
+        c.modules += 1;
+        for f in &r.functions {
+            c.static_accesses += u64::from(f.checked + f.shared + f.local + f.scope);
+            c.static_grouped += u64::from(f.grouped);
+            c.static_in_bounds += u64::from(f.static_in_bounds);
+            c.static_group_checks += u64::from(f.group_checks);
+        }
+    }
 }
 
 pub static MODULES: Mutex<Option<Modules>> = Mutex::new(None);
@@ -154,13 +184,20 @@ pub unsafe fn substitute(image: *const c_void, pass: &str) -> Image {
         Err(why) => return Image::Original(why),
     };
     let k = key(&ptx, &crate::passes::cache_name(pass));
-    let cached = cache_dir().map(|d| d.join(format!("{k:016x}.cubin")));
+    // A counting build is instrumented at every load: the report needs its static counts.
+    let counting = pass == "check" && crate::passes::counting();
+    let cached = if counting { None } else { cache_dir().map(|d| d.join(format!("{k:016x}.cubin"))) };
     if let Some(bytes) = cached.as_ref().and_then(|p| std::fs::read(p).ok()).filter(|b| b.starts_with(b"\x7fELF")) {
         with(|m| m.cache_hits += 1);
         return Image::Substitute(Box::leak(bytes.into_boxed_slice()));
     }
     let instrumented = match crate::passes::instrument(&ptx, pass) {
-        Ok(text) => text,
+        Ok(out) => {
+            if let (true, Some(r)) = (counting, &out.check) {
+                with(|m| m.add_static(r));
+            }
+            out.ptx
+        }
         Err(why) => return Image::Original(format!("not instrumented: {why}")),
     };
     if let Some(cubin) = crate::capture::relaxed(|| jit(&instrumented)) {
@@ -183,42 +220,33 @@ pub unsafe fn substitute(image: *const c_void, pass: &str) -> Image {
     Image::Substitute(Box::leak(text.into_boxed_slice()))
 }
 
-/// Reads the counters of every instrumented module (call after a synchronization).
+/// Reads the counters of every instrumented module (call after a synchronization): the
+/// `count` pass's, or in a counting `check` build the four of `check/counting.rs`.
 pub fn read_counters() {
-    static LIB_GLOBAL: AtomicUsize = AtomicUsize::new(0);
-    static MOD_GLOBAL: AtomicUsize = AtomicUsize::new(0);
     let loaded = with(|m| m.instrumented.clone());
-    if loaded.is_empty() {
-        return;
-    }
+    let counting = crate::state::state().options.mode == "check" && crate::passes::counting();
     for l in loaded {
-        let (mut ptr, mut size) = (0u64, 0usize);
-        let found = crate::capture::relaxed(|| unsafe {
-            match l {
-                Loaded::Library(h) => {
-                    let f = crate::hooks::driver_fn(&LIB_GLOBAL, c"cuLibraryGetGlobal");
-                    f != 0 && {
-                        let f: unsafe extern "C" fn(*mut u64, *mut usize, Ptr, *const c_char) -> CUresult =
-                            std::mem::transmute(f);
-                        f(&mut ptr, &mut size, h as Ptr, COUNTER.as_ptr()) == 0
-                    }
-                }
-                Loaded::Module(h) => {
-                    let f = crate::hooks::driver_fn(&MOD_GLOBAL, c"cuModuleGetGlobal_v2");
-                    f != 0 && {
-                        let f: unsafe extern "C" fn(*mut u64, *mut usize, Ptr, *const c_char) -> CUresult =
-                            std::mem::transmute(f);
-                        f(&mut ptr, &mut size, h as Ptr, COUNTER.as_ptr()) == 0
-                    }
-                }
+        if counting {
+            let mut values = [0u64; 4];
+            let read = gpusan_passes::check::COUNTER_SYMBOLS
+                .iter()
+                .zip(&mut values)
+                .all(|(name, v)| read_u64(l, name).map(|x| *v = x).is_some());
+            if read {
+                with(|m| m.check_dynamic.insert(l, values));
             }
-        });
-        if !found || size != 8 {
-            continue;
-        }
-        let mut value = 0u64;
-        if unsafe { crate::capture::dtoh(&mut value as *mut u64 as Ptr, ptr, 8) } {
+        } else if let Some(value) = COUNTER.to_str().ok().and_then(|name| read_u64(l, name)) {
             with(|m| m.counts.insert(l, value));
         }
     }
+}
+
+/// A `.u64` module variable's value, through the driver.
+fn read_u64(l: Loaded, name: &str) -> Option<u64> {
+    let (ptr, size) = crate::mirror::global_of(l, name)?;
+    if size != 8 {
+        return None;
+    }
+    let mut value = 0u64;
+    unsafe { crate::capture::dtoh(&mut value as *mut u64 as Ptr, ptr, 8) }.then_some(value)
 }

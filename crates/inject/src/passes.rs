@@ -1,28 +1,70 @@
 //! The pass a run applies to the modules it substitutes: the one its mode names, with the
-//! run's options (`check`'s reaction).
+//! run's options (`check`'s reaction, and counting).
 
-use gpusan_passes::check::{CheckConfig, CheckWith};
+use std::cell::RefCell;
+
+use gpusan_passes::check::{self, CheckConfig, CheckReport};
+use gpusan_passes::{Pass, PassError, PassReport};
+use gpusan_ptx::Module;
+
+/// An instrumented module, and for `check` what the pass did in detail.
+pub struct Instrumented {
+    pub ptx: String,
+    pub check: Option<CheckReport>,
+}
 
 /// Instruments a whole module's PTX text with the pass named `mode` (`count`, `check`).
-pub fn instrument(ptx: &str, mode: &str) -> Result<String, String> {
-    let pass: Box<dyn gpusan_passes::Pass> = if mode == "check" {
-        Box::new(CheckWith(check_config()))
-    } else {
-        gpusan_passes::pass_by_name(mode).ok_or_else(|| format!("no pass for mode `{mode}`"))?
-    };
-    gpusan_passes::instrument(ptx, &*pass).map(|i| i.ptx).map_err(|e| e.to_string())
+pub fn instrument(ptx: &str, mode: &str) -> Result<Instrumented, String> {
+    if mode == "check" {
+        let pass = KeepReport { config: check_config(), report: RefCell::new(None) };
+        let out = gpusan_passes::instrument(ptx, &pass).map_err(|e| e.to_string())?;
+        return Ok(Instrumented { ptx: out.ptx, check: pass.report.into_inner() });
+    }
+    let pass = gpusan_passes::pass_by_name(mode).ok_or_else(|| format!("no pass for mode `{mode}`"))?;
+    let out = gpusan_passes::instrument(ptx, &*pass).map_err(|e| e.to_string())?;
+    Ok(Instrumented { ptx: out.ptx, check: None })
+}
+
+/// The check pass, keeping its detailed report (the static counts of `check_counts`).
+struct KeepReport {
+    config: CheckConfig,
+    report: RefCell<Option<CheckReport>>,
+}
+
+impl Pass for KeepReport {
+    fn name(&self) -> &'static str {
+        "check"
+    }
+
+    fn run(&self, module: &mut Module) -> Result<PassReport, PassError> {
+        let r = check::run_with(module, None, &self.config)?;
+        Ok(self.report.borrow_mut().insert(r).to_pass_report())
+    }
+
+    fn run_with_source(&self, module: &mut Module, src: &str) -> Result<PassReport, PassError> {
+        let r = check::run_with(module, Some(src), &self.config)?;
+        Ok(self.report.borrow_mut().insert(r).to_pass_report())
+    }
+}
+
+/// A counting build: its modules are instrumented at every load (no cache), so the static
+/// counts of every module reach the report.
+pub fn counting() -> bool {
+    check_config().counting.is_on()
 }
 
 /// What distinguishes the code `instrument(_, mode)` makes, for the cubin cache: builds
 /// with different options must not share an entry.
 pub fn cache_name(mode: &str) -> String {
     if mode == "check" {
-        format!("check/{}", check_config().reaction.name())
+        let c = check_config();
+        format!("check/{}{}", c.reaction.name(), if c.counting.is_on() { "/count" } else { "" })
     } else {
         mode.to_string()
     }
 }
 
 fn check_config() -> CheckConfig {
-    CheckConfig { reaction: crate::state::state().options.check_reaction }
+    let options = &crate::state::state().options;
+    CheckConfig { reaction: options.check_reaction, counting: options.check_counting }
 }

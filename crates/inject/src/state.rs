@@ -16,6 +16,9 @@ pub struct Options {
     pub leak_check: bool,
     /// `GPUSAN_CHECK_REACTION`: what checked kernels do at an error.
     pub check_reaction: gpusan_passes::check::Reaction,
+    /// `GPUSAN_CHECK_COUNT=1`: checked kernels also count their checks (a measurement
+    /// build, `check/counting.rs`); the sums go into the report's `check_counts`.
+    pub check_counting: gpusan_passes::check::Counting,
     /// Where this process writes its findings: `report-<pid>.json` (final, at exit) and
     /// `report-<pid>.json.events` (each new finding at once, so a crash loses nothing) in
     /// the folder `gpusan run` names. One pair per process: programs start others.
@@ -36,6 +39,11 @@ impl Options {
             check_reaction: var("GPUSAN_CHECK_REACTION")
                 .and_then(|v| gpusan_passes::check::Reaction::from_name(&v))
                 .unwrap_or_default(),
+            check_counting: if var("GPUSAN_CHECK_COUNT").is_some_and(|v| v == "1") {
+                gpusan_passes::check::Counting::Dynamic
+            } else {
+                gpusan_passes::check::Counting::Off
+            },
             report: var("GPUSAN_REPORT_DIR")
                 .map(|d| PathBuf::from(d).join(format!("report-{}.json", std::process::id()))),
             registry,
@@ -116,6 +124,11 @@ impl State {
         let lost = crate::mirror::not_stored();
         if lost > 0 {
             doc.counters.insert("device_errors_not_stored".into(), lost);
+        }
+        if self.options.mode == "check" && self.options.check_counting.is_on() {
+            // A last read, as for `count` below.
+            crate::modules::read_counters();
+            doc.check_counts = Some(crate::modules::with(|m| m.check_counts()));
         }
         if self.options.mode == "count" {
             // A last read, in case kernels ran after the last synchronization; fails

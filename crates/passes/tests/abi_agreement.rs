@@ -19,6 +19,10 @@ fn check_pass_speaks_the_runtime_abi() {
     assert_eq!(check::CODE_DOUBLE_FREE, device_abi::CODE_DOUBLE_FREE);
     assert_eq!(check::CODE_INVALID_FREE, device_abi::CODE_INVALID_FREE);
     assert_eq!(check::HEAP_SYMBOL, device_abi::HEAP_SYMBOL);
+    assert_eq!(check::N_ACCESS_SYMBOL, device_abi::N_ACCESS_SYMBOL);
+    assert_eq!(check::N_CHECK_SYMBOL, device_abi::N_CHECK_SYMBOL);
+    assert_eq!(check::N_GROUP_SYMBOL, device_abi::N_GROUP_SYMBOL);
+    assert_eq!(check::N_SPAN_SYMBOL, device_abi::N_SPAN_SYMBOL);
     assert_eq!(check::HEAP_BLOCK_TAG, device_abi::HEAP_BLOCK_TAG);
     assert_eq!(check::HEAP_CAPACITY, device_abi::HEAP_CAPACITY);
     assert_eq!(check::HEAP_HEADER_BYTES, device_abi::HEAP_HEADER_BYTES);

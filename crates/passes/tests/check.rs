@@ -3,14 +3,15 @@
 //! `instrument` makes of it: the report as `//` comments and the printed module, or
 //! `// error:` and the message. `BLESS=1 cargo test -p gpusan-passes --test check`
 //! rewrites the expected parts. An input line `// check-reaction: abort` instruments with
-//! that [`Reaction`].
+//! that [`Reaction`]; `// check-count: dynamic` with [`Counting::Dynamic`] (the counters of
+//! `check/counting.rs`).
 
 mod common;
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-use gpusan_passes::check::{self, CheckConfig, CheckWith, Reaction};
+use gpusan_passes::check::{self, CheckConfig, CheckWith, Counting, Reaction};
 
 fn fixture_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/check")
@@ -22,7 +23,15 @@ fn render(input: &str) -> String {
         .find_map(|l| l.strip_prefix("// check-reaction: "))
         .map(|r| Reaction::from_name(r.trim()).expect("a reaction name"))
         .unwrap_or_default();
-    let config = CheckConfig { reaction };
+    let counting = input
+        .lines()
+        .find_map(|l| l.strip_prefix("// check-count: "))
+        .map(|c| match c.trim() {
+            "dynamic" => Counting::Dynamic,
+            other => panic!("`// check-count: {other}`: only `dynamic`"),
+        })
+        .unwrap_or_default();
+    let config = CheckConfig { reaction, counting };
     // The detailed report, from the same run `instrument` makes.
     let details = gpusan_ptx::parse(input).ok().and_then(|mut m| check::run_with(&mut m, Some(input), &config).ok());
     match gpusan_passes::instrument(input, &CheckWith(config)) {
@@ -78,4 +87,48 @@ fn fixtures() {
 #[test]
 fn fixtures_assemble() {
     gpusan_testkit::assemble_file_tests(&fixture_dir());
+}
+
+/// A counting build is the plain build plus the counters: with every line the counters add
+/// taken out, the instrumented text of each fixture is exactly the plain one, so counting
+/// cannot change a verdict. Each counting build also assembles.
+#[test]
+fn counting_adds_only_counters() {
+    let ptxas = gpusan_testkit::ptxas();
+    let tmp = std::env::temp_dir().join(format!("gpusan-count-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    // The counters' own registers are `%__gs_n_…`.
+    let counter_line = |l: &str| {
+        l.contains("%__gs_n_")
+            || l.contains("[__gpusan_n_")
+            || check::COUNTER_SYMBOLS.iter().any(|s| l.starts_with(".visible .global") && l.contains(s))
+    };
+    let mut counted = 0;
+    for entry in std::fs::read_dir(fixture_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let input = text.split("// ---- expected").next().unwrap();
+        let plain = CheckConfig { counting: Counting::Off, ..CheckConfig::default() };
+        let Ok(plain) = gpusan_passes::instrument(input, &CheckWith(plain)) else { continue };
+        let dynamic = CheckConfig { counting: Counting::Dynamic, ..CheckConfig::default() };
+        let with = gpusan_passes::instrument(input, &CheckWith(dynamic)).unwrap().ptx;
+        let stripped: Vec<&str> = with.lines().filter(|l| !counter_line(l)).collect();
+        let want: Vec<&str> = plain.ptx.lines().collect();
+        // Declarations of the counters leave an empty line behind each.
+        let squeeze =
+            |v: Vec<&str>| v.into_iter().filter(|l| !l.trim().is_empty()).map(str::to_string).collect::<Vec<_>>();
+        let (got, want) = (squeeze(stripped), squeeze(want));
+        if let Some(k) = (0..got.len().max(want.len())).find(|&k| got.get(k) != want.get(k)) {
+            panic!("{}: line {k} differs: {:?} vs {:?}", path.display(), got.get(k), want.get(k));
+        }
+        if with.contains("red.global.add.u64") {
+            counted += 1;
+            let ptx = tmp.join(path.file_name().unwrap());
+            std::fs::write(&ptx, &with).unwrap();
+            gpusan_testkit::assemble(&ptxas, &ptx, &ptx.with_extension("cubin"))
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert!(counted >= 10, "only {counted} fixtures got counters");
 }

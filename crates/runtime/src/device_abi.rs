@@ -27,6 +27,19 @@
 //! Records about heap blocks carry [`HEAP_BLOCK_TAG`]` | base` in [`ErrorRecord::allocation`]
 //! (bases are below 2^63), and device-side frees report [`CODE_DOUBLE_FREE`] and
 //! [`CODE_INVALID_FREE`] with the pointer as address and size 0.
+//!
+//! # Check counters (measurement builds)
+//!
+//! A module instrumented with dynamic counting (`gpusan run --mode check --count-checks`,
+//! `crates/passes/src/check/counting.rs`) also declares four counters the runtime reads
+//! back at synchronizations and at exit (it never writes them; they start at 0):
+//!
+//! | symbol | type | counts, per thread |
+//! | --- | --- | --- |
+//! | `__gpusan_n_access` | `.u64` | checks a naive checker would run (one per checked access and what it is checked against, statically in-bounds ones included) |
+//! | `__gpusan_n_check` | `.u64` | per-access checks that ran (not skipped by a group's fast path) |
+//! | `__gpusan_n_group` | `.u64` | group range checks that ran |
+//! | `__gpusan_n_span` | `.u64` | entries into a two-version run (a branch, no check) |
 
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +58,10 @@ pub const LOOKUP_CACHE_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
 pub const ERRORS_SYMBOL: &str = "__gpusan_errors";
 pub const MODULE_SYMBOL: &str = "__gpusan_module";
 pub const HEAP_SYMBOL: &str = "__gpusan_heap";
+pub const N_ACCESS_SYMBOL: &str = "__gpusan_n_access";
+pub const N_CHECK_SYMBOL: &str = "__gpusan_n_check";
+pub const N_GROUP_SYMBOL: &str = "__gpusan_n_group";
+pub const N_SPAN_SYMBOL: &str = "__gpusan_n_span";
 
 /// Entries of a module's device-heap table.
 pub const HEAP_CAPACITY: u64 = 1 << 16;

@@ -344,6 +344,64 @@ pub struct Document {
     /// under the header: a silent report must not pass for a clean one where it is blind.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// What the checks cost, counted by a counting build (`--mode check --count-checks`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_counts: Option<CheckCounts>,
+}
+
+/// The checks a counting build made, against those a naive checker (one check per access)
+/// would make: dynamic counts read from the instrumented modules' counters
+/// (`device_abi::N_ACCESS_SYMBOL`…), summed over modules and processes, and static counts
+/// from the check pass over the modules it instrumented.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckCounts {
+    /// Checks a naive checker would have run (every checked access, once per thread that
+    /// reached it, statically in-bounds ones included).
+    pub accesses: u64,
+    /// Per-access checks that ran.
+    pub checks: u64,
+    /// Group range checks that ran.
+    pub group_checks: u64,
+    /// Entries into two-version runs (branches on group checks already made, not checks).
+    pub span_entries: u64,
+    /// The same in the code: accesses checked (global, shared, local, use after scope).
+    pub static_accesses: u64,
+    /// Of those, behind a group's fast path.
+    pub static_grouped: u64,
+    /// Of those, statically in bounds (no check at all).
+    pub static_in_bounds: u64,
+    /// Group range checks in the code.
+    pub static_group_checks: u64,
+    /// Modules instrumented (a module loaded in several contexts counts each time).
+    pub modules: u64,
+}
+
+impl CheckCounts {
+    fn merge(&mut self, o: &CheckCounts) {
+        self.accesses += o.accesses;
+        self.checks += o.checks;
+        self.group_checks += o.group_checks;
+        self.span_entries += o.span_entries;
+        self.static_accesses += o.static_accesses;
+        self.static_grouped += o.static_grouped;
+        self.static_in_bounds += o.static_in_bounds;
+        self.static_group_checks += o.static_group_checks;
+        self.modules += o.modules;
+    }
+
+    /// `1 - (checks + group_checks) / accesses`: the share of a naive checker's checks the
+    /// optimizations removed as the program ran. `None` before any access.
+    pub fn dynamic_fraction_removed(&self) -> Option<f64> {
+        (self.accesses > 0).then(|| 1.0 - (self.checks + self.group_checks) as f64 / self.accesses as f64)
+    }
+
+    /// The same in the code: `1 - (static_accesses - static_grouped - static_in_bounds +
+    /// static_group_checks) / static_accesses`.
+    pub fn static_fraction_removed(&self) -> Option<f64> {
+        let left = (self.static_accesses + self.static_group_checks)
+            .saturating_sub(self.static_grouped + self.static_in_bounds);
+        (self.static_accesses > 0).then(|| 1.0 - left as f64 / self.static_accesses as f64)
+    }
 }
 
 impl Document {
@@ -373,6 +431,9 @@ impl Document {
         }
         for (why, n) in other.unchecked_modules {
             *self.unchecked_modules.entry(why).or_default() += n;
+        }
+        if let Some(o) = &other.check_counts {
+            self.check_counts.get_or_insert_with(CheckCounts::default).merge(o);
         }
         for note in other.notes {
             if !self.notes.contains(&note) {
@@ -419,6 +480,19 @@ impl fmt::Display for Document {
         }
         for (name, value) in &self.counters {
             writeln!(f, "{BAR} COUNTER {name}: {value}")?;
+        }
+        if let Some(c) = &self.check_counts {
+            let pct = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x));
+            writeln!(
+                f,
+                "{BAR} CHECK COUNTS: {} accesses, {} checks, {} group checks ran: {} of the checks removed \
+                 ({} in the code)",
+                c.accesses,
+                c.checks,
+                c.group_checks,
+                pct(c.dynamic_fraction_removed()),
+                pct(c.static_fraction_removed())
+            )?;
         }
         for (why, n) in &self.unchecked_modules {
             writeln!(f, "{BAR} UNCHECKED: {} loaded unchanged: {why}", plural(*n, "module"))?;
@@ -713,6 +787,7 @@ impl Collector {
             counters: BTreeMap::new(),
             unchecked_modules: BTreeMap::new(),
             notes: Vec::new(),
+            check_counts: None,
         }
     }
 }

@@ -329,3 +329,40 @@ fn finish_symbolizes_each_site_once() {
     assert_eq!(h.nearest.as_ref().unwrap().allocation.free_stack.as_ref().unwrap().frames.len(), 3);
     assert_eq!(doc.leaks[0].alloc_stack.frames, frames(site(1)));
 }
+
+#[test]
+fn check_counts_merge_render_and_round_trip() {
+    let counts = |accesses, checks, group_checks| CheckCounts {
+        accesses,
+        checks,
+        group_checks,
+        span_entries: 1,
+        static_accesses: 10,
+        static_grouped: 6,
+        static_in_bounds: 1,
+        static_group_checks: 2,
+        modules: 1,
+    };
+    let mut doc = fixture();
+    assert!(!doc.to_json().contains("check_counts"), "absent unless counted");
+    doc.check_counts = Some(counts(600, 30, 20));
+    let mut other = fixture();
+    other.check_counts = Some(counts(400, 20, 30));
+    doc.merge(other);
+    let c = doc.check_counts.clone().unwrap();
+    assert_eq!((c.accesses, c.checks, c.group_checks, c.span_entries, c.modules), (1000, 50, 50, 2, 2));
+    // 100 of 1000 naive checks ran; in the code 20 accesses keep 6 of their checks and add
+    // 4 group checks: 10 of 20.
+    assert_eq!(c.dynamic_fraction_removed(), Some(0.9));
+    assert_eq!(c.static_fraction_removed(), Some(0.5));
+    assert!(
+        doc.to_text().contains("CHECK COUNTS: 1000 accesses, 50 checks, 50 group checks ran: 90.0% of the checks removed (50.0% in the code)"),
+        "{}",
+        doc.to_text()
+    );
+    let json: serde_json::Value = serde_json::from_str(&doc.to_json()).unwrap();
+    assert_eq!(json["check_counts"]["accesses"], 1000);
+    assert_eq!(json["check_counts"]["static_group_checks"], 4);
+    assert_eq!(Document::from_json(&doc.to_json()).unwrap(), doc);
+    assert_eq!(CheckCounts::default().dynamic_fraction_removed(), None);
+}

@@ -13,6 +13,7 @@ static CUresult capture_unsafe(const char *call, int on_legacy_stream);
 #define MAX_ALLOCS 4096
 static uintptr_t live[MAX_ALLOCS];
 static int abi_declared; /* the last module loaded declares gpusan's device-ABI variables */
+static int counters_declared; /* ... and the check counters of a counting build */
 
 static int find(uintptr_t p) {
     for (int i = 0; i < MAX_ALLOCS; i++) if (live[i] == p) return i;
@@ -89,6 +90,7 @@ CUresult cuModuleLoadData(void **module, const void *image) {
     }
     const unsigned char *img = image;
     abi_declared = !(img[0] == 0x7f && img[1] == 'E') && strstr((const char *)image, "__gpusan_errors") != 0;
+    counters_declared = abi_declared && strstr((const char *)image, "__gpusan_n_access") != 0;
     *module = (void *)0x4000;
     return 0;
 }
@@ -102,6 +104,9 @@ static uint32_t abi_modules[2];
 #define abi_table abi_tables[current_ctx == 0x2000]
 #define abi_errors abi_errors_[current_ctx == 0x2000]
 #define abi_module abi_modules[current_ctx == 0x2000]
+/* The check counters (__gpusan_n_access, _check, _group, _span), in that order. */
+static uint64_t abi_counters[2][4];
+static const char *counter_names[4] = {"__gpusan_n_access", "__gpusan_n_check", "__gpusan_n_group", "__gpusan_n_span"};
 CUresult cuModuleGetGlobal_v2(uint64_t *dptr, size_t *bytes, void *module, const char *name) {
     (void)module;
     if (!strncmp(name, "__gpusan_", 9)) {
@@ -109,6 +114,12 @@ CUresult cuModuleGetGlobal_v2(uint64_t *dptr, size_t *bytes, void *module, const
         if (!strcmp(name, "__gpusan_table")) { *dptr = (uintptr_t)&abi_table; *bytes = 8; return 0; }
         if (!strcmp(name, "__gpusan_errors")) { *dptr = (uintptr_t)&abi_errors; *bytes = 8; return 0; }
         if (!strcmp(name, "__gpusan_module")) { *dptr = (uintptr_t)&abi_module; *bytes = 4; return 0; }
+        for (int i = 0; i < 4 && counters_declared; i++)
+            if (!strcmp(name, counter_names[i])) {
+                *dptr = (uintptr_t)&abi_counters[current_ctx == 0x2000][i];
+                *bytes = 8;
+                return 0;
+            }
         return 500;
     }
     if (strcmp(name, "table")) return 500; /* the one variable modules declare */

@@ -347,6 +347,19 @@ int main(int argc, char **argv) {
         void *m = 0;
         rc |= cuModuleLoadData(&m, ptx);
         rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "counted_kernel")) {
+        /* Plays a kernel of a counting build: 32 threads ran 2 naive checks each, one group
+         * check and one run entry each, and one warp's group check failed (2 checks). */
+        void *m = 0;
+        static const uint64_t ran[4] = {64, 2, 32, 32};
+        static const char *names[4] = {"__gpusan_n_access", "__gpusan_n_check", "__gpusan_n_group", "__gpusan_n_span"};
+        rc |= cuModuleLoadData(&m, ptx) | cuLaunchKernel(0, 1, 1, 1, 32, 1, 1, 0, 0, 0, 0);
+        for (int i = 0; i < 4; i++) {
+            uint64_t addr = 0; size_t size = 0;
+            if (!cuModuleGetGlobal_v2(&addr, &size, m, names[i]) && size == 8) *(uint64_t *)(uintptr_t)addr += ran[i];
+        }
+        rc |= cuCtxSynchronize();
+        rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "load_cubin")) {
         static const unsigned char cubin[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
         void *m = 0;

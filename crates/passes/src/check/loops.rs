@@ -781,6 +781,11 @@ pub(super) struct Emitted {
 }
 
 impl Version {
+    /// Range checks the preheader runs (counted as group checks by `counting`).
+    pub(super) fn range_checks(&self) -> u32 {
+        self.ranges.len() as u32
+    }
+
     pub(super) fn emit(&self, body: &[Statement], label: &mut dyn FnMut() -> String) -> Emitted {
         let mut rename: HashMap<Name, Name> = HashMap::new();
         for s in &body[self.first..=self.last] {

@@ -79,6 +79,14 @@
 //! [`CheckConfig::reaction`]: [`Reaction::Report`] writes the record and skips the access;
 //! [`Reaction::Abort`] writes it and traps.
 //!
+//! # Counting (measurement builds)
+//!
+//! [`CheckConfig::counting`]: [`Counting::Dynamic`] also declares four `.u64` counters
+//! (`__gpusan_n_access`, `__gpusan_n_check`, `__gpusan_n_group`, `__gpusan_n_span`) and
+//! increments them where accesses and checks run, so a run tells what fraction of the
+//! checks a naive checker makes the optimizations remove (`counting`; the runtime sums them
+//! into the report's `check_counts`). Nothing else in the code changes.
+//!
 //! # What is left unchecked
 //!
 //! Counted per function in [`CheckFunction`]: accesses whose address has several roots
@@ -99,6 +107,7 @@ use gpusan_ptx::Module;
 
 use crate::{FunctionReport, Pass, PassError, PassReport};
 
+mod counting;
 mod groups;
 mod heap;
 mod spans;
@@ -111,6 +120,7 @@ mod loops;
 mod onchip;
 mod snippet;
 
+pub use counting::{Counting, COUNTER_SYMBOLS, N_ACCESS_SYMBOL, N_CHECK_SYMBOL, N_GROUP_SYMBOL, N_SPAN_SYMBOL};
 pub use onchip::{CODE_LOCAL_OUT_OF_BOUNDS, CODE_LOCAL_USE_AFTER_SCOPE, CODE_SHARED_OUT_OF_BOUNDS};
 
 /// `device_abi::TABLE_SYMBOL`.
@@ -166,6 +176,9 @@ impl Reaction {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CheckConfig {
     pub reaction: Reaction,
+    /// Measurement builds: count at run time the checks a naive checker would make and
+    /// those that ran (`counting`).
+    pub counting: Counting,
 }
 
 /// The pass as a [`Pass`] object, for [`crate::instrument`], with the default
@@ -303,7 +316,17 @@ pub fn run_with(module: &mut Module, src: Option<&str>, config: &CheckConfig) ->
 }
 
 fn instrument_module(module: &mut Module, src: Option<&str>, config: &CheckConfig) -> Result<CheckReport, PassError> {
-    check_unused(module)?;
+    check_unused(module, config.counting)?;
+    let targets: Vec<&str> = module
+        .items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Target(t) => Some(t.iter().map(|n| n.as_str())),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let emit = counting::Emit::new(config.counting, &targets);
     let line_starts: Vec<usize> = match src {
         Some(s) => std::iter::once(0).chain(s.match_indices('\n').map(|(i, _)| i + 1)).collect(),
         None => Vec::new(),
@@ -335,7 +358,7 @@ fn instrument_module(module: &mut Module, src: Option<&str>, config: &CheckConfi
             continue;
         }
         let index = defined.iter().position(|n| *n == f.name).unwrap_or(0) as u32;
-        let r = instrument_function(f, index, &line_of, config, &windows, &facts)?;
+        let r = instrument_function(f, index, &line_of, config, emit, &windows, &facts)?;
         if r.inserted > 0 {
             keep_launchable(f);
         }
@@ -351,8 +374,15 @@ fn instrument_module(module: &mut Module, src: Option<&str>, config: &CheckConfi
     for (k, (name, ty, align)) in vars.into_iter().enumerate() {
         module.items.insert(at + k, Item::Var(abi_var(name, ty, align)));
     }
+    let mut next = at + vars.len();
+    if config.counting.is_on() {
+        for name in COUNTER_SYMBOLS {
+            module.items.insert(next, Item::Var(abi_var(name, "u64", 8)));
+            next += 1;
+        }
+    }
     if facts.uses_heap {
-        module.items.insert(at + vars.len(), Item::Var(heap::table_decl()));
+        module.items.insert(next, Item::Var(heap::table_decl()));
     }
     Ok(report)
 }
@@ -465,8 +495,11 @@ fn abi_var(name: &str, ty: &str, align: u32) -> VarDecl {
 
 /// Refuses a module already declaring one of the ABI variables (instrumented PTX, or a
 /// clash), or using the pass's name prefix.
-fn check_unused(module: &Module) -> Result<(), PassError> {
-    let abi = [TABLE_SYMBOL, ERRORS_SYMBOL, MODULE_SYMBOL, HEAP_SYMBOL];
+fn check_unused(module: &Module, counting: Counting) -> Result<(), PassError> {
+    let mut abi = vec![TABLE_SYMBOL, ERRORS_SYMBOL, MODULE_SYMBOL, HEAP_SYMBOL];
+    if counting.is_on() {
+        abi.extend(COUNTER_SYMBOLS);
+    }
     let taken = |name: &str| {
         PassError::new(format!(
             "`{name}` is already declared, and it is a variable of gpusan's device ABI this pass adds; \
@@ -738,6 +771,7 @@ fn instrument_function(
     index: u32,
     line_of: &dyn Fn(Span) -> u32,
     config: &CheckConfig,
+    emit: counting::Emit,
     module_windows: &onchip::Windows,
     facts: &ModuleFacts,
 ) -> Result<CheckFunction, PassError> {
@@ -772,6 +806,8 @@ fn instrument_function(
     let mut sites = Vec::new();
     let mut root_numbers: BTreeMap<Root, usize> = BTreeMap::new();
     let mut cands = Vec::new();
+    // Statically in-bounds accesses by instruction: no check, but counted as accesses.
+    let mut static_counts: BTreeMap<InstId, u32> = BTreeMap::new();
     let group_plan: groups::Plan;
     // Root number → the kernel parameter (and offset in it) the root was loaded from.
     let mut block_roots: BTreeMap<usize, (Name, i64)> = BTreeMap::new();
@@ -799,6 +835,7 @@ fn instrument_function(
                         }
                         if c.statically_in_bounds() {
                             report.static_in_bounds += 1;
+                            *static_counts.entry(i).or_default() += 1;
                         } else {
                             on_chip.push(c);
                         }
@@ -946,7 +983,10 @@ fn instrument_function(
     }
     report.roots = root_numbers.len() as u32;
     report.block_roots = block_roots.len() as u32;
-    if sites.is_empty() && heap_calls.is_empty() {
+    if !emit.counting.is_on() {
+        static_counts.clear();
+    }
+    if sites.is_empty() && heap_calls.is_empty() && static_counts.is_empty() {
         return Ok(report);
     }
 
@@ -1017,6 +1057,9 @@ fn instrument_function(
                 t
             }
         };
+        // Every check hoisted out of the accesses counts as a group check where it runs
+        // (loop versioning's hoisted checks too: `counting::Counter::Group`).
+        let text = emit.bump(&[(counting::Counter::Group, 1)]) + &text;
         insertions.push(Insertion { at, order: order::GROUP, stmts: snippet(&text) });
     }
     insertions.extend(heap_calls.insertions(&cfg, f, index, line_of, &mut label));
@@ -1026,6 +1069,7 @@ fn instrument_function(
     let gen = SiteGen {
         layout,
         reaction: config.reaction,
+        emit,
         function: index,
         block_roots: &block_roots,
         reg_bits: RegBits::collect(f),
@@ -1036,7 +1080,27 @@ fn instrument_function(
     // Versioned loops: the range checks and branch in the preheader, the clone out of line.
     let mut clones = Vec::new();
     for v in &loop_plan {
-        let e = v.emit(body, &mut label);
+        let mut e = v.emit(body, &mut label);
+        if emit.counting.is_on() {
+            // The clone runs the loop's accesses without their checks: count them there
+            // too, or the dynamic fraction removed would lose its denominator.
+            let mut at: Vec<(usize, u32)> = sites
+                .iter()
+                .filter_map(|s| match cfg.inst_path(s.inst) {
+                    &[j] if (v.first..=v.last).contains(&(j as usize)) => {
+                        let n = (s.accesses.len() + s.windows.len()) as u32
+                            + static_counts.get(&s.inst).copied().unwrap_or(0);
+                        Some((j as usize - v.first, n))
+                    }
+                    _ => None,
+                })
+                .collect();
+            at.sort_unstable();
+            for (i, n) in at.into_iter().rev() {
+                e.clone.splice(i..i, snippet(&emit.bump(&[(counting::Counter::Access, n)])));
+            }
+            e.checks.insert_str(0, &emit.bump(&[(counting::Counter::Group, v.range_checks())]));
+        }
         insertions.push(Insertion { at: vec![v.check_at as u32], order: order::BEFORE, stmts: snippet(&e.checks) });
         insertions.push(Insertion {
             at: vec![v.last as u32 + 1],
@@ -1049,11 +1113,26 @@ fn instrument_function(
     }
     let spans = spans::find(body, &site_paths, &site_groups, &insertions);
     let mut in_span = vec![false; sites.len()];
+    // Naive checks by instruction at the body's top level: a run counts its accesses at
+    // its entry, since each version runs all of them.
+    let site_naive = |s: &Site| (s.accesses.len() + s.windows.len()) as u32;
+    let static_top: HashMap<u32, InstId> = static_counts
+        .keys()
+        .filter_map(|&i| match cfg.inst_path(i) {
+            [j] => Some((*j, i)),
+            _ => None,
+        })
+        .collect();
     for span in &spans {
         // Both versions of the span: the checked one, then the original statements.
         let fast = label();
         let end = label();
-        let mut stmts = snippet(&spans::enter_text(&span.groups, &fast));
+        let mut naive = span.sites.iter().map(|&(_, si)| site_naive(&sites[si])).sum::<u32>();
+        for j in span.first..=span.last {
+            naive += static_top.get(&(j as u32)).and_then(|i| static_counts.remove(i)).unwrap_or(0);
+        }
+        let enter = emit.bump(&[(counting::Counter::Access, naive), (counting::Counter::Span, 1)]);
+        let mut stmts = snippet(&(enter + &spans::enter_text(&span.groups, &fast)));
         for j in span.first..=span.last {
             let stmt = &body[j];
             match span.sites.iter().find(|&&(at, _)| at == j) {
@@ -1088,10 +1167,22 @@ fn instrument_function(
         let nested = path.len() > 1;
         let code = gen.code(site, inst, &site_groups[si], line_of(inst.span), nested, &mut label);
         tail.push_str(&code.slow);
-        insertions.push(Insertion { at: path.to_vec(), order: order::BEFORE, stmts: snippet(&code.before) });
+        let naive = site_naive(site) + static_counts.remove(&site.inst).unwrap_or(0);
+        let before = emit.bump(&[(counting::Counter::Access, naive)]) + &code.before;
+        insertions.push(Insertion { at: path.to_vec(), order: order::BEFORE, stmts: snippet(&before) });
         let mut after = path.to_vec();
         *after.last_mut().unwrap() += 1;
         insertions.push(Insertion { at: after, order: order::AFTER_ACCESS, stmts: snippet(&code.after) });
+    }
+
+    // Statically in-bounds accesses left (outside runs, at instructions with no check).
+    for (&i, &n) in &static_counts {
+        let at = cfg.inst_path(i).to_vec();
+        insertions.push(Insertion {
+            at,
+            order: order::BEFORE,
+            stmts: snippet(&emit.bump(&[(counting::Counter::Access, n)])),
+        });
     }
 
     let body = f.body.as_mut().unwrap();
@@ -1131,6 +1222,7 @@ fn instrument_function(
     if !loop_plan.is_empty() {
         top.push_str(loops::REGISTERS);
     }
+    top.push_str(emit.registers());
     if facts.uses_heap {
         top.push_str(&heap::declarations(n));
     }
@@ -1177,6 +1269,7 @@ struct SiteCode {
 struct SiteGen<'a> {
     layout: Layout,
     reaction: Reaction,
+    emit: counting::Emit,
     function: u32,
     block_roots: &'a BTreeMap<usize, (Name, i64)>,
     reg_bits: RegBits,
@@ -1286,6 +1379,10 @@ impl SiteGen<'_> {
         if !groups.is_empty() {
             text.push_str(&spans::enter_text(groups, &fast));
         }
+        // Past the fast path: the access's own checks run.
+        text.push_str(
+            &self.emit.bump(&[(counting::Counter::Check, (site.accesses.len() + site.windows.len()) as u32)]),
+        );
         // The check: `%__gs_any` when some access of the instruction is bad.
         let mut first = true;
         let mut any = |text: &mut String| {
