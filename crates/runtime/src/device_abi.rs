@@ -38,6 +38,11 @@ pub const ERRORS_SYMBOL: &str = "__gpusan_errors";
 pub const MODULE_SYMBOL: &str = "__gpusan_module";
 pub const HEAP_SYMBOL: &str = "__gpusan_heap";
 
+/// Bytes of the lookup cache kernels keep directly before the table header: the table's
+/// device buffer is `[cache][header][entries]` and `__gpusan_table` points at the header.
+/// Kernels validate what they read there, so the runtime never initializes it.
+pub const LOOKUP_CACHE_BYTES: u64 = 64 << 10;
+
 /// Entries of a module's device-heap table.
 pub const HEAP_CAPACITY: u64 = 1 << 16;
 pub const HEAP_HEADER_BYTES: u64 = 16;
