@@ -55,6 +55,8 @@ struct AbiModule {
 struct Abi {
     table: DeviceTable,
     memory: TableMemory,
+    /// The last update found no room: the device table misses changes `table` has taken in.
+    behind: bool,
     errors_ptr: u64,
     drained: u32,
     not_stored: u64,
@@ -127,7 +129,10 @@ unsafe fn point(abi: &Abi, m: &AbiModule) {
 /// address and the whole table uploaded.
 unsafe fn upload(abi: &mut Abi) {
     let Some(range) = abi.table.update(&state().registry) else { return };
-    let Some(placed) = abi.memory.fit(table_bytes(abi.table.entries().len() as u64)) else { return };
+    let Some(placed) = abi.memory.fit(table_bytes(abi.table.entries().len() as u64)) else {
+        abi.behind = true;
+        return;
+    };
     if placed.moved {
         for m in &abi.modules {
             point(abi, m);
@@ -135,7 +140,8 @@ unsafe fn upload(abi: &mut Abi) {
     }
     let header = abi.table.header().to_bytes();
     htod(placed.table, header.as_ptr() as *const c_void, header.len());
-    let range = if placed.moved { 0..abi.table.entries().len() } else { range };
+    let behind = std::mem::take(&mut abi.behind);
+    let range = if placed.moved || behind { 0..abi.table.entries().len() } else { range };
     let bytes = abi.table.entry_bytes(range.clone());
     htod(placed.table + 32 + 32 * range.start as u64, bytes.as_ptr() as *const c_void, bytes.len());
 }
@@ -174,6 +180,7 @@ pub fn on_module_loaded(loaded: Loaded, ptx: impl FnOnce() -> Option<String>) {
         let abi = Abi {
             table: DeviceTable::new(),
             memory: TableMemory::new(device),
+            behind: false,
             errors_ptr,
             drained: 0,
             not_stored: 0,
