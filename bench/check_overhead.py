@@ -50,65 +50,105 @@ NVCC_FLAGS = ["-O3", "-arch=sm_90", "-lineinfo"]
 CUDA_WORKLOADS = ("saxpy", "stencil2d", "sgemm", "reduction", "histogram", "gather", "tiny_launches", "many_allocs")
 
 # What the device side of gpusan's check mode allocates, from the sources (the report JSON
-# carries no metadata numbers): crates/runtime/src/registry.rs (DeviceEntry: 32 bytes per
-# live or quarantined allocation; DeviceTableHeader: 32 bytes), crates/runtime/src/
-# device_abi.rs (error buffer: 16-byte header + ERROR_CAPACITY 64-byte records) and
-# crates/inject/src/mirror.rs (table buffer sized next_power_of_two(32 + 32 n), at least
-# 32 + 32 * 1024; an outgrown buffer is kept, not freed, since a kernel may still read it).
+# carries the table's part as the counters device_table_bytes and device_table_moves):
+# crates/runtime/src/registry.rs (DeviceEntry: 32 bytes per live or quarantined allocation;
+# DeviceTableHeader: 32 bytes), crates/runtime/src/device_abi.rs (LOOKUP_CACHE_BYTES before
+# the header; error buffer: 16-byte header + ERROR_CAPACITY 64-byte records; a module that
+# calls device malloc declares its own heap table, HEAP_HEADER_BYTES + HEAP_CAPACITY entries
+# of 32 bytes, a module variable) and crates/inject/src/table_memory.rs (one virtual range
+# per context for RESERVED_ENTRIES entries, physical memory mapped as the table grows in
+# multiples of the allocation granularity, never moved; without VMM, cuMemAlloc buffers of
+# next_power_of_two(cache + 32 + 32 n) bytes, at least for 1024 entries, outgrown ones
+# kept since a kernel may still read them).
 ENTRY_BYTES, HEADER_BYTES, RECORD_BYTES, ERROR_CAPACITY, MIN_TABLE_ENTRIES = 32, 32, 64, 4096, 1024
+LOOKUP_CACHE_BYTES = 64 << 10
+RESERVED_ENTRIES = 1 << 26
+# cuMemGetAllocationGranularity (minimum) for pinned device memory on H100/H200.
+GRANULE_BYTES = 2 << 20
+HEAP_TABLE_BYTES = 16 + 32 * (1 << 16)
+ERROR_BUFFER_BYTES = 16 + RECORD_BYTES * ERROR_CAPACITY
 
 
 def next_pow2(n):
     return 1 << (n - 1).bit_length()
 
 
-def table_device_bytes(n):
-    """Device bytes gpusan holds for its allocation table once n allocations are known:
-    the current buffer and every outgrown one still allocated."""
-    need = HEADER_BYTES + ENTRY_BYTES * n
-    size = next_pow2(max(need, HEADER_BYTES + ENTRY_BYTES * MIN_TABLE_ENTRIES))
+def fallback_table_bytes(n):
+    """Without VMM: the current cuMemAlloc buffer and every outgrown one still allocated."""
+    need = LOOKUP_CACHE_BYTES + HEADER_BYTES + ENTRY_BYTES * n
+    floor = next_pow2(LOOKUP_CACHE_BYTES + HEADER_BYTES + ENTRY_BYTES * MIN_TABLE_ENTRIES)
+    size = max(next_pow2(need), floor)
     total, s = 0, size
-    floor = next_pow2(HEADER_BYTES + ENTRY_BYTES * MIN_TABLE_ENTRIES)
     while s >= floor:
         total += s
         s //= 2
-    return {"entries_bytes": ENTRY_BYTES * n, "current_buffer_bytes": size, "with_outgrown_buffers_bytes": total}
+    return total
 
 
-def device_bytes_held(n):
-    return table_device_bytes(n)["with_outgrown_buffers_bytes"] + 16 + RECORD_BYTES * ERROR_CAPACITY
+def table_device_bytes(n):
+    """Device bytes gpusan holds for its allocation table (lookup cache, header, entries)
+    once n allocations are known: mapped granules (VMM), or cuMemAlloc buffers past the
+    reservation."""
+    need = LOOKUP_CACHE_BYTES + HEADER_BYTES + ENTRY_BYTES * n
+    if n <= RESERVED_ENTRIES:
+        mapped = -(-need // GRANULE_BYTES) * GRANULE_BYTES
+        return {"path": "vmm", "entries_bytes": ENTRY_BYTES * n, "mapped_bytes": mapped, "held_bytes": mapped}
+    # Past the reservation the table moves to buffers; the reservation's memory stays held.
+    reserved = -(-(LOOKUP_CACHE_BYTES + HEADER_BYTES + ENTRY_BYTES * RESERVED_ENTRIES) // GRANULE_BYTES) * GRANULE_BYTES
+    return {"path": "vmm, then cuMemAlloc past the reservation", "entries_bytes": ENTRY_BYTES * n,
+            "mapped_bytes": reserved, "held_bytes": reserved + fallback_table_bytes(n)}
+
+
+def device_bytes_held(n, table=table_device_bytes):
+    return table(n)["held_bytes"] + ERROR_BUFFER_BYTES
 
 
 def bound(n):
     return TARGETS["bytes_per_allocation_max"] * n + TARGETS["fixed_bytes_max"]
 
 
+def crossover(held):
+    """The first allocation count (in steps of 1,000, up to the reservation) where what the
+    device holds passes 32 B per allocation + 16 MiB."""
+    return next((k for k in range(1000, RESERVED_ENTRIES + 1, 1000) if held(k) > bound(k)), None)
+
+
 def metadata_model(n):
     t = table_device_bytes(n)
-    errors = 16 + RECORD_BYTES * ERROR_CAPACITY
-    fixed = HEADER_BYTES + errors
+    # Independent of n: the cache, the header, the error buffer, and at most one granule
+    # of mapped memory beyond the entries.
+    fixed = LOOKUP_CACHE_BYTES + HEADER_BYTES + GRANULE_BYTES + ERROR_BUFFER_BYTES
     held = device_bytes_held(n)
-    # The first allocation count (in steps of 1,000) where what the device holds passes
-    # 32 B per allocation + 16 MiB.
-    crossover = next((k for k in range(1000, 20_000_001, 1000) if device_bytes_held(k) > bound(k)), None)
+    fallback = lambda k: {"held_bytes": fallback_table_bytes(k)}  # noqa: E731
     return {
         "source": "computed from the layout in crates/runtime/src/registry.rs + device_abi.rs and the growth policy "
-                  "of crates/inject/src/mirror.rs (the report JSON has no metadata fields)",
+                  "of crates/inject/src/table_memory.rs (a run's report has the table's bytes as the counter "
+                  "device_table_bytes)",
         "allocations": n,
         "entry_bytes_per_allocation": ENTRY_BYTES,
         "fixed_bytes": fixed,
-        "fixed_parts": {"table_header": HEADER_BYTES, "error_buffer": errors},
+        "fixed_parts": {"lookup_cache": LOOKUP_CACHE_BYTES, "table_header": HEADER_BYTES,
+                        "granule_rounding_at_most": GRANULE_BYTES, "error_buffer": ERROR_BUFFER_BYTES,
+                        "heap_table_per_module_calling_malloc": HEAP_TABLE_BYTES},
         "device_bytes_held": held,
-        "device_bytes_held_per_allocation": round((held - errors) / n, 1) if n else None,
+        # held = 32 B x n + the rest; the rest never exceeds fixed_bytes.
+        "device_bytes_beyond_entries": held - ENTRY_BYTES * n,
         "bound_bytes": bound(n),
         "within_bound": held <= bound(n) and fixed <= TARGETS["fixed_bytes_max"],
-        "bound_exceeded_from_allocations": crossover,
+        "bound_exceeded_from_allocations": crossover(device_bytes_held),
         "held_at": {str(k): {"held_bytes": device_bytes_held(k), "bound_bytes": bound(k)}
-                    for k in (1000, 20000, 100_000, 1_000_000)},
+                    for k in (1000, 20000, 100_000, 1_000_000, 10_000_000)},
         "table": t,
-        "note": "entries are 32 B each, but the table buffer doubles and outgrown buffers are kept, so the device "
-                "holds up to 4 x 32 B per allocation: within 32 B/allocation + 16 MiB only up to "
-                "bound_exceeded_from_allocations allocations. Host side the registry keeps an 80-byte map entry per "
+        "fallback_without_vmm": {
+            "held_bytes": device_bytes_held(n, fallback),
+            "bound_exceeded_from_allocations": crossover(lambda k: device_bytes_held(k, fallback)),
+        },
+        "note": "VMM path (driver and device support cuMemAddressReserve/cuMemCreate/cuMemMap): entries are 32 B "
+                "each and the table holds one granule at most beyond them, at any count up to "
+                f"{RESERVED_ENTRIES} entries. Entries are live and quarantined allocations, and mapped memory follows "
+                "the peak count (never unmapped: a kernel may still read it). A module that calls device malloc adds "
+                "its heap table (a module variable). Without VMM the table lives in doubling cuMemAlloc buffers and "
+                "outgrown ones are kept (fallback_without_vmm). Host side the registry keeps an 80-byte map entry per "
                 "allocation (registry.rs), not counted here",
     }
 
@@ -240,7 +280,9 @@ def summary(doc):
             "no_false_positives": not fps,
             "results_correct": None if all(e.get("correct") is None for e in doc["workloads"].values()) else not wrong,
             "metadata_memory": md_ok,
-            "metadata_memory_any_count": None if not md else md["bound_exceeded_from_allocations"] is None,
+            # The model assumes the VMM path; a run whose table moved used the fallback.
+            "metadata_memory_any_count": None if not md else md["bound_exceeded_from_allocations"] is None
+            and not doc.get("metadata", {}).get("reported", {}).get("device_table_moves"),
             "complete": not missing,
         },
     }
@@ -293,10 +335,19 @@ def table_text(doc):
     md = doc.get("metadata", {})
     if md.get("model"):
         mm = md["model"]
+        exceeded = mm["bound_exceeded_from_allocations"]
+        fb = mm.get("fallback_without_vmm", {})
         lines.append(f"metadata (computed) for {mm['allocations']} allocations: {mm['device_bytes_held']} B held on the "
-                     f"device ({mm['device_bytes_held_per_allocation']} B/allocation + {mm['fixed_bytes']} B fixed; "
-                     f"bound {mm['bound_bytes']} B); the bound is exceeded from {mm['bound_exceeded_from_allocations']} "
-                     f"allocations on")
+                     f"device ({mm['entry_bytes_per_allocation']} B/allocation + {mm['device_bytes_beyond_entries']} B: "
+                     f"cache, header, granule rounding, error buffer; at most {mm['fixed_bytes']} B at any count; "
+                     f"bound {mm['bound_bytes']} B); "
+                     + (f"the bound is exceeded from {exceeded} allocations on" if exceeded else
+                        f"within the bound at every count up to {RESERVED_ENTRIES} allocations")
+                     + (f"; without VMM {fb['held_bytes']} B, exceeded from {fb['bound_exceeded_from_allocations']} "
+                        "allocations on" if fb else ""))
+    if md.get("reported"):
+        lines.append(f"metadata (reported by the runtime, many_allocs): {md['reported']['device_table_bytes']} B for the "
+                     f"table, moved {md['reported']['device_table_moves']} times")
     if md.get("measured"):
         lines.append(f"metadata (measured, many_allocs cudaMemGetInfo delta gpusan - native): {md['measured']}")
     return "\n".join(lines)
@@ -376,16 +427,25 @@ def main():
     def save():
         for e in doc["workloads"].values():
             summarize_workload(e)
-        doc["summary"] = summary(doc)
         ma = doc["workloads"].get("many_allocs", {}).get("metrics", {}).get("many_allocs.mem_delta_mib", {})
         if ma.get("native") is not None and ma.get("gpusan") is not None:
             doc["metadata"]["measured"] = {
                 "what": "device memory taken from before 20,000 cudaMallocs to after the last kernel "
-                        "(cudaMemGetInfo), gpusan minus native: table, error buffer, instrumented modules; "
-                        "driver granularity is 2 MiB",
+                        "(cudaMemGetInfo), gpusan minus native: table (lookup cache, header, entries), error "
+                        "buffer, instrumented modules; driver granularity is 2 MiB",
                 "native_mib": ma["native"], "gpusan_mib": ma["gpusan"],
                 "gpusan_extra_mib": round(ma["gpusan"] - ma["native"], 3),
                 "allocations": 20000}
+        # What the runtime itself says it holds for the table (report counters).
+        runs = [r for r in doc["workloads"].get("many_allocs", {}).get("runs", [])
+                if r.get("tool") == "gpusan" and "device_table_bytes" in (r.get("gpusan_counters") or {})]
+        if runs:
+            c = runs[-1]["gpusan_counters"]
+            doc["metadata"]["reported"] = {
+                "what": "many_allocs report counters: device memory held for the table, and how often it moved "
+                        "(moves > 0: the cuMemAlloc fallback ran, VMM failed)",
+                "device_table_bytes": c["device_table_bytes"], "device_table_moves": c.get("device_table_moves", 0)}
+        doc["summary"] = summary(doc)
         tmp = args.out + ".tmp"
         with open(tmp, "w") as f:
             json.dump(doc, f, indent=1)

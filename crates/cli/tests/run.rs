@@ -490,3 +490,81 @@ fn check_mode_keeps_a_global_capture_valid_across_a_first_launch() {
     assert_eq!(o.kinds(), vec!["out_of_bounds_write"], "{:#}", o.report);
     assert_eq!(o.report["errors"][0]["details"]["kernel"], "k", "{:#}", o.report);
 }
+
+/// Runs the `table_growth` scenario (3002 allocations, and a few module variables, in the
+/// table after 30 launches; two ABI modules) in check mode and returns its outcome with the numbers it printed.
+fn table_growth(env: &[(&str, &str)]) -> (Outcome, std::collections::HashMap<String, u64>) {
+    let env: Vec<(&str, &Path)> = env.iter().map(|(k, v)| (*k, Path::new(*v))).collect();
+    let o = gpusan_run_env(&[], &[prog(), "link", "table_growth"], &env);
+    assert_eq!(o.code, Some(0), "a table missed allocations: {}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
+    let line = o.stdout.lines().find(|l| l.starts_with("addresses=")).expect("the scenario's numbers");
+    let numbers = line
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.parse().unwrap()))
+        .collect();
+    (o, numbers)
+}
+
+/// Allocations of `table_growth` (its table also holds the module variables it read).
+const TABLE_ENTRIES: u64 = 3002;
+const LOOKUP_CACHE_BYTES: u64 = 64 << 10;
+/// The error buffer gpusan allocates per context (16-byte header, 4096 records of 64
+/// bytes), as the fake driver rounds it (256 bytes).
+const ERROR_BUFFER_BYTES: u64 = (16 + 4096 * 64u64).div_ceil(256) * 256;
+
+fn counter(o: &Outcome, name: &str) -> u64 {
+    o.report["counters"][name].as_u64().unwrap_or_else(|| panic!("counter {name} missing: {:#}", o.report))
+}
+
+/// The table grows in place (CUDA virtual memory management): one address for the whole
+/// run, each module pointed once, and the memory it holds is the cache, header and entries
+/// rounded up to one granule, at any granularity.
+#[test]
+fn device_table_grows_in_place_within_one_granule_of_its_size() {
+    for granule in [4096u64, 2 << 20] {
+        let (o, n) = table_growth(&[("FAKE_CUDA_GRANULE", &granule.to_string())]);
+        assert!(n["entries"] >= TABLE_ENTRIES, "{n:?}");
+        assert_eq!(n["addresses"], 1, "the table moved: {n:?}");
+        assert_eq!(n["pointings"], 2, "modules pointed more than once: {n:?}");
+        let table = LOOKUP_CACHE_BYTES + 32 + 32 * n["entries"];
+        assert!(n["vmm_bytes"] >= table && n["vmm_bytes"] < table + granule, "granule {granule}: {n:?}");
+        assert_eq!(n["gpusan_alloc_bytes"], ERROR_BUFFER_BYTES, "a table buffer from cuMemAlloc: {n:?}");
+        assert_eq!(counter(&o, "device_table_bytes"), n["vmm_bytes"]);
+        assert_eq!(counter(&o, "device_table_moves"), 0);
+    }
+}
+
+/// Without VMM (the reservation refused) the table lives in `cuMemAlloc` buffers that
+/// double; each move re-points both modules, and outgrown buffers stay held and counted.
+#[test]
+fn device_table_falls_back_to_growing_buffers_without_vmm() {
+    let (o, n) = table_growth(&[("FAKE_CUDA_NO_VMM", "1")]);
+    assert!(n["entries"] >= TABLE_ENTRIES, "{n:?}");
+    assert_eq!(n["vmm_bytes"], 0, "{n:?}");
+    let moves = counter(&o, "device_table_moves");
+    assert!(moves >= 1, "3002 entries outgrow the first buffer (2047 entries): {n:?}");
+    assert_eq!(n["addresses"], 1 + moves, "{n:?}");
+    // Each module once at its load, then each module loaded by then at each move.
+    assert!(n["pointings"] > 2 + moves && n["pointings"] <= 2 + 2 * moves, "{n:?} after {moves} moves");
+    let table_buffers = n["gpusan_alloc_bytes"] - ERROR_BUFFER_BYTES;
+    assert_eq!(counter(&o, "device_table_bytes"), table_buffers, "{n:?}");
+    assert!(table_buffers >= 2 * (LOOKUP_CACHE_BYTES + 32 + 32 * TABLE_ENTRIES), "outgrown buffers not counted: {n:?}");
+}
+
+/// Mapping more memory fails midway (the device's memory exhausted for VMM): the table
+/// moves to `cuMemAlloc` buffers and stays complete; both memories are counted.
+#[test]
+fn device_table_moves_to_a_buffer_when_mapping_fails() {
+    let limit = LOOKUP_CACHE_BYTES + 8 * 4096;
+    let (o, n) = table_growth(&[("FAKE_CUDA_GRANULE", "4096"), ("FAKE_CUDA_VMM_LIMIT", &limit.to_string())]);
+    assert!(n["entries"] >= TABLE_ENTRIES, "{n:?}");
+    let moves = counter(&o, "device_table_moves");
+    assert!(moves >= 1, "{n:?}");
+    assert_eq!(n["addresses"], 1 + moves, "{n:?}");
+    assert!(n["vmm_bytes"] > LOOKUP_CACHE_BYTES && n["vmm_bytes"] <= limit, "{n:?}");
+    let buffer = n["gpusan_alloc_bytes"] - ERROR_BUFFER_BYTES;
+    assert!(buffer >= LOOKUP_CACHE_BYTES + 32 + 32 * TABLE_ENTRIES, "{n:?}");
+    assert_eq!(counter(&o, "device_table_bytes"), n["vmm_bytes"] + buffer, "{n:?}");
+}

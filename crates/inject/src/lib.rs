@@ -26,5 +26,6 @@ mod probe;
 mod resolve;
 mod sanitizer;
 mod state;
+mod table_memory;
 mod variables;
 mod wrappers;

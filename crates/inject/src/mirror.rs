@@ -15,6 +15,11 @@
 //! capture gets its error buffer and variables at once; the table upload waits for the
 //! next launch that runs (a captured launch runs with its graph, whose launch uploads).
 //!
+//! Table memory ([`crate::table_memory`]): a virtual range reserved once per context and
+//! mapped as the table grows, so the table keeps its address and modules are pointed at it
+//! once; where the driver's virtual memory management fails, `cuMemAlloc` buffers that
+//! move the table when outgrown (modules re-pointed, outgrown buffers kept).
+//!
 //! One table and one error buffer per context, in that context's memory: a module's kernels
 //! run on its context's device, which need not reach another device's memory. A launch
 //! brings the table of the calling thread's current context up to date; a drain reads the
@@ -25,8 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use gpusan_runtime::device_abi::{
-    ErrorBufferHeader, ErrorRecord, SourceLines, ERRORS_SYMBOL, ERROR_CAPACITY, LOOKUP_CACHE_BYTES, MODULE_SYMBOL,
-    TABLE_SYMBOL,
+    ErrorBufferHeader, ErrorRecord, SourceLines, ERRORS_SYMBOL, ERROR_CAPACITY, MODULE_SYMBOL, TABLE_SYMBOL,
 };
 use gpusan_runtime::registry::DeviceTable;
 
@@ -34,6 +38,7 @@ use crate::capture::{self, dtoh, htod};
 use crate::hooks::{driver_fn, CUresult};
 use crate::modules::Loaded;
 use crate::state::state;
+use crate::table_memory::{table_bytes, TableMemory};
 
 type Ptr = *mut c_void;
 
@@ -49,8 +54,9 @@ struct AbiModule {
 
 struct Abi {
     table: DeviceTable,
-    table_ptr: u64,
-    table_bytes: usize,
+    memory: TableMemory,
+    /// The last update found no room: the device table misses changes `table` has taken in.
+    behind: bool,
     errors_ptr: u64,
     drained: u32,
     not_stored: u64,
@@ -105,9 +111,11 @@ pub fn global_of(loaded: Loaded, name: &str) -> Option<(u64, usize)> {
 
 /// Points one module's ABI variables at the buffers.
 unsafe fn point(abi: &Abi, m: &AbiModule) {
-    for (name, value, width) in
-        [(TABLE_SYMBOL, abi.table_ptr, 8usize), (ERRORS_SYMBOL, abi.errors_ptr, 8), (MODULE_SYMBOL, u64::from(m.id), 4)]
-    {
+    for (name, value, width) in [
+        (TABLE_SYMBOL, abi.memory.table(), 8usize),
+        (ERRORS_SYMBOL, abi.errors_ptr, 8),
+        (MODULE_SYMBOL, u64::from(m.id), 4),
+    ] {
         if let Some((addr, size)) = global_of(m.loaded, name) {
             if size >= width {
                 htod(addr, &value as *const u64 as *const c_void, width);
@@ -116,28 +124,26 @@ unsafe fn point(abi: &Abi, m: &AbiModule) {
     }
 }
 
-/// Uploads what changed in the table; grows the buffer (and re-points every module) when
-/// the table outgrew it. An outgrown buffer is not freed: a kernel may still be reading it.
+/// Uploads what changed in the table, after making room for it; when that moved the table
+/// (its first placement, or the fallback's growth), every module is pointed at the new
+/// address and the whole table uploaded.
 unsafe fn upload(abi: &mut Abi) {
     let Some(range) = abi.table.update(&state().registry) else { return };
-    let need = 32 + 32 * abi.table.entries().len();
-    let mut full = false;
-    if need > abi.table_bytes {
-        let bytes = need.next_power_of_two().max(32 + 32 * 1024);
-        // The lookup cache sits below the header; it needs no initial content.
-        let Some(p) = call_alloc(bytes + LOOKUP_CACHE_BYTES as usize) else { return };
-        abi.table_ptr = p + LOOKUP_CACHE_BYTES;
-        abi.table_bytes = bytes;
-        full = true;
+    let Some(placed) = abi.memory.fit(table_bytes(abi.table.entries().len() as u64)) else {
+        abi.behind = true;
+        return;
+    };
+    if placed.moved {
         for m in &abi.modules {
             point(abi, m);
         }
     }
     let header = abi.table.header().to_bytes();
-    htod(abi.table_ptr, header.as_ptr() as *const c_void, header.len());
-    let range = if full { 0..abi.table.entries().len() } else { range };
+    htod(placed.table, header.as_ptr() as *const c_void, header.len());
+    let behind = std::mem::take(&mut abi.behind);
+    let range = if placed.moved || behind { 0..abi.table.entries().len() } else { range };
     let bytes = abi.table.entry_bytes(range.clone());
-    htod(abi.table_ptr + 32 + 32 * range.start as u64, bytes.as_ptr() as *const c_void, bytes.len());
+    htod(placed.table + 32 + 32 * range.start as u64, bytes.as_ptr() as *const c_void, bytes.len());
 }
 
 /// The functions a module defines, sorted by name (what `ErrorRecord::function` indexes).
@@ -160,7 +166,7 @@ pub fn on_module_loaded(loaded: Loaded, ptx: impl FnOnce() -> Option<String>) {
     let ptx = ptx();
     let names = ptx.as_deref().map(function_names).unwrap_or_default();
     let lines = ptx.as_deref().map(SourceLines::from_ptx).unwrap_or_default();
-    let (context, _) = crate::hooks::current_context();
+    let (context, device) = crate::hooks::current_context();
     let mut guard = lock();
     let contexts = guard.get_or_insert_with(Contexts::default);
     if let std::collections::hash_map::Entry::Vacant(slot) = contexts.by_context.entry(context) {
@@ -173,8 +179,8 @@ pub fn on_module_loaded(loaded: Loaded, ptx: impl FnOnce() -> Option<String>) {
         unsafe { htod(errors_ptr, &header as *const _ as *const c_void, 16) };
         let abi = Abi {
             table: DeviceTable::new(),
-            table_ptr: 0,
-            table_bytes: 0,
+            memory: TableMemory::new(device),
+            behind: false,
             errors_ptr,
             drained: 0,
             not_stored: 0,
@@ -258,4 +264,12 @@ fn drain_one(abi: &mut Abi) -> Vec<ErrorRecord> {
 /// Device errors counted by kernels but not stored (the buffer was full between drains).
 pub fn not_stored() -> u64 {
     lock().as_ref().map_or(0, |c| c.by_context.values().map(|a| a.not_stored).sum())
+}
+
+/// Device memory held for allocation tables, all contexts, and how often tables moved
+/// (see [`crate::table_memory`]).
+pub fn table_memory() -> (u64, u64) {
+    lock().as_ref().map_or((0, 0), |c| {
+        c.by_context.values().fold((0, 0), |(b, m), a| (b + a.memory.held_bytes(), m + a.memory.moves()))
+    })
 }

@@ -121,6 +121,11 @@ impl State {
         {
             doc.notes.push("runtime API errors were not observed (the Compute Sanitizer API did not start)".into());
         }
+        let (table_bytes, table_moves) = crate::mirror::table_memory();
+        if table_bytes > 0 {
+            doc.counters.insert("device_table_bytes".into(), table_bytes);
+            doc.counters.insert("device_table_moves".into(), table_moves);
+        }
         let lost = crate::mirror::not_stored();
         if lost > 0 {
             doc.counters.insert("device_errors_not_stored".into(), lost);

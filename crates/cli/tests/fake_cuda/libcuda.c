@@ -12,6 +12,13 @@ typedef int CUresult;
 static CUresult capture_unsafe(const char *call, int on_legacy_stream);
 #define MAX_ALLOCS 4096
 static uintptr_t live[MAX_ALLOCS];
+static size_t live_bytes[MAX_ALLOCS];
+/* Not a driver function: bytes cuMemAlloc has handed out and not taken back. */
+uint64_t fake_alloc_live_bytes(void) {
+    uint64_t n = 0;
+    for (int i = 0; i < MAX_ALLOCS; i++) n += live[i] ? live_bytes[i] : 0;
+    return n;
+}
 static int abi_declared; /* the last module loaded declares gpusan's device-ABI variables */
 static int counters_declared; /* ... and the check counters of a counting build */
 
@@ -45,6 +52,7 @@ CUresult cuMemAlloc_v2(uint64_t *dptr, size_t size) {
     void *p = aligned_alloc(256, (size + 255) / 256 * 256);
     if (i < 0 || !p) return 2;
     live[i] = (uintptr_t)p;
+    live_bytes[i] = (size + 255) / 256 * 256;
     *dptr = (uint64_t)(uintptr_t)p;
     return 0;
 }
@@ -58,10 +66,12 @@ CUresult cuMemFree_v2(uint64_t dptr) {
     free((void *)(uintptr_t)dptr);
     return 0;
 }
+static void count_pointing(uint64_t dst);
 /* Synchronous copies and sets run on the legacy stream. */
 CUresult cuMemcpyHtoD_v2(uint64_t dst, const void *src, size_t n) {
     CUresult c = capture_unsafe("cuMemcpyHtoD", 1);
     if (!c) memcpy((void *)(uintptr_t)dst, src, n);
+    if (!c) count_pointing(dst);
     return c;
 }
 CUresult cuMemcpyDtoH_v2(void *dst, uint64_t src, size_t n) {
@@ -107,6 +117,12 @@ static uint32_t abi_modules[2];
 /* The check counters (__gpusan_n_access, _check, _group, _span), in that order. */
 static uint64_t abi_counters[2][4];
 static const char *counter_names[4] = {"__gpusan_n_access", "__gpusan_n_check", "__gpusan_n_group", "__gpusan_n_span"};
+/* How many times a module's `__gpusan_table` was written (tests: pointed once per module). */
+static int table_pointings;
+static void count_pointing(uint64_t dst) {
+    if (dst == (uintptr_t)&abi_tables[0] || dst == (uintptr_t)&abi_tables[1]) table_pointings++;
+}
+int fake_table_pointings(void) { return table_pointings; }
 CUresult cuModuleGetGlobal_v2(uint64_t *dptr, size_t *bytes, void *module, const char *name) {
     (void)module;
     if (!strncmp(name, "__gpusan_", 9)) {
@@ -298,6 +314,7 @@ CUresult cuMemcpyHtoDAsync_v2(uint64_t dst, const void *src, size_t n, void *str
     int captured;
     CUresult r = stream_work("cuMemcpyHtoDAsync", stream, &captured);
     if (!r && !captured) memcpy((void *)(uintptr_t)dst, src, n);
+    if (!r && !captured) count_pointing(dst);
     return r;
 }
 CUresult cuMemcpyDtoHAsync_v2(void *dst, uint64_t src, size_t n, void *stream) {
@@ -381,6 +398,159 @@ CUresult cuGraphAddMemFreeNode(void **node, void *graph, const void **deps, size
 }
 CUresult cuGraphDestroy(void *graph) { (void)graph; return 0; }
 CUresult cuDeviceGraphMemTrim(int device) { (void)device; return 0; }
+
+/* ---- virtual memory management -----------------------------------------------------
+ *
+ * A reservation is host address space mapped PROT_NONE; cuMemCreate makes a handle of
+ * "physical" bytes; cuMemMap places a handle in a reservation (still inaccessible) and
+ * cuMemSetAccess makes it readable and writable, so touching a range gpusan mapped but did
+ * not open faults as on a GPU. Sizes and addresses must be multiples of the granularity,
+ * $FAKE_CUDA_GRANULE (default 2 MiB; a multiple of the page size). Knobs for tests:
+ * $FAKE_CUDA_NO_VMM makes cuMemAddressReserve fail with CUDA_ERROR_NOT_SUPPORTED (a driver
+ * or device without VMM); $FAKE_CUDA_VMM_LIMIT caps the bytes cuMemCreate hands out
+ * (CUDA_ERROR_OUT_OF_MEMORY past it). fake_vmm_physical_bytes() says how many bytes are
+ * held (created and not yet released, or still mapped). */
+#include <sys/mman.h>
+#define NOT_SUPPORTED 801
+#define MAX_VMM 64
+#define MAX_MAPPINGS 4096
+struct vmm_range { uint64_t base, size; };
+struct vmm_handle { uint64_t size; int released, mapped; };
+struct vmm_mapping { uint64_t at, size; struct vmm_handle *h; };
+static struct vmm_range reservations[MAX_VMM];
+static struct vmm_mapping mappings[MAX_MAPPINGS];
+static uint64_t vmm_physical;
+static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
+uint64_t fake_vmm_physical_bytes(void) { return vmm_physical; }
+static uint64_t granule(void) {
+    const char *g = getenv("FAKE_CUDA_GRANULE");
+    return g && atoll(g) > 0 ? (uint64_t)atoll(g) : 2u << 20;
+}
+struct mem_location { unsigned type; int id; };
+struct mem_allocation_prop { unsigned type, handle_types; struct mem_location location; void *win32; unsigned char flags[8]; };
+struct mem_access_desc { struct mem_location location; unsigned flags; };
+static int prop_ok(const struct mem_allocation_prop *p) {
+    return p && p->type == 1 /* PINNED */ && p->location.type == 1 /* DEVICE */ && p->location.id == 0;
+}
+CUresult cuMemGetAllocationGranularity(size_t *g, const struct mem_allocation_prop *prop, int option) {
+    if (!g || !prop_ok(prop) || option < 0 || option > 1) return 1;
+    *g = granule();
+    return 0;
+}
+CUresult cuMemAddressReserve(uint64_t *ptr, size_t size, size_t alignment, uint64_t addr, unsigned long long flags) {
+    (void)addr; (void)flags;
+    if (getenv("FAKE_CUDA_NO_VMM")) return NOT_SUPPORTED;
+    if (!size || size % granule() || (alignment && alignment % granule())) return 1;
+    void *p = mmap(0, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return 2;
+    pthread_mutex_lock(&vmm_lock);
+    for (int i = 0; i < MAX_VMM; i++)
+        if (!reservations[i].size) {
+            reservations[i] = (struct vmm_range){(uintptr_t)p, size};
+            pthread_mutex_unlock(&vmm_lock);
+            *ptr = (uintptr_t)p;
+            return 0;
+        }
+    pthread_mutex_unlock(&vmm_lock);
+    munmap(p, size);
+    return 2;
+}
+CUresult cuMemAddressFree(uint64_t ptr, size_t size) {
+    pthread_mutex_lock(&vmm_lock);
+    for (int i = 0; i < MAX_VMM; i++)
+        if (reservations[i].base == ptr && reservations[i].size == size) {
+            reservations[i].size = 0;
+            pthread_mutex_unlock(&vmm_lock);
+            munmap((void *)(uintptr_t)ptr, size);
+            return 0;
+        }
+    pthread_mutex_unlock(&vmm_lock);
+    return 1;
+}
+CUresult cuMemCreate(uint64_t *handle, size_t size, const struct mem_allocation_prop *prop, unsigned long long flags) {
+    CUresult c = capture_unsafe("cuMemCreate", 0);
+    if (c) return c;
+    if (!size || size % granule() || !prop_ok(prop) || flags) return 1;
+    const char *limit = getenv("FAKE_CUDA_VMM_LIMIT");
+    if (limit && vmm_physical + size > (uint64_t)atoll(limit)) return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+    struct vmm_handle *h = calloc(1, sizeof *h);
+    if (!h) return 2;
+    h->size = size;
+    pthread_mutex_lock(&vmm_lock);
+    vmm_physical += size;
+    pthread_mutex_unlock(&vmm_lock);
+    *handle = (uintptr_t)h;
+    return 0;
+}
+static void drop_if_unused(struct vmm_handle *h) {
+    if (h->released && !h->mapped) { vmm_physical -= h->size; free(h); }
+}
+CUresult cuMemRelease(uint64_t handle) {
+    struct vmm_handle *h = (struct vmm_handle *)(uintptr_t)handle;
+    if (!h || h->released) return 1;
+    pthread_mutex_lock(&vmm_lock);
+    h->released = 1;
+    drop_if_unused(h);
+    pthread_mutex_unlock(&vmm_lock);
+    return 0;
+}
+static int reserved(uint64_t at, uint64_t size) {
+    for (int i = 0; i < MAX_VMM; i++)
+        if (reservations[i].size && at >= reservations[i].base && at + size <= reservations[i].base + reservations[i].size) return 1;
+    return 0;
+}
+static int overlaps_mapping(uint64_t at, uint64_t size) {
+    for (int i = 0; i < MAX_MAPPINGS; i++)
+        if (mappings[i].h && at < mappings[i].at + mappings[i].size && mappings[i].at < at + size) return 1;
+    return 0;
+}
+CUresult cuMemMap(uint64_t ptr, size_t size, size_t offset, uint64_t handle, unsigned long long flags) {
+    CUresult c = capture_unsafe("cuMemMap", 0);
+    if (c) return c;
+    struct vmm_handle *h = (struct vmm_handle *)(uintptr_t)handle;
+    if (!h || h->released || offset || flags || size != h->size || ptr % granule()) return 1;
+    pthread_mutex_lock(&vmm_lock);
+    CUresult r = 1;
+    if (reserved(ptr, size) && !overlaps_mapping(ptr, size))
+        for (int i = 0; i < MAX_MAPPINGS; i++)
+            if (!mappings[i].h) { mappings[i] = (struct vmm_mapping){ptr, size, h}; h->mapped++; r = 0; break; }
+    pthread_mutex_unlock(&vmm_lock);
+    return r;
+}
+CUresult cuMemUnmap(uint64_t ptr, size_t size) {
+    CUresult c = capture_unsafe("cuMemUnmap", 0);
+    if (c) return c;
+    pthread_mutex_lock(&vmm_lock);
+    for (int i = 0; i < MAX_MAPPINGS; i++)
+        if (mappings[i].h && mappings[i].at == ptr && mappings[i].size == size) {
+            struct vmm_handle *h = mappings[i].h;
+            mappings[i].h = 0;
+            mprotect((void *)(uintptr_t)ptr, size, PROT_NONE);
+            madvise((void *)(uintptr_t)ptr, size, MADV_DONTNEED);
+            h->mapped--;
+            drop_if_unused(h);
+            pthread_mutex_unlock(&vmm_lock);
+            return 0;
+        }
+    pthread_mutex_unlock(&vmm_lock);
+    return 1;
+}
+/* Opens a range that is wholly mapped (one or more mappings, back to back). */
+CUresult cuMemSetAccess(uint64_t ptr, size_t size, const struct mem_access_desc *desc, size_t count) {
+    CUresult c = capture_unsafe("cuMemSetAccess", 0);
+    if (c) return c;
+    if (!desc || count != 1 || desc->location.type != 1 || desc->location.id != 0 || desc->flags != 3) return 1;
+    pthread_mutex_lock(&vmm_lock);
+    uint64_t at = ptr;
+    for (int found = 1; found && at < ptr + size;) {
+        found = 0;
+        for (int i = 0; i < MAX_MAPPINGS; i++)
+            if (mappings[i].h && mappings[i].at == at) { at += mappings[i].size; found = 1; break; }
+    }
+    CUresult r = at >= ptr + size && !mprotect((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE) ? 0 : 1;
+    pthread_mutex_unlock(&vmm_lock);
+    return r;
+}
 
 struct entry { const char *name; void *fn; };
 static const struct entry table[] = {

@@ -71,6 +71,9 @@ int cuGraphLaunch(void *, void *);
 int cuGraphExecDestroy(void *);
 const unsigned char *fake_graph_table(uint64_t *);
 int fake_capture_invalidations(void);
+int fake_table_pointings(void);
+uint64_t fake_alloc_live_bytes(void);
+uint64_t fake_vmm_physical_bytes(void);
 const char *fake_capture_conflict(void);
 
 /* Whether the table at `t` (`len` entries of 32 bytes: base, size, id, flags, device) has
@@ -342,6 +345,42 @@ int main(int argc, char **argv) {
             memcpy(rec + 16, f, sizeof f);
         }
         rc |= cuCtxSynchronize();
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "table_growth")) {
+        /* 3000 allocations of 256 bytes in batches of 100, a launch after each (the table
+         * grows at launches), a second ABI module loaded halfway. After each launch the
+         * table a module points at must hold every allocation. Prints what the test judges:
+         * how many addresses the table had, how often modules' `__gpusan_table` was written,
+         * and the memory gpusan took besides the program's own. */
+        enum { N = 3000, BATCH = 100 };
+        static uint64_t p[N];
+        void *m = 0, *m2 = 0;
+        uint64_t last = 0, len = 0, own = 2 * 1024;
+        int addresses = 0;
+        rc |= cuModuleLoadData(&m, abi_ptx);
+        for (int i = 0; i < N && !rc; i++) {
+            rc |= alloc_(&p[i], 256);
+            own += 256;
+            if ((i + 1) % BATCH) continue;
+            if (i + 1 == N / 2) rc |= cuModuleLoadData(&m2, abi_ptx);
+            rc |= cuLaunchKernel(0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0);
+            const unsigned char *t = (const unsigned char *)(uintptr_t)global_value(m, "__gpusan_table");
+            if ((uint64_t)(uintptr_t)t != last) addresses++;
+            last = (uint64_t)(uintptr_t)t;
+            len = 0;
+            if (!t || memcmp(t, "GSAT", 4) != 0) { rc |= 4; break; }
+            memcpy(&len, t + 8, 8);
+            if (len < (uint64_t)i + 3 || !table_has_live(t, len, p[i]) || !table_has_live(t, len, p[0])) {
+                fprintf(stderr, "after %d allocations: table %p has %llu entries or misses one\n", i + 1, (void *)t,
+                        (unsigned long long)len);
+                rc |= 8;
+                break;
+            }
+        }
+        printf("addresses=%d pointings=%d entries=%llu vmm_bytes=%llu gpusan_alloc_bytes=%llu\n", addresses,
+               fake_table_pointings(), (unsigned long long)len, (unsigned long long)fake_vmm_physical_bytes(),
+               (unsigned long long)(fake_alloc_live_bytes() - own));
+        for (int i = 0; i < N; i++) rc |= p[i] ? free_(p[i]) : 0;
         rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "load_ptx")) {
         void *m = 0;
