@@ -1,5 +1,7 @@
 // A/B of where check-mode time goes in two kernels, without the runtime: each variant is a
-// PTX file (made by bench/probes/prologue_ab.sh: native, instrumented, instrumented with the
+// PTX file, JIT-compiled two ways (`load`: cuModuleLoadData of the PTX, as the driver does for
+// a program; `link`: cuLinkCreate/AddData/Complete, then the cubin loaded, as gpusan's
+// runtime did to keep the cubin for its cache) (made by bench/probes/prologue_ab.sh: native, instrumented, instrumented with the
 // block-wide lookup taken out, ...), loaded with the driver API, given a real allocation
 // table (lookup cache, header, one live entry per buffer) and an error buffer, and timed
 // with CUDA events: median of 30 launches after 3 warm-ups. Prints one JSON object.
@@ -137,10 +139,23 @@ int main(int argc, char** argv) {
     std::sort(files.begin(), files.end());
     printf("{\"device\": \"%s\", \"what\": \"kernel time (ms, median of 30 launches, CUDA events) of PTX variants loaded with the driver API, a real table of 6 live entries\", \"results\": {", name);
     bool first = true;
+    for (int how = 0; how < 2; how++)
     for (auto& f : files) {
         std::string ptx = slurp(dir + "/" + f);
         CUmodule m;
-        CUresult r = cuModuleLoadData(&m, ptx.c_str());
+        CUresult r;
+        if (how == 0) {
+            r = cuModuleLoadData(&m, ptx.c_str());
+        } else {
+            CUlinkState ls;
+            void* cubin = nullptr;
+            size_t size = 0;
+            r = cuLinkCreate(0, nullptr, nullptr, &ls);
+            if (r == CUDA_SUCCESS) r = cuLinkAddData(ls, CU_JIT_INPUT_PTX, (void*)ptx.c_str(), ptx.size() + 1, "v", 0, nullptr, nullptr);
+            if (r == CUDA_SUCCESS) r = cuLinkComplete(ls, &cubin, &size);
+            if (r == CUDA_SUCCESS) r = cuModuleLoadData(&m, cubin);
+            cuLinkDestroy(ls);
+        }
         double med = -1;
         unsigned errs = 0;
         if (r == CUDA_SUCCESS) {
@@ -164,7 +179,7 @@ int main(int argc, char** argv) {
             errs = hdr[0];
             cuModuleUnload(m);
         }
-        printf("%s\n  \"%s\": {\"ms\": %.5f, \"load\": %d, \"errors_so_far\": %u}", first ? "" : ",", f.c_str(), med, (int)r, errs);
+        printf("%s\n  \"%s %s\": {\"ms\": %.5f, \"load\": %d, \"errors_so_far\": %u}", first ? "" : ",", how ? "link" : "load", f.c_str(), med, (int)r, errs);
         first = false;
     }
     printf("\n}}\n");

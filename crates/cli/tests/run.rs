@@ -291,6 +291,30 @@ fn count_mode_loads_an_instrumented_module_and_api_mode_the_original() {
     assert!(o.report.get("counters").is_none(), "{:#}", o.report);
 }
 
+#[test]
+fn a_second_run_loads_the_instrumented_ptx_from_the_cache() {
+    let f = fake();
+    let cache = f.dir.join("cache-second-run");
+    let _ = std::fs::remove_dir_all(&cache);
+    let mut loaded = Vec::new();
+    let mut from_cache = Vec::new();
+    for run in 0..2 {
+        let seen = f.dir.join(format!("loaded-second-run-{run}.txt"));
+        let _ = std::fs::remove_file(&seen);
+        let env = [("FAKE_CUDA_LOADED", seen.as_path()), ("GPUSAN_CACHE_DIR", cache.as_path())];
+        let o = gpusan_run_env(&["--mode", "count"], &[prog(), "link", "load_ptx"], &env);
+        assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+        loaded.push(std::fs::read_to_string(&seen).unwrap_or_default());
+        from_cache.push(o.report["counters"]["modules_from_cache"].as_u64().unwrap_or(0));
+    }
+    // The driver gets instrumented PTX both times (never a cubin of ours), the same text.
+    assert!(loaded[0].contains("__gpusan_count") && loaded[0].contains(".version"), "{}", loaded[0]);
+    assert_eq!(loaded[0], loaded[1]);
+    assert_eq!(from_cache, [0, 1]);
+    let files: Vec<_> = std::fs::read_dir(&cache).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(files.len() == 1 && files[0].to_string_lossy().ends_with(".ptx"), "{files:?}");
+}
+
 /// Runs `prog link counted_kernel` in check mode with the given options.
 fn counted_under(options: &[&str]) -> (String, Outcome) {
     let f = fake();
