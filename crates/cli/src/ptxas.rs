@@ -189,10 +189,12 @@ fn weak_abi(ptx: &str) -> String {
             decl.strip_suffix(';')
                 .is_some_and(|d| d.ends_with(n) && d[..d.len() - n.len()].ends_with(char::is_whitespace))
         });
-        match line.strip_prefix(".visible .global ") {
-            Some(rest) if abi => {
-                out.push_str(".weak .global ");
-                out.push_str(rest);
+        let space = [".global ", ".const "].into_iter().find(|s| line.starts_with(&format!(".visible {s}")));
+        match space {
+            Some(space) if abi => {
+                out.push_str(".weak ");
+                out.push_str(space);
+                out.push_str(&line[".visible ".len() + space.len()..]);
             }
             _ => out.push_str(line),
         }
@@ -324,12 +326,16 @@ mod tests {
                    \t.reg .b64 %rd<2>;\n\tld.param.u64 %rd1, [p];\n\tst.global.u32 [%rd1], 0;\n\tret;\n}\n";
         let ptx = gpusan_passes::instrument(src, &gpusan_passes::check::Check).unwrap().ptx;
         let weak = weak_abi(&ptx);
-        for name in ["__gpusan_table", "__gpusan_errors", "__gpusan_module"] {
+        for (name, space) in [("__gpusan_table", "const"), ("__gpusan_errors", "global"), ("__gpusan_module", "global")]
+        {
             let decl = weak.lines().find(|l| l.ends_with(&format!("{name};"))).unwrap();
-            assert!(decl.starts_with(".weak .global "), "{decl}");
+            assert!(decl.starts_with(&format!(".weak .{space} ")), "{decl}");
         }
-        assert_eq!(weak.replace(".weak .global ", ".visible .global "), ptx);
-        assert!(!weak.contains(".visible .global"), "{weak}");
+        assert_eq!(
+            weak.replace(".weak .global ", ".visible .global ").replace(".weak .const ", ".visible .const "),
+            ptx
+        );
+        assert!(!weak.contains(".visible .global") && !weak.contains(".visible .const"), "{weak}");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //!
 //! | symbol | type | value |
 //! | --- | --- | --- |
-//! | `__gpusan_table` | `.u64` | device address of the allocation table ([`crate::registry::DeviceTable`]: 32-byte header, then 32-byte entries sorted by base), with the lookup cache in the [`LOOKUP_CACHE_BYTES`] below it |
+//! | `__gpusan_table` | `.const .u64` | device address of the allocation table ([`crate::registry::DeviceTable`]: 32-byte header, then 32-byte entries sorted by base), with the lookup cache in the [`LOOKUP_CACHE_BYTES`] below it |
 //! | `__gpusan_errors` | `.u64` | device address of the error buffer below |
 //! | `__gpusan_module` | `.u32` | this module's number, for [`ErrorRecord::kernel`] |
 //!

@@ -480,7 +480,10 @@ fn keep_launchable(f: &mut Function) {
 fn abi_var(name: &str, ty: &str, align: u32) -> VarDecl {
     VarDecl {
         linkage: vec![Linkage::Visible],
-        space: StateSpace::Global,
+        // The table's address is read at every lookup, which the constant cache serves
+        // when streaming kernels have long evicted it from L1; it changes only between
+        // launches (the runtime writes it like `cudaMemcpyToSymbol` does a `__constant__`).
+        space: if name == TABLE_SYMBOL { StateSpace::Const } else { StateSpace::Global },
         attributes: Vec::new(),
         align: Some(align),
         vector: None,
@@ -1562,21 +1565,41 @@ fn root_meta_k(
 /// every block or thread with the same value, so after the first search it costs two
 /// dependent loads (slot and length, then the entry) instead of `log2(len) + 2`.
 fn loadmeta(k: usize, value: &str, layout: Layout, label: &mut dyn FnMut() -> String) -> String {
-    let (search, head, end, cached, done) = (label(), label(), label(), label(), label());
-    let hit = match layout {
-        // Found and live: `[low, base + size)`. Found and not live: every byte from the
-        // base on is bad, so the limit is the base. The id keeps "not live" in its top bit
-        // for the record's code (ids count up from 1 and never reach it). The entry's
-        // second half and the neighbour below load with the first, not after the test.
+    let (search, head, end, found, done) = (label(), label(), label(), label(), label());
+    // Entry `lo - 1` at `%__gs_x`: its bounds, its id and flags, and (when there is one) the
+    // entry below, all in one round of loads.
+    let entry = |x: &str| match layout {
         Layout::Folded => format!(
-            "\tld.global.v2.u64 {{%__gs_mid, %__gs_sz}}, [%__gs_x];\n\
+            "\tshl.b64 %__gs_x, %__gs_lo, 5;\n\
+             \tadd.s64 %__gs_x, %__gs_t, %__gs_x;\n\
+             \tld.global.v2.u64 {{%__gs_mid, %__gs_sz}}, [%__gs_x];\n\
              \tld.global.v2.u64 {{%__gs_id{k}, %__gs_r}}, [%__gs_x+16];\n\
              \tsetp.ge.u64 %__gs_nb, %__gs_lo, 2;\n\
              \t@%__gs_nb ld.global.v2.u64 {{%__gs_a, %__gs_e}}, [%__gs_x+-32];\n\
              \tsub.s64 %__gs_y, {value}, %__gs_mid;\n\
-             \tsetp.ge.u64 %__gs_q, %__gs_y, %__gs_sz;\n\
-             \t@%__gs_q bra {done};\n\
-             \tcvt.u32.u64 %__gs_c, %__gs_r;\n\
+             {x}"
+        ),
+        Layout::Heap => format!(
+            "\tshl.b64 %__gs_x, %__gs_lo, 5;\n\
+             \tadd.s64 %__gs_x, %__gs_t, %__gs_x;\n\
+             \tld.global.v2.u64 {{%__gs_mid, %__gs_sz}}, [%__gs_x];\n\
+             \tsub.s64 %__gs_y, {value}, %__gs_mid;\n\
+             {x}"
+        ),
+    };
+    // The probe's entry must contain the value to be trusted; after a search the entry is
+    // the one `device_lookup` finds, which may not contain it.
+    let probe = entry(&format!("\tsetp.lt.u64 %__gs_q, %__gs_y, %__gs_sz;\n\t@%__gs_q bra {found};\n"));
+    let searched = match layout {
+        Layout::Folded => entry(&format!("\tsetp.ge.u64 %__gs_q, %__gs_y, %__gs_sz;\n\t@%__gs_q bra {done};\n")),
+        Layout::Heap => entry(""),
+    };
+    let hit = match layout {
+        // Found and live: `[low, base + size)`. Found and not live: every byte from the
+        // base on is bad, so the limit is the base. The id keeps "not live" in its top bit
+        // for the record's code (ids count up from 1 and never reach it).
+        Layout::Folded => format!(
+            "\tcvt.u32.u64 %__gs_c, %__gs_r;\n\
              \tand.b32 %__gs_c, %__gs_c, 255;\n\
              \tsetp.ne.u32 %__gs_q, %__gs_c, {STATE_LIVE};\n\
              \tadd.s64 %__gs_lim{k}, %__gs_mid, %__gs_sz;\n\
@@ -1590,7 +1613,7 @@ fn loadmeta(k: usize, value: &str, layout: Layout, label: &mut dyn FnMut() -> St
              \t@%__gs_q mov.b64 %__gs_low{k}, %__gs_a;\n"
         ),
         Layout::Heap => format!(
-            "\tld.global.v2.u64 {{%__gs_base{k}, %__gs_sz}}, [%__gs_x];\n\
+            "\tmov.b64 %__gs_base{k}, %__gs_mid;\n\
              \tld.global.u64 %__gs_id{k}, [%__gs_x+16];\n\
              \tld.global.u32 %__gs_st{k}, [%__gs_x+24];\n\
              \tand.b32 %__gs_st{k}, %__gs_st{k}, 255;\n\
@@ -1598,7 +1621,6 @@ fn loadmeta(k: usize, value: &str, layout: Layout, label: &mut dyn FnMut() -> St
              \tsub.s64 %__gs_y, {value}, %__gs_base{k};\n\
              \tsetp.lt.u64 %__gs_ok{k}, %__gs_y, %__gs_sz;\n\
              \tmov.b64 %__gs_low{k}, %__gs_base{k};\n\
-             \tmov.b64 %__gs_mid, %__gs_base{k};\n\
              \tsetp.ne.u64 %__gs_q, {value}, %__gs_mid;\n\
              \t@%__gs_q bra {done};\n\
              \tsetp.lt.u64 %__gs_q, %__gs_lo, 2;\n\
@@ -1611,7 +1633,7 @@ fn loadmeta(k: usize, value: &str, layout: Layout, label: &mut dyn FnMut() -> St
     };
     format!(
         "{reset}\
-         \tld.global.u64 %__gs_t, [{TABLE_SYMBOL}];\n\
+         \tld.const.u64 %__gs_t, [{TABLE_SYMBOL}];\n\
          \tsetp.eq.u64 %__gs_q, %__gs_t, 0;\n\
          \t@%__gs_q bra {done};\n\
          \tmul.lo.u64 %__gs_h, {value}, {LOOKUP_CACHE_HASH:#x};\n\
@@ -1621,15 +1643,10 @@ fn loadmeta(k: usize, value: &str, layout: Layout, label: &mut dyn FnMut() -> St
          \tld.global.u32 %__gs_c, [%__gs_h+-{LOOKUP_CACHE_BYTES}];\n\
          \tld.global.u64 %__gs_hi, [%__gs_t+8];\n\
          \tcvt.u64.u32 %__gs_lo, %__gs_c;\n\
-         \tsetp.ge.u64 %__gs_q, %__gs_lo, %__gs_hi;\n\
-         \t@%__gs_q bra {search};\n\
-         \tshl.b64 %__gs_x, %__gs_lo, 5;\n\
-         \tadd.s64 %__gs_x, %__gs_t, %__gs_x;\n\
-         \tld.global.v2.u64 {{%__gs_mid, %__gs_sz}}, [%__gs_x+32];\n\
-         \tsub.s64 %__gs_y, {value}, %__gs_mid;\n\
          \tadd.s64 %__gs_lo, %__gs_lo, 1;\n\
-         \tsetp.lt.u64 %__gs_q, %__gs_y, %__gs_sz;\n\
-         \t@%__gs_q bra {cached};\n\
+         \tsetp.gt.u64 %__gs_q, %__gs_lo, %__gs_hi;\n\
+         \t@%__gs_q bra {search};\n\
+         {probe}\
          {search}:\n\
          \tmov.u64 %__gs_lo, 0;\n\
          {head}:\n\
@@ -1651,9 +1668,8 @@ fn loadmeta(k: usize, value: &str, layout: Layout, label: &mut dyn FnMut() -> St
          \tadd.s64 %__gs_y, %__gs_lo, -1;\n\
          \tcvt.u32.u64 %__gs_c, %__gs_y;\n\
          \tst.global.u32 [%__gs_h+-{LOOKUP_CACHE_BYTES}], %__gs_c;\n\
-         {cached}:\n\
-         \tshl.b64 %__gs_x, %__gs_lo, 5;\n\
-         \tadd.s64 %__gs_x, %__gs_t, %__gs_x;\n\
+         {searched}\
+         {found}:\n\
          {hit}\
          {done}:\n",
         reset = found_nothing(k, layout),
@@ -1919,17 +1935,21 @@ mod tests {
             }
         });
         let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("no `{needle}` in\n{text}"));
-        // Probe: slot below the header, index below the length, entry containing the value,
-        // and only then the jump past the search ($__gs_L4 is `cached`).
+        // Probe: the table's address from the constant bank, the slot below the header, an
+        // index below the length, an entry containing the value, and only then the jump
+        // past the search ($__gs_L1 is `search`, $__gs_L4 `found`).
+        let table = at("ld.const.u64 %__gs_t, [__gpusan_table];");
         let slot = at(&format!("ld.global.u32 %__gs_c, [%__gs_h+-{LOOKUP_CACHE_BYTES}];"));
-        let in_table = at("setp.ge.u64 %__gs_q, %__gs_lo, %__gs_hi;\n\t@%__gs_q bra $__gs_L1;");
+        let in_table = at("setp.gt.u64 %__gs_q, %__gs_lo, %__gs_hi;\n\t@%__gs_q bra $__gs_L1;");
         let contains = at("setp.lt.u64 %__gs_q, %__gs_y, %__gs_sz;\n\t@%__gs_q bra $__gs_L4;");
         let search = at("$__gs_L1:\n");
         let refill = at(&format!("st.global.u32 [%__gs_h+-{LOOKUP_CACHE_BYTES}], %__gs_c;"));
-        let cached = at("$__gs_L4:\n");
-        assert!(slot < in_table && in_table < contains && contains < search && search < refill && refill < cached);
-        // The hit path judges the entry again, so a trusted slot and a search end the same way.
-        assert!(text[cached..].contains("setp.ge.u64 %__gs_q, %__gs_y, %__gs_sz;"));
+        let judged = at("setp.ge.u64 %__gs_q, %__gs_y, %__gs_sz;\n\t@%__gs_q bra $__gs_L5;");
+        let found = at("$__gs_L4:\n");
+        assert!(table < slot && slot < in_table && in_table < contains && contains < search);
+        assert!(search < refill && refill < judged && judged < found);
+        // The entry, its flags and its neighbour load in one round, before the test.
+        assert_eq!(text.matches("ld.global.v2.u64 {%__gs_id0, %__gs_r}, [%__gs_x+16];").count(), 2);
     }
 
     #[test]
@@ -1944,7 +1964,7 @@ mod tests {
             }
         });
         // One LOADMETA for all roots, each parameter picked by a predicated load.
-        assert_eq!(text.matches("ld.global.u64 %__gs_t, [__gpusan_table];").count(), 1);
+        assert_eq!(text.matches("ld.const.u64 %__gs_t, [__gpusan_table];").count(), 1);
         assert!(text.contains("ld.param.u64 %__gs_pv, [k_param_0+0];"));
         assert!(text.contains("setp.eq.u32 %__gs_q, %__gs_k, 2;\n\t@%__gs_q ld.param.u64 %__gs_pv, [k_param_2+8];"));
         // At most 32 lanes, looping when the block has fewer threads than roots.
