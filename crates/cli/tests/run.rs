@@ -291,6 +291,24 @@ fn count_mode_loads_an_instrumented_module_and_api_mode_the_original() {
     assert!(o.report.get("counters").is_none(), "{:#}", o.report);
 }
 
+/// A free after a failed launch returns the launch's error, as the driver's free does:
+/// gpusan holds the memory back, but must not turn the failure into success (a program
+/// that checks its frees would go on as if nothing had happened).
+#[test]
+fn a_held_back_free_returns_an_earlier_launchs_error() {
+    let f = fake();
+    let sticky = f.dir.join("sticky");
+    let native = std::process::Command::new(prog())
+        .args(["link", "clean"])
+        .env("LD_LIBRARY_PATH", &f.dir)
+        .env("FAKE_CUDA_STICKY", &sticky)
+        .output()
+        .unwrap();
+    let o = gpusan_run_env(&[], &[prog(), "link", "clean"], &[("FAKE_CUDA_STICKY", sticky.as_path())]);
+    assert_ne!(native.status.code(), Some(0), "the fake fails frees natively");
+    assert_eq!(o.code, native.status.code(), "{}{}", o.stdout, o.stderr);
+}
+
 #[test]
 fn a_second_run_loads_the_instrumented_ptx_from_the_cache() {
     let f = fake();

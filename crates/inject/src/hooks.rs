@@ -120,14 +120,16 @@ pub fn after_captures() {
     held.iter().for_each(release);
 }
 
-/// What the driver's `cuMemFree` does first: wait for the device.
-fn synchronize() {
+/// What the driver's `cuMemFree` does first: wait for the device. Its result is what the
+/// free returns when it fails (an earlier launch's sticky error), as the driver's does.
+fn synchronize() -> CUresult {
     static SYNC: AtomicUsize = AtomicUsize::new(0);
     let f = driver_fn(&SYNC, c"cuCtxSynchronize");
-    if f != 0 {
-        let f: unsafe extern "C" fn() -> CUresult = unsafe { std::mem::transmute(f) };
-        unsafe { f() };
+    if f == 0 {
+        return SUCCESS;
     }
+    let f: unsafe extern "C" fn() -> CUresult = unsafe { std::mem::transmute(f) };
+    unsafe { f() }
 }
 
 /// Gives every quarantined allocation back, so a failed allocation can be retried.
@@ -184,8 +186,9 @@ fn free_common(
             // records become final. Not while a stream captures: synchronizing the context
             // then would invalidate the capture.
             if !quietly(crate::capture::any).unwrap_or(true) {
-                synchronize();
+                let r = synchronize();
                 quietly(crate::mirror::drain);
+                return r;
             }
             SUCCESS
         }

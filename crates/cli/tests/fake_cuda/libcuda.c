@@ -59,6 +59,8 @@ CUresult cuMemAlloc_v2(uint64_t *dptr, size_t size) {
 CUresult cuMemFree_v2(uint64_t dptr) {
     CUresult c = capture_unsafe("cuMemFree", 0);
     if (c) return c;
+    /* The real free synchronizes first and fails with an earlier launch's error. */
+    if (getenv("FAKE_CUDA_STICKY")) return 719;
     int i = find((uintptr_t)dptr);
     if (dptr == 0) return 0;
     if (i < 0) return 1;
@@ -342,7 +344,9 @@ CUresult cuCtxSynchronize(void) {
     for (int i = 0; i < MAX_STREAMS; i++)
         if (streams[i].used && streams[i].status == ACTIVE) { invalidate(&streams[i]); hit = 1; }
     pthread_mutex_unlock(&streams_lock);
-    return hit ? UNSUPPORTED : 0;
+    if (hit) return UNSUPPORTED;
+    /* FAKE_CUDA_STICKY: an earlier launch failed; every synchronization reports it. */
+    return getenv("FAKE_CUDA_STICKY") ? 719 /* CUDA_ERROR_LAUNCH_FAILED */ : 0;
 }
 
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
