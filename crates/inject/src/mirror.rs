@@ -58,6 +58,9 @@ struct Abi {
     /// The last update found no room: the device table misses changes `table` has taken in.
     behind: bool,
     errors_ptr: u64,
+    /// The error buffer as the host sees it, when it is pinned host memory mapped into the
+    /// device: a drain then reads it in place instead of copying it back.
+    errors_host: Option<usize>,
     drained: u32,
     not_stored: u64,
     modules: Vec<AbiModule>,
@@ -87,6 +90,32 @@ unsafe fn call_alloc(bytes: usize) -> Option<u64> {
     let f: unsafe extern "C" fn(*mut u64, usize) -> CUresult = std::mem::transmute(f);
     let mut p = 0u64;
     (capture::relaxed(|| f(&mut p, bytes)) == 0).then_some(p)
+}
+
+/// Pinned host memory mapped into the current context's device (`cuMemHostAlloc` with
+/// `DEVICEMAP`): its host address and the device address kernels use. A drain at every
+/// synchronization then costs no copy back (a 16-byte `cuMemcpyDtoH` is some 10 µs, paid
+/// at every `cudaDeviceSynchronize` of a program that synchronizes after each kernel).
+/// Errors are rare, so the kernels' writes over the bus cost nothing in the common case.
+unsafe fn call_host_alloc(bytes: usize) -> Option<(usize, u64)> {
+    static ALLOC: AtomicUsize = AtomicUsize::new(0);
+    static DEVICE: AtomicUsize = AtomicUsize::new(0);
+    let alloc = driver_fn(&ALLOC, c"cuMemHostAlloc");
+    let device = driver_fn(&DEVICE, c"cuMemHostGetDevicePointer_v2");
+    if alloc == 0 || device == 0 {
+        return None;
+    }
+    let alloc: unsafe extern "C" fn(*mut Ptr, usize, u32) -> CUresult = std::mem::transmute(alloc);
+    let device: unsafe extern "C" fn(*mut u64, Ptr, u32) -> CUresult = std::mem::transmute(device);
+    const PORTABLE: u32 = 1;
+    const DEVICEMAP: u32 = 2;
+    let mut host: Ptr = std::ptr::null_mut();
+    if capture::relaxed(|| alloc(&mut host, bytes, PORTABLE | DEVICEMAP)) != 0 || host.is_null() {
+        return None;
+    }
+    let mut dev = 0u64;
+    // Not freed when this fails: a few hundred KiB, once per context.
+    (capture::relaxed(|| device(&mut dev, host, 0)) == 0 && dev != 0).then_some((host as usize, dev))
 }
 
 /// Address and size of a module variable, through the driver (not our own hooks).
@@ -174,14 +203,24 @@ pub fn on_module_loaded(loaded: Loaded, ptx: impl FnOnce() -> Option<String>) {
         capture::own_stream();
         // Allocated in `context` (current): its kernels find their buffers on their device.
         let bytes = 16 + ERROR_CAPACITY as usize * ErrorRecord::SIZE;
-        let Some(errors_ptr) = (unsafe { call_alloc(bytes) }) else { return };
         let header = ErrorBufferHeader { count: 0, capacity: ERROR_CAPACITY, reserved: 0 };
-        unsafe { htod(errors_ptr, &header as *const _ as *const c_void, 16) };
+        let (errors_ptr, errors_host) = match unsafe { call_host_alloc(bytes) } {
+            Some((host, dev)) => {
+                unsafe { std::ptr::write_volatile(host as *mut ErrorBufferHeader, header) };
+                (dev, Some(host))
+            }
+            None => {
+                let Some(p) = (unsafe { call_alloc(bytes) }) else { return };
+                unsafe { htod(p, &header as *const _ as *const c_void, 16) };
+                (p, None)
+            }
+        };
         let abi = Abi {
             table: DeviceTable::new(),
             memory: TableMemory::new(device),
             behind: false,
             errors_ptr,
+            errors_host,
             drained: 0,
             not_stored: 0,
             modules: Vec::new(),
@@ -244,7 +283,19 @@ pub fn drain() {
 /// context is current).
 fn drain_one(abi: &mut Abi) -> Vec<ErrorRecord> {
     let mut header = ErrorBufferHeader::default();
-    if !unsafe { dtoh(&mut header as *mut _ as *mut c_void, abi.errors_ptr, 16) } || header.count <= abi.drained {
+    let read = |dst: *mut c_void, offset: u64, n: usize| match abi.errors_host {
+        // Kernels that wrote it have completed (a drain follows a synchronization).
+        Some(host) => unsafe {
+            std::sync::atomic::fence(Ordering::Acquire);
+            for i in 0..n {
+                let b = std::ptr::read_volatile((host as *const u8).add(offset as usize + i));
+                *(dst as *mut u8).add(i) = b;
+            }
+            true
+        },
+        None => unsafe { dtoh(dst, abi.errors_ptr + offset, n) },
+    };
+    if !read(&mut header as *mut _ as *mut c_void, 0, 16) || header.count <= abi.drained {
         return Vec::new();
     }
     let (from, to) = (abi.drained.min(ERROR_CAPACITY), header.count.min(ERROR_CAPACITY));
@@ -254,8 +305,8 @@ fn drain_one(abi: &mut Abi) -> Vec<ErrorRecord> {
         return Vec::new();
     }
     let mut bytes = vec![0u8; (to - from) as usize * ErrorRecord::SIZE];
-    let at = abi.errors_ptr + 16 + u64::from(from) * ErrorRecord::SIZE as u64;
-    if !unsafe { dtoh(bytes.as_mut_ptr() as *mut c_void, at, bytes.len()) } {
+    let at = 16 + u64::from(from) * ErrorRecord::SIZE as u64;
+    if !read(bytes.as_mut_ptr() as *mut c_void, at, bytes.len()) {
         return Vec::new();
     }
     ErrorRecord::parse_all(&bytes)

@@ -56,6 +56,20 @@ CUresult cuMemAlloc_v2(uint64_t *dptr, size_t size) {
     *dptr = (uint64_t)(uintptr_t)p;
     return 0;
 }
+/* Mapped pinned host memory: in the fake, host and device addresses are the same.
+ * FAKE_CUDA_NO_HOST_MAP makes it unavailable (gpusan then keeps its error buffer in device
+ * memory and copies it back). */
+CUresult cuMemHostAlloc(void **p, size_t size, unsigned flags) {
+    (void)flags;
+    if (getenv("FAKE_CUDA_NO_HOST_MAP")) return 801; /* CUDA_ERROR_NOT_SUPPORTED */
+    *p = aligned_alloc(256, (size + 255) / 256 * 256);
+    return *p ? 0 : 2;
+}
+CUresult cuMemHostGetDevicePointer_v2(uint64_t *dptr, void *p, unsigned flags) {
+    (void)flags;
+    *dptr = (uint64_t)(uintptr_t)p;
+    return 0;
+}
 CUresult cuMemFree_v2(uint64_t dptr) {
     CUresult c = capture_unsafe("cuMemFree", 0);
     if (c) return c;
