@@ -20,8 +20,10 @@
 //! once; where the driver's virtual memory management fails, `cuMemAlloc` buffers that
 //! move the table when outgrown (modules re-pointed, outgrown buffers kept).
 //!
-//! One table and one error buffer per context, in that context's memory: a module's kernels
-//! run on its context's device, which need not reach another device's memory. A launch
+//! One table and one error buffer per context: a module's kernels run on its context's
+//! device, which need not reach another device's memory. The table is device memory; the
+//! error buffer is pinned host memory mapped into the device where the driver allows
+//! (see [`call_host_alloc`]), device memory otherwise. A launch
 //! brings the table of the calling thread's current context up to date; a drain reads the
 //! error buffers of all contexts. Module numbers are unique across contexts.
 
