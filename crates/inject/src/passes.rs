@@ -53,7 +53,7 @@ pub fn counting() -> bool {
     check_config().counting.is_on()
 }
 
-/// What distinguishes the code `instrument(_, mode)` makes, for the cubin cache: builds
+/// What distinguishes the code `instrument(_, mode)` makes, for the cache of instrumented PTX: builds
 /// with different options must not share an entry.
 pub fn cache_name(mode: &str) -> String {
     if mode == "check" {
