@@ -333,6 +333,32 @@ fn a_second_run_loads_the_instrumented_ptx_from_the_cache() {
     assert!(files.len() == 1 && files[0].to_string_lossy().ends_with(".ptx"), "{files:?}");
 }
 
+/// A cached file the driver refuses (cut short) costs one run: that run loads the
+/// original module and lists it as unchecked, and the file goes, so the next run
+/// instruments again.
+#[test]
+fn a_cached_file_the_driver_refuses_is_dropped() {
+    let f = fake();
+    let cache = f.dir.join("cache-refused");
+    let _ = std::fs::remove_dir_all(&cache);
+    let env = [("GPUSAN_CACHE_DIR", cache.as_path())];
+    let run = || gpusan_run_env(&["--mode", "count"], &[prog(), "link", "load_ptx"], &env);
+    assert_eq!(run().code, Some(0));
+    let file = std::fs::read_dir(&cache).unwrap().flatten().next().unwrap().path();
+    std::fs::write(&file, ".version 9.0\n.target sm_90\n").unwrap();
+    let o = run();
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert_eq!(
+        o.report["unchecked_modules"]["instrumented module refused by the driver (error 218)"], 1,
+        "{:#}",
+        o.report
+    );
+    assert!(!file.exists(), "the refused file is still cached");
+    let o = run();
+    assert_eq!(o.report["counters"]["modules_instrumented"], 1, "{:#}", o.report);
+    assert!(std::fs::read_to_string(&file).unwrap().contains('}'));
+}
+
 /// Runs `prog link counted_kernel` in check mode with the given options.
 fn counted_under(options: &[&str]) -> (String, Outcome) {
     let f = fake();

@@ -779,6 +779,7 @@ unsafe fn load_module(
                             .entry(format!("instrumented module refused by the driver (error {r})"))
                             .or_default() += 1
                     });
+                    quietly(|| crate::modules::refused(image, &state().options.mode));
                     load(image)
                 }
             }
@@ -786,7 +787,18 @@ unsafe fn load_module(
                 crate::modules::with(|m| *m.unchecked.entry(why).or_default() += 1);
                 load(image)
             }
-            None => load(image),
+            // The pass panicked (a gpusan bug, caught): the program runs its own module,
+            // and the report says this one went unchecked rather than passing it over.
+            None => {
+                quietly(|| {
+                    crate::modules::with(|m| {
+                        *m.unchecked
+                            .entry("not instrumented: gpusan failed internally (a bug in gpusan)".into())
+                            .or_default() += 1
+                    })
+                });
+                load(image)
+            }
         }
     };
     if r == SUCCESS {

@@ -178,6 +178,16 @@ pub unsafe fn substitute(image: *const c_void, pass: &str) -> Image {
     Image::Substitute(Box::leak(text.into_boxed_slice()))
 }
 
+/// The driver refused what [`substitute`] gave for `image`. A cached file is the likely
+/// cause (cut short by a full disk, or edited): it goes, so the next run instruments again
+/// instead of refusing forever.
+pub unsafe fn refused(image: *const c_void, pass: &str) {
+    let Ok(ptx) = ptx_of(image, 90) else { return };
+    if let Some(dir) = cache_dir() {
+        let _ = std::fs::remove_file(dir.join(format!("{:016x}.ptx", key(&ptx, &crate::passes::cache_name(pass)))));
+    }
+}
+
 /// Reads the counters of every instrumented module (call after a synchronization): the
 /// `count` pass's, or in a counting `check` build the four of `check/counting.rs`.
 pub fn read_counters() {
