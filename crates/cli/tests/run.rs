@@ -589,7 +589,7 @@ fn table_growth(env: &[(&str, &str)]) -> (Outcome, std::collections::HashMap<Str
 
 /// Allocations of `table_growth` (its table also holds the module variables it read).
 const TABLE_ENTRIES: u64 = 3002;
-const LOOKUP_CACHE_BYTES: u64 = 64 << 10;
+const LOOKUP_CACHE_BYTES: u64 = gpusan_runtime::device_abi::LOOKUP_CACHE_BYTES;
 /// What of gpusan's error buffer comes from `cuMemAlloc`: nothing, it is mapped host
 /// memory (`cuMemHostAlloc`) when the driver has it, as the fake does.
 const ERROR_BUFFER_BYTES: u64 = 0;

@@ -14,7 +14,7 @@
 //! 32 B × entries + cache + header + one granule.
 //!
 //! Fallback, when a VMM call fails (a driver or device without it, memory exhausted, a
-//! table past the reservation): `cuMemAlloc` buffers of a power of two bytes. Outgrowing
+//! table past the reservation): `cuMemAlloc` buffers of the cache plus a power of two bytes. Outgrowing
 //! one allocates the next and moves the table; the outgrown buffer (or the reservation's
 //! mapped memory) stays held, since a kernel running on another stream may still read it.
 //! [`TableMemory::held_bytes`] counts all of it, and the report shows the sum.
@@ -179,8 +179,9 @@ impl TableMemory {
                 }
             }
         }
-        let floor = (LOOKUP_CACHE_BYTES + table_bytes(MIN_BUFFER_ENTRIES)).next_power_of_two();
-        let size = need.checked_next_power_of_two()?.max(floor);
+        // The header and entries double; the cache in front of them stays its size.
+        let floor = table_bytes(MIN_BUFFER_ENTRIES).next_power_of_two();
+        let size = LOOKUP_CACHE_BYTES + bytes.checked_next_power_of_two()?.max(floor);
         let ptr = unsafe { mem_alloc(size) }?;
         if !matches!(self.place, Place::Nowhere) {
             self.moves += 1;

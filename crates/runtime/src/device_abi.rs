@@ -53,7 +53,7 @@ pub const TABLE_SYMBOL: &str = "__gpusan_table";
 /// pointer `value`. Kernels read and write it as a hint, used only when the entry it
 /// names contains the value (the check pass's `loadmeta` says why that is exact), so the
 /// runtime neither initializes nor invalidates it: it only allocates it with the table.
-pub const LOOKUP_CACHE_BYTES: u64 = 1 << 16;
+pub const LOOKUP_CACHE_BYTES: u64 = 1 << 20;
 pub const LOOKUP_CACHE_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
 pub const ERRORS_SYMBOL: &str = "__gpusan_errors";
 pub const MODULE_SYMBOL: &str = "__gpusan_module";
