@@ -3,7 +3,7 @@
 # and a release gpusan): DIR/stencil_*.ptx and DIR/gemm_*.ptx.
 #   native       nvcc's PTX, JIT-compiled like the instrumented ones
 #   check        `gpusan instrument`
-#   noprologue   check, with the warp-wide lookup and the copies of its results taken out
+#   noprologue   check, with the block-wide lookup and its shared-memory reads taken out
 #                (every root "found nowhere": the checks run, nothing is looked up)
 #   unrolled     (gemm) check, with the checked loop made unreachable, so ptxas sees only
 #                the unchecked clone (what the clone costs when ptxas unrolls it)
@@ -26,11 +26,9 @@ for k, entry in [("stencil", "_Z7jacobi5"), ("gemm", "_Z11gemm_kernel")]:
     s = open(f"{out}/{k}_check.ptx").read()
     e = s.index(".visible .entry " + entry)
     a = s.index("\tmov.u32 \t%__gs_k, %ntid.x;", e)
-    b = re.compile(r"\tmov\.b64 \t%__gs_bid, %__gs_id\d+;\n\$__gs_L\d+:\n").search(s, a).end()
+    b = s.index("bar.sync \t0;", a) + len("bar.sync \t0;")
     t = s[:a] + s[b:]
-    # Each root's shuffle or own lookup at its definition, up to the label that ends it.
-    fetch = re.compile(r"\tmov\.u32 \t%__gs_c, \d+;\n\tsetp\.ge\.u32 \t%__gs_q, %__gs_c, %__gs_wn;\n.*?\tbra\.uni \t(\$__gs_L\d+);\n.*?\n\1:\n", re.S)
-    t = fetch.sub("", t)
+    t = re.sub(r"\tld\.shared\.v2\.u64 \t\{%__gs_low\d+, %__gs_lim\d+\}, \[__gs_meta\+\d+\];\n", "", t)
     open(f"{out}/{k}_noprologue.ptx", "w").write(t)
 s = open(f"{out}/gemm_check.ptx").read()
 first = re.search(r"\t@!%__gs_vok bra \t\$L__BB\d+_\d+;\n", s)

@@ -277,8 +277,7 @@ pub struct CheckFunction {
     pub grouped: u32,
     /// Range checks added for those groups.
     pub group_checks: u32,
-    /// Roots whose metadata each warp looks up once for all its threads (kernel
-    /// parameters; see `warp_lookup`).
+    /// Roots whose metadata one thread per block looks up for all (kernel parameters).
     pub block_roots: u32,
     /// Straight runs of grouped accesses given two versions (`spans`): one branch picks the
     /// unchecked original when every group's range check passed.
@@ -388,21 +387,68 @@ fn instrument_module(module: &mut Module, src: Option<&str>, config: &CheckConfi
     Ok(report)
 }
 
-/// What the pass needs to know of the module before it instruments a function.
+/// What the block-wide lookup of kernel-parameter roots needs to know of the module.
 struct ModuleFacts {
+    /// The module declares dynamic shared memory: its kernels may ask for all the shared
+    /// memory a block can have, and the few bytes the lookup adds could make their launch fail.
+    dynamic_shared: bool,
+    /// Static shared bytes declared anywhere in the module (an upper bound per kernel);
+    /// `None` when a size is not known.
+    static_shared_bytes: Option<u64>,
     /// The module calls `malloc`/`free`: roots may be heap blocks, whose state each check
-    /// re-reads (`check/heap.rs`), so none of the optimizations applies.
+    /// re-reads (`check/heap.rs`), so neither optimization applies.
     uses_heap: bool,
 }
 
-/// The most kernel-parameter roots a warp looks up at the top of a kernel: each holds six
-/// registers until its last check, so past this the others are looked up where they are
-/// defined.
+/// Static shared memory the pass may add per kernel, and the static total it stays under
+/// (48 KiB is the most a block may declare statically).
+const BLOCK_META_BYTES: u64 = 32;
 const MAX_BLOCK_ROOTS: usize = 16;
+const STATIC_SHARED_LIMIT: u64 = 40 * 1024;
 
 impl ModuleFacts {
     fn of(module: &Module) -> ModuleFacts {
-        ModuleFacts { uses_heap: heap::module_uses_heap(module) }
+        fn bytes(v: &VarDecl) -> Option<u64> {
+            let elem: u64 = match v.ty.as_str() {
+                "pred" => return None,
+                t => t.get(1..)?.parse::<u64>().ok()? / 8,
+            };
+            let mut n = elem.max(1) * u64::from(v.vector.unwrap_or(1));
+            for d in &v.array {
+                n = n.checked_mul((*d)?)?;
+            }
+            Some(n)
+        }
+        fn walk(stmts: &[Statement], total: &mut Option<u64>) {
+            for s in stmts {
+                match s {
+                    Statement::Decl(d) if d.space.is_shared() => {
+                        *total = total.zip(bytes(d)).map(|(a, b)| a + b);
+                    }
+                    Statement::Block(b) => walk(b, total),
+                    _ => {}
+                }
+            }
+        }
+        let mut facts = ModuleFacts {
+            dynamic_shared: false,
+            static_shared_bytes: Some(0),
+            uses_heap: heap::module_uses_heap(module),
+        };
+        for item in &module.items {
+            match item {
+                Item::Var(v) if v.space.is_shared() => {
+                    if v.linkage.contains(&Linkage::Extern) || v.array.iter().any(Option::is_none) {
+                        facts.dynamic_shared = true;
+                    } else {
+                        facts.static_shared_bytes = facts.static_shared_bytes.zip(bytes(v)).map(|(a, b)| a + b);
+                    }
+                }
+                Item::Function(f) => walk(f.body.as_deref().unwrap_or_default(), &mut facts.static_shared_bytes),
+                _ => {}
+            }
+        }
+        facts
     }
 }
 
@@ -850,8 +896,8 @@ fn instrument_function(
             }
         }
 
-        // Optimizations: group checks (see `groups`), and warp-wide lookups of roots that
-        // are kernel parameters (see `warp_lookup`).
+        // Optimizations: group checks (see `groups`), and block-wide lookups of roots that
+        // are kernel parameters.
         for (si, site) in sites.iter().enumerate() {
             let inst = an.insts[site.inst.index()];
             for &(operand, w, space, _, k) in &site.accesses {
@@ -898,7 +944,10 @@ fn instrument_function(
         }
         group_plan = if facts.uses_heap { groups::Plan::default() } else { groups::plan(&cands, &cfg) };
 
-        if fref.kind == gpusan_ptx::ast::FunctionKind::Entry && !facts.uses_heap {
+        let static_ok = |n: usize| {
+            facts.static_shared_bytes.is_some_and(|b| b + BLOCK_META_BYTES * n as u64 <= STATIC_SHARED_LIMIT)
+        };
+        if fref.kind == gpusan_ptx::ast::FunctionKind::Entry && !facts.dynamic_shared && !facts.uses_heap {
             let params: HashSet<Name> = fref.params.iter().flatten().map(|p| p.name).collect();
             for (root, &k) in &root_numbers {
                 let Root::Inst(d, _) = *root else { continue };
@@ -906,20 +955,14 @@ fn instrument_function(
                 if inst.opcode.as_str() != "ld" || inst.modifiers().next() != Some("param") {
                     continue;
                 }
-                // The shuffle at the definition needs the whole warp there: straight-line
-                // code from the kernel's start, which nothing branches back to.
-                let converged = cfg.block_of(d) == cfg.entry()
-                    && cfg.preds(cfg.entry()).is_empty()
-                    && cfg.inst_path(d).len() == 1
-                    && inst.guard.is_none();
-                if !converged {
-                    continue;
-                }
                 if let Some((Some(p), off)) = inst.operands.get(1).and_then(|o| o.as_address()) {
                     if params.contains(&p) && block_roots.len() < MAX_BLOCK_ROOTS {
                         block_roots.insert(k, (p, off));
                     }
                 }
+            }
+            if !static_ok(block_roots.len()) {
+                block_roots.clear();
             }
         }
         // Loops whose accesses can be checked once by their range (not with the heap's
@@ -968,7 +1011,7 @@ fn instrument_function(
                 let mut at = path.to_vec();
                 *at.last_mut().unwrap() += 1;
                 let text = match block_slot(k) {
-                    Some(slot) => fetch_warp_meta(k, slot, &root_names[&reg], &mut label),
+                    Some(slot) => fetch_block_meta(k, slot),
                     None => root_meta_k(k, &root_names[&reg], heap_calls.is_result(d), layout, &mut label),
                 };
                 insertions.push(Insertion { at, order: order::LOADMETA, stmts: snippet(&text) });
@@ -1026,7 +1069,14 @@ fn instrument_function(
     // Slow paths of sites at the body's top level go after its last statement, out of the
     // way of the code that runs; a site inside a `{ }` block keeps its own inline, since a
     // label inside the block is not visible outside it.
-    let gen = SiteGen { layout, reaction: config.reaction, emit, function: index, reg_bits: RegBits::collect(f) };
+    let gen = SiteGen {
+        layout,
+        reaction: config.reaction,
+        emit,
+        function: index,
+        block_roots: &block_roots,
+        reg_bits: RegBits::collect(f),
+    };
     let mut tail = String::new();
     let body = f.body.as_deref().unwrap_or_default();
     let site_paths: Vec<&[u32]> = sites.iter().map(|s| cfg.inst_path(s.inst)).collect();
@@ -1187,7 +1237,7 @@ fn instrument_function(
         top.push_str(&found_nothing(k, layout));
     }
     if !block_roots.is_empty() {
-        top.push_str(&warp_lookup(&block_roots, &mut label));
+        top.push_str(&block_lookup(&block_roots, &mut label));
     }
     top.push_str(&entry_code);
     // Pushed last, of the first kind: before whatever else goes at the top.
@@ -1222,11 +1272,12 @@ struct SiteCode {
 }
 
 /// What the code of every site of a function shares.
-struct SiteGen {
+struct SiteGen<'a> {
     layout: Layout,
     reaction: Reaction,
     emit: counting::Emit,
     function: u32,
+    block_roots: &'a BTreeMap<usize, (Name, i64)>,
     reg_bits: RegBits,
 }
 
@@ -1283,7 +1334,7 @@ impl RegBits {
     }
 }
 
-impl SiteGen {
+impl SiteGen<'_> {
     /// A skipped instruction's destination registers set to 0. Left as they were, they would
     /// carry their value from before (the previous iteration of a loop) into the code after,
     /// and ptxas would have to keep every loaded value alive across the loop's back edge:
@@ -1367,8 +1418,9 @@ impl SiteGen {
         for &(operand, w, space, kind, k) in &site.accesses {
             slow_text.push_str(&access_check(self.layout, k, address(operand), w, space));
             slow_text.push_str(guarded);
+            let block_slot = self.block_roots.keys().position(|&b| b == k);
             let record = Record {
-                blame: Blame::Root { k, layout: self.layout },
+                blame: Blame::Root { k, layout: self.layout, block_slot },
                 width: w,
                 line,
                 function: self.function,
@@ -1638,52 +1690,41 @@ const LOOKUP_CACHE_BITS: u32 = 18;
 /// The top bit of a folded root's `id`: the allocation is not live.
 const DEAD_BIT: u64 = 1 << 63;
 
-/// The warp-wide lookup of kernel-parameter roots, at the top of a kernel: in each warp,
-/// lane `s` (of its `L` lanes: 32, fewer in a block's last warp) loads parameter root `s`
-/// (slot `s` of `roots`) and runs LOADMETA for it, keeping the result in `%__gs_bl`,
-/// `%__gs_bh` and `%__gs_bid`; at the root's definition every lane takes it from lane `s`
-/// with `shfl.sync` ([`fetch_warp_meta`]) instead of searching the table. A kernel
-/// parameter has one value for the whole grid, so one lookup per warp is exact, and it
-/// spares the other lanes the search.
+/// The block-wide lookup of kernel-parameter roots, at the top of a kernel: the first
+/// `L = min(32, threads in the block)` threads, all in warp 0, share the roots out (thread
+/// `r` takes roots `r`, `r + L`, …), each loads its parameter and runs LOADMETA for it, and
+/// stores the metadata in shared memory (32 bytes a root); the block waits for it at a
+/// barrier. At the root's definition every thread then reads the metadata back
+/// ([`fetch_block_meta`]) instead of searching the table: a kernel parameter has one value
+/// for the whole grid, so one lookup per block is exact, and it spares every other warp the
+/// search (the cost `bench/lookup` measures).
 ///
-/// Why lanes and not one thread: the lookups are chains of dependent loads, and lanes of
-/// one warp run one instruction stream, so the lookups of all roots overlap and a warp waits
-/// for one chain, not one per root. The parameter is picked by predicated loads, not by a
-/// branch per root, which would serialize the lanes again.
+/// Why lanes and not thread 0 alone: the lookups are chains of dependent loads, and a
+/// kernel with many small blocks (a stencil launches 262,144 of 256 threads) waits for the
+/// chain in every block. Lanes of one warp run one instruction stream, so the lookups of
+/// all roots overlap and the block waits for one chain, not one per root. The parameter is
+/// picked by predicated loads, not by a branch per root, which would serialize the lanes
+/// again.
 ///
-/// Why per warp and not per block: a block-wide lookup (one warp looks up, stores to shared
-/// memory, the block waits at a barrier) made every warp of a block wait for the first
-/// warp's chain, and the barrier itself cost as much as the loads
-/// (`bench/results/prologue-ab-barrier.json`). Per warp, nothing waits but the warp that
-/// needs the metadata, the other warps' loads hit the lines the first warp brought to L1,
-/// and no shared memory is taken from the kernel (so kernels with dynamic shared memory get
-/// it too).
+/// The barrier is the kernel's first instruction, which every thread of the block runs.
 ///
-/// Why the shuffle at the definition and not here: from here on every root would hold its
-/// bounds and id (six registers) for the whole kernel; the kernel's register count rose by
-/// half in the stencil. So only the lane's own result lives until the definitions, which
-/// are at the kernel's top, in straight-line code every thread of the warp runs (the pass
-/// takes no other root for this). A warp with fewer lanes than roots looks the others up in
-/// every thread, as roots that are not parameters are.
-fn warp_lookup(roots: &BTreeMap<usize, (Name, i64)>, label: &mut dyn FnMut() -> String) -> String {
-    let skip = label();
+/// Why not per warp (each warp's lanes look the roots up and `shfl.sync` them to all lanes,
+/// no barrier, no shared memory): every warp then waits for its own chain of loads, and the
+/// stencil ran 0.84 ms against 0.43 ms with this lookup and 0.24 ms natively
+/// (`bench/results/prologue-ab-warp.json`); ptxas also gave it 52 registers against 32.
+fn block_lookup(roots: &BTreeMap<usize, (Name, i64)>, label: &mut dyn FnMut() -> String) -> String {
+    let (done, next) = (label(), label());
     let n = roots.len();
-    // The linear thread index t = (tid.z * ntid.y + tid.y) * ntid.x + tid.x; the warp's
-    // lane t % 32 and its threads L = min(32, threads - (t - lane)), so its mask.
+    // The linear thread index r = (tid.z * ntid.y + tid.y) * ntid.x + tid.x, and L.
     let mut t = format!(
         "\t.reg .b64 %__gs_pv;\n\
-         \t.reg .b32 %__gs_wl;\n\
-         \t.reg .b32 %__gs_wn;\n\
-         \t.reg .b32 %__gs_wm;\n\
-         \t.reg .b32 %__gs_w<2>;\n\
-         \t.reg .b64 %__gs_bl;\n\
-         \t.reg .b64 %__gs_bh;\n\
-         \t.reg .b64 %__gs_bid;\n\
+         \t.shared .align 16 .b8 __gs_meta[{}];\n\
          \tmov.u32 %__gs_k, %ntid.x;\n\
          \tmov.u32 %__gs_c, %ntid.y;\n\
          \tmul.lo.u32 %__gs_i, %__gs_k, %__gs_c;\n\
          \tmov.u32 %__gs_c, %ntid.z;\n\
          \tmul.lo.u32 %__gs_i, %__gs_i, %__gs_c;\n\
+         \tmin.u32 %__gs_i, %__gs_i, 32;\n\
          \tmov.u32 %__gs_k, %tid.z;\n\
          \tmov.u32 %__gs_c, %ntid.y;\n\
          \tmul.lo.u32 %__gs_k, %__gs_k, %__gs_c;\n\
@@ -1693,62 +1734,47 @@ fn warp_lookup(roots: &BTreeMap<usize, (Name, i64)>, label: &mut dyn FnMut() -> 
          \tmul.lo.u32 %__gs_k, %__gs_k, %__gs_c;\n\
          \tmov.u32 %__gs_c, %tid.x;\n\
          \tadd.s32 %__gs_k, %__gs_k, %__gs_c;\n\
-         \tand.b32 %__gs_wl, %__gs_k, 31;\n\
-         \tsub.s32 %__gs_wn, %__gs_i, %__gs_k;\n\
-         \tadd.s32 %__gs_wn, %__gs_wn, %__gs_wl;\n\
-         \tmin.u32 %__gs_wn, %__gs_wn, 32;\n\
-         \tmov.b32 %__gs_wm, 1;\n\
-         \tshl.b32 %__gs_wm, %__gs_wm, %__gs_wn;\n\
-         \tadd.s32 %__gs_wm, %__gs_wm, -1;\n\
-         \tsetp.ge.u32 %__gs_q, %__gs_wl, {n};\n\
-         \t@%__gs_q bra {skip};\n"
+         \tsetp.ge.u32 %__gs_q, %__gs_k, %__gs_i;\n\
+         \t@%__gs_q bra {done};\n\
+         \tsetp.ge.u32 %__gs_q, %__gs_k, {n};\n\
+         \t@%__gs_q bra {done};\n\
+         {next}:\n",
+        BLOCK_META_BYTES * n as u64
     );
     for (slot, &(param, offset)) in roots.values().enumerate() {
         if slot == 0 {
             t.push_str(&format!("\tld.param.u64 %__gs_pv, [{param}+{offset}];\n"));
         } else {
             t.push_str(&format!(
-                "\tsetp.eq.u32 %__gs_q, %__gs_wl, {slot};\n\t@%__gs_q ld.param.u64 %__gs_pv, [{param}+{offset}];\n"
+                "\tsetp.eq.u32 %__gs_q, %__gs_k, {slot};\n\t@%__gs_q ld.param.u64 %__gs_pv, [{param}+{offset}];\n"
             ));
         }
     }
-    // Root `k`'s registers do for the lookup; they are reset below. The id is cleared so a
-    // root found nowhere hands out a defined one.
-    let k = *roots.keys().next().expect("a warp lookup has roots");
-    t.push_str(&format!("\tmov.b64 %__gs_id{k}, 0;\n"));
+    // One set of per-root registers does for all: the metadata goes to shared memory, and
+    // every root's registers are reset after the barrier.
+    let k = *roots.keys().next().expect("a block lookup has roots");
     t.push_str(&loadmeta(k, "%__gs_pv", Layout::Folded, label));
     t.push_str(&format!(
-        "\tmov.b64 %__gs_bl, %__gs_low{k};\n\
-         \tmov.b64 %__gs_bh, %__gs_lim{k};\n\
-         \tmov.b64 %__gs_bid, %__gs_id{k};\n\
-         {skip}:\n"
+        "\tmov.u32 %__gs_c, __gs_meta;\n\
+         \tmad.lo.u32 %__gs_c, %__gs_k, {BLOCK_META_BYTES}, %__gs_c;\n\
+         \tst.shared.v2.u64 [%__gs_c], {{%__gs_low{k}, %__gs_lim{k}}};\n\
+         \tst.shared.u64 [%__gs_c+16], %__gs_id{k};\n\
+         \tadd.s32 %__gs_k, %__gs_k, %__gs_i;\n\
+         \tsetp.lt.u32 %__gs_q, %__gs_k, {n};\n\
+         \t@%__gs_q bra {next};\n\
+         {done}:\n\tbar.sync 0;\n"
     ));
-    t.push_str(&found_nothing(k, Layout::Folded));
+    for &k in roots.keys() {
+        t.push_str(&found_nothing(k, Layout::Folded));
+    }
     t
 }
 
-/// Root `k`'s metadata at its definition (`value` the register it defines): from lane
-/// `slot` of the warp-wide lookup, or, when the warp has no such lane, its own LOADMETA.
-/// The branch is uniform: every lane of the warp has the same `L`.
-fn fetch_warp_meta(k: usize, slot: usize, value: &str, label: &mut dyn FnMut() -> String) -> String {
-    let (own, done) = (label(), label());
-    let mut t = format!(
-        "\tmov.u32 %__gs_c, {slot};\n\
-         \tsetp.ge.u32 %__gs_q, %__gs_c, %__gs_wn;\n\
-         \t@%__gs_q bra {own};\n"
-    );
-    for (from, to) in [("bl", "low"), ("bh", "lim"), ("bid", "id")] {
-        t.push_str(&format!(
-            "\tmov.b64 {{%__gs_w0, %__gs_w1}}, %__gs_{from};\n\
-             \tshfl.sync.idx.b32 %__gs_w0, %__gs_w0, %__gs_c, 31, %__gs_wm;\n\
-             \tshfl.sync.idx.b32 %__gs_w1, %__gs_w1, %__gs_c, 31, %__gs_wm;\n\
-             \tmov.b64 %__gs_{to}{k}, {{%__gs_w0, %__gs_w1}};\n"
-        ));
-    }
-    t.push_str(&format!("\tbra.uni {done};\n{own}:\n"));
-    t.push_str(&loadmeta(k, value, Layout::Folded, label));
-    t.push_str(&format!("{done}:\n"));
-    t
+/// Root `k`'s bounds from slot `slot` of the block-wide lookup; its id stays there for
+/// the record writer ([`Blame::Root`]).
+fn fetch_block_meta(k: usize, slot: usize) -> String {
+    let at = BLOCK_META_BYTES as usize * slot;
+    format!("\tld.shared.v2.u64 {{%__gs_low{k}, %__gs_lim{k}}}, [__gs_meta+{at}];\n")
 }
 
 /// `ErrorRecord::access` of an access kind.
@@ -1763,8 +1789,9 @@ fn access_code(kind: AccessKind) -> u32 {
 /// Whom an error record blames, and so its code.
 enum Blame {
     /// The allocation of root number `k`: its id, and out of bounds or use after free as
-    /// the entry's state says.
-    Root { k: usize, layout: Layout },
+    /// the entry's state says. A root of the block-wide lookup has its id in that slot of
+    /// `__gs_meta`, not in a register.
+    Root { k: usize, layout: Layout, block_slot: Option<usize> },
     /// A shared or local variable: no allocation, this code.
     Window(u32),
 }
@@ -1811,8 +1838,13 @@ pub(super) fn record_where() -> &'static str {
 fn report_record(r: &Record, reaction: Reaction, stop: &Option<String>, skip: &str) -> String {
     let end = stop.as_deref().unwrap_or(skip);
     let (alloc, code) = match r.blame {
-        Blame::Root { k, layout: Layout::Folded } => {
-            let id = format!("\tmov.b64 %__gs_x, %__gs_id{k};\n");
+        Blame::Root { k, layout: Layout::Folded, block_slot } => {
+            let id = match block_slot {
+                Some(slot) => {
+                    format!("\tld.shared.u64 %__gs_x, [__gs_meta+{}];\n", BLOCK_META_BYTES as usize * slot + 16)
+                }
+                None => format!("\tmov.b64 %__gs_x, %__gs_id{k};\n"),
+            };
             (
                 format!("{id}\tand.b64 %__gs_y, %__gs_x, {:#x};\n\tst.global.u64 [%__gs_r+24], %__gs_y;\n", !DEAD_BIT),
                 format!(
@@ -1928,58 +1960,26 @@ mod tests {
         assert_eq!(text.matches("ld.global.v2.u64 {%__gs_id0, %__gs_r}, [%__gs_x+16];").count(), 2);
     }
 
-    fn numbered() -> impl FnMut() -> String {
-        let mut n = 0;
-        move || {
-            n += 1;
-            format!("$__gs_L{n}")
-        }
-    }
-
     #[test]
-    fn warp_lookup_gives_each_root_a_lane() {
+    fn block_lookup_spreads_roots_over_lanes_without_branching_per_root() {
         let roots: BTreeMap<usize, (Name, i64)> =
             [(0, ("k_param_0".into(), 0)), (1, ("k_param_1".into(), 0)), (2, ("k_param_2".into(), 8))].into();
-        let text = warp_lookup(&roots, &mut numbered());
-        // One LOADMETA for all roots, each parameter picked by a predicated load by lane.
+        let text = block_lookup(&roots, &mut {
+            let mut n = 0;
+            move || {
+                n += 1;
+                format!("$__gs_L{n}")
+            }
+        });
+        // One LOADMETA for all roots, each parameter picked by a predicated load.
         assert_eq!(text.matches("ld.const.u64 %__gs_t, [__gpusan_table];").count(), 1);
         assert!(text.contains("ld.param.u64 %__gs_pv, [k_param_0+0];"));
-        assert!(text.contains("setp.eq.u32 %__gs_q, %__gs_wl, 2;\n\t@%__gs_q ld.param.u64 %__gs_pv, [k_param_2+8];"));
-        // Lanes past the roots skip it; the warp's lane count, at most 32, and its mask.
-        assert!(text.contains("setp.ge.u32 %__gs_q, %__gs_wl, 3;\n\t@%__gs_q bra $__gs_L1;"));
-        assert!(text.contains("min.u32 %__gs_wn, %__gs_wn, 32;"));
-        assert!(text.contains("shl.b32 %__gs_wm, %__gs_wm, %__gs_wn;\n\tadd.s32 %__gs_wm, %__gs_wm, -1;"));
-        // No barrier, no shared memory, no shuffle yet; the root's registers LOADMETA used
-        // are reset.
-        assert!(!text.contains("bar.") && !text.contains(".shared") && !text.contains("shfl"), "{text}");
-        assert!(
-            text.ends_with(
-                "\tmov.b64 %__gs_bid, %__gs_id0;\n$__gs_L1:\n\tmov.b64 %__gs_low0, 0;\n\tmov.b64 %__gs_lim0, -1;\n"
-            ),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn warp_meta_is_shuffled_from_its_lane_or_looked_up_without_one() {
-        let text = fetch_warp_meta(4, 2, "%rd9", &mut numbered());
-        // Slot 2 exists when the warp has more than 2 lanes (a uniform branch).
-        assert!(
-            text.starts_with(
-                "\tmov.u32 %__gs_c, 2;\n\tsetp.ge.u32 %__gs_q, %__gs_c, %__gs_wn;\n\t@%__gs_q bra $__gs_L1;\n"
-            ),
-            "{text}"
-        );
-        assert_eq!(text.matches("shfl.sync.idx.b32").count(), 6);
-        for (from, to) in [("bl", "low4"), ("bh", "lim4"), ("bid", "id4")] {
-            assert!(text.contains(&format!("mov.b64 {{%__gs_w0, %__gs_w1}}, %__gs_{from};")), "{text}");
-            assert!(text.contains(&format!("mov.b64 %__gs_{to}, {{%__gs_w0, %__gs_w1}};")), "{text}");
-        }
-        assert!(text.contains("shfl.sync.idx.b32 %__gs_w0, %__gs_w0, %__gs_c, 31, %__gs_wm;"));
-        // Without the lane, the root's own LOADMETA of the defined register.
-        let own = text.find("$__gs_L1:\n").expect("the fallback");
-        assert!(text[own..].contains("mul.lo.u64 %__gs_h, %rd9, 0x9e3779b97f4a7c15;"), "{text}");
-        assert!(text.ends_with("$__gs_L2:\n"), "{text}");
+        assert!(text.contains("setp.eq.u32 %__gs_q, %__gs_k, 2;\n\t@%__gs_q ld.param.u64 %__gs_pv, [k_param_2+8];"));
+        // At most 32 lanes, looping when the block has fewer threads than roots.
+        assert!(text.contains("min.u32 %__gs_i, %__gs_i, 32;"));
+        assert!(text.contains("add.s32 %__gs_k, %__gs_k, %__gs_i;\n\tsetp.lt.u32 %__gs_q, %__gs_k, 3;"));
+        assert!(text.contains(&format!("mad.lo.u32 %__gs_c, %__gs_k, {BLOCK_META_BYTES}, %__gs_c;")));
+        assert!(text.ends_with("\tbar.sync 0;\n\tmov.b64 %__gs_low0, 0;\n\tmov.b64 %__gs_lim0, -1;\n\tmov.b64 %__gs_low1, 0;\n\tmov.b64 %__gs_lim1, -1;\n\tmov.b64 %__gs_low2, 0;\n\tmov.b64 %__gs_lim2, -1;\n"), "{text}");
     }
 
     #[test]

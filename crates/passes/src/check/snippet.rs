@@ -192,11 +192,7 @@ mod tests {
         };
         same_as_parser(&super::super::loadmeta(3, "%rd7", super::super::Layout::Folded, &mut label));
         same_as_parser(&super::super::loadmeta(3, "%rd7", super::super::Layout::Heap, &mut label));
-        same_as_parser(&super::super::fetch_warp_meta(2, 1, "%rd4", &mut label));
-        same_as_parser(&super::super::warp_lookup(
-            &[(0, ("k_param_0".into(), 0)), (3, ("k_param_1".into(), 8))].into(),
-            &mut label,
-        ));
+        same_as_parser(&super::super::fetch_block_meta(2, 1));
         same_as_parser(super::super::record_where());
     }
 
