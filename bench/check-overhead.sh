@@ -11,8 +11,9 @@
 # Builds every workload with the machine's nvcc (-O3 -arch=sm_90 -lineinfo), runs each
 # natively, under `DIR/gpusan run --mode check --report-json R.json` and under
 # `compute-sanitizer --tool memcheck`, interleaved, for GPUSAN_BENCH_ROUNDS rounds (default
-# 3), and writes $OUT/check-overhead.json (bench/check_overhead.py: medians, ratios,
-# errors reported, correctness, the summary against the targets) and
+# 3; compute-sanitizer only in the first GPUSAN_BENCH_CS_ROUNDS of them when that is set),
+# and writes $OUT/check-overhead.json (bench/check_overhead.py: medians, ratios, errors
+# reported, correctness, the summary against the targets) and
 # $OUT/check-overhead-logs.tar.gz. Everything stops by GPUSAN_BENCH_BUDGET_S (default 470 s,
 # under the 8 minutes one call may take); the JSON holds whatever finished by then.
 # Knobs: OUT (default /tmp/gpusan-check-overhead-out), GPUSAN_BENCH_ONLY (regex of
@@ -47,7 +48,8 @@ only=()
 # deadline and rewrites the JSON after each run.
 timeout $((deadline - $(date +%s) + 20)) python3 "$repo/bench/check_overhead.py" \
   --gpusan "$dir/gpusan" --compute-sanitizer "$cs" --nvcc "${NVCC:-nvcc}" \
-  --out "$out/check-overhead.json" --rounds "${GPUSAN_BENCH_ROUNDS:-3}" --deadline "$deadline" \
+  --out "$out/check-overhead.json" --rounds "${GPUSAN_BENCH_ROUNDS:-3}" \
+  ${GPUSAN_BENCH_CS_ROUNDS:+--cs-rounds "$GPUSAN_BENCH_CS_ROUNDS"} --deadline "$deadline" \
   --work "$work" --table-out "$out/check-overhead-table.txt" "${only[@]}"
 rc=$?
 tar czf "$out/check-overhead-logs.tar.gz" -C "$work" logs 2>/dev/null
