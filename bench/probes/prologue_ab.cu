@@ -43,8 +43,7 @@ struct Entry {
 // Table: [cache][header 32 B][entries], __gpusan_table = header.
 static bool make_table(std::vector<std::pair<CUdeviceptr, size_t>> bufs, CUdeviceptr* table) {
     std::sort(bufs.begin(), bufs.end());
-    // Room for 32 entries at least: the block-wide lookup reads one per lane.
-    std::vector<unsigned char> bytes(CACHE + 32 + 32 * std::max<size_t>(bufs.size(), 32), 0);
+    std::vector<unsigned char> bytes(CACHE + 32 + 32 * bufs.size(), 0);
     unsigned long long* h = (unsigned long long*)&bytes[CACHE];
     h[0] = 0x54415347ull | (2ull << 32);  // "GSAT", layout 2
     h[1] = bufs.size();

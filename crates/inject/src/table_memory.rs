@@ -29,7 +29,7 @@
 use std::ffi::c_void;
 use std::sync::atomic::AtomicUsize;
 
-use gpusan_runtime::device_abi::{LOOKUP_CACHE_BYTES, READ_AHEAD_ENTRIES};
+use gpusan_runtime::device_abi::LOOKUP_CACHE_BYTES;
 
 use crate::capture;
 use crate::hooks::{driver_fn, CUresult};
@@ -155,11 +155,9 @@ impl TableMemory {
         self.moves
     }
 
-    /// Makes room for a table of `bytes` (header and entries), and never less than
-    /// `device_abi::READ_AHEAD_ENTRIES` entries, which kernels read whatever the length;
-    /// `None` if no memory could be had (the table stays where it was, as it was).
+    /// Makes room for a table of `bytes` (header and entries); `None` if no memory could
+    /// be had (the table stays where it was, as it was).
     pub fn fit(&mut self, bytes: u64) -> Option<Placed> {
-        let bytes = bytes.max(table_bytes(READ_AHEAD_ENTRIES));
         let need = LOOKUP_CACHE_BYTES.checked_add(bytes)?;
         match &mut self.place {
             Place::Reserved(r) if need <= r.mapped => return Some(Placed { table: self.table(), moved: false }),

@@ -11,7 +11,6 @@ fn check_pass_speaks_the_runtime_abi() {
     assert_eq!(check::MODULE_SYMBOL, device_abi::MODULE_SYMBOL);
     assert_eq!(check::LOOKUP_CACHE_BYTES, device_abi::LOOKUP_CACHE_BYTES);
     assert_eq!(check::LOOKUP_CACHE_HASH, device_abi::LOOKUP_CACHE_HASH);
-    assert_eq!(check::READ_AHEAD_ENTRIES, device_abi::READ_AHEAD_ENTRIES);
     assert_eq!(check::CODE_OUT_OF_BOUNDS, device_abi::CODE_OUT_OF_BOUNDS);
     assert_eq!(check::CODE_USE_AFTER_FREE, device_abi::CODE_USE_AFTER_FREE);
     assert_eq!(check::CODE_SHARED_OUT_OF_BOUNDS, device_abi::CODE_SHARED_OUT_OF_BOUNDS);

@@ -55,10 +55,6 @@ pub const TABLE_SYMBOL: &str = "__gpusan_table";
 /// runtime neither initializes nor invalidates it: it only allocates it with the table.
 pub const LOOKUP_CACHE_BYTES: u64 = 1 << 20;
 pub const LOOKUP_CACHE_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
-/// Entries' room the table's memory keeps after the header whatever its length: the check
-/// pass's block-wide lookup loads entry `i` in lane `i` of a warp before it knows the
-/// length (`check::small_table_lookup`), so those loads must not fault.
-pub const READ_AHEAD_ENTRIES: u64 = 32;
 pub const ERRORS_SYMBOL: &str = "__gpusan_errors";
 pub const MODULE_SYMBOL: &str = "__gpusan_module";
 pub const HEAP_SYMBOL: &str = "__gpusan_heap";

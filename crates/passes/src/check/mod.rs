@@ -1712,22 +1712,17 @@ const DEAD_BIT: u64 = 1 << 63;
 /// no barrier, no shared memory): every warp then waits for its own chain of loads, and the
 /// stencil ran 0.84 ms against 0.43 ms with this lookup and 0.24 ms natively
 /// (`bench/results/prologue-ab-warp.json`); ptxas also gave it 52 registers against 32.
+///
+/// Why not a search by all lanes together when the table is short (lane `i` loads entry `i`
+/// with the length, a vote per root, the winner's entry shuffled to all): one round of
+/// loads less, but the votes and shuffles per root made the chain longer, and the stencil
+/// ran 0.50 ms against 0.44 (`bench/results/prologue-ab-small.json`).
 fn block_lookup(roots: &BTreeMap<usize, (Name, i64)>, label: &mut dyn FnMut() -> String) -> String {
-    let (done, next, per_lane) = (label(), label(), label());
+    let (done, next) = (label(), label());
     let n = roots.len();
-    // One set of per-root registers does for all: the metadata goes to shared memory, and
-    // every root's registers are reset after the barrier.
-    let k = *roots.keys().next().expect("a block lookup has roots");
     // The linear thread index r = (tid.z * ntid.y + tid.y) * ntid.x + tid.x, and L.
     let mut t = format!(
         "\t.reg .b64 %__gs_pv;\n\
-         \t.reg .b64 %__gs_sb;\n\
-         \t.reg .b64 %__gs_ss;\n\
-         \t.reg .b64 %__gs_si;\n\
-         \t.reg .b64 %__gs_sf;\n\
-         \t.reg .b32 %__gs_w<2>;\n\
-         \t.reg .b32 %__gs_wm;\n\
-         \t.reg .pred %__gs_sv;\n\
          \t.shared .align 16 .b8 __gs_meta[{}];\n\
          \tmov.u32 %__gs_k, %ntid.x;\n\
          \tmov.u32 %__gs_c, %ntid.y;\n\
@@ -1745,16 +1740,12 @@ fn block_lookup(roots: &BTreeMap<usize, (Name, i64)>, label: &mut dyn FnMut() ->
          \tmov.u32 %__gs_c, %tid.x;\n\
          \tadd.s32 %__gs_k, %__gs_k, %__gs_c;\n\
          \tsetp.ge.u32 %__gs_q, %__gs_k, %__gs_i;\n\
-         \t@%__gs_q bra {done};\n",
-        BLOCK_META_BYTES * n as u64
-    );
-    t.push_str(&small_table_lookup(roots, k, &per_lane, &done, label));
-    t.push_str(&format!(
-        "{per_lane}:\n\
+         \t@%__gs_q bra {done};\n\
          \tsetp.ge.u32 %__gs_q, %__gs_k, {n};\n\
          \t@%__gs_q bra {done};\n\
-         {next}:\n"
-    ));
+         {next}:\n",
+        BLOCK_META_BYTES * n as u64
+    );
     for (slot, &(param, offset)) in roots.values().enumerate() {
         if slot == 0 {
             t.push_str(&format!("\tld.param.u64 %__gs_pv, [{param}+{offset}];\n"));
@@ -1764,6 +1755,9 @@ fn block_lookup(roots: &BTreeMap<usize, (Name, i64)>, label: &mut dyn FnMut() ->
             ));
         }
     }
+    // One set of per-root registers does for all: the metadata goes to shared memory, and
+    // every root's registers are reset after the barrier.
+    let k = *roots.keys().next().expect("a block lookup has roots");
     t.push_str(&loadmeta(k, "%__gs_pv", Layout::Folded, label));
     t.push_str(&format!(
         "\tmov.u32 %__gs_c, __gs_meta;\n\
@@ -1780,105 +1774,6 @@ fn block_lookup(roots: &BTreeMap<usize, (Name, i64)>, label: &mut dyn FnMut() ->
     }
     t
 }
-
-/// The block-wide lookup when the table has at most `L` entries (a program with few
-/// allocations, which is most): lane `i` of the `L` lanes loads entry `i`, whatever the
-/// length (the runtime keeps room for [`READ_AHEAD_ENTRIES`] after the header), in the same
-/// round as the length; then for each root the lanes vote on whose entry contains the
-/// parameter and take that entry and its lower neighbour from their lanes with `shfl.sync`.
-/// That is two rounds of loads (the table's address, then length and entries) where
-/// LOADMETA takes three (address; cache slot and length; entry), and a block waits at the
-/// barrier for the slowest chain. The verdict is LOADMETA's: entries are disjoint, so at
-/// most one contains the value, the one the search finds; "one past the end" of the entry
-/// below gets its base as `low` the same way. A longer table, or none, goes to `per_lane`.
-///
-/// Every branch here is uniform across the lanes (the table, its length and each parameter
-/// are the same for all), so the lanes stay converged for the votes and shuffles, whose
-/// mask `%__gs_wm` names exactly the `L` lanes (threads `0..L` of the block, in warp 0).
-fn small_table_lookup(
-    roots: &BTreeMap<usize, (Name, i64)>,
-    k: usize,
-    per_lane: &str,
-    done: &str,
-    label: &mut dyn FnMut() -> String,
-) -> String {
-    let mut t = format!(
-        "\tld.const.u64 %__gs_t, [{TABLE_SYMBOL}];\n\
-         \tsetp.eq.u64 %__gs_q, %__gs_t, 0;\n\
-         \t@%__gs_q bra {per_lane};\n\
-         \tcvt.u64.u32 %__gs_lo, %__gs_k;\n\
-         \tshl.b64 %__gs_x, %__gs_lo, 5;\n\
-         \tadd.s64 %__gs_x, %__gs_t, %__gs_x;\n\
-         \tld.global.u64 %__gs_hi, [%__gs_t+8];\n\
-         \tld.global.v2.u64 {{%__gs_sb, %__gs_ss}}, [%__gs_x+32];\n\
-         \tld.global.v2.u64 {{%__gs_si, %__gs_sf}}, [%__gs_x+48];\n\
-         \tcvt.u64.u32 %__gs_y, %__gs_i;\n\
-         \tsetp.gt.u64 %__gs_q, %__gs_hi, %__gs_y;\n\
-         \t@%__gs_q bra {per_lane};\n\
-         \tsetp.lt.u64 %__gs_sv, %__gs_lo, %__gs_hi;\n\
-         \tmov.b32 %__gs_wm, 1;\n\
-         \tshl.b32 %__gs_wm, %__gs_wm, %__gs_i;\n\
-         \tadd.s32 %__gs_wm, %__gs_wm, -1;\n"
-    );
-    // A 64-bit register of lane `%__gs_c`.
-    let take = |to: &str, from: &str| {
-        format!(
-            "\tmov.b64 {{%__gs_w0, %__gs_w1}}, {from};\n\
-             \tshfl.sync.idx.b32 %__gs_w0, %__gs_w0, %__gs_c, 31, %__gs_wm;\n\
-             \tshfl.sync.idx.b32 %__gs_w1, %__gs_w1, %__gs_c, 31, %__gs_wm;\n\
-             \tmov.b64 {to}, {{%__gs_w0, %__gs_w1}};\n"
-        )
-    };
-    for (slot, &(param, offset)) in roots.values().enumerate() {
-        let stored = label();
-        let at = BLOCK_META_BYTES as usize * slot;
-        t.push_str(&format!(
-            "\tld.param.u64 %__gs_pv, [{param}+{offset}];\n\
-             {reset}\
-             \tsub.s64 %__gs_y, %__gs_pv, %__gs_sb;\n\
-             \tsetp.lt.u64 %__gs_g, %__gs_y, %__gs_ss;\n\
-             \tand.pred %__gs_g, %__gs_g, %__gs_sv;\n\
-             \tvote.sync.ballot.b32 %__gs_c, %__gs_g, %__gs_wm;\n\
-             \tsetp.eq.u32 %__gs_q, %__gs_c, 0;\n\
-             \t@%__gs_q bra {stored};\n\
-             \tbfind.u32 %__gs_c, %__gs_c;\n\
-             {mid}{sz}{id}\
-             \tcvt.u32.u64 %__gs_w0, %__gs_sf;\n\
-             \tshfl.sync.idx.b32 %__gs_w0, %__gs_w0, %__gs_c, 31, %__gs_wm;\n\
-             \tand.b32 %__gs_w0, %__gs_w0, 255;\n\
-             \tsetp.ne.u32 %__gs_q, %__gs_w0, {STATE_LIVE};\n\
-             \tadd.s64 %__gs_lim{k}, %__gs_mid, %__gs_sz;\n\
-             \t@%__gs_q mov.b64 %__gs_lim{k}, %__gs_mid;\n\
-             \t@%__gs_q or.b64 %__gs_id{k}, %__gs_id{k}, {DEAD_BIT:#x};\n\
-             \tmov.b64 %__gs_low{k}, %__gs_mid;\n\
-             \tsetp.ne.u32 %__gs_nb, %__gs_c, 0;\n\
-             \tsetp.eq.and.u64 %__gs_nb, %__gs_pv, %__gs_mid, %__gs_nb;\n\
-             \t@!%__gs_nb bra {stored};\n\
-             \tadd.s32 %__gs_c, %__gs_c, -1;\n\
-             {a}{e}\
-             \tadd.s64 %__gs_e, %__gs_a, %__gs_e;\n\
-             \tsetp.eq.u64 %__gs_q, %__gs_e, %__gs_mid;\n\
-             \t@%__gs_q mov.b64 %__gs_low{k}, %__gs_a;\n\
-             {stored}:\n\
-             \tsetp.eq.u32 %__gs_q, %__gs_k, 0;\n\
-             \t@%__gs_q st.shared.v2.u64 [__gs_meta+{at}], {{%__gs_low{k}, %__gs_lim{k}}};\n\
-             \t@%__gs_q st.shared.u64 [__gs_meta+{id_at}], %__gs_id{k};\n",
-            reset = found_nothing(k, Layout::Folded),
-            mid = take("%__gs_mid", "%__gs_sb"),
-            sz = take("%__gs_sz", "%__gs_ss"),
-            id = take(&format!("%__gs_id{k}"), "%__gs_si"),
-            a = take("%__gs_a", "%__gs_sb"),
-            e = take("%__gs_e", "%__gs_ss"),
-            id_at = at + 16,
-        ));
-    }
-    t.push_str(&format!("\tbra.uni {done};\n"));
-    t
-}
-
-/// Entries past the table header a kernel may read whatever the table's length
-/// (`device_abi::READ_AHEAD_ENTRIES`): the block-wide lookup loads one per lane of a warp.
-pub const READ_AHEAD_ENTRIES: u64 = 32;
 
 /// Root `k`'s bounds from slot `slot` of the block-wide lookup; its id stays there for
 /// the record writer ([`Blame::Root`]).
@@ -2081,10 +1976,8 @@ mod tests {
                 format!("$__gs_L{n}")
             }
         });
-        // One LOADMETA for all roots (besides the small-table path's own read of the
-        // table's address), each parameter picked by a predicated load.
-        assert_eq!(text.matches("ld.const.u64 %__gs_t, [__gpusan_table];").count(), 2);
-        assert_eq!(text.matches("mul.lo.u64 %__gs_h, %__gs_pv,").count(), 1);
+        // One LOADMETA for all roots, each parameter picked by a predicated load.
+        assert_eq!(text.matches("ld.const.u64 %__gs_t, [__gpusan_table];").count(), 1);
         assert!(text.contains("ld.param.u64 %__gs_pv, [k_param_0+0];"));
         assert!(text.contains("setp.eq.u32 %__gs_q, %__gs_k, 2;\n\t@%__gs_q ld.param.u64 %__gs_pv, [k_param_2+8];"));
         // At most 32 lanes, looping when the block has fewer threads than roots.
@@ -2092,36 +1985,6 @@ mod tests {
         assert!(text.contains("add.s32 %__gs_k, %__gs_k, %__gs_i;\n\tsetp.lt.u32 %__gs_q, %__gs_k, 3;"));
         assert!(text.contains(&format!("mad.lo.u32 %__gs_c, %__gs_k, {BLOCK_META_BYTES}, %__gs_c;")));
         assert!(text.ends_with("\tbar.sync 0;\n\tmov.b64 %__gs_low0, 0;\n\tmov.b64 %__gs_lim0, -1;\n\tmov.b64 %__gs_low1, 0;\n\tmov.b64 %__gs_lim1, -1;\n\tmov.b64 %__gs_low2, 0;\n\tmov.b64 %__gs_lim2, -1;\n"), "{text}");
-    }
-
-    #[test]
-    fn a_small_table_is_searched_by_the_lanes_together() {
-        let roots: BTreeMap<usize, (Name, i64)> = [(0, ("k_param_0".into(), 0)), (2, ("k_param_1".into(), 8))].into();
-        let text = block_lookup(&roots, &mut {
-            let mut n = 0;
-            move || {
-                n += 1;
-                format!("$__gs_L{n}")
-            }
-        });
-        let small = &text[..text.find("$__gs_L3:\n").expect("the per-lane path's label")];
-        // Lane i loads entry i with the length, in one round after the table's address.
-        assert!(small.contains(
-            "\tld.global.u64 %__gs_hi, [%__gs_t+8];\n\tld.global.v2.u64 {%__gs_sb, %__gs_ss}, [%__gs_x+32];\n\tld.global.v2.u64 {%__gs_si, %__gs_sf}, [%__gs_x+48];\n"
-        ), "{small}");
-        // More entries than lanes, or no table: the per-lane LOADMETA.
-        assert!(small.contains("\tsetp.gt.u64 %__gs_q, %__gs_hi, %__gs_y;\n\t@%__gs_q bra $__gs_L3;\n"), "{small}");
-        assert!(small.contains("\tsetp.eq.u64 %__gs_q, %__gs_t, 0;\n\t@%__gs_q bra $__gs_L3;\n"), "{small}");
-        // Per root: one vote among the lanes holding real entries; the winner's base, size
-        // and id (2 shuffles each) and flags (1), its neighbour's base and size (2 each).
-        assert_eq!(small.matches("vote.sync.ballot.b32 %__gs_c, %__gs_g, %__gs_wm;").count(), 2);
-        assert_eq!(small.matches("and.pred %__gs_g, %__gs_g, %__gs_sv;").count(), 2);
-        assert_eq!(small.matches("shfl.sync.idx.b32").count(), 2 * (3 * 2 + 1 + 2 * 2));
-        // Lane 0 stores each slot; then the barrier.
-        assert!(small.contains("@%__gs_q st.shared.v2.u64 [__gs_meta+32], {%__gs_low0, %__gs_lim0};"), "{small}");
-        assert!(small.contains("@%__gs_q st.shared.u64 [__gs_meta+48], %__gs_id0;"), "{small}");
-        assert!(small.ends_with("\tbra.uni $__gs_L1;\n"), "{small}");
-        assert!(text.contains("$__gs_L1:\n\tbar.sync 0;\n"), "{text}");
     }
 
     #[test]
