@@ -9,7 +9,8 @@
 //   nvcc -O2 -o prologue_ab prologue_ab.cu -lcuda && ./prologue_ab DIR
 //
 // DIR holds stencil_<variant>.ptx (kernel _Z7jacobi5iiPKfPf, 8192 x 8192 floats, 32 x 8
-// blocks) and gemm_<variant>.ptx (kernel _Z11gemm_kerneliiiffPfS_S_, 512^3, 32 x 8 blocks).
+// blocks), gemm_<variant>.ptx (kernel _Z11gemm_kerneliiiffPfS_S_, 512^3, 32 x 8 blocks) and
+// sgemm_<variant>.ptx (bench/workloads/sgemm.cu's _Z11sgemm_tilediPKfS0_Pf, 2048^3, 32 x 32).
 #include <cuda.h>
 #include <dirent.h>
 #include <algorithm>
@@ -109,9 +110,14 @@ int main(int argc, char** argv) {
     char name[256];
     cuDeviceGetName(name, sizeof name, dev);
 
-    const int nx = 8192, ny = 8192, n = 512;
-    CUdeviceptr in, out, a, b, c, errors;
-    size_t sbytes = (size_t)nx * ny * 4, gbytes = (size_t)n * n * 4;
+    const int nx = 8192, ny = 8192, n = 512, sn = 2048;
+    CUdeviceptr in, out, a, b, c, sa, sb, sc, errors;
+    size_t sbytes = (size_t)nx * ny * 4, gbytes = (size_t)n * n * 4, sgbytes = (size_t)sn * sn * 4;
+    cuMemAlloc(&sa, sgbytes);
+    cuMemAlloc(&sb, sgbytes);
+    cuMemAlloc(&sc, sgbytes);
+    cuMemsetD8(sa, 0, sgbytes);
+    cuMemsetD8(sb, 0, sgbytes);
     cuMemAlloc(&in, sbytes);
     cuMemAlloc(&out, sbytes);
     cuMemAlloc(&a, gbytes);
@@ -125,7 +131,9 @@ int main(int argc, char** argv) {
     unsigned hdr[4] = {0, 4096, 0, 0};
     cuMemcpyHtoD(errors, hdr, 16);
     CUdeviceptr table;
-    if (!make_table({{in, sbytes}, {out, sbytes}, {a, gbytes}, {b, gbytes}, {c, gbytes}, {errors, 16 + 64 * 4096}}, &table))
+    if (!make_table({{in, sbytes}, {out, sbytes}, {a, gbytes}, {b, gbytes}, {c, gbytes}, {sa, sgbytes}, {sb, sgbytes},
+                     {sc, sgbytes}, {errors, 16 + 64 * 4096}},
+                    &table))
         return 1;
 
     std::vector<std::string> files;
@@ -137,7 +145,7 @@ int main(int argc, char** argv) {
         closedir(d);
     }
     std::sort(files.begin(), files.end());
-    printf("{\"device\": \"%s\", \"what\": \"kernel time (ms, median of 30 launches, CUDA events) of PTX variants loaded with the driver API, a real table of 6 live entries\", \"results\": {", name);
+    printf("{\"device\": \"%s\", \"what\": \"kernel time (ms, median of 30 launches, CUDA events) of PTX variants loaded with the driver API, a real table of 9 live entries\", \"results\": {", name);
     bool first = true;
     for (int how = 0; how < 2; how++)
     for (auto& f : files) {
@@ -162,7 +170,12 @@ int main(int argc, char** argv) {
             set_abi(m, table, errors);
             CUfunction fn;
             bool stencil = f.rfind("stencil", 0) == 0;
-            if (stencil) {
+            if (f.rfind("sgemm", 0) == 0) {
+                int an = sn;
+                void* args[] = {&an, &sa, &sb, &sc};
+                if (cuModuleGetFunction(&fn, m, "_Z11sgemm_tilediPKfS0_Pf") == CUDA_SUCCESS)
+                    time_kernel(fn, dim3(sn / 32, sn / 32), dim3(32, 32), args, &med);
+            } else if (stencil) {
                 int ax = nx, ay = ny;
                 void* args[] = {&ax, &ay, &in, &out};
                 if (cuModuleGetFunction(&fn, m, "_Z7jacobi5iiPKfPf") == CUDA_SUCCESS)
