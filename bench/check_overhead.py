@@ -58,15 +58,31 @@ CUDA_WORKLOADS = ("saxpy", "stencil2d", "sgemm", "reduction", "histogram", "gath
 # of 32 bytes, a module variable) and crates/inject/src/table_memory.rs (one virtual range
 # per context for RESERVED_ENTRIES entries, physical memory mapped as the table grows in
 # multiples of the allocation granularity, never moved; without VMM, cuMemAlloc buffers of
-# next_power_of_two(cache + 32 + 32 n) bytes, at least for 1024 entries, outgrown ones
+# the cache plus next_power_of_two(32 + 32 n) bytes, at least for 1024 entries, outgrown ones
 # kept since a kernel may still read them).
 ENTRY_BYTES, HEADER_BYTES, RECORD_BYTES, ERROR_CAPACITY, MIN_TABLE_ENTRIES = 32, 32, 64, 4096, 1024
-LOOKUP_CACHE_BYTES = 64 << 10
+
+
+def abi_constant(name):
+    """A `pub const NAME: u64 = <digits and shifts>;` of device_abi.rs, read from the source
+    so the model cannot drift from the runtime (the cache once grew without it)."""
+    src = open(os.path.join(REPO, "crates/runtime/src/device_abi.rs")).read()
+    m = re.search(rf"pub const {name}: u64 = ([0-9_ <]+);", src)
+    if not m:
+        raise SystemExit(f"check_overhead.py: {name} not found in device_abi.rs")
+    a, _, b = m.group(1).replace("_", "").partition("<<")
+    return int(a) << int(b or 0)
+
+
+LOOKUP_CACHE_BYTES = abi_constant("LOOKUP_CACHE_BYTES")
 RESERVED_ENTRIES = 1 << 26
 # cuMemGetAllocationGranularity (minimum) for pinned device memory on H100/H200.
 GRANULE_BYTES = 2 << 20
 HEAP_TABLE_BYTES = 16 + 32 * (1 << 16)
 ERROR_BUFFER_BYTES = 16 + RECORD_BYTES * ERROR_CAPACITY
+# The error buffer is mapped pinned host memory (cuMemHostAlloc) where the driver has it, as
+# on the H100/H200: no device memory. Device memory holds it only where mapping fails.
+ERROR_BUFFER_DEVICE_BYTES = 0
 
 
 def next_pow2(n):
@@ -75,12 +91,11 @@ def next_pow2(n):
 
 def fallback_table_bytes(n):
     """Without VMM: the current cuMemAlloc buffer and every outgrown one still allocated."""
-    need = LOOKUP_CACHE_BYTES + HEADER_BYTES + ENTRY_BYTES * n
-    floor = next_pow2(LOOKUP_CACHE_BYTES + HEADER_BYTES + ENTRY_BYTES * MIN_TABLE_ENTRIES)
-    size = max(next_pow2(need), floor)
+    floor = next_pow2(HEADER_BYTES + ENTRY_BYTES * MIN_TABLE_ENTRIES)
+    size = max(next_pow2(HEADER_BYTES + ENTRY_BYTES * n), floor)
     total, s = 0, size
     while s >= floor:
-        total += s
+        total += LOOKUP_CACHE_BYTES + s
         s //= 2
     return total
 
@@ -100,7 +115,7 @@ def table_device_bytes(n):
 
 
 def device_bytes_held(n, table=table_device_bytes):
-    return table(n)["held_bytes"] + ERROR_BUFFER_BYTES
+    return table(n)["held_bytes"] + ERROR_BUFFER_DEVICE_BYTES
 
 
 def bound(n):
@@ -117,7 +132,7 @@ def metadata_model(n):
     t = table_device_bytes(n)
     # Independent of n: the cache, the header, the error buffer, and at most one granule
     # of mapped memory beyond the entries.
-    fixed = LOOKUP_CACHE_BYTES + HEADER_BYTES + GRANULE_BYTES + ERROR_BUFFER_BYTES
+    fixed = LOOKUP_CACHE_BYTES + HEADER_BYTES + GRANULE_BYTES + ERROR_BUFFER_DEVICE_BYTES
     held = device_bytes_held(n)
     fallback = lambda k: {"held_bytes": fallback_table_bytes(k)}  # noqa: E731
     return {
@@ -128,7 +143,9 @@ def metadata_model(n):
         "entry_bytes_per_allocation": ENTRY_BYTES,
         "fixed_bytes": fixed,
         "fixed_parts": {"lookup_cache": LOOKUP_CACHE_BYTES, "table_header": HEADER_BYTES,
-                        "granule_rounding_at_most": GRANULE_BYTES, "error_buffer": ERROR_BUFFER_BYTES,
+                        "granule_rounding_at_most": GRANULE_BYTES,
+                        "error_buffer": ERROR_BUFFER_DEVICE_BYTES,
+                        "error_buffer_host_mapped": ERROR_BUFFER_BYTES,
                         "heap_table_per_module_calling_malloc": HEAP_TABLE_BYTES},
         "device_bytes_held": held,
         # held = 32 B x n + the rest; the rest never exceeds fixed_bytes.
