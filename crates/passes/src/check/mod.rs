@@ -767,6 +767,8 @@ mod order {
     pub const LOADMETA: u8 = 1;
     pub const GROUP: u8 = 2;
     pub const BEFORE: u8 = 3;
+    /// The slow paths after the body's last statement.
+    pub const TAIL: u8 = 4;
 }
 
 fn instrument_function(
@@ -1077,7 +1079,9 @@ fn instrument_function(
         block_roots: &block_roots,
         reg_bits: RegBits::collect(f),
     };
-    let mut tail = String::new();
+    // Each site's slow path, in order: they go into the body with the other insertions, so
+    // the body is rebuilt once rather than grown again by a list as long as itself.
+    let mut tail: Vec<Vec<Statement>> = Vec::new();
     let body = f.body.as_deref().unwrap_or_default();
     let site_paths: Vec<&[u32]> = sites.iter().map(|s| cfg.inst_path(s.inst)).collect();
     // Versioned loops: the range checks and branch in the preheader, the clone after them.
@@ -1147,11 +1151,11 @@ fn instrument_function(
                     in_span[si] = true;
                     let Statement::Inst(inst) = stmt else { unreachable!("a span's sites are instructions") };
                     // The version that runs when a group failed: no per-access fast path.
-                    let code = gen.code(&sites[si], inst, &[], line_of(inst.span), false, &mut label);
-                    stmts.extend(snippet(&code.before));
+                    let mut code = gen.code(&sites[si], inst, &[], line_of(inst.span), false, &mut label);
+                    stmts.append(&mut code.before);
                     stmts.push(stmt.clone());
-                    stmts.extend(snippet(&code.after));
-                    tail.push_str(&code.slow);
+                    stmts.append(&mut code.after);
+                    tail.push(std::mem::take(&mut code.slow));
                 }
                 None => stmts.push(stmt.clone()),
             }
@@ -1172,14 +1176,15 @@ fn instrument_function(
         let path = site_paths[si];
         let Some(Statement::Inst(inst)) = gpusan_ptx::cfg::statement_at(body, path) else { continue };
         let nested = path.len() > 1;
-        let code = gen.code(site, inst, &site_groups[si], line_of(inst.span), nested, &mut label);
-        tail.push_str(&code.slow);
+        let mut code = gen.code(site, inst, &site_groups[si], line_of(inst.span), nested, &mut label);
+        tail.push(std::mem::take(&mut code.slow));
         let naive = site_naive(site) + static_counts.remove(&site.inst).unwrap_or(0);
-        let before = emit.bump(&[(counting::Counter::Access, naive)]) + &code.before;
-        insertions.push(Insertion { at: path.to_vec(), order: order::BEFORE, stmts: snippet(&before) });
+        let mut before = snippet(&emit.bump(&[(counting::Counter::Access, naive)]));
+        before.append(&mut code.before);
+        insertions.push(Insertion { at: path.to_vec(), order: order::BEFORE, stmts: before });
         let mut after = path.to_vec();
         *after.last_mut().unwrap() += 1;
-        insertions.push(Insertion { at: after, order: order::AFTER_ACCESS, stmts: snippet(&code.after) });
+        insertions.push(Insertion { at: after, order: order::AFTER_ACCESS, stmts: code.after });
     }
 
     // Statically in-bounds accesses left (outside runs, at instructions with no check).
@@ -1242,14 +1247,17 @@ fn instrument_function(
     top.push_str(&entry_code);
     // Pushed last, of the first kind: before whatever else goes at the top.
     insertions.push(Insertion { at: vec![0], order: 0, stmts: snippet(&top) });
-    report.inserted += insert::insert_all(body, insertions);
+    tail.retain(|t| !t.is_empty());
     if !tail.is_empty() {
         // Unreachable but by the branches to it: a body that ends without `ret` must not
-        // fall into it.
-        let tail = snippet(&format!("\tret;\n{tail}"));
-        report.inserted += tail.iter().filter(|s| matches!(s, Statement::Inst(_))).count() as u32;
-        body.extend(tail);
+        // fall into it. Insertions of one order at one point go in the reverse of theirs.
+        let end = vec![body.len() as u32];
+        for stmts in tail.into_iter().rev() {
+            insertions.push(Insertion { at: end.clone(), order: order::TAIL, stmts });
+        }
+        insertions.push(Insertion { at: end, order: order::TAIL, stmts: snippet("\tret;\n") });
     }
+    report.inserted += insert::insert_all(body, insertions);
     Ok(report)
 }
 
@@ -1266,9 +1274,9 @@ struct Site {
 /// label a faulting access skips to), `slow` (reporting, then the skip) where it runs only
 /// when branched to.
 struct SiteCode {
-    before: String,
-    after: String,
-    slow: String,
+    before: Vec<Statement>,
+    after: Vec<Statement>,
+    slow: Vec<Statement>,
 }
 
 /// What the code of every site of a function shares.
@@ -1411,13 +1419,18 @@ impl SiteGen<'_> {
         if guard.is_some() {
             text.push_str("\tand.pred %__gs_any, %__gs_any, %__gs_g;\n");
         }
+        let mut before = snippet(&text);
         // The slow path: each access judged again and reported, then the instruction skipped.
-        let (slow, skip) = (label(), label());
-        let mut slow_text = format!("{slow}:\n");
+        let (slow_label, skip) = (label(), label());
+        let mut slow = vec![Statement::Label(Name::from(slow_label.as_str()), Span::NONE)];
         let guarded = if guard.is_some() { "\tand.pred %__gs_bad, %__gs_bad, %__gs_g;\n" } else { "" };
+        // One buffer for every access's check, rather than a string each.
+        let mut check = String::new();
         for &(operand, w, space, kind, k) in &site.accesses {
-            slow_text.push_str(&access_check(self.layout, k, address(operand), w, space));
-            slow_text.push_str(guarded);
+            check.clear();
+            check.push_str(&access_check(self.layout, k, address(operand), w, space));
+            check.push_str(guarded);
+            snippet::parse_into(&check, &mut slow);
             let block_slot = self.block_roots.keys().position(|&b| b == k);
             let record = Record {
                 blame: Blame::Root { k, layout: self.layout, block_slot },
@@ -1428,11 +1441,13 @@ impl SiteGen<'_> {
                 access: access_code(kind),
             };
             let (done, stop) = (label(), stop_label(self.reaction, label));
-            slow_text.push_str(&report_record(&record, self.reaction, &stop, &done));
+            report_record_into(&record, self.reaction, &stop, &done, &mut slow);
         }
         for c in &site.windows {
-            slow_text.push_str(&onchip::check_text(c));
-            slow_text.push_str(guarded);
+            check.clear();
+            check.push_str(&onchip::check_text(c));
+            check.push_str(guarded);
+            snippet::parse_into(&check, &mut slow);
             let record = Record {
                 blame: Blame::Window(c.code()),
                 width: c.width,
@@ -1442,20 +1457,22 @@ impl SiteGen<'_> {
                 access: access_code(c.kind),
             };
             let (done, stop) = (label(), stop_label(self.reaction, label));
-            slow_text.push_str(&report_record(&record, self.reaction, &stop, &done));
+            report_record_into(&record, self.reaction, &stop, &done, &mut slow);
         }
-        slow_text.push_str(&self.zero_destinations(site, inst));
-        slow_text.push_str(&format!("\tbra.uni {skip};\n"));
+        check.clear();
+        check.push_str(&self.zero_destinations(site, inst));
+        check.push_str(&format!("\tbra.uni {skip};\n"));
+        snippet::parse_into(&check, &mut slow);
         let slow = if inline {
-            text.push_str(&format!("\t@!%__gs_any bra {fast};\n"));
-            text.push_str(&slow_text);
-            String::new()
+            snippet::parse_into(&format!("\t@!%__gs_any bra {fast};\n"), &mut before);
+            before.append(&mut slow);
+            Vec::new()
         } else {
-            text.push_str(&format!("\t@%__gs_any bra {slow};\n"));
-            slow_text
+            snippet::parse_into(&format!("\t@%__gs_any bra {slow_label};\n"), &mut before);
+            slow
         };
-        text.push_str(&format!("{fast}:\n"));
-        SiteCode { before: text, after: format!("{skip}:\n"), slow }
+        before.push(Statement::Label(Name::from(fast.as_str()), Span::NONE));
+        SiteCode { before, after: vec![Statement::Label(Name::from(skip.as_str()), Span::NONE)], slow }
     }
 }
 
@@ -1827,7 +1844,10 @@ pub(super) fn record_where() -> &'static str {
 /// ptx_line 28, block 32/36/40, thread 44/48/52, space 56, access 60. Under
 /// [`Reaction::Abort`] every bad access then reaches `stop` and traps, stored or not (no
 /// runtime, or a full buffer).
-fn report_record(r: &Record, reaction: Reaction, stop: &Option<String>, skip: &str) -> String {
+///
+/// Every checked access gets one, so the parts that are the same but for labels and
+/// numbers are [`RecordTemplates`], filled rather than written and parsed.
+fn report_record_into(r: &Record, reaction: Reaction, stop: &Option<String>, skip: &str, out: &mut Vec<Statement>) {
     let end = stop.as_deref().unwrap_or(skip);
     let (alloc, code) = match r.blame {
         Blame::Root { k, layout: Layout::Folded, block_slot } => {
@@ -1859,37 +1879,72 @@ fn report_record(r: &Record, reaction: Reaction, stop: &Option<String>, skip: &s
         }
     };
     let Record { width: w, line, function, space, access, .. } = *r;
-    let mut t = format!(
-        "\t@!%__gs_bad bra {skip};\n\
-         \tld.global.u64 %__gs_eb, [{ERRORS_SYMBOL}];\n\
-         \tsetp.eq.u64 %__gs_q, %__gs_eb, 0;\n\
-         \t@%__gs_q bra {end};\n\
-         \tatom.global.add.u32 %__gs_i, [%__gs_eb], 1;\n\
-         \tld.global.u32 %__gs_c, [%__gs_eb+4];\n\
-         \tsetp.ge.u32 %__gs_q, %__gs_i, %__gs_c;\n\
-         \t@%__gs_q bra {end};\n\
-         \tmul.wide.u32 %__gs_r, %__gs_i, 64;\n\
-         \tadd.s64 %__gs_r, %__gs_eb, %__gs_r;\n\
-         \tst.global.u64 [%__gs_r+16], %__gs_a;\n\
-         {alloc}\
-         \tld.global.u32 %__gs_k, [{MODULE_SYMBOL}];\n\
-         \tshl.b32 %__gs_k, %__gs_k, 16;\n\
-         \tor.b32 %__gs_k, %__gs_k, {function};\n\
-         \tst.global.u32 [%__gs_r+32], %__gs_k;\n\
-         {code}\
-         \tst.global.u32 [%__gs_r+40], {w};\n\
-         \tst.global.u32 [%__gs_r+44], {line};\n\
-         {where}\
-         \tst.global.u32 [%__gs_r+72], {space};\n\
-         \tst.global.u32 [%__gs_r+76], {access};\n",
-        where = record_where()
-    );
+    let int = |v: u32| Operand::Int(gpusan_ptx::ast::IntLit::dec(v.into()));
+    let skip = Name::from(skip);
+    RECORD.with(|t| {
+        t.head.fill_into(&[Operand::Name(skip), Operand::Name(end.into())], out);
+        snippet::parse_into(&alloc, out);
+        t.middle.fill_into(&[int(function)], out);
+        snippet::parse_into(&code, out);
+        t.tail.fill_into(&[int(w), int(line), int(space), int(access)], out);
+    });
     if let Some(stop) = stop {
         debug_assert_eq!(reaction, Reaction::Abort);
-        t.push_str(&format!("{stop}:\n\tmembar.sys;\n\ttrap;\n"));
+        snippet::parse_into(&format!("{stop}:\n\tmembar.sys;\n\ttrap;\n"), out);
     }
-    t.push_str(&format!("{skip}:\n"));
-    t
+    out.push(Statement::Label(skip, Span::NONE));
+}
+
+/// The parts of [`report_record_into`] that do not depend on the record's blame: the
+/// buffer slot's claim (holes: the skip label, the end label), the kernel's number (hole:
+/// the function's index) and the rest (holes: width, line, space, access).
+struct RecordTemplates {
+    head: snippet::Template,
+    middle: snippet::Template,
+    tail: snippet::Template,
+}
+
+impl RecordTemplates {
+    fn texts() -> [String; 3] {
+        [
+            format!(
+                "\t@!%__gs_bad bra __gs_hole0;\n\
+                 \tld.global.u64 %__gs_eb, [{ERRORS_SYMBOL}];\n\
+                 \tsetp.eq.u64 %__gs_q, %__gs_eb, 0;\n\
+                 \t@%__gs_q bra __gs_hole1;\n\
+                 \tatom.global.add.u32 %__gs_i, [%__gs_eb], 1;\n\
+                 \tld.global.u32 %__gs_c, [%__gs_eb+4];\n\
+                 \tsetp.ge.u32 %__gs_q, %__gs_i, %__gs_c;\n\
+                 \t@%__gs_q bra __gs_hole1;\n\
+                 \tmul.wide.u32 %__gs_r, %__gs_i, 64;\n\
+                 \tadd.s64 %__gs_r, %__gs_eb, %__gs_r;\n\
+                 \tst.global.u64 [%__gs_r+16], %__gs_a;\n"
+            ),
+            format!(
+                "\tld.global.u32 %__gs_k, [{MODULE_SYMBOL}];\n\
+                 \tshl.b32 %__gs_k, %__gs_k, 16;\n\
+                 \tor.b32 %__gs_k, %__gs_k, __gs_hole0;\n\
+                 \tst.global.u32 [%__gs_r+32], %__gs_k;\n"
+            ),
+            format!(
+                "\tst.global.u32 [%__gs_r+40], __gs_hole0;\n\
+                 \tst.global.u32 [%__gs_r+44], __gs_hole1;\n\
+                 {where}\
+                 \tst.global.u32 [%__gs_r+72], __gs_hole2;\n\
+                 \tst.global.u32 [%__gs_r+76], __gs_hole3;\n",
+                where = record_where()
+            ),
+        ]
+    }
+
+    fn new() -> RecordTemplates {
+        let [head, middle, tail] = RecordTemplates::texts().map(|t| snippet::Template::new(&t));
+        RecordTemplates { head, middle, tail }
+    }
+}
+
+thread_local! {
+    static RECORD: RecordTemplates = RecordTemplates::new();
 }
 
 /// Statements from PTX text, with the spans of nodes a pass creates.
