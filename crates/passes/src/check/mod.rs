@@ -1422,7 +1422,7 @@ impl SiteGen<'_> {
         let mut before = snippet(&text);
         // The slow path: each access judged again and reported, then the instruction skipped.
         let (slow_label, skip) = (label(), label());
-        let mut slow = vec![Statement::Label(Name::from(slow_label.as_str()), Span::NONE)];
+        let mut slow = vec![Statement::Label(label_name(&slow_label), Span::NONE)];
         let guarded = if guard.is_some() { "\tand.pred %__gs_bad, %__gs_bad, %__gs_g;\n" } else { "" };
         // One buffer for every access's check, rather than a string each.
         let mut check = String::new();
@@ -1471,8 +1471,8 @@ impl SiteGen<'_> {
             snippet::parse_into(&format!("\t@%__gs_any bra {slow_label};\n"), &mut before);
             slow
         };
-        before.push(Statement::Label(Name::from(fast.as_str()), Span::NONE));
-        SiteCode { before, after: vec![Statement::Label(Name::from(skip.as_str()), Span::NONE)], slow }
+        before.push(Statement::Label(label_name(&fast), Span::NONE));
+        SiteCode { before, after: vec![Statement::Label(label_name(&skip), Span::NONE)], slow }
     }
 }
 
@@ -1880,9 +1880,9 @@ fn report_record_into(r: &Record, reaction: Reaction, stop: &Option<String>, ski
     };
     let Record { width: w, line, function, space, access, .. } = *r;
     let int = |v: u32| Operand::Int(gpusan_ptx::ast::IntLit::dec(v.into()));
-    let skip = Name::from(skip);
+    let skip = label_name(skip);
     RECORD.with(|t| {
-        t.head.fill_into(&[Operand::Name(skip), Operand::Name(end.into())], out);
+        t.head.fill_into(&[Operand::Name(skip), Operand::Name(label_name(end))], out);
         snippet::parse_into(&alloc, out);
         t.middle.fill_into(&[int(function)], out);
         snippet::parse_into(&code, out);
@@ -1947,6 +1947,28 @@ thread_local! {
     static RECORD: RecordTemplates = RecordTemplates::new();
 }
 
+/// The name of a label the pass wrote (`$__gs_L{n}`). Interning a string takes the
+/// interner's global lock, and every function numbers its labels from 0 again, so each
+/// thread interns label `n` once and keeps its name.
+fn label_name(label: &str) -> Name {
+    thread_local! {
+        static LABELS: std::cell::RefCell<Vec<Name>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    // Only the digits `label()` writes: no sign, no leading zero.
+    let canonical = |d: &&str| d.bytes().all(|b| b.is_ascii_digit()) && (d == &"0" || !d.starts_with('0'));
+    let Some(n) = label.strip_prefix("$__gs_L").filter(canonical).and_then(|d| d.parse::<usize>().ok()) else {
+        return Name::from(label);
+    };
+    LABELS.with(|names| {
+        let mut names = names.borrow_mut();
+        while names.len() <= n {
+            let next = Name::from(format!("$__gs_L{}", names.len()).as_str());
+            names.push(next);
+        }
+        names[n]
+    })
+}
+
 /// Statements from PTX text, with the spans of nodes a pass creates.
 fn snippet(text: &str) -> Vec<Statement> {
     snippet::parse(text)
@@ -1955,6 +1977,13 @@ fn snippet(text: &str) -> Vec<Statement> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn label_names_are_the_labels() {
+        for l in ["$__gs_L7", "$__gs_L0", "$__gs_L12", "$__gs_L7", "$__gs_Lx", "$__gs_L007", "$__gs_L+3", "$__gs_L"] {
+            assert_eq!(label_name(l).as_str(), l);
+        }
+    }
 
     #[test]
     fn snippets_parse_without_spans() {
