@@ -237,6 +237,7 @@ impl Verifier {
             known: NameSet::default(),
             all_decls: None,
             reported: NameSet::default(),
+            recent: Box::new([None; RECENT]),
         };
         // Parameters live in the body's scope: `.reg .b64 p;` in a kernel taking `p` is a
         // duplicate definition to ptxas.
@@ -388,6 +389,19 @@ struct FunctionChecker<'v, 'b> {
     all_decls: Option<Scope>,
     /// Undeclared names already reported in this function.
     reported: NameSet,
+    /// The last names of `known` looked up, by their address: an instrumented body names
+    /// the same few registers millions of times, and comparing one slot costs a fraction
+    /// of a hash-set probe.
+    recent: Box<[Option<Name>; RECENT]>,
+}
+
+/// Slots of [`FunctionChecker::recent`].
+const RECENT: usize = 256;
+
+/// The slot of `name` in [`FunctionChecker::recent`]: interned names are distinct
+/// addresses at least 8 bytes apart.
+fn recent_slot(name: Name) -> usize {
+    (name.as_char_ptr() as usize >> 3) % RECENT
 }
 
 impl FunctionChecker<'_, '_> {
@@ -489,7 +503,12 @@ impl FunctionChecker<'_, '_> {
     }
 
     fn resolves(&mut self, name: Name) -> bool {
+        let slot = recent_slot(name);
+        if self.recent[slot] == Some(name) {
+            return true;
+        }
         if self.known.contains(&name) {
+            self.recent[slot] = Some(name);
             return true;
         }
         let numbered = self.v.numbered.get(name);
@@ -525,8 +544,13 @@ impl FunctionChecker<'_, '_> {
         }
         // `%tid.x`, and the `.x` components of vector registers.
         if let Some((base, _)) = name.split_once('.') {
-            if gpusan_ptx::semantics::is_predefined(base) || Name::from_existing(base).is_some_and(|b| self.resolves(b))
-            {
+            // A predefined register's component resolves everywhere: known from now on,
+            // rather than searched for at each of its uses.
+            if gpusan_ptx::semantics::is_predefined(base) {
+                self.known.insert(name);
+                return;
+            }
+            if Name::from_existing(base).is_some_and(|b| self.resolves(b)) {
                 return;
             }
         }
