@@ -98,6 +98,7 @@
 //! (prefetches).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fmt::Write as _;
 
 use gpusan_ptx::ast::{Function, Item, Linkage, Name, Operand, Span, StateSpace, Statement, VarDecl};
 use gpusan_ptx::cfg::{Cfg, InstId};
@@ -1363,7 +1364,7 @@ impl SiteGen<'_> {
         let mut t = String::new();
         for r in regs {
             if let Some(bits) = self.reg_bits.get(r) {
-                t.push_str(&format!("\tmov.b{bits} {r}, 0;\n"));
+                let _ = writeln!(t, "\tmov.b{bits} {r}, 0;");
             }
         }
         t
@@ -1382,11 +1383,11 @@ impl SiteGen<'_> {
         label: &mut dyn FnMut() -> String,
     ) -> SiteCode {
         let guard = &inst.guard;
-        let mut text = String::new();
+        let mut text = String::with_capacity(512);
         // The guard as a positive predicate: an access that does not run is not judged.
         if let Some(g) = guard {
             let op = if g.negated { "not" } else { "mov" };
-            text.push_str(&format!("\t{op}.pred %__gs_g, {};\n", g.reg));
+            let _ = writeln!(text, "\t{op}.pred %__gs_g, {};", g.reg);
         }
         // The fast path: the groups' range checks passed, so the access's own are jumped over.
         let fast = label();
@@ -1409,7 +1410,7 @@ impl SiteGen<'_> {
         };
         let address = |operand: usize| inst.operands[operand].as_address().expect("a checked access has an address");
         for &(operand, w, space, _, k) in &site.accesses {
-            text.push_str(&access_check(self.layout, k, address(operand), w, space));
+            access_check(self.layout, k, address(operand), w, space, &mut text);
             any(&mut text);
         }
         for c in &site.windows {
@@ -1422,13 +1423,16 @@ impl SiteGen<'_> {
         let mut before = snippet(&text);
         // The slow path: each access judged again and reported, then the instruction skipped.
         let (slow_label, skip) = (label(), label());
-        let mut slow = vec![Statement::Label(label_name(&slow_label), Span::NONE)];
+        // An access's record and checks are some 50 statements: room for them at once,
+        // rather than the list moved each time it doubles.
+        let mut slow = Vec::with_capacity(8 + 56 * (site.accesses.len() + site.windows.len()));
+        slow.push(Statement::Label(label_name(&slow_label), Span::NONE));
         let guarded = if guard.is_some() { "\tand.pred %__gs_bad, %__gs_bad, %__gs_g;\n" } else { "" };
         // One buffer for every access's check, rather than a string each.
-        let mut check = String::new();
+        let mut check = String::with_capacity(512);
         for &(operand, w, space, kind, k) in &site.accesses {
             check.clear();
-            check.push_str(&access_check(self.layout, k, address(operand), w, space));
+            access_check(self.layout, k, address(operand), w, space, &mut check);
             check.push_str(guarded);
             snippet::parse_into(&check, &mut slow);
             let block_slot = self.block_roots.keys().position(|&b| b == k);
@@ -1461,7 +1465,7 @@ impl SiteGen<'_> {
         }
         check.clear();
         check.push_str(&self.zero_destinations(site, inst));
-        check.push_str(&format!("\tbra.uni {skip};\n"));
+        let _ = writeln!(check, "\tbra.uni {skip};");
         snippet::parse_into(&check, &mut slow);
         let slow = if inline {
             snippet::parse_into(&format!("\t@!%__gs_any bra {fast};\n"), &mut before);
@@ -1477,7 +1481,7 @@ impl SiteGen<'_> {
 }
 
 /// How a function keeps its roots' metadata in registers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Layout {
     /// `low`, `lim`, `id` per root, with "found" and "live" folded into the bounds by
     /// [`loadmeta`]: a check is two comparisons.
@@ -1497,38 +1501,36 @@ fn found_nothing(k: usize, layout: Layout) -> String {
 
 /// MEMCHECK of one access through `address` (register and constant offset) against root
 /// `k`: `%__gs_a` is its first byte, `%__gs_bad` whether it is bad. A generic access is
-/// judged only inside the global window.
-fn access_check(layout: Layout, k: usize, address: (Option<Name>, i64), w: u32, space: Space) -> String {
+/// judged only inside the global window. Appended to `t`.
+fn access_check(layout: Layout, k: usize, address: (Option<Name>, i64), w: u32, space: Space, t: &mut String) {
     let (base, offset) = address;
     let base = base.expect("a checked access has a base register");
-    let mut t = if offset == 0 {
-        format!("\tmov.b64 %__gs_a, {base};\n")
+    if layout == Layout::Heap {
+        t.push_str(&heap::reload_state(k));
+    }
+    if offset == 0 {
+        let _ = writeln!(t, "\tmov.b64 %__gs_a, {base};");
     } else {
-        format!("\tadd.s64 %__gs_a, {base}, {offset};\n")
-    };
-    match layout {
-        Layout::Folded => t.push_str(&format!(
-            "\tadd.s64 %__gs_e, %__gs_a, {w};\n\
-             \tsetp.lt.u64 %__gs_bad, %__gs_a, %__gs_low{k};\n\
-             \tsetp.gt.or.u64 %__gs_bad, %__gs_e, %__gs_lim{k}, %__gs_bad;\n"
-        )),
-        Layout::Heap => {
-            t.insert_str(0, &heap::reload_state(k));
-            t.push_str(&format!(
-                "\tadd.s64 %__gs_e, %__gs_a, {w};\n\
-                 \tsetp.lt.u64 %__gs_bad, %__gs_a, %__gs_low{k};\n\
-                 \tsetp.gt.or.u64 %__gs_bad, %__gs_e, %__gs_lim{k}, %__gs_bad;\n\
-                 \tsetp.ge.u64 %__gs_q, %__gs_a, %__gs_base{k};\n\
-                 \tsetp.ne.and.u32 %__gs_q, %__gs_st{k}, {STATE_LIVE}, %__gs_q;\n\
-                 \tor.pred %__gs_bad, %__gs_bad, %__gs_q;\n\
-                 \tand.pred %__gs_bad, %__gs_bad, %__gs_ok{k};\n"
-            ))
-        }
+        let _ = writeln!(t, "\tadd.s64 %__gs_a, {base}, {offset};");
+    }
+    let _ = write!(
+        t,
+        "\tadd.s64 %__gs_e, %__gs_a, {w};\n\
+         \tsetp.lt.u64 %__gs_bad, %__gs_a, %__gs_low{k};\n\
+         \tsetp.gt.or.u64 %__gs_bad, %__gs_e, %__gs_lim{k}, %__gs_bad;\n"
+    );
+    if layout == Layout::Heap {
+        let _ = write!(
+            t,
+            "\tsetp.ge.u64 %__gs_q, %__gs_a, %__gs_base{k};\n\
+             \tsetp.ne.and.u32 %__gs_q, %__gs_st{k}, {STATE_LIVE}, %__gs_q;\n\
+             \tor.pred %__gs_bad, %__gs_bad, %__gs_q;\n\
+             \tand.pred %__gs_bad, %__gs_bad, %__gs_ok{k};\n"
+        );
     }
     if space == Space::Generic {
         t.push_str("\tisspacep.global %__gs_q, %__gs_a;\n\tand.pred %__gs_bad, %__gs_bad, %__gs_q;\n");
     }
-    t
 }
 
 /// The LOADMETA of root `k`. Roots of a heap module may be heap blocks: a `malloc` result
@@ -1796,6 +1798,7 @@ fn access_code(kind: AccessKind) -> u32 {
 }
 
 /// Whom an error record blames, and so its code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Blame {
     /// The allocation of root number `k`: its id, and out of bounds or use after free as
     /// the entry's state says. A root of the block-wide lookup has its id in that slot of
@@ -1845,11 +1848,45 @@ pub(super) fn record_where() -> &'static str {
 /// [`Reaction::Abort`] every bad access then reaches `stop` and traps, stored or not (no
 /// runtime, or a full buffer).
 ///
-/// Every checked access gets one, so the parts that are the same but for labels and
-/// numbers are [`RecordTemplates`], filled rather than written and parsed.
+/// Every checked access gets one, some 40 lines, and they differ only in their labels and
+/// numbers: each kind of record ([`record_text`]) is a [`snippet::Template`], parsed once
+/// per thread and then filled, rather than written and parsed line by line.
 fn report_record_into(r: &Record, reaction: Reaction, stop: &Option<String>, skip: &str, out: &mut Vec<Statement>) {
-    let end = stop.as_deref().unwrap_or(skip);
-    let (alloc, code) = match r.blame {
+    debug_assert_eq!(stop.is_some(), reaction == Reaction::Abort);
+    let skip = label_name(skip);
+    let end = stop.as_deref().map_or(skip, label_name);
+    let int = |v: u32| Operand::Int(gpusan_ptx::ast::IntLit::dec(v.into()));
+    let Record { blame, width, line, function, space, access } = *r;
+    let values =
+        [Operand::Name(skip), Operand::Name(end), int(function), int(width), int(line), int(space), int(access)];
+    RECORDS.with(|records| {
+        let mut records = records.borrow_mut();
+        // Kinds are few (a function's roots, block slots, window codes), but bounded all
+        // the same for a process that instruments module after module.
+        if records.len() >= MAX_RECORD_KINDS {
+            records.clear();
+        }
+        let kind = (blame, stop.is_some());
+        records
+            .entry(kind)
+            .or_insert_with(|| snippet::Template::new(&record_text(blame, stop.is_some())))
+            .fill_into(&values, out)
+    });
+}
+
+/// Record kinds kept by [`report_record_into`].
+const MAX_RECORD_KINDS: usize = 1024;
+
+thread_local! {
+    static RECORDS: std::cell::RefCell<HashMap<(Blame, bool), snippet::Template>> = std::cell::RefCell::new(HashMap::new());
+}
+
+/// The text of an error record's writer for `blame`, with holes ([`snippet::Template`]):
+/// 0 the skip label, 1 the label it ends at when stored (the stop label with `abort`, else
+/// the skip label), 2 the function's index, 3 the access's width, 4 its line, 5 its space,
+/// 6 its kind.
+fn record_text(blame: Blame, abort: bool) -> String {
+    let (alloc, code) = match blame {
         Blame::Root { k, layout: Layout::Folded, block_slot } => {
             let id = match block_slot {
                 Some(slot) => {
@@ -1878,73 +1915,36 @@ fn report_record_into(r: &Record, reaction: Reaction, stop: &Option<String>, ski
             ("\tst.global.u64 [%__gs_r+24], 0;\n".to_string(), format!("\tst.global.u32 [%__gs_r+36], {code};\n"))
         }
     };
-    let Record { width: w, line, function, space, access, .. } = *r;
-    let int = |v: u32| Operand::Int(gpusan_ptx::ast::IntLit::dec(v.into()));
-    let skip = label_name(skip);
-    RECORD.with(|t| {
-        t.head.fill_into(&[Operand::Name(skip), Operand::Name(label_name(end))], out);
-        snippet::parse_into(&alloc, out);
-        t.middle.fill_into(&[int(function)], out);
-        snippet::parse_into(&code, out);
-        t.tail.fill_into(&[int(w), int(line), int(space), int(access)], out);
-    });
-    if let Some(stop) = stop {
-        debug_assert_eq!(reaction, Reaction::Abort);
-        snippet::parse_into(&format!("{stop}:\n\tmembar.sys;\n\ttrap;\n"), out);
+    let mut t = format!(
+        "\t@!%__gs_bad bra __gs_hole0;\n\
+         \tld.global.u64 %__gs_eb, [{ERRORS_SYMBOL}];\n\
+         \tsetp.eq.u64 %__gs_q, %__gs_eb, 0;\n\
+         \t@%__gs_q bra __gs_hole1;\n\
+         \tatom.global.add.u32 %__gs_i, [%__gs_eb], 1;\n\
+         \tld.global.u32 %__gs_c, [%__gs_eb+4];\n\
+         \tsetp.ge.u32 %__gs_q, %__gs_i, %__gs_c;\n\
+         \t@%__gs_q bra __gs_hole1;\n\
+         \tmul.wide.u32 %__gs_r, %__gs_i, 64;\n\
+         \tadd.s64 %__gs_r, %__gs_eb, %__gs_r;\n\
+         \tst.global.u64 [%__gs_r+16], %__gs_a;\n\
+         {alloc}\
+         \tld.global.u32 %__gs_k, [{MODULE_SYMBOL}];\n\
+         \tshl.b32 %__gs_k, %__gs_k, 16;\n\
+         \tor.b32 %__gs_k, %__gs_k, __gs_hole2;\n\
+         \tst.global.u32 [%__gs_r+32], %__gs_k;\n\
+         {code}\
+         \tst.global.u32 [%__gs_r+40], __gs_hole3;\n\
+         \tst.global.u32 [%__gs_r+44], __gs_hole4;\n\
+         {where}\
+         \tst.global.u32 [%__gs_r+72], __gs_hole5;\n\
+         \tst.global.u32 [%__gs_r+76], __gs_hole6;\n",
+        where = record_where()
+    );
+    if abort {
+        t.push_str("__gs_hole1:\n\tmembar.sys;\n\ttrap;\n");
     }
-    out.push(Statement::Label(skip, Span::NONE));
-}
-
-/// The parts of [`report_record_into`] that do not depend on the record's blame: the
-/// buffer slot's claim (holes: the skip label, the end label), the kernel's number (hole:
-/// the function's index) and the rest (holes: width, line, space, access).
-struct RecordTemplates {
-    head: snippet::Template,
-    middle: snippet::Template,
-    tail: snippet::Template,
-}
-
-impl RecordTemplates {
-    fn texts() -> [String; 3] {
-        [
-            format!(
-                "\t@!%__gs_bad bra __gs_hole0;\n\
-                 \tld.global.u64 %__gs_eb, [{ERRORS_SYMBOL}];\n\
-                 \tsetp.eq.u64 %__gs_q, %__gs_eb, 0;\n\
-                 \t@%__gs_q bra __gs_hole1;\n\
-                 \tatom.global.add.u32 %__gs_i, [%__gs_eb], 1;\n\
-                 \tld.global.u32 %__gs_c, [%__gs_eb+4];\n\
-                 \tsetp.ge.u32 %__gs_q, %__gs_i, %__gs_c;\n\
-                 \t@%__gs_q bra __gs_hole1;\n\
-                 \tmul.wide.u32 %__gs_r, %__gs_i, 64;\n\
-                 \tadd.s64 %__gs_r, %__gs_eb, %__gs_r;\n\
-                 \tst.global.u64 [%__gs_r+16], %__gs_a;\n"
-            ),
-            format!(
-                "\tld.global.u32 %__gs_k, [{MODULE_SYMBOL}];\n\
-                 \tshl.b32 %__gs_k, %__gs_k, 16;\n\
-                 \tor.b32 %__gs_k, %__gs_k, __gs_hole0;\n\
-                 \tst.global.u32 [%__gs_r+32], %__gs_k;\n"
-            ),
-            format!(
-                "\tst.global.u32 [%__gs_r+40], __gs_hole0;\n\
-                 \tst.global.u32 [%__gs_r+44], __gs_hole1;\n\
-                 {where}\
-                 \tst.global.u32 [%__gs_r+72], __gs_hole2;\n\
-                 \tst.global.u32 [%__gs_r+76], __gs_hole3;\n",
-                where = record_where()
-            ),
-        ]
-    }
-
-    fn new() -> RecordTemplates {
-        let [head, middle, tail] = RecordTemplates::texts().map(|t| snippet::Template::new(&t));
-        RecordTemplates { head, middle, tail }
-    }
-}
-
-thread_local! {
-    static RECORD: RecordTemplates = RecordTemplates::new();
+    t.push_str("__gs_hole0:\n");
+    t
 }
 
 /// The name of a label the pass wrote (`$__gs_L{n}`). Interning a string takes the
@@ -1977,6 +1977,38 @@ fn snippet(text: &str) -> Vec<Statement> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each kind of error record, filled from its template, is its text with the labels
+    /// and numbers written in, parsed.
+    #[test]
+    fn records_from_templates_are_their_text() {
+        let blames = [
+            Blame::Root { k: 2, layout: Layout::Folded, block_slot: None },
+            Blame::Root { k: 0, layout: Layout::Folded, block_slot: Some(3) },
+            Blame::Root { k: 5, layout: Layout::Heap, block_slot: None },
+            Blame::Window(7),
+        ];
+        for blame in blames {
+            for reaction in [Reaction::Report, Reaction::Abort] {
+                let r = Record { blame, width: 8, line: 1234, function: 3, space: 0, access: 1 };
+                let stop = (reaction == Reaction::Abort).then(|| "$__gs_L9".to_string());
+                // Twice: built, then from the kept template.
+                for _ in 0..2 {
+                    let mut got = Vec::new();
+                    report_record_into(&r, reaction, &stop, "$__gs_L8", &mut got);
+                    let text = record_text(blame, stop.is_some())
+                        .replace("__gs_hole0", "$__gs_L8")
+                        .replace("__gs_hole1", stop.as_deref().unwrap_or("$__gs_L8"))
+                        .replace("__gs_hole2", "3")
+                        .replace("__gs_hole3", "8")
+                        .replace("__gs_hole4", "1234")
+                        .replace("__gs_hole5", "0")
+                        .replace("__gs_hole6", "1");
+                    assert_eq!(got, snippet(&text), "{blame:?} {reaction:?}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn label_names_are_the_labels() {
