@@ -613,7 +613,7 @@ struct Roots<'a> {
     cfg: &'a Cfg,
     rd: ReachingDefs<'a>,
     insts: Vec<&'a gpusan_ptx::ast::Instruction>,
-    before: HashMap<InstId, BitSet>,
+    before: FastMap<InstId, BitSet>,
     /// The last instruction `before` got a fact for: the next one in its block carries
     /// that fact on rather than replaying the block (kernels have blocks of thousands of
     /// instructions with an access every few).
@@ -750,6 +750,10 @@ impl RegWidths {
     }
 }
 
+/// A hash map for the pass's own keys (instruction ids, registers, its own text): no
+/// attacker chooses them, so a fast unkeyed hash does instead of the standard SipHash.
+pub(super) type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<ahash::AHasher>>;
+
 /// Where a rewrite goes: before or after the statement at a path.
 struct Insertion {
     /// Path of the statement list's parent blocks, then the index to insert at.
@@ -824,7 +828,7 @@ fn instrument_function(
         let fref: &Function = f;
         let widths = RegWidths::collect(fref);
         let rd = reaching_defs(&cfg, fref);
-        let mut an = Roots { cfg: &cfg, rd, insts: cfg.instructions(fref), before: HashMap::new(), last: None };
+        let mut an = Roots { cfg: &cfg, rd, insts: cfg.instructions(fref), before: FastMap::default(), last: None };
         let windows = module_windows.with_function(fref);
         for i in (0..cfg.num_insts() as u32).map(InstId) {
             let inst = an.insts[i.index()];
@@ -1001,7 +1005,11 @@ fn instrument_function(
     let mut labels = 0u32;
     let mut label = || {
         labels += 1;
-        format!("$__gs_L{}", labels - 1)
+        // Four or more a site: spelled out rather than through `format!`.
+        let mut l = String::with_capacity(16);
+        l.push_str("$__gs_L");
+        l.push_str(itoa::Buffer::new().format(labels - 1));
+        l
     };
     let mut insertions = Vec::new();
     let mut entry_code = String::new();

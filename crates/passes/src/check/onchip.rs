@@ -558,7 +558,7 @@ struct Origin {
 /// nothing changes.
 fn origin(an: &mut Roots, windows: &Windows, i: InstId, reg: gpusan_ptx::dataflow::RegId, form: Form) -> Origin {
     let mut foreign = false;
-    let mut nodes: HashMap<Key, Rule> = HashMap::new();
+    let mut nodes: super::FastMap<Key, Rule> = super::FastMap::default();
     let mut order: Vec<Key> = Vec::new();
     let mut work: Vec<Key> = Vec::new();
 

@@ -80,7 +80,7 @@ impl Cache {
     /// The statements of PTX text, with the spans of nodes a pass creates, pushed onto
     /// `out`: into the list they go to, rather than through a vector of their own.
     pub(super) fn parse_into(&mut self, text: &str, out: &mut Vec<Statement>) {
-        if text.contains("/*") {
+        if memchr::memmem::find(text.as_bytes(), b"/*").is_some() {
             out.extend(parse_uncached(text));
             return;
         }
@@ -89,7 +89,7 @@ impl Cache {
         // start, with what was pushed taken back).
         let start = out.len();
         let mut all_known = true;
-        for line in text.split_terminator('\n') {
+        for line in lines(text) {
             match self.lines.get(line) {
                 Some(stmts) => out.extend(stmts.iter().cloned()),
                 None => {
@@ -107,7 +107,7 @@ impl Cache {
         let mut fresh = String::new();
         // The pass writes lines of 20 to 60 bytes.
         let mut plan: Vec<(&str, Option<&Vec<Statement>>)> = Vec::with_capacity(text.len() / 16 + 1);
-        for line in text.split_terminator('\n') {
+        for line in lines(text) {
             let known = self.lines.get(line);
             if known.is_none() {
                 fresh.push_str(line);
@@ -142,6 +142,24 @@ impl Cache {
             self.lines.insert(line.into(), stmts);
         }
     }
+}
+
+/// The lines of `text` without their `\n`, as `text.split_terminator('\n')` gives them:
+/// found with `memchr`, since the generic string splitter cost more than looking a line
+/// up in the cache.
+fn lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let (line, next) = match memchr::memchr(b'\n', rest.as_bytes()) {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None => (rest, ""),
+        };
+        rest = next;
+        Some(line)
+    })
 }
 
 /// The statements of each line of `text` (every line ends with `\n`), spans cleared; `None`
@@ -371,5 +389,12 @@ mod tests {
     #[should_panic(expected = "whole operand")]
     fn a_hole_inside_an_operand_is_refused() {
         Template::new("\tst.global.u32 [__gs_hole0+4], 1;\n");
+    }
+
+    #[test]
+    fn lines_are_split_terminator() {
+        for text in ["", "\n", "a", "a\n", "a\nb", "a\n\nb\n", "\n\na\n\n", "\ta;\n\tb;\n"] {
+            assert_eq!(lines(text).collect::<Vec<_>>(), text.split_terminator('\n').collect::<Vec<_>>(), "{text:?}");
+        }
     }
 }
