@@ -104,6 +104,7 @@ pub fn verify(module: &Module) -> Result<(), VerifierErrors> {
         symbols: NameMap::default(),
         all_symbols: NameSet::default(),
         numbered: Numbered::default(),
+        spare_known: NameSet::default(),
     };
     v.module(module);
     if v.errors.is_empty() {
@@ -128,6 +129,9 @@ struct Verifier {
     /// Every module-level name, to tell "declared later" from "never declared".
     all_symbols: NameSet,
     numbered: Numbered,
+    /// The last function's `known` set, emptied: the next function's starts with its
+    /// capacity instead of growing (and rehashing) from nothing again.
+    spare_known: NameSet,
 }
 
 impl Verifier {
@@ -229,12 +233,13 @@ impl Verifier {
     fn function(&mut self, f: &Function) {
         let body = f.body.as_deref().unwrap_or_default();
         let first_error = self.errors.len();
+        let known = std::mem::take(&mut self.spare_known);
         let mut fc = FunctionChecker {
             v: self,
             function: f.name,
             body,
             scopes: vec![Scope::default()],
-            known: NameSet::default(),
+            known,
             all_decls: None,
             reported: NameSet::default(),
             recent: Box::new([None; RECENT]),
@@ -245,6 +250,9 @@ impl Verifier {
             fc.declare(p.name, None, f.span);
         }
         fc.block(body, true);
+        let mut known = std::mem::take(&mut fc.known);
+        known.clear();
+        fc.v.spare_known = known;
 
         // The graph stops at its first error, which the name checks above have usually
         // reported already with the same span; add it only when it is news.

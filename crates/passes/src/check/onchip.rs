@@ -558,7 +558,8 @@ struct Origin {
 /// nothing changes.
 fn origin(an: &mut Roots, windows: &Windows, i: InstId, reg: gpusan_ptx::dataflow::RegId, form: Form) -> Origin {
     let mut foreign = false;
-    let mut nodes: super::FastMap<Key, Rule> = super::FastMap::default();
+    // Most walks visit a few dozen definitions: room for them from the start.
+    let mut nodes: super::FastMap<Key, Rule> = super::FastMap::with_capacity_and_hasher(64, Default::default());
     let mut order: Vec<Key> = Vec::new();
     let mut work: Vec<Key> = Vec::new();
 
