@@ -546,7 +546,19 @@ impl FunctionChecker<'_, '_> {
         self.error(ErrorKind::ControlFlow(e), inst.span, Some(inst));
     }
 
+    /// Checks that `name` resolves here, and reports it once when not.
+    #[inline]
     fn use_name(&mut self, name: Name, span: Span, inst: Option<&Instruction>) {
+        // Nearly every use is of a name seen a moment before: that test inline, the
+        // rest out of line, so the per-operand loop stays small.
+        if self.recent[recent_slot(name)] == Some(name) {
+            return;
+        }
+        self.use_name_searched(name, span, inst);
+    }
+
+    #[inline(never)]
+    fn use_name_searched(&mut self, name: Name, span: Span, inst: Option<&Instruction>) {
         if name == "_" || self.resolves(name) {
             return;
         }
