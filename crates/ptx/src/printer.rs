@@ -386,7 +386,12 @@ pub fn write_instruction(w: &mut impl Write, i: &Instruction) -> fmt::Result {
     }
     for (n, op) in i.operands.iter().enumerate() {
         w.write_str(if n == 0 { " \t" } else { ", " })?;
-        write_operand(w, op)?;
+        // Most operands are plain names: written here rather than through the full match
+        // of `write_operand`, whose entry and exit cost more than the name.
+        match op {
+            Operand::Name(name) => w.write_str(name)?,
+            _ => write_operand(w, op)?,
+        }
     }
     w.write_char(';')
 }
