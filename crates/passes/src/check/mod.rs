@@ -647,7 +647,7 @@ impl Roots<'_> {
     /// The roots of the value of `reg` as instruction `i` reads it.
     fn roots(&mut self, i: InstId, reg: RegId) -> BTreeSet<Root> {
         let mut out = BTreeSet::new();
-        let mut seen = HashSet::new();
+        let mut seen: HashSet<_, std::hash::BuildHasherDefault<ahash::AHasher>> = HashSet::default();
         let mut work = vec![(i, reg)];
         while let Some((at, reg)) = work.pop() {
             for site in self.reaching(at, reg) {
