@@ -1188,8 +1188,14 @@ fn instrument_function(
         let mut code = gen.code(site, inst, &site_groups[si], line_of(inst.span), nested, &mut label);
         tail.push(std::mem::take(&mut code.slow));
         let naive = site_naive(site) + static_counts.remove(&site.inst).unwrap_or(0);
-        let mut before = snippet(&emit.bump(&[(counting::Counter::Access, naive)]));
-        before.append(&mut code.before);
+        let bump = emit.bump(&[(counting::Counter::Access, naive)]);
+        let before = if bump.is_empty() {
+            code.before
+        } else {
+            let mut before = snippet(&bump);
+            before.append(&mut code.before);
+            before
+        };
         insertions.push(Insertion { at: path.to_vec(), order: order::BEFORE, stmts: before });
         let mut after = path.to_vec();
         *after.last_mut().unwrap() += 1;

@@ -45,7 +45,8 @@ thread_local! {
 
 /// [`Cache::parse`] with this thread's cache.
 pub(super) fn parse(text: &str) -> Vec<Statement> {
-    let mut out = Vec::new();
+    // About a statement for every 32 bytes of the pass's text: room for them at once.
+    let mut out = Vec::with_capacity(text.len() / 32 + 1);
     parse_into(text, &mut out);
     out
 }
