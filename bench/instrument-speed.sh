@@ -71,7 +71,8 @@ if profile != "null" and os.path.exists(profile):
     # Inclusive share of samples per function of interest (perf report --children).
     wanted = {
         "check pass (all)": "gpusan_passes::check::instrument_function",
-        "check: snippet text to statements (line cache, new lines parsed)": "gpusan_passes::check::snippet::Cache::parse",
+        "check: snippet text to statements (line cache, new lines parsed)": "gpusan_passes::check::snippet::Cache::parse_into",
+        "check: error-record writers (templates filled)": "gpusan_passes::check::report_record_into",
         "check: reaching definitions": "gpusan_ptx::dataflow::reaching_defs",
         # Inlined into instrument_function: perf names it without its path.
         "check: insertions (each statement list rebuilt once)": "insert_all",

@@ -28,17 +28,21 @@ pub fn run(a: InstrumentArgs) -> Result<()> {
 pub fn instrument_file(input: &PathBuf, pass: &str, output: Option<&Path>) -> Result<()> {
     let src = crate::ptx::read_input(input)?;
     let p = gpusan_passes::pass_by_name(pass).expect("clap checked the name");
-    let out = match gpusan_passes::instrument(&src, &*p) {
+    let (module, report) = match gpusan_passes::instrument_tree(&src, &*p) {
         Ok(out) => out,
         Err(e) => {
             eprint!("{}", crate::diag::render(&e, &input.display().to_string(), &src));
             bail!("{} not instrumented", input.display());
         }
     };
+    let ptx = gpusan_ptx::print(&module);
+    // The process ends after this file (every caller of `instrument_file` exits or runs
+    // ptxas next): freeing the tree node by node would only delay that.
+    std::mem::forget(module);
     match output {
-        Some(o) => std::fs::write(o, &out.ptx).with_context(|| format!("writing {}", o.display()))?,
-        None => std::io::stdout().lock().write_all(out.ptx.as_bytes())?,
+        Some(o) => std::fs::write(o, &ptx).with_context(|| format!("writing {}", o.display()))?,
+        None => std::io::stdout().lock().write_all(ptx.as_bytes())?,
     }
-    eprintln!("gpusan: {} sites instrumented by `{pass}`", out.report.total_sites());
+    eprintln!("gpusan: {} sites instrumented by `{pass}`", report.total_sites());
     Ok(())
 }

@@ -104,6 +104,7 @@ pub fn verify(module: &Module) -> Result<(), VerifierErrors> {
         symbols: NameMap::default(),
         all_symbols: NameSet::default(),
         numbered: Numbered::default(),
+        spare_known: NameSet::default(),
     };
     v.module(module);
     if v.errors.is_empty() {
@@ -128,6 +129,9 @@ struct Verifier {
     /// Every module-level name, to tell "declared later" from "never declared".
     all_symbols: NameSet,
     numbered: Numbered,
+    /// The last function's `known` set, emptied: the next function's starts with its
+    /// capacity instead of growing (and rehashing) from nothing again.
+    spare_known: NameSet,
 }
 
 impl Verifier {
@@ -229,14 +233,16 @@ impl Verifier {
     fn function(&mut self, f: &Function) {
         let body = f.body.as_deref().unwrap_or_default();
         let first_error = self.errors.len();
+        let known = std::mem::take(&mut self.spare_known);
         let mut fc = FunctionChecker {
             v: self,
             function: f.name,
             body,
             scopes: vec![Scope::default()],
-            known: NameSet::default(),
+            known,
             all_decls: None,
             reported: NameSet::default(),
+            recent: Box::new([None; RECENT]),
         };
         // Parameters live in the body's scope: `.reg .b64 p;` in a kernel taking `p` is a
         // duplicate definition to ptxas.
@@ -244,6 +250,9 @@ impl Verifier {
             fc.declare(p.name, None, f.span);
         }
         fc.block(body, true);
+        let mut known = std::mem::take(&mut fc.known);
+        known.clear();
+        fc.v.spare_known = known;
 
         // The graph stops at its first error, which the name checks above have usually
         // reported already with the same span; add it only when it is news.
@@ -388,6 +397,19 @@ struct FunctionChecker<'v, 'b> {
     all_decls: Option<Scope>,
     /// Undeclared names already reported in this function.
     reported: NameSet,
+    /// The last names of `known` looked up, by their address: an instrumented body names
+    /// the same few registers millions of times, and comparing one slot costs a fraction
+    /// of a hash-set probe.
+    recent: Box<[Option<Name>; RECENT]>,
+}
+
+/// Slots of [`FunctionChecker::recent`].
+const RECENT: usize = 256;
+
+/// The slot of `name` in [`FunctionChecker::recent`]: interned names are distinct
+/// addresses at least 8 bytes apart.
+fn recent_slot(name: Name) -> usize {
+    (name.as_char_ptr() as usize >> 3) % RECENT
 }
 
 impl FunctionChecker<'_, '_> {
@@ -489,7 +511,12 @@ impl FunctionChecker<'_, '_> {
     }
 
     fn resolves(&mut self, name: Name) -> bool {
+        let slot = recent_slot(name);
+        if self.recent[slot] == Some(name) {
+            return true;
+        }
         if self.known.contains(&name) {
+            self.recent[slot] = Some(name);
             return true;
         }
         let numbered = self.v.numbered.get(name);
@@ -519,14 +546,31 @@ impl FunctionChecker<'_, '_> {
         self.error(ErrorKind::ControlFlow(e), inst.span, Some(inst));
     }
 
+    /// Checks that `name` resolves here, and reports it once when not.
+    #[inline]
     fn use_name(&mut self, name: Name, span: Span, inst: Option<&Instruction>) {
+        // Nearly every use is of a name seen a moment before: that test inline, the
+        // rest out of line, so the per-operand loop stays small.
+        if self.recent[recent_slot(name)] == Some(name) {
+            return;
+        }
+        self.use_name_searched(name, span, inst);
+    }
+
+    #[inline(never)]
+    fn use_name_searched(&mut self, name: Name, span: Span, inst: Option<&Instruction>) {
         if name == "_" || self.resolves(name) {
             return;
         }
         // `%tid.x`, and the `.x` components of vector registers.
         if let Some((base, _)) = name.split_once('.') {
-            if gpusan_ptx::semantics::is_predefined(base) || Name::from_existing(base).is_some_and(|b| self.resolves(b))
-            {
+            // A predefined register's component resolves everywhere: known from now on,
+            // rather than searched for at each of its uses.
+            if gpusan_ptx::semantics::is_predefined(base) {
+                self.known.insert(name);
+                return;
+            }
+            if Name::from_existing(base).is_some_and(|b| self.resolves(b)) {
                 return;
             }
         }

@@ -168,6 +168,21 @@ fn names_resolve_by_scope_however_often_they_are_used() {
 }
 
 #[test]
+fn register_components_resolve_however_often_they_are_used() {
+    // `%tid.x` is remembered once its base is found predefined; a component of an
+    // undeclared register is still reported, however often it is used.
+    assert_clean(&kernel(
+        "\t.reg .b32 \t%r<3>;\n\tmov.u32 \t%r1, %tid.x;\n\tmov.u32 \t%r2, %tid.x;\n\t\
+         mov.u32 \t%r1, %ctaid.y;\n\tmov.u32 \t%r2, %tid.x;\n\tret;",
+    ));
+    let k = kinds(&kernel(
+        "\t.reg .b32 \t%r<3>;\n\tmov.u32 \t%r1, %tid.x;\n\tmov.u32 \t%r1, %nope.x;\n\t\
+         mov.u32 \t%r2, %nope.x;\n\tmov.u32 \t%r2, %tid.x;\n\tret;",
+    ));
+    assert_eq!(k, vec![ErrorKind::UndeclaredRegister("%nope.x".into())]);
+}
+
+#[test]
 fn calls_need_a_declared_callee() {
     let src = format!(
         "{}.func f()\n{{\n\tret;\n}}\n",

@@ -587,7 +587,18 @@ impl Operand {
     }
 
     /// Calls `f` on every name this operand mentions (registers, symbols), in order.
+    ///
+    /// Inline for the plain name, most operands by far; the other forms out of line
+    /// (analyses and the verifier call this for every operand of every instruction).
+    #[inline]
     pub fn for_each_name(&self, f: &mut impl FnMut(Name)) {
+        match self {
+            Operand::Name(n) => f(*n),
+            _ => self.for_each_name_other(f),
+        }
+    }
+
+    fn for_each_name_other(&self, f: &mut impl FnMut(Name)) {
         match self {
             Operand::Name(n) | Operand::Not(n) | Operand::Neg(n) => f(*n),
             Operand::Address { base: Some(b), .. } => f(*b),

@@ -4,6 +4,10 @@
 //! their radix and suffix, raw sections are copied byte for byte, and printing a printed
 //! module again gives the same text. Output goes to any `fmt::Write` so a caller can
 //! stream items (see [`crate::parser::Items`]) without building the whole text.
+//!
+//! An instrumented module is tens of megabytes of mostly short instructions, so the
+//! statement printers write names and decimal numbers straight to the writer ([`dec`])
+//! rather than through `write!`, whose formatting machinery cost more than the text.
 
 use std::fmt::{self, Write};
 
@@ -218,13 +222,18 @@ fn write_init(w: &mut impl Write, init: &Initializer) -> fmt::Result {
     }
 }
 
+/// A decimal integer, as `write!(w, "{v}")` writes it.
+fn dec(w: &mut impl Write, v: impl itoa::Integer) -> fmt::Result {
+    w.write_str(itoa::Buffer::new().format(v))
+}
+
 pub fn write_int(w: &mut impl Write, v: IntLit) -> fmt::Result {
     let IntLit { value, radix, unsigned, negative } = v;
     if negative {
         w.write_char('-')?;
     }
     match radix {
-        Radix::Dec => write!(w, "{value}")?,
+        Radix::Dec => dec(w, value)?,
         Radix::Hex => write!(w, "0x{value:x}")?,
         Radix::Oct => write!(w, "0{value:o}")?,
         Radix::Bin => write!(w, "0b{value:b}")?,
@@ -297,7 +306,10 @@ pub fn write_statement(w: &mut impl Write, s: &Statement, depth: usize) -> fmt::
             write_decl(w, d)?;
             w.write_char('\n')
         }
-        Statement::Label(l, _) => writeln!(w, "{l}:"),
+        Statement::Label(l, _) => {
+            w.write_str(l)?;
+            w.write_str(":\n")
+        }
         Statement::Inst(i) => {
             indent(w, depth)?;
             write_instruction(w, i)?;
@@ -312,7 +324,14 @@ pub fn write_statement(w: &mut impl Write, s: &Statement, depth: usize) -> fmt::
         }
         Statement::Loc(l) => {
             indent(w, depth)?;
-            writeln!(w, ".loc\t{} {} {}{}", l.file, l.line, l.column, l.rest)
+            w.write_str(".loc\t")?;
+            dec(w, l.file)?;
+            w.write_char(' ')?;
+            dec(w, l.line)?;
+            w.write_char(' ')?;
+            dec(w, l.column)?;
+            w.write_str(&l.rest)?;
+            w.write_char('\n')
         }
         Statement::Pragma(p) => {
             indent(w, depth)?;
@@ -367,7 +386,12 @@ pub fn write_instruction(w: &mut impl Write, i: &Instruction) -> fmt::Result {
     }
     for (n, op) in i.operands.iter().enumerate() {
         w.write_str(if n == 0 { " \t" } else { ", " })?;
-        write_operand(w, op)?;
+        // Most operands are plain names: written here rather than through the full match
+        // of `write_operand`, whose entry and exit cost more than the name.
+        match op {
+            Operand::Name(name) => w.write_str(name)?,
+            _ => write_operand(w, op)?,
+        }
     }
     w.write_char(';')
 }
@@ -375,8 +399,14 @@ pub fn write_instruction(w: &mut impl Write, i: &Instruction) -> fmt::Result {
 pub fn write_operand(w: &mut impl Write, op: &Operand) -> fmt::Result {
     match op {
         Operand::Name(n) => w.write_str(n),
-        Operand::Not(n) => write!(w, "!{n}"),
-        Operand::Neg(n) => write!(w, "-{n}"),
+        Operand::Not(n) => {
+            w.write_char('!')?;
+            w.write_str(n)
+        }
+        Operand::Neg(n) => {
+            w.write_char('-')?;
+            w.write_str(n)
+        }
         Operand::Int(v) => write_int(w, *v),
         Operand::F32(b) => write!(w, "0f{b:08X}"),
         Operand::F64(b) => write!(w, "0d{b:016X}"),
@@ -387,10 +417,11 @@ pub fn write_operand(w: &mut impl Write, op: &Operand) -> fmt::Result {
                 Some(b) => {
                     w.write_str(b)?;
                     if *offset != 0 || *offset_written {
-                        write!(w, "+{offset}")?;
+                        w.write_char('+')?;
+                        dec(w, *offset)?;
                     }
                 }
-                None => write!(w, "{offset}")?,
+                None => dec(w, *offset)?,
             }
             w.write_char(']')
         }

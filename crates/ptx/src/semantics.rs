@@ -49,21 +49,23 @@ pub fn has_destination(inst: &Instruction) -> bool {
         None | Some(Operand::Address { .. } | Operand::AddressList(_)) => return false,
         Some(_) => {}
     }
-    let first = inst.modifiers().next().unwrap_or("");
+    // Only a few opcodes look at their first modifier: found when one does, not for every
+    // instruction (this runs for each one of a module in every analysis).
+    let first = || inst.modifiers().next().unwrap_or("");
     match inst.opcode.as_str() {
         "st" | "red" | "bra" | "brx" | "ret" | "exit" | "trap" | "brkpt" | "membar" | "fence" | "prefetch"
         | "prefetchu" | "sust" | "sured" | "pmevent" | "nanosleep" | "setmaxnreg" | "griddepcontrol"
         | "stackrestore" | "stmatrix" | "discard" | "applypriority" | "cp" | "tensormap" | "call" => false,
         // `bar.red`/`barrier.red` return the reduction; the other barriers write nothing.
         "bar" | "barrier" => inst.has_modifier("red"),
-        "wgmma" => first == "mma_async",
-        "mbarrier" => matches!(first, "arrive" | "arrive_drop" | "test_wait" | "try_wait" | "pending_count"),
-        "multimem" => first == "ld_reduce",
+        "wgmma" => first() == "mma_async",
+        "mbarrier" => matches!(first(), "arrive" | "arrive_drop" | "test_wait" | "try_wait" | "pending_count"),
+        "multimem" => first() == "ld_reduce",
         // Only `tcgen05.ld` writes registers; `tcgen05.dealloc taddr, n` reads `taddr`.
-        "tcgen05" => first == "ld",
+        "tcgen05" => first() == "ld",
         // `clusterlaunchcontrol.query_cancel` decodes a response into a register;
         // `try_cancel` writes memory.
-        "clusterlaunchcontrol" => first == "query_cancel",
+        "clusterlaunchcontrol" => first() == "query_cancel",
         _ => true,
     }
 }

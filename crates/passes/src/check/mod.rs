@@ -98,6 +98,7 @@
 //! (prefetches).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fmt::Write as _;
 
 use gpusan_ptx::ast::{Function, Item, Linkage, Name, Operand, Span, StateSpace, Statement, VarDecl};
 use gpusan_ptx::cfg::{Cfg, InstId};
@@ -612,7 +613,7 @@ struct Roots<'a> {
     cfg: &'a Cfg,
     rd: ReachingDefs<'a>,
     insts: Vec<&'a gpusan_ptx::ast::Instruction>,
-    before: HashMap<InstId, BitSet>,
+    before: FastMap<InstId, BitSet>,
     /// The last instruction `before` got a fact for: the next one in its block carries
     /// that fact on rather than replaying the block (kernels have blocks of thousands of
     /// instructions with an access every few).
@@ -646,7 +647,7 @@ impl Roots<'_> {
     /// The roots of the value of `reg` as instruction `i` reads it.
     fn roots(&mut self, i: InstId, reg: RegId) -> BTreeSet<Root> {
         let mut out = BTreeSet::new();
-        let mut seen = HashSet::new();
+        let mut seen: HashSet<_, std::hash::BuildHasherDefault<ahash::AHasher>> = HashSet::default();
         let mut work = vec![(i, reg)];
         while let Some((at, reg)) = work.pop() {
             for site in self.reaching(at, reg) {
@@ -749,6 +750,10 @@ impl RegWidths {
     }
 }
 
+/// A hash map for the pass's own keys (instruction ids, registers, its own text): no
+/// attacker chooses them, so a fast unkeyed hash does instead of the standard SipHash.
+pub(super) type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<ahash::AHasher>>;
+
 /// Where a rewrite goes: before or after the statement at a path.
 struct Insertion {
     /// Path of the statement list's parent blocks, then the index to insert at.
@@ -767,6 +772,8 @@ mod order {
     pub const LOADMETA: u8 = 1;
     pub const GROUP: u8 = 2;
     pub const BEFORE: u8 = 3;
+    /// The slow paths after the body's last statement.
+    pub const TAIL: u8 = 4;
 }
 
 fn instrument_function(
@@ -821,7 +828,7 @@ fn instrument_function(
         let fref: &Function = f;
         let widths = RegWidths::collect(fref);
         let rd = reaching_defs(&cfg, fref);
-        let mut an = Roots { cfg: &cfg, rd, insts: cfg.instructions(fref), before: HashMap::new(), last: None };
+        let mut an = Roots { cfg: &cfg, rd, insts: cfg.instructions(fref), before: FastMap::default(), last: None };
         let windows = module_windows.with_function(fref);
         for i in (0..cfg.num_insts() as u32).map(InstId) {
             let inst = an.insts[i.index()];
@@ -998,7 +1005,11 @@ fn instrument_function(
     let mut labels = 0u32;
     let mut label = || {
         labels += 1;
-        format!("$__gs_L{}", labels - 1)
+        // Four or more a site: spelled out rather than through `format!`.
+        let mut l = String::with_capacity(16);
+        l.push_str("$__gs_L");
+        l.push_str(itoa::Buffer::new().format(labels - 1));
+        l
     };
     let mut insertions = Vec::new();
     let mut entry_code = String::new();
@@ -1077,7 +1088,9 @@ fn instrument_function(
         block_roots: &block_roots,
         reg_bits: RegBits::collect(f),
     };
-    let mut tail = String::new();
+    // Each site's slow path, in order: they go into the body with the other insertions, so
+    // the body is rebuilt once rather than grown again by a list as long as itself.
+    let mut tail: Vec<Vec<Statement>> = Vec::new();
     let body = f.body.as_deref().unwrap_or_default();
     let site_paths: Vec<&[u32]> = sites.iter().map(|s| cfg.inst_path(s.inst)).collect();
     // Versioned loops: the range checks and branch in the preheader, the clone after them.
@@ -1147,11 +1160,11 @@ fn instrument_function(
                     in_span[si] = true;
                     let Statement::Inst(inst) = stmt else { unreachable!("a span's sites are instructions") };
                     // The version that runs when a group failed: no per-access fast path.
-                    let code = gen.code(&sites[si], inst, &[], line_of(inst.span), false, &mut label);
-                    stmts.extend(snippet(&code.before));
+                    let mut code = gen.code(&sites[si], inst, &[], line_of(inst.span), false, &mut label);
+                    stmts.append(&mut code.before);
                     stmts.push(stmt.clone());
-                    stmts.extend(snippet(&code.after));
-                    tail.push_str(&code.slow);
+                    stmts.append(&mut code.after);
+                    tail.push(std::mem::take(&mut code.slow));
                 }
                 None => stmts.push(stmt.clone()),
             }
@@ -1172,14 +1185,21 @@ fn instrument_function(
         let path = site_paths[si];
         let Some(Statement::Inst(inst)) = gpusan_ptx::cfg::statement_at(body, path) else { continue };
         let nested = path.len() > 1;
-        let code = gen.code(site, inst, &site_groups[si], line_of(inst.span), nested, &mut label);
-        tail.push_str(&code.slow);
+        let mut code = gen.code(site, inst, &site_groups[si], line_of(inst.span), nested, &mut label);
+        tail.push(std::mem::take(&mut code.slow));
         let naive = site_naive(site) + static_counts.remove(&site.inst).unwrap_or(0);
-        let before = emit.bump(&[(counting::Counter::Access, naive)]) + &code.before;
-        insertions.push(Insertion { at: path.to_vec(), order: order::BEFORE, stmts: snippet(&before) });
+        let bump = emit.bump(&[(counting::Counter::Access, naive)]);
+        let before = if bump.is_empty() {
+            code.before
+        } else {
+            let mut before = snippet(&bump);
+            before.append(&mut code.before);
+            before
+        };
+        insertions.push(Insertion { at: path.to_vec(), order: order::BEFORE, stmts: before });
         let mut after = path.to_vec();
         *after.last_mut().unwrap() += 1;
-        insertions.push(Insertion { at: after, order: order::AFTER_ACCESS, stmts: snippet(&code.after) });
+        insertions.push(Insertion { at: after, order: order::AFTER_ACCESS, stmts: code.after });
     }
 
     // Statically in-bounds accesses left (outside runs, at instructions with no check).
@@ -1242,14 +1262,17 @@ fn instrument_function(
     top.push_str(&entry_code);
     // Pushed last, of the first kind: before whatever else goes at the top.
     insertions.push(Insertion { at: vec![0], order: 0, stmts: snippet(&top) });
-    report.inserted += insert::insert_all(body, insertions);
+    tail.retain(|t| !t.is_empty());
     if !tail.is_empty() {
         // Unreachable but by the branches to it: a body that ends without `ret` must not
-        // fall into it.
-        let tail = snippet(&format!("\tret;\n{tail}"));
-        report.inserted += tail.iter().filter(|s| matches!(s, Statement::Inst(_))).count() as u32;
-        body.extend(tail);
+        // fall into it. Insertions of one order at one point go in the reverse of theirs.
+        let end = vec![body.len() as u32];
+        for stmts in tail.into_iter().rev() {
+            insertions.push(Insertion { at: end.clone(), order: order::TAIL, stmts });
+        }
+        insertions.push(Insertion { at: end, order: order::TAIL, stmts: snippet("\tret;\n") });
     }
+    report.inserted += insert::insert_all(body, insertions);
     Ok(report)
 }
 
@@ -1266,9 +1289,9 @@ struct Site {
 /// label a faulting access skips to), `slow` (reporting, then the skip) where it runs only
 /// when branched to.
 struct SiteCode {
-    before: String,
-    after: String,
-    slow: String,
+    before: Vec<Statement>,
+    after: Vec<Statement>,
+    slow: Vec<Statement>,
 }
 
 /// What the code of every site of a function shares.
@@ -1355,7 +1378,7 @@ impl SiteGen<'_> {
         let mut t = String::new();
         for r in regs {
             if let Some(bits) = self.reg_bits.get(r) {
-                t.push_str(&format!("\tmov.b{bits} {r}, 0;\n"));
+                let _ = writeln!(t, "\tmov.b{bits} {r}, 0;");
             }
         }
         t
@@ -1374,11 +1397,11 @@ impl SiteGen<'_> {
         label: &mut dyn FnMut() -> String,
     ) -> SiteCode {
         let guard = &inst.guard;
-        let mut text = String::new();
+        let mut text = String::with_capacity(512);
         // The guard as a positive predicate: an access that does not run is not judged.
         if let Some(g) = guard {
             let op = if g.negated { "not" } else { "mov" };
-            text.push_str(&format!("\t{op}.pred %__gs_g, {};\n", g.reg));
+            let _ = writeln!(text, "\t{op}.pred %__gs_g, {};", g.reg);
         }
         // The fast path: the groups' range checks passed, so the access's own are jumped over.
         let fast = label();
@@ -1401,7 +1424,7 @@ impl SiteGen<'_> {
         };
         let address = |operand: usize| inst.operands[operand].as_address().expect("a checked access has an address");
         for &(operand, w, space, _, k) in &site.accesses {
-            text.push_str(&access_check(self.layout, k, address(operand), w, space));
+            access_check(self.layout, k, address(operand), w, space, &mut text);
             any(&mut text);
         }
         for c in &site.windows {
@@ -1411,13 +1434,21 @@ impl SiteGen<'_> {
         if guard.is_some() {
             text.push_str("\tand.pred %__gs_any, %__gs_any, %__gs_g;\n");
         }
+        let mut before = snippet(&text);
         // The slow path: each access judged again and reported, then the instruction skipped.
-        let (slow, skip) = (label(), label());
-        let mut slow_text = format!("{slow}:\n");
+        let (slow_label, skip) = (label(), label());
+        // An access's record and checks are some 50 statements: room for them at once,
+        // rather than the list moved each time it doubles.
+        let mut slow = Vec::with_capacity(8 + 56 * (site.accesses.len() + site.windows.len()));
+        slow.push(Statement::Label(label_name(&slow_label), Span::NONE));
         let guarded = if guard.is_some() { "\tand.pred %__gs_bad, %__gs_bad, %__gs_g;\n" } else { "" };
+        // One buffer for every access's check, rather than a string each.
+        let mut check = String::with_capacity(512);
         for &(operand, w, space, kind, k) in &site.accesses {
-            slow_text.push_str(&access_check(self.layout, k, address(operand), w, space));
-            slow_text.push_str(guarded);
+            check.clear();
+            access_check(self.layout, k, address(operand), w, space, &mut check);
+            check.push_str(guarded);
+            snippet::parse_into(&check, &mut slow);
             let block_slot = self.block_roots.keys().position(|&b| b == k);
             let record = Record {
                 blame: Blame::Root { k, layout: self.layout, block_slot },
@@ -1428,11 +1459,13 @@ impl SiteGen<'_> {
                 access: access_code(kind),
             };
             let (done, stop) = (label(), stop_label(self.reaction, label));
-            slow_text.push_str(&report_record(&record, self.reaction, &stop, &done));
+            report_record_into(&record, self.reaction, &stop, &done, &mut slow);
         }
         for c in &site.windows {
-            slow_text.push_str(&onchip::check_text(c));
-            slow_text.push_str(guarded);
+            check.clear();
+            check.push_str(&onchip::check_text(c));
+            check.push_str(guarded);
+            snippet::parse_into(&check, &mut slow);
             let record = Record {
                 blame: Blame::Window(c.code()),
                 width: c.width,
@@ -1442,25 +1475,27 @@ impl SiteGen<'_> {
                 access: access_code(c.kind),
             };
             let (done, stop) = (label(), stop_label(self.reaction, label));
-            slow_text.push_str(&report_record(&record, self.reaction, &stop, &done));
+            report_record_into(&record, self.reaction, &stop, &done, &mut slow);
         }
-        slow_text.push_str(&self.zero_destinations(site, inst));
-        slow_text.push_str(&format!("\tbra.uni {skip};\n"));
+        check.clear();
+        check.push_str(&self.zero_destinations(site, inst));
+        let _ = writeln!(check, "\tbra.uni {skip};");
+        snippet::parse_into(&check, &mut slow);
         let slow = if inline {
-            text.push_str(&format!("\t@!%__gs_any bra {fast};\n"));
-            text.push_str(&slow_text);
-            String::new()
+            snippet::parse_into(&format!("\t@!%__gs_any bra {fast};\n"), &mut before);
+            before.append(&mut slow);
+            Vec::new()
         } else {
-            text.push_str(&format!("\t@%__gs_any bra {slow};\n"));
-            slow_text
+            snippet::parse_into(&format!("\t@%__gs_any bra {slow_label};\n"), &mut before);
+            slow
         };
-        text.push_str(&format!("{fast}:\n"));
-        SiteCode { before: text, after: format!("{skip}:\n"), slow }
+        before.push(Statement::Label(label_name(&fast), Span::NONE));
+        SiteCode { before, after: vec![Statement::Label(label_name(&skip), Span::NONE)], slow }
     }
 }
 
 /// How a function keeps its roots' metadata in registers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Layout {
     /// `low`, `lim`, `id` per root, with "found" and "live" folded into the bounds by
     /// [`loadmeta`]: a check is two comparisons.
@@ -1480,38 +1515,36 @@ fn found_nothing(k: usize, layout: Layout) -> String {
 
 /// MEMCHECK of one access through `address` (register and constant offset) against root
 /// `k`: `%__gs_a` is its first byte, `%__gs_bad` whether it is bad. A generic access is
-/// judged only inside the global window.
-fn access_check(layout: Layout, k: usize, address: (Option<Name>, i64), w: u32, space: Space) -> String {
+/// judged only inside the global window. Appended to `t`.
+fn access_check(layout: Layout, k: usize, address: (Option<Name>, i64), w: u32, space: Space, t: &mut String) {
     let (base, offset) = address;
     let base = base.expect("a checked access has a base register");
-    let mut t = if offset == 0 {
-        format!("\tmov.b64 %__gs_a, {base};\n")
+    if layout == Layout::Heap {
+        t.push_str(&heap::reload_state(k));
+    }
+    if offset == 0 {
+        let _ = writeln!(t, "\tmov.b64 %__gs_a, {base};");
     } else {
-        format!("\tadd.s64 %__gs_a, {base}, {offset};\n")
-    };
-    match layout {
-        Layout::Folded => t.push_str(&format!(
-            "\tadd.s64 %__gs_e, %__gs_a, {w};\n\
-             \tsetp.lt.u64 %__gs_bad, %__gs_a, %__gs_low{k};\n\
-             \tsetp.gt.or.u64 %__gs_bad, %__gs_e, %__gs_lim{k}, %__gs_bad;\n"
-        )),
-        Layout::Heap => {
-            t.insert_str(0, &heap::reload_state(k));
-            t.push_str(&format!(
-                "\tadd.s64 %__gs_e, %__gs_a, {w};\n\
-                 \tsetp.lt.u64 %__gs_bad, %__gs_a, %__gs_low{k};\n\
-                 \tsetp.gt.or.u64 %__gs_bad, %__gs_e, %__gs_lim{k}, %__gs_bad;\n\
-                 \tsetp.ge.u64 %__gs_q, %__gs_a, %__gs_base{k};\n\
-                 \tsetp.ne.and.u32 %__gs_q, %__gs_st{k}, {STATE_LIVE}, %__gs_q;\n\
-                 \tor.pred %__gs_bad, %__gs_bad, %__gs_q;\n\
-                 \tand.pred %__gs_bad, %__gs_bad, %__gs_ok{k};\n"
-            ))
-        }
+        let _ = writeln!(t, "\tadd.s64 %__gs_a, {base}, {offset};");
+    }
+    let _ = write!(
+        t,
+        "\tadd.s64 %__gs_e, %__gs_a, {w};\n\
+         \tsetp.lt.u64 %__gs_bad, %__gs_a, %__gs_low{k};\n\
+         \tsetp.gt.or.u64 %__gs_bad, %__gs_e, %__gs_lim{k}, %__gs_bad;\n"
+    );
+    if layout == Layout::Heap {
+        let _ = write!(
+            t,
+            "\tsetp.ge.u64 %__gs_q, %__gs_a, %__gs_base{k};\n\
+             \tsetp.ne.and.u32 %__gs_q, %__gs_st{k}, {STATE_LIVE}, %__gs_q;\n\
+             \tor.pred %__gs_bad, %__gs_bad, %__gs_q;\n\
+             \tand.pred %__gs_bad, %__gs_bad, %__gs_ok{k};\n"
+        );
     }
     if space == Space::Generic {
         t.push_str("\tisspacep.global %__gs_q, %__gs_a;\n\tand.pred %__gs_bad, %__gs_bad, %__gs_q;\n");
     }
-    t
 }
 
 /// The LOADMETA of root `k`. Roots of a heap module may be heap blocks: a `malloc` result
@@ -1792,6 +1825,7 @@ fn access_code(kind: AccessKind) -> u32 {
 }
 
 /// Whom an error record blames, and so its code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Blame {
     /// The allocation of root number `k`: its id, and out of bounds or use after free as
     /// the entry's state says. A root of the block-wide lookup has its id in that slot of
@@ -1840,9 +1874,46 @@ pub(super) fn record_where() -> &'static str {
 /// ptx_line 28, block 32/36/40, thread 44/48/52, space 56, access 60. Under
 /// [`Reaction::Abort`] every bad access then reaches `stop` and traps, stored or not (no
 /// runtime, or a full buffer).
-fn report_record(r: &Record, reaction: Reaction, stop: &Option<String>, skip: &str) -> String {
-    let end = stop.as_deref().unwrap_or(skip);
-    let (alloc, code) = match r.blame {
+///
+/// Every checked access gets one, some 40 lines, and they differ only in their labels and
+/// numbers: each kind of record ([`record_text`]) is a [`snippet::Template`], parsed once
+/// per thread and then filled, rather than written and parsed line by line.
+fn report_record_into(r: &Record, reaction: Reaction, stop: &Option<String>, skip: &str, out: &mut Vec<Statement>) {
+    debug_assert_eq!(stop.is_some(), reaction == Reaction::Abort);
+    let skip = label_name(skip);
+    let end = stop.as_deref().map_or(skip, label_name);
+    let int = |v: u32| Operand::Int(gpusan_ptx::ast::IntLit::dec(v.into()));
+    let Record { blame, width, line, function, space, access } = *r;
+    let values =
+        [Operand::Name(skip), Operand::Name(end), int(function), int(width), int(line), int(space), int(access)];
+    RECORDS.with(|records| {
+        let mut records = records.borrow_mut();
+        // Kinds are few (a function's roots, block slots, window codes), but bounded all
+        // the same for a process that instruments module after module.
+        if records.len() >= MAX_RECORD_KINDS {
+            records.clear();
+        }
+        let kind = (blame, stop.is_some());
+        records
+            .entry(kind)
+            .or_insert_with(|| snippet::Template::new(&record_text(blame, stop.is_some())))
+            .fill_into(&values, out)
+    });
+}
+
+/// Record kinds kept by [`report_record_into`].
+const MAX_RECORD_KINDS: usize = 1024;
+
+thread_local! {
+    static RECORDS: std::cell::RefCell<HashMap<(Blame, bool), snippet::Template>> = std::cell::RefCell::new(HashMap::new());
+}
+
+/// The text of an error record's writer for `blame`, with holes ([`snippet::Template`]):
+/// 0 the skip label, 1 the label it ends at when stored (the stop label with `abort`, else
+/// the skip label), 2 the function's index, 3 the access's width, 4 its line, 5 its space,
+/// 6 its kind.
+fn record_text(blame: Blame, abort: bool) -> String {
+    let (alloc, code) = match blame {
         Blame::Root { k, layout: Layout::Folded, block_slot } => {
             let id = match block_slot {
                 Some(slot) => {
@@ -1871,38 +1942,58 @@ fn report_record(r: &Record, reaction: Reaction, stop: &Option<String>, skip: &s
             ("\tst.global.u64 [%__gs_r+24], 0;\n".to_string(), format!("\tst.global.u32 [%__gs_r+36], {code};\n"))
         }
     };
-    let Record { width: w, line, function, space, access, .. } = *r;
     let mut t = format!(
-        "\t@!%__gs_bad bra {skip};\n\
+        "\t@!%__gs_bad bra __gs_hole0;\n\
          \tld.global.u64 %__gs_eb, [{ERRORS_SYMBOL}];\n\
          \tsetp.eq.u64 %__gs_q, %__gs_eb, 0;\n\
-         \t@%__gs_q bra {end};\n\
+         \t@%__gs_q bra __gs_hole1;\n\
          \tatom.global.add.u32 %__gs_i, [%__gs_eb], 1;\n\
          \tld.global.u32 %__gs_c, [%__gs_eb+4];\n\
          \tsetp.ge.u32 %__gs_q, %__gs_i, %__gs_c;\n\
-         \t@%__gs_q bra {end};\n\
+         \t@%__gs_q bra __gs_hole1;\n\
          \tmul.wide.u32 %__gs_r, %__gs_i, 64;\n\
          \tadd.s64 %__gs_r, %__gs_eb, %__gs_r;\n\
          \tst.global.u64 [%__gs_r+16], %__gs_a;\n\
          {alloc}\
          \tld.global.u32 %__gs_k, [{MODULE_SYMBOL}];\n\
          \tshl.b32 %__gs_k, %__gs_k, 16;\n\
-         \tor.b32 %__gs_k, %__gs_k, {function};\n\
+         \tor.b32 %__gs_k, %__gs_k, __gs_hole2;\n\
          \tst.global.u32 [%__gs_r+32], %__gs_k;\n\
          {code}\
-         \tst.global.u32 [%__gs_r+40], {w};\n\
-         \tst.global.u32 [%__gs_r+44], {line};\n\
+         \tst.global.u32 [%__gs_r+40], __gs_hole3;\n\
+         \tst.global.u32 [%__gs_r+44], __gs_hole4;\n\
          {where}\
-         \tst.global.u32 [%__gs_r+72], {space};\n\
-         \tst.global.u32 [%__gs_r+76], {access};\n",
+         \tst.global.u32 [%__gs_r+72], __gs_hole5;\n\
+         \tst.global.u32 [%__gs_r+76], __gs_hole6;\n",
         where = record_where()
     );
-    if let Some(stop) = stop {
-        debug_assert_eq!(reaction, Reaction::Abort);
-        t.push_str(&format!("{stop}:\n\tmembar.sys;\n\ttrap;\n"));
+    if abort {
+        t.push_str("__gs_hole1:\n\tmembar.sys;\n\ttrap;\n");
     }
-    t.push_str(&format!("{skip}:\n"));
+    t.push_str("__gs_hole0:\n");
     t
+}
+
+/// The name of a label the pass wrote (`$__gs_L{n}`). Interning a string takes the
+/// interner's global lock, and every function numbers its labels from 0 again, so each
+/// thread interns label `n` once and keeps its name.
+fn label_name(label: &str) -> Name {
+    thread_local! {
+        static LABELS: std::cell::RefCell<Vec<Name>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    // Only the digits `label()` writes: no sign, no leading zero.
+    let canonical = |d: &&str| d.bytes().all(|b| b.is_ascii_digit()) && (d == &"0" || !d.starts_with('0'));
+    let Some(n) = label.strip_prefix("$__gs_L").filter(canonical).and_then(|d| d.parse::<usize>().ok()) else {
+        return Name::from(label);
+    };
+    LABELS.with(|names| {
+        let mut names = names.borrow_mut();
+        while names.len() <= n {
+            let next = Name::from(format!("$__gs_L{}", names.len()).as_str());
+            names.push(next);
+        }
+        names[n]
+    })
 }
 
 /// Statements from PTX text, with the spans of nodes a pass creates.
@@ -1913,6 +2004,45 @@ fn snippet(text: &str) -> Vec<Statement> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each kind of error record, filled from its template, is its text with the labels
+    /// and numbers written in, parsed.
+    #[test]
+    fn records_from_templates_are_their_text() {
+        let blames = [
+            Blame::Root { k: 2, layout: Layout::Folded, block_slot: None },
+            Blame::Root { k: 0, layout: Layout::Folded, block_slot: Some(3) },
+            Blame::Root { k: 5, layout: Layout::Heap, block_slot: None },
+            Blame::Window(7),
+        ];
+        for blame in blames {
+            for reaction in [Reaction::Report, Reaction::Abort] {
+                let r = Record { blame, width: 8, line: 1234, function: 3, space: 0, access: 1 };
+                let stop = (reaction == Reaction::Abort).then(|| "$__gs_L9".to_string());
+                // Twice: built, then from the kept template.
+                for _ in 0..2 {
+                    let mut got = Vec::new();
+                    report_record_into(&r, reaction, &stop, "$__gs_L8", &mut got);
+                    let text = record_text(blame, stop.is_some())
+                        .replace("__gs_hole0", "$__gs_L8")
+                        .replace("__gs_hole1", stop.as_deref().unwrap_or("$__gs_L8"))
+                        .replace("__gs_hole2", "3")
+                        .replace("__gs_hole3", "8")
+                        .replace("__gs_hole4", "1234")
+                        .replace("__gs_hole5", "0")
+                        .replace("__gs_hole6", "1");
+                    assert_eq!(got, snippet(&text), "{blame:?} {reaction:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn label_names_are_the_labels() {
+        for l in ["$__gs_L7", "$__gs_L0", "$__gs_L12", "$__gs_L7", "$__gs_Lx", "$__gs_L007", "$__gs_L+3", "$__gs_L"] {
+            assert_eq!(label_name(l).as_str(), l);
+        }
+    }
 
     #[test]
     fn snippets_parse_without_spans() {

@@ -43,6 +43,7 @@
 //! load).
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 
 use gpusan_ptx::ast::{Function, Instruction, Item, Linkage, Name, Operand, StateSpace, Statement, VarDecl};
 use gpusan_ptx::cfg::InstId;
@@ -557,7 +558,8 @@ struct Origin {
 /// nothing changes.
 fn origin(an: &mut Roots, windows: &Windows, i: InstId, reg: gpusan_ptx::dataflow::RegId, form: Form) -> Origin {
     let mut foreign = false;
-    let mut nodes: HashMap<Key, Rule> = HashMap::new();
+    // Most walks visit a few dozen definitions: room for them from the start.
+    let mut nodes: super::FastMap<Key, Rule> = super::FastMap::with_capacity_and_hasher(64, Default::default());
     let mut order: Vec<Key> = Vec::new();
     let mut work: Vec<Key> = Vec::new();
 
@@ -690,31 +692,32 @@ pub(super) const REGISTERS: &str = "\t.reg .b32 %__gs_a32;\n\t.reg .b64 %__gs_wl
 /// leaves the window (for use after scope: whether `a` is local memory outside the kernel's
 /// frame); `%__gs_c` and `%__gs_q` are clobbered.
 pub(super) fn check_text(c: &WindowCheck) -> String {
-    let mut t = String::new();
+    // Written in place (`write!`): a string per line was a good part of the pass's time.
+    let mut t = String::with_capacity(256);
     let off = c.offset;
     match &c.base {
         Base::Reg32(r) => {
             // In 32 bits, as the hardware forms the address: `sym - 4` then `+8` is `sym + 4`.
             if off == 0 {
-                t.push_str(&format!("\tmov.b32 %__gs_a32, {r};\n"));
+                let _ = writeln!(t, "\tmov.b32 %__gs_a32, {r};");
             } else {
-                t.push_str(&format!("\tadd.s32 %__gs_a32, {r}, {off};\n"));
+                let _ = writeln!(t, "\tadd.s32 %__gs_a32, {r}, {off};");
             }
             t.push_str("\tcvt.u64.u32 %__gs_a, %__gs_a32;\n");
         }
         Base::Reg64(r) => {
             if off == 0 {
-                t.push_str(&format!("\tmov.b64 %__gs_a, {r};\n"));
+                let _ = writeln!(t, "\tmov.b64 %__gs_a, {r};");
             } else {
-                t.push_str(&format!("\tadd.s64 %__gs_a, {r}, {off};\n"));
+                let _ = writeln!(t, "\tadd.s64 %__gs_a, {r}, {off};");
             }
         }
         Base::Symbol => {
             // Only a window's own symbol is a base (see `classify`).
             if let Bound::Window { symbol, .. } = &c.bound {
-                t.push_str(&format!("\tmov.u64 %__gs_a, {symbol};\n"));
+                let _ = writeln!(t, "\tmov.u64 %__gs_a, {symbol};");
                 if off != 0 {
-                    t.push_str(&format!("\tadd.s64 %__gs_a, %__gs_a, {off};\n"));
+                    let _ = writeln!(t, "\tadd.s64 %__gs_a, %__gs_a, {off};");
                 }
             }
         }
@@ -727,24 +730,27 @@ pub(super) fn check_text(c: &WindowCheck) -> String {
         }
     };
     if c.space == Space::Generic {
-        t.push_str(&format!("\tcvta.{}.u64 %__gs_wlo, {symbol};\n", window.region.name()));
+        let _ = writeln!(t, "\tcvta.{}.u64 %__gs_wlo, {symbol};", window.region.name());
     } else {
-        t.push_str(&format!("\tmov.u64 %__gs_wlo, {symbol};\n"));
+        let _ = writeln!(t, "\tmov.u64 %__gs_wlo, {symbol};");
     }
     match window.extent {
-        Extent::Bytes(n) => t.push_str(&format!("\tadd.s64 %__gs_wlim, %__gs_wlo, {n};\n")),
+        Extent::Bytes(n) => {
+            let _ = writeln!(t, "\tadd.s64 %__gs_wlim, %__gs_wlo, {n};");
+        }
         Extent::Dynamic => t.push_str(
             "\tmov.u32 %__gs_c, %dynamic_smem_size;\n\
              \tcvt.u64.u32 %__gs_wlim, %__gs_c;\n\
              \tadd.s64 %__gs_wlim, %__gs_wlo, %__gs_wlim;\n",
         ),
     }
-    t.push_str(&format!(
+    let _ = write!(
+        t,
         "\tadd.s64 %__gs_e, %__gs_a, {};\n\
          \tsetp.lt.u64 %__gs_bad, %__gs_a, %__gs_wlo;\n\
          \tsetp.gt.or.u64 %__gs_bad, %__gs_e, %__gs_wlim, %__gs_bad;\n",
         c.width
-    ));
+    );
     t
 }
 

@@ -10,6 +10,11 @@
 //! statements parsed from it lie within it, so a statement that depends on its neighbours
 //! (a label whose `.branchtargets` is on the next line, a `{ }` block over several lines)
 //! sends the whole text to the parser, as do comments that could span lines.
+//!
+//! The longest code the pass writes, an error record's writer (some 40 lines for every
+//! checked access), is a [`Template`] instead: parsed once with holes where its per-access
+//! labels and numbers go, then cloned and filled. Even cached, writing those lines as text
+//! and looking each up again was most of the pass's time.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -40,7 +45,15 @@ thread_local! {
 
 /// [`Cache::parse`] with this thread's cache.
 pub(super) fn parse(text: &str) -> Vec<Statement> {
-    CACHE.with(|c| c.borrow_mut().parse(text))
+    // About a statement for every 32 bytes of the pass's text: room for them at once.
+    let mut out = Vec::with_capacity(text.len() / 32 + 1);
+    parse_into(text, &mut out);
+    out
+}
+
+/// [`Cache::parse_into`] with this thread's cache.
+pub(super) fn parse_into(text: &str, out: &mut Vec<Statement>) {
+    CACHE.with(|c| c.borrow_mut().parse_into(text, out))
 }
 
 /// [`Cache::end_module`] of this thread's cache: the pass calls it when a module is done.
@@ -58,16 +71,44 @@ impl Cache {
     }
 
     /// Statements from PTX text, with the spans of nodes a pass creates.
-    pub(super) fn parse(&mut self, text: &str) -> Vec<Statement> {
-        if text.contains("/*") {
-            return parse_uncached(text);
+    #[cfg(test)]
+    fn parse(&mut self, text: &str) -> Vec<Statement> {
+        let mut out = Vec::new();
+        self.parse_into(text, &mut out);
+        out
+    }
+
+    /// The statements of PTX text, with the spans of nodes a pass creates, pushed onto
+    /// `out`: into the list they go to, rather than through a vector of their own.
+    pub(super) fn parse_into(&mut self, text: &str, out: &mut Vec<Statement>) {
+        if memchr::memmem::find(text.as_bytes(), b"/*").is_some() {
+            out.extend(parse_uncached(text));
+            return;
         }
+        // Most snippets are lines seen before: cloned as they are looked up, with nothing
+        // planned or collected, until a line is new (then the general way below, from the
+        // start, with what was pushed taken back).
+        let start = out.len();
+        let mut all_known = true;
+        for line in lines(text) {
+            match self.lines.get(line) {
+                Some(stmts) => out.extend(stmts.iter().cloned()),
+                None => {
+                    all_known = false;
+                    break;
+                }
+            }
+        }
+        if all_known {
+            return;
+        }
+        out.truncate(start);
         // Each line: its cached statements, or `None` for one of the `fresh` lines, parsed
         // below all at once.
         let mut fresh = String::new();
         // The pass writes lines of 20 to 60 bytes.
         let mut plan: Vec<(&str, Option<&Vec<Statement>>)> = Vec::with_capacity(text.len() / 16 + 1);
-        for line in text.split_terminator('\n') {
+        for line in lines(text) {
             let known = self.lines.get(line);
             if known.is_none() {
                 fresh.push_str(line);
@@ -77,10 +118,12 @@ impl Cache {
         }
         let mut parsed = Vec::new();
         if !fresh.is_empty() {
-            let Some(by_line) = parse_by_line(&fresh) else { return parse_uncached(text) };
+            let Some(by_line) = parse_by_line(&fresh) else {
+                out.extend(parse_uncached(text));
+                return;
+            };
             parsed = by_line;
         }
-        let mut out = Vec::with_capacity(plan.len());
         let mut new_lines = Vec::with_capacity(parsed.len());
         let mut parsed = parsed.into_iter();
         for (line, known) in plan {
@@ -99,8 +142,25 @@ impl Cache {
             }
             self.lines.insert(line.into(), stmts);
         }
-        out
     }
+}
+
+/// The lines of `text` without their `\n`, as `text.split_terminator('\n')` gives them:
+/// found with `memchr`, since the generic string splitter cost more than looking a line
+/// up in the cache.
+fn lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let (line, next) = match memchr::memchr(b'\n', rest.as_bytes()) {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None => (rest, ""),
+        };
+        rest = next;
+        Some(line)
+    })
 }
 
 /// The statements of each line of `text` (every line ends with `\n`), spans cleared; `None`
@@ -152,6 +212,71 @@ fn parse_uncached(text: &str) -> Vec<Statement> {
         }
     }
     body
+}
+
+/// The name a template's text has where its value number `i` goes: an identifier, so it
+/// parses as a whole operand or a label wherever the value will be.
+const HOLE: &str = "__gs_hole";
+
+/// PTX text parsed once, with holes for the parts that change from one use to the next
+/// (labels, numbers), filled by [`Template::fill_into`]: what parsing the text with the
+/// values written in gives (the unit tests compare the two), without writing or reading it.
+///
+/// A hole is written `__gs_hole0`, `__gs_hole1`, … and must be a whole operand or a label.
+pub(super) struct Template {
+    stmts: Vec<Statement>,
+    holes: Vec<Hole>,
+}
+
+/// Where a value goes: statement `stmt`'s label, or its operand `operand`.
+struct Hole {
+    stmt: usize,
+    operand: Option<usize>,
+    value: usize,
+}
+
+impl Template {
+    pub(super) fn new(text: &str) -> Template {
+        let stmts = parse_uncached(text);
+        let hole_of = |n: &str| n.strip_prefix(HOLE).map(|i| i.parse::<usize>().expect("a hole is numbered"));
+        let mut holes = Vec::new();
+        for (stmt, s) in stmts.iter().enumerate() {
+            match s {
+                Statement::Label(n, _) => {
+                    holes.extend(hole_of(n).map(|value| Hole { stmt, operand: None, value }));
+                }
+                Statement::Inst(i) => {
+                    for (o, op) in i.operands.iter().enumerate() {
+                        if let gpusan_ptx::ast::Operand::Name(n) = op {
+                            holes.extend(hole_of(n).map(|value| Hole { stmt, operand: Some(o), value }));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(holes.len(), text.matches(HOLE).count(), "every hole is a whole operand or a label:\n{text}");
+        Template { stmts, holes }
+    }
+
+    /// The statements with `values[i]` for hole `i`, pushed onto `out`. A value for a label
+    /// must be a name.
+    pub(super) fn fill_into(&self, values: &[gpusan_ptx::ast::Operand], out: &mut Vec<Statement>) {
+        let start = out.len();
+        out.extend(self.stmts.iter().cloned());
+        for h in &self.holes {
+            match (&mut out[start + h.stmt], h.operand) {
+                (Statement::Label(n, _), None) => {
+                    let gpusan_ptx::ast::Operand::Name(v) = &values[h.value] else {
+                        panic!("a label's value is a name")
+                    };
+                    *n = *v;
+                }
+                (Statement::Inst(i), Some(o)) => i.operands[o] = values[h.value].clone(),
+                _ => unreachable!("holes are found in labels and operands"),
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -235,5 +360,42 @@ mod tests {
         cache.parse("\tsetp.eq.u64 %__gs_q, %__gs_t, 0;\n\tst.global.u32 [%__gs_r+44], 18;\n");
         assert_eq!(cache.lines.len(), 3);
         assert!(cache.lines.contains_key("\tsetp.eq.u64 %__gs_q, %__gs_t, 0;"));
+    }
+
+    /// A template filled is the text with the values written in, parsed.
+    #[test]
+    fn a_filled_template_is_the_text_with_its_values() {
+        use gpusan_ptx::ast::Operand;
+        let text = "\t@!%__gs_bad bra __gs_hole0;\n\tor.b32 %__gs_k, %__gs_k, __gs_hole1;\n\tst.global.u32 [%__gs_r+44], __gs_hole2;\n__gs_hole0:\n";
+        let t = Template::new(text);
+        for (label, a, b) in [("$__gs_L3", 0u64, 17u64), ("$__gs_L12", 65535, 4_000_000_000)] {
+            let mut got = vec![Statement::Label("before".into(), Span::NONE)];
+            let values = [
+                Operand::Name(label.into()),
+                Operand::Int(gpusan_ptx::ast::IntLit::dec(a)),
+                Operand::Int(gpusan_ptx::ast::IntLit::dec(b)),
+            ];
+            t.fill_into(&values, &mut got);
+            let written = text
+                .replace("__gs_hole0", label)
+                .replace("__gs_hole1", &a.to_string())
+                .replace("__gs_hole2", &b.to_string());
+            let mut want = vec![Statement::Label("before".into(), Span::NONE)];
+            want.extend(parse_uncached(&written));
+            assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "whole operand")]
+    fn a_hole_inside_an_operand_is_refused() {
+        Template::new("\tst.global.u32 [__gs_hole0+4], 1;\n");
+    }
+
+    #[test]
+    fn lines_are_split_terminator() {
+        for text in ["", "\n", "a", "a\n", "a\nb", "a\n\nb\n", "\n\na\n\n", "\ta;\n\tb;\n"] {
+            assert_eq!(lines(text).collect::<Vec<_>>(), text.split_terminator('\n').collect::<Vec<_>>(), "{text:?}");
+        }
     }
 }
