@@ -22,6 +22,7 @@ struct Totals {
     shared: u64,
     local: u64,
     multi_root: u64,
+    carried: u64,
     no_root: u64,
     unknown_width: u64,
     other: u64,
@@ -47,6 +48,7 @@ fn assemble_one(ptxas: &Path, path: &Path, dir: &Path, totals: &Mutex<Totals>) -
             t.shared += f.shared as u64;
             t.local += f.local as u64;
             t.multi_root += f.multi_root as u64;
+            t.carried += f.carried as u64;
             t.no_root += f.no_root as u64;
             t.unknown_width += f.unknown_width as u64;
             t.other += f.other as u64;
@@ -89,10 +91,12 @@ fn check_instrumented_corpus_assembles() {
     let _ = std::fs::remove_dir_all(&work);
     let t = totals.into_inner().unwrap();
     eprintln!(
-        "{} files: {} global/generic accesses checked against the table, {} shared and {} local against their \
-         variables; unchecked: {} multi-root, {} no root, {} unknown width, {} other spaces or prefetches",
+        "{} files: {} global/generic accesses checked against the table ({} of them with several roots, through \
+         shadows), {} shared and {} local against their variables; unchecked: {} multi-root, {} no root, {} unknown \
+         width, {} other spaces or prefetches",
         files.len(),
         t.checked,
+        t.carried,
         t.shared,
         t.local,
         t.multi_root,

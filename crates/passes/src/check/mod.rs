@@ -87,11 +87,23 @@
 //! checks a naive checker makes the optimizations remove (`counting`; the runtime sums them
 //! into the report's `check_counts`). Nothing else in the code changes.
 //!
+//! # Several roots
+//!
+//! A pointer merged at a branch join or a loop head (`p = c ? a : b`, a list walked
+//! through loaded pointers) reaches its access from several roots. As GPUArmor's "BB1/BB2"
+//! moves do, the metadata then travels with the value: each register on the way from the
+//! roots to the address gets shadow metadata registers (numbered after the roots'), and
+//! right after each of its definitions a move sets them ([`Shadow`]: the root's own after a
+//! root, the operand's after pointer arithmetic, picked like the value after `selp`, found
+//! nowhere after an integer); the access is checked against the address's shadow. Left
+//! unchecked: an `add` of two values that may each be a pointer (a pointer plus a 64-bit
+//! offset loaded from memory: which is the pointer is not known), and modules using the
+//! device heap.
+//!
 //! # What is left unchecked
 //!
-//! Counted per function in [`CheckFunction`]: accesses whose address has several roots
-//! (a pointer merged at a loop head or a branch join: GPUArmor carries the root's metadata
-//! along in registers, its "BB1/BB2" moves, which come next), no root (an address that is
+//! Counted per function in [`CheckFunction`]: accesses whose address has several roots and
+//! no one shadow (see below), no root (an address that is
 //! a symbol or comes only from integer arithmetic), a width not known from the instruction
 //! (bulk copies, `wmma`), and accesses in other state spaces (param, const, textures),
 //! shared or local accesses bound to no one variable, and accesses that move no data
@@ -263,8 +275,12 @@ pub struct CheckFunction {
     pub scope: u32,
     /// Roots looked up (one LOADMETA each).
     pub roots: u32,
-    /// Left unchecked: the address has several roots.
+    /// Left unchecked: the address has several roots and no one shadow (a definition adds
+    /// two pointers, or the module uses the device heap).
     pub multi_root: u32,
+    /// Checked although the address has several roots: the metadata travels with the value
+    /// along each path in shadow registers ([`Shadow`]); counted in `checked` too.
+    pub carried: u32,
     /// Left unchecked: the address has no root (a symbol, integer arithmetic only).
     pub no_root: u32,
     /// Left unchecked: the width is not a constant.
@@ -683,6 +699,145 @@ impl Roots<'_> {
     }
 }
 
+/// What a definition on the way from several roots to an address does to the shadow
+/// metadata of the register it defines (GPUArmor's "BB1/BB2" moves: the metadata travels
+/// with the value along each path, so at the merge it is the one of the root the value
+/// came from).
+#[derive(Debug, Clone, PartialEq)]
+enum Shadow {
+    /// A root: its own metadata.
+    Root(Root),
+    /// Pointer arithmetic on one pointer: that register's shadow.
+    Copy(RegId),
+    /// `selp r, a, b, p`: `a`'s shadow when `p`, else `b`'s (`None`: an integer there).
+    Select(Option<RegId>, Option<RegId>, Name),
+    /// An integer reaching a use as a pointer (a null pointer on one path): found nowhere.
+    Nothing,
+}
+
+/// The shadow moves of one multi-root address: after each listed definition, what the
+/// defined register's shadow becomes; and the roots involved (defined in the function or
+/// on entry).
+struct Carriers {
+    moves: Vec<(InstId, RegId, Shadow)>,
+    roots: BTreeSet<Root>,
+}
+
+/// An operand a definition may read a pointer from: its index, register, and the
+/// definitions of that register reaching it.
+type PointerOperand = (usize, RegId, Vec<DefSite>);
+
+impl Roots<'_> {
+    /// The moves that carry metadata to the value of `reg` at instruction `i` through every
+    /// definition it may come from; `None` when a definition mixes two pointers (`add` of
+    /// two, which has no one root) or takes them from somewhere the moves cannot follow.
+    fn carriers(&mut self, i: InstId, reg: RegId) -> Option<Carriers> {
+        // Every definition that may reach a pointer use on the way, with the registers it
+        // reads as pointers, found by walking back from the address.
+        let mut nodes: BTreeMap<(InstId, RegId), Vec<PointerOperand>> = BTreeMap::new();
+        let mut work = vec![(i, reg)];
+        let mut seen_use: HashSet<(InstId, RegId)> = HashSet::new();
+        while let Some((at, r)) = work.pop() {
+            if !seen_use.insert((at, r)) {
+                continue;
+            }
+            for site in self.reaching(at, r) {
+                let DefSite::Inst(d) = site else { continue };
+                if nodes.contains_key(&(d, r)) {
+                    continue;
+                }
+                let inst = self.insts[d.index()];
+                let mut ops = Vec::new();
+                if let Def::Arith(ks) = classify(inst) {
+                    for &k in ks {
+                        if let Some(Operand::Name(n)) = inst.operands.get(k) {
+                            if let Some(s) = self.resolve(d, *n) {
+                                let sites = self.reaching(d, s);
+                                ops.push((k, s, sites));
+                                work.push((d, s));
+                            }
+                        }
+                    }
+                }
+                nodes.insert((d, r), ops);
+            }
+        }
+        // Which definitions carry a pointer: roots, and arithmetic on a carried register
+        // (a fixpoint: pointer increments in loops are cycles).
+        let mut carrier: HashMap<(InstId, RegId), bool> = HashMap::new();
+        for &(d, r) in nodes.keys() {
+            carrier.insert((d, r), matches!(classify(self.insts[d.index()]), Def::Root));
+        }
+        let carries = |carrier: &HashMap<(InstId, RegId), bool>, s: RegId, sites: &[DefSite]| {
+            sites.iter().any(|site| match site {
+                DefSite::Entry => true,
+                DefSite::Inst(d) => carrier.get(&(*d, s)).copied().unwrap_or(false),
+            })
+        };
+        loop {
+            let mut changed = false;
+            for (&(d, r), ops) in &nodes {
+                if carrier[&(d, r)] {
+                    continue;
+                }
+                if ops.iter().any(|(_, s, sites)| carries(&carrier, *s, sites)) {
+                    carrier.insert((d, r), true);
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        // The moves, for the definitions that reach a use as a pointer: the address, and
+        // the pointer operands of the carrying arithmetic on the way (not its integers).
+        let mut moves = Vec::new();
+        let mut roots = BTreeSet::new();
+        let mut done: HashSet<(InstId, RegId)> = HashSet::new();
+        let first = self.reaching(i, reg);
+        let mut todo: Vec<(RegId, Vec<DefSite>)> = vec![(reg, first)];
+        while let Some((r, sites)) = todo.pop() {
+            for site in sites {
+                let d = match site {
+                    DefSite::Entry => {
+                        roots.insert(Root::Entry(r));
+                        continue;
+                    }
+                    DefSite::Inst(d) => d,
+                };
+                if !done.insert((d, r)) {
+                    continue;
+                }
+                let inst = self.insts[d.index()];
+                let ops = &nodes[&(d, r)];
+                let shadow = if !carrier[&(d, r)] {
+                    Shadow::Nothing
+                } else if matches!(classify(inst), Def::Root) {
+                    roots.insert(Root::Inst(d, r));
+                    Shadow::Root(Root::Inst(d, r))
+                } else {
+                    let pointers: Vec<&PointerOperand> =
+                        ops.iter().filter(|(_, s, sites)| carries(&carrier, *s, sites)).collect();
+                    for (_, s, sites) in &pointers {
+                        todo.push((*s, sites.clone()));
+                    }
+                    let at = |k: usize| pointers.iter().find(|(j, _, _)| *j == k).map(|(_, s, _)| *s);
+                    match (inst.opcode.as_str(), pointers.as_slice()) {
+                        ("selp", _) => {
+                            let Some(Operand::Name(p)) = inst.operands.get(3) else { return None };
+                            Shadow::Select(at(1), at(2), *p)
+                        }
+                        (_, [(_, s, _)]) => Shadow::Copy(*s),
+                        _ => return None,
+                    }
+                };
+                moves.push((d, r, shadow));
+            }
+        }
+        Some(Carriers { moves, roots })
+    }
+}
+
 /// The declared width of each register name, to keep the 64-bit ones (and, for shared
 /// addresses, the 32-bit ones): `%rd<N>` declares `%rd0…`. Names declared with different
 /// widths in different scopes have none.
@@ -770,10 +925,12 @@ struct Insertion {
 mod order {
     pub const AFTER_ACCESS: u8 = 0;
     pub const LOADMETA: u8 = 1;
-    pub const GROUP: u8 = 2;
-    pub const BEFORE: u8 = 3;
+    /// Shadow moves (multi-root values), after the LOADMETA they may copy from.
+    pub const SHADOW: u8 = 2;
+    pub const GROUP: u8 = 3;
+    pub const BEFORE: u8 = 4;
     /// The slow paths after the body's last statement.
-    pub const TAIL: u8 = 4;
+    pub const TAIL: u8 = 5;
 }
 
 fn instrument_function(
@@ -796,6 +953,7 @@ fn instrument_function(
         scope: 0,
         roots: 0,
         multi_root: 0,
+        carried: 0,
         no_root: 0,
         unknown_width: 0,
         other: 0,
@@ -824,6 +982,13 @@ fn instrument_function(
     // The registers of the roots by name, for the rewrite (the analysis has them all).
     let mut root_names: HashMap<RegId, Name> = HashMap::new();
     let mut loop_plan: Vec<loops::Version> = Vec::new();
+    // Accesses with several roots, checked through shadows: (site, access, address register,
+    // moves), then each register's shadow number, the moves, and registers read on entry.
+    let mut pending: Vec<(usize, usize, RegId, Carriers)> = Vec::new();
+    let first_shadow;
+    let mut shadow_of: BTreeMap<RegId, usize> = BTreeMap::new();
+    let mut shadow_moves: BTreeMap<(InstId, RegId), Shadow> = BTreeMap::new();
+    let mut entry_shadows: BTreeSet<RegId> = BTreeSet::new();
     {
         let fref: &Function = f;
         let widths = RegWidths::collect(fref);
@@ -895,11 +1060,56 @@ fn instrument_function(
                         accesses.push((acc.operand, w, acc.space, acc.kind, k));
                         report.checked += 1;
                     }
-                    _ => report.multi_root += 1,
+                    _ => {
+                        let carried = if facts.uses_heap { None } else { an.carriers(i, reg) };
+                        // Shadows are 64-bit registers like the roots'.
+                        let wide = |r: RegId| widths.is_64(an.rd.analysis().registers().name(r));
+                        match carried.filter(|c| c.moves.iter().all(|(_, r, _)| wide(*r))) {
+                            Some(c) => {
+                                accesses.push((acc.operand, w, acc.space, acc.kind, usize::MAX));
+                                pending.push((sites.len(), accesses.len() - 1, reg, c));
+                                report.checked += 1;
+                                report.carried += 1;
+                            }
+                            None => report.multi_root += 1,
+                        }
+                    }
                 }
             }
             if !accesses.is_empty() || !on_chip.is_empty() {
                 sites.push(Site { inst: i, accesses, windows: on_chip });
+            }
+        }
+        // Multi-root accesses: their roots are looked up like any; then one shadow number per
+        // register on the way, after the roots' numbers (the same registers as a root's).
+        for (_, _, _, c) in &pending {
+            for root in &c.roots {
+                let n = root_numbers.len();
+                root_numbers.entry(*root).or_insert(n);
+            }
+        }
+        first_shadow = root_numbers.len();
+        for (si, ai, reg, c) in pending {
+            let mut number = |r: RegId| {
+                let n = first_shadow + shadow_of.len();
+                *shadow_of.entry(r).or_insert(n)
+            };
+            sites[si].accesses[ai].4 = number(reg);
+            for (d, r, shadow) in c.moves {
+                number(r);
+                if let Shadow::Copy(x) | Shadow::Select(Some(x), _, _) = shadow {
+                    number(x);
+                }
+                if let Shadow::Select(_, Some(x), _) = shadow {
+                    number(x);
+                }
+                shadow_moves.entry((d, r)).or_insert(shadow);
+            }
+            for root in c.roots {
+                if let Root::Entry(r) = root {
+                    number(r);
+                    entry_shadows.insert(r);
+                }
             }
         }
 
@@ -908,7 +1118,8 @@ fn instrument_function(
         for (si, site) in sites.iter().enumerate() {
             let inst = an.insts[site.inst.index()];
             for &(operand, w, space, _, k) in &site.accesses {
-                if space != Space::Global {
+                // Shadows change along the way: no range check stands for them.
+                if space != Space::Global || k >= first_shadow && !shadow_of.is_empty() {
                     continue;
                 }
                 let Some((Some(base), offset)) = inst.operands[operand].as_address() else { continue };
@@ -1028,6 +1239,30 @@ fn instrument_function(
                 insertions.push(Insertion { at, order: order::LOADMETA, stmts: snippet(&text) });
             }
         }
+    }
+    // Shadow moves after the definitions on the way to multi-root addresses, and on entry
+    // for registers read before any definition.
+    for (&(d, r), shadow) in &shadow_moves {
+        let inst = cfg.inst(f, d);
+        let Some(text) = shadow_move(
+            shadow_of[&r],
+            shadow,
+            inst.guard.as_ref(),
+            &|root| {
+                let k = root_numbers[root];
+                (k, block_slot(k))
+            },
+            &|x| shadow_of[&x],
+        ) else {
+            continue;
+        };
+        let mut at = cfg.inst_path(d).to_vec();
+        *at.last_mut().unwrap() += 1;
+        insertions.push(Insertion { at, order: order::SHADOW, stmts: snippet(&text) });
+    }
+    for &r in &entry_shadows {
+        let k = root_numbers[&Root::Entry(r)];
+        entry_code.push_str(&shadow_copy(shadow_of[&r], k, block_slot(k), None));
     }
     // Group checks, and which sites take the fast path (every access grouped).
     let mut site_groups: Vec<Vec<usize>> = vec![Vec::new(); sites.len()];
@@ -1215,7 +1450,8 @@ fn instrument_function(
     let body = f.body.as_mut().unwrap();
 
     // Declarations and the entry code at the top.
-    let n = root_numbers.len() as u32;
+    // Roots' registers, then the shadows'.
+    let n = (root_numbers.len() + shadow_of.len()) as u32;
     let mut top = String::new();
     for (ty, names) in [
         ("b64", &["t", "lo", "hi", "mid", "x", "y", "sz", "a", "e", "eb", "r", "h"][..]),
@@ -1806,6 +2042,59 @@ fn block_lookup(roots: &BTreeMap<usize, (Name, i64)>, label: &mut dyn FnMut() ->
         t.push_str(&found_nothing(k, Layout::Folded));
     }
     t
+}
+
+/// Shadow `to` := root `k`'s metadata (the id from its block-lookup slot when it has one),
+/// under `guard` when given.
+fn shadow_copy(to: usize, k: usize, block_slot: Option<usize>, guard: Option<&str>) -> String {
+    let g = guard.unwrap_or("");
+    let id = match block_slot {
+        Some(slot) => {
+            format!("{g}ld.shared.u64 %__gs_id{to}, [__gs_meta+{}];\n", BLOCK_META_BYTES as usize * slot + 16)
+        }
+        None => format!("{g}mov.b64 %__gs_id{to}, %__gs_id{k};\n"),
+    };
+    format!("\t{g}mov.b64 %__gs_low{to}, %__gs_low{k};\n\t{g}mov.b64 %__gs_lim{to}, %__gs_lim{k};\n\t{id}")
+}
+
+/// The code of one shadow move into shadow `to`; `root` gives a root's number and block
+/// slot, `shadow` a register's shadow number. `None` for a guarded `selp`, which would need
+/// two predicates (never seen from nvcc; its shadow stays "found nowhere" from the top, so
+/// its accesses go unchecked rather than wrong).
+fn shadow_move(
+    to: usize,
+    shadow: &Shadow,
+    guard: Option<&gpusan_ptx::ast::Guard>,
+    root: &dyn Fn(&Root) -> (usize, Option<usize>),
+    shadow_of: &dyn Fn(RegId) -> usize,
+) -> Option<String> {
+    let g = guard.map(|g| format!("@{}{} ", if g.negated { "!" } else { "" }, g.reg));
+    let g = g.as_deref();
+    Some(match shadow {
+        Shadow::Root(r) => {
+            let (k, slot) = root(r);
+            shadow_copy(to, k, slot, g)
+        }
+        Shadow::Copy(x) => shadow_copy(to, shadow_of(*x), None, g),
+        Shadow::Nothing => {
+            let g = g.unwrap_or("");
+            format!("\t{g}mov.b64 %__gs_low{to}, 0;\n\t{g}mov.b64 %__gs_lim{to}, -1;\n")
+        }
+        Shadow::Select(a, b, p) => {
+            if guard.is_some() {
+                return None;
+            }
+            let side = |x: &Option<RegId>, pred: String| match x {
+                Some(x) => shadow_copy(to, shadow_of(*x), None, Some(&pred)),
+                None => format!("\t{pred}mov.b64 %__gs_low{to}, 0;\n\t{pred}mov.b64 %__gs_lim{to}, -1;\n"),
+            };
+            // `a`'s shadow when `p`, else `b`'s: one of the two runs, so `selp r, r, b, p`
+            // (its own register on one side) reads that shadow before anything changes it.
+            let mut t = side(b, format!("@!{p} "));
+            t.push_str(&side(a, format!("@{p} ")));
+            t
+        }
+    })
 }
 
 /// Root `k`'s bounds from slot `slot` of the block-wide lookup; its id stays there for
