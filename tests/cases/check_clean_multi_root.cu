@@ -15,7 +15,7 @@ __global__ void pick(int* small, int* big) {
     int t = threadIdx.x;
     int* p = (t & 1) ? small : big;
     int n = (t & 1) ? 16 : 64;
-    p[(t * 7) % n] += 1;
+    atomicAdd(&p[(t * 7) % n], 1);
 }
 __global__ void walk(Node* head, int steps, int* out) {
     Node* n = head;
