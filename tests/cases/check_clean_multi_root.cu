@@ -5,7 +5,8 @@
 // what: pointers with several roots used in bounds: one of two buffers of different sizes
 //       picked per thread (`selp`), then a list walked through pointers loaded in a loop
 //       (the pointer's root changes round the back edge), each node written at its last
-//       element; a null pointer on one path is never dereferenced
+//       element; a null pointer on one path is never dereferenced; a gather through 64-bit
+//       offsets read from memory (`base + off[i]`, two possible pointers), all in bounds
 #include "case.h"
 struct Node {
     Node* next;
@@ -27,6 +28,10 @@ __global__ void walk(Node* head, int steps, int* out) {
     }
     Node* last = threadIdx.x == 0 ? n : nullptr;
     if (last) out[0] = sum;
+}
+__global__ void gather(const char* base, const size_t* off, char* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = base[off[i]];
 }
 int main() {
     int *small, *big, *out;
@@ -59,6 +64,26 @@ int main() {
     for (int v : hs) total += v;
     for (int v : hb) total += v;
     ok &= total == 32;
+    // The gather: every offset inside the 1000-byte buffer, the last one its last byte.
+    const int gn = 256, glen = 1000;
+    char *gbase, *gout;
+    size_t* goff;
+    CK(cudaMalloc(&gbase, glen));
+    CK(cudaMalloc(&gout, gn));
+    CK(cudaMalloc(&goff, gn * sizeof(size_t)));
+    static char hbase[glen];
+    for (int i = 0; i < glen; i++) hbase[i] = (char)(i * 3);
+    static size_t hoff[gn];
+    for (int i = 0; i < gn; i++) hoff[i] = i == gn - 1 ? glen - 1 : (size_t)(i * 37) % glen;
+    CK(cudaMemcpy(gbase, hbase, sizeof hbase, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(goff, hoff, sizeof hoff, cudaMemcpyHostToDevice));
+    gather<<<1, gn>>>(gbase, goff, gout, gn);
+    static char hout[gn];
+    CK(cudaMemcpy(hout, gout, sizeof hout, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < gn; i++) ok &= hout[i] == hbase[hoff[i]];
+    CK(cudaFree(gbase));
+    CK(cudaFree(gout));
+    CK(cudaFree(goff));
     for (int i = 0; i < count; i++) CK(cudaFree(nodes[i]));
     CK(cudaFree(small));
     CK(cudaFree(big));

@@ -95,10 +95,9 @@
 //! roots to the address gets shadow metadata registers (numbered after the roots'), and
 //! right after each of its definitions a move sets them ([`Shadow`]: the root's own after a
 //! root, the operand's after pointer arithmetic, picked like the value after `selp`, found
-//! nowhere after an integer); the access is checked against the address's shadow. Left
-//! unchecked: an `add` of two values that may each be a pointer (a pointer plus a 64-bit
-//! offset loaded from memory: which is the pointer is not known), and modules using the
-//! device heap.
+//! nowhere after an integer; after an `add` of two values that may each be a pointer, a
+//! pointer plus a 64-bit offset loaded from memory, the one the table knows); the access is
+//! checked against the address's shadow. Left unchecked: modules using the device heap.
 //!
 //! # What is left unchecked
 //!
@@ -711,6 +710,11 @@ enum Shadow {
     Copy(RegId),
     /// `selp r, a, b, p`: `a`'s shadow when `p`, else `b`'s (`None`: an integer there).
     Select(Option<RegId>, Option<RegId>, Name),
+    /// `add r, a, b` where either may be the pointer (a pointer plus a 64-bit offset loaded
+    /// from memory: both are roots to the analysis): the shadow of the one the table knows,
+    /// `a`'s when both are known. An integer offset is found nowhere (no allocation starts
+    /// at a small number; LOADMETA rejects a value below the first entry at once).
+    Either(RegId, RegId),
     /// An integer reaching a use as a pointer (a null pointer on one path): found nowhere.
     Nothing,
 }
@@ -828,6 +832,7 @@ impl Roots<'_> {
                             Shadow::Select(at(1), at(2), *p)
                         }
                         (_, [(_, s, _)]) => Shadow::Copy(*s),
+                        ("add", [(_, a, _), (_, b, _)]) => Shadow::Either(*a, *b),
                         _ => return None,
                     }
                 };
@@ -1100,7 +1105,10 @@ fn instrument_function(
                 if let Shadow::Copy(x) | Shadow::Select(Some(x), _, _) = shadow {
                     number(x);
                 }
-                if let Shadow::Select(_, Some(x), _) = shadow {
+                if let Shadow::Select(_, Some(x), _) | Shadow::Either(_, x) = shadow {
+                    number(x);
+                }
+                if let Shadow::Either(x, _) = shadow {
                     number(x);
                 }
                 shadow_moves.entry((d, r)).or_insert(shadow);
@@ -1454,7 +1462,7 @@ fn instrument_function(
     let n = (root_numbers.len() + shadow_of.len()) as u32;
     let mut top = String::new();
     for (ty, names) in [
-        ("b64", &["t", "lo", "hi", "mid", "x", "y", "sz", "a", "e", "eb", "r", "h"][..]),
+        ("b64", &["t", "lo", "hi", "mid", "x", "y", "sz", "a", "e", "eb", "r", "h", "f"][..]),
         ("b32", &["i", "c", "k"][..]),
         ("pred", &["q", "g", "bad", "any", "nb"][..]),
     ] {
@@ -1911,12 +1919,15 @@ fn loadmeta(k: usize, value: &str, layout: Layout, label: &mut dyn FnMut() -> St
          \tadd.s64 %__gs_h, %__gs_t, %__gs_h;\n\
          \tld.global.u32 %__gs_c, [%__gs_h+-{LOOKUP_CACHE_BYTES}];\n\
          \tld.global.u64 %__gs_hi, [%__gs_t+8];\n\
+         \tld.global.u64 %__gs_f, [%__gs_t+32];\n\
          \tcvt.u64.u32 %__gs_lo, %__gs_c;\n\
          \tadd.s64 %__gs_lo, %__gs_lo, 1;\n\
          \tsetp.gt.u64 %__gs_q, %__gs_lo, %__gs_hi;\n\
          \t@%__gs_q bra {search};\n\
          {probe}\
          {search}:\n\
+         \tsetp.lt.u64 %__gs_q, {value}, %__gs_f;\n\
+         \t@%__gs_q bra {done};\n\
          \tmov.u64 %__gs_lo, 0;\n\
          {head}:\n\
          \tsetp.ge.u64 %__gs_q, %__gs_lo, %__gs_hi;\n\
@@ -2060,7 +2071,7 @@ fn shadow_copy(to: usize, k: usize, block_slot: Option<usize>, guard: Option<&st
 /// The code of one shadow move into shadow `to`; `root` gives a root's number and block
 /// slot, `shadow` a register's shadow number. `None` for a guarded `selp`, which would need
 /// two predicates (never seen from nvcc; its shadow stays "found nowhere" from the top, so
-/// its accesses go unchecked rather than wrong).
+/// its accesses go unchecked rather than wrong), and likewise a guarded two-pointer `add`.
 fn shadow_move(
     to: usize,
     shadow: &Shadow,
@@ -2079,6 +2090,17 @@ fn shadow_move(
         Shadow::Nothing => {
             let g = g.unwrap_or("");
             format!("\t{g}mov.b64 %__gs_low{to}, 0;\n\t{g}mov.b64 %__gs_lim{to}, -1;\n")
+        }
+        Shadow::Either(a, b) => {
+            if guard.is_some() {
+                return None;
+            }
+            let (a, b) = (shadow_of(*a), shadow_of(*b));
+            // Found: the limit of "found nowhere" is the top of the address space.
+            let mut t = format!("\tsetp.ne.u64 %__gs_q, %__gs_lim{a}, -1;\n");
+            t.push_str(&shadow_copy(to, b, None, Some("@!%__gs_q ")));
+            t.push_str(&shadow_copy(to, a, None, Some("@%__gs_q ")));
+            t
         }
         Shadow::Select(a, b, p) => {
             if guard.is_some() {
