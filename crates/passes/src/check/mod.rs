@@ -733,8 +733,10 @@ type PointerOperand = (usize, RegId, Vec<DefSite>);
 
 impl Roots<'_> {
     /// The moves that carry metadata to the value of `reg` at instruction `i` through every
-    /// definition it may come from; `None` when a definition mixes two pointers (`add` of
-    /// two, which has no one root) or takes them from somewhere the moves cannot follow.
+    /// definition it may come from; `None` where the moves cannot follow (a guarded `selp`
+    /// or two-pointer `add`, or arithmetic mixing pointers some other way). The walk is
+    /// [`Roots::roots`]'s, kept as a graph: multi-root accesses are rare, so the walk every
+    /// access takes stays the cheap one.
     fn carriers(&mut self, i: InstId, reg: RegId) -> Option<Carriers> {
         // Every definition that may reach a pointer use on the way, with the registers it
         // reads as pointers, found by walking back from the address.
@@ -1127,7 +1129,7 @@ fn instrument_function(
             let inst = an.insts[site.inst.index()];
             for &(operand, w, space, _, k) in &site.accesses {
                 // Shadows change along the way: no range check stands for them.
-                if space != Space::Global || k >= first_shadow && !shadow_of.is_empty() {
+                if space != Space::Global || k >= first_shadow {
                     continue;
                 }
                 let Some((Some(base), offset)) = inst.operands[operand].as_address() else { continue };
@@ -1252,7 +1254,7 @@ fn instrument_function(
     // for registers read before any definition.
     for (&(d, r), shadow) in &shadow_moves {
         let inst = cfg.inst(f, d);
-        let Some(text) = shadow_move(
+        let text = shadow_move(
             shadow_of[&r],
             shadow,
             inst.guard.as_ref(),
@@ -1261,9 +1263,7 @@ fn instrument_function(
                 (k, block_slot(k))
             },
             &|x| shadow_of[&x],
-        ) else {
-            continue;
-        };
+        );
         let mut at = cfg.inst_path(d).to_vec();
         *at.last_mut().unwrap() += 1;
         insertions.push(Insertion { at, order: order::SHADOW, stmts: snippet(&text) });
@@ -1962,9 +1962,11 @@ pub const LOOKUP_CACHE_BYTES: u64 = 4 << LOOKUP_CACHE_BITS;
 /// `device_abi::LOOKUP_CACHE_HASH`: a slot is `(value * LOOKUP_CACHE_HASH) >> (64 - 18)`
 /// (Fibonacci hashing: the top bits of the product depend on every bit of the value).
 pub const LOOKUP_CACHE_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
-/// 2^18 slots (1 MiB): a kernel that touches 20,000 allocations (`bench/workloads/
-/// many_allocs.cu`) finds about 96 % of them in their slot; 2^14 slots kept 58 %, and each
-/// miss is a binary search of the table.
+/// 2^18 slots (1 MiB): of 20,000 allocations a kernel touches (`bench/workloads/
+/// many_allocs.cu`), about 96 % own their slot where 2^14 slots leave 58 % (a uniform hash's
+/// expectation, `m (1 - e^(-n/m)) / n`, not a measurement), and each miss is a binary
+/// search of the table; measured, many_allocs went from 1.48x to 1.23x native
+/// (`bench/results/h200-run5/check-overhead-call2.json`).
 const LOOKUP_CACHE_BITS: u32 = 18;
 
 /// The top bit of a folded root's `id`: the allocation is not live.
@@ -2069,32 +2071,29 @@ fn shadow_copy(to: usize, k: usize, block_slot: Option<usize>, guard: Option<&st
 }
 
 /// The code of one shadow move into shadow `to`; `root` gives a root's number and block
-/// slot, `shadow` a register's shadow number. `None` for a guarded `selp`, which would need
-/// two predicates (never seen from nvcc; its shadow stays "found nowhere" from the top, so
-/// its accesses go unchecked rather than wrong), and likewise a guarded two-pointer `add`.
+/// slot, `shadow` a register's shadow number. A guarded `selp` or two-pointer `add` would
+/// need two predicates (never seen from nvcc): where its guard holds, the shadow becomes
+/// "found nowhere", so the value's accesses go unchecked rather than judged against the
+/// shadow of the value it replaced.
 fn shadow_move(
     to: usize,
     shadow: &Shadow,
     guard: Option<&gpusan_ptx::ast::Guard>,
     root: &dyn Fn(&Root) -> (usize, Option<usize>),
     shadow_of: &dyn Fn(RegId) -> usize,
-) -> Option<String> {
+) -> String {
     let g = guard.map(|g| format!("@{}{} ", if g.negated { "!" } else { "" }, g.reg));
     let g = g.as_deref();
-    Some(match shadow {
+    let nothing = |g: &str| format!("\t{g}mov.b64 %__gs_low{to}, 0;\n\t{g}mov.b64 %__gs_lim{to}, -1;\n");
+    match shadow {
         Shadow::Root(r) => {
             let (k, slot) = root(r);
             shadow_copy(to, k, slot, g)
         }
         Shadow::Copy(x) => shadow_copy(to, shadow_of(*x), None, g),
-        Shadow::Nothing => {
-            let g = g.unwrap_or("");
-            format!("\t{g}mov.b64 %__gs_low{to}, 0;\n\t{g}mov.b64 %__gs_lim{to}, -1;\n")
-        }
+        Shadow::Nothing => nothing(g.unwrap_or("")),
+        Shadow::Either(..) | Shadow::Select(..) if g.is_some() => nothing(g.unwrap_or("")),
         Shadow::Either(a, b) => {
-            if guard.is_some() {
-                return None;
-            }
             let (a, b) = (shadow_of(*a), shadow_of(*b));
             // Found: the limit of "found nowhere" is the top of the address space.
             let mut t = format!("\tsetp.ne.u64 %__gs_q, %__gs_lim{a}, -1;\n");
@@ -2103,12 +2102,9 @@ fn shadow_move(
             t
         }
         Shadow::Select(a, b, p) => {
-            if guard.is_some() {
-                return None;
-            }
             let side = |x: &Option<RegId>, pred: String| match x {
                 Some(x) => shadow_copy(to, shadow_of(*x), None, Some(&pred)),
-                None => format!("\t{pred}mov.b64 %__gs_low{to}, 0;\n\t{pred}mov.b64 %__gs_lim{to}, -1;\n"),
+                None => nothing(&pred),
             };
             // `a`'s shadow when `p`, else `b`'s: one of the two runs, so `selp r, r, b, p`
             // (its own register on one side) reads that shadow before anything changes it.
@@ -2116,7 +2112,7 @@ fn shadow_move(
             t.push_str(&side(a, format!("@{p} ")));
             t
         }
-    })
+    }
 }
 
 /// Root `k`'s bounds from slot `slot` of the block-wide lookup; its id stays there for
@@ -2426,6 +2422,38 @@ mod tests {
         assert!(text.contains("add.s32 %__gs_k, %__gs_k, %__gs_i;\n\tsetp.lt.u32 %__gs_q, %__gs_k, 3;"));
         assert!(text.contains(&format!("mad.lo.u32 %__gs_c, %__gs_k, {BLOCK_META_BYTES}, %__gs_c;")));
         assert!(text.ends_with("\tbar.sync 0;\n\tmov.b64 %__gs_low0, 0;\n\tmov.b64 %__gs_lim0, -1;\n\tmov.b64 %__gs_low1, 0;\n\tmov.b64 %__gs_lim1, -1;\n\tmov.b64 %__gs_low2, 0;\n\tmov.b64 %__gs_lim2, -1;\n"), "{text}");
+    }
+
+    #[test]
+    fn shadow_moves_follow_the_value() {
+        let no_root = |_: &Root| -> (usize, Option<usize>) { unreachable!("no root in these moves") };
+        // Shadows 5 and 6 belong to registers 1 and 2.
+        let shadow_of = |r: RegId| 4 + r.0 as usize;
+        let (a, b) = (RegId(1), RegId(2));
+        // selp: each side's shadow under its predicate.
+        let t = shadow_move(9, &Shadow::Select(Some(a), Some(b), "%p1".into()), None, &no_root, &shadow_of);
+        assert!(
+            t.contains("@%p1 mov.b64 %__gs_lim9, %__gs_lim5;") && t.contains("@!%p1 mov.b64 %__gs_lim9, %__gs_lim6;"),
+            "{t}"
+        );
+        // A pointer plus a loaded offset: the shadow the table found something for.
+        let t = shadow_move(9, &Shadow::Either(a, b), None, &no_root, &shadow_of);
+        assert!(t.starts_with("\tsetp.ne.u64 %__gs_q, %__gs_lim5, -1;\n"), "{t}");
+        assert!(
+            t.contains("@%__gs_q mov.b64 %__gs_low9, %__gs_low5;")
+                && t.contains("@!%__gs_q mov.b64 %__gs_low9, %__gs_low6;"),
+            "{t}"
+        );
+        // Guarded, they would need two predicates: found nowhere where the guard holds (the
+        // register's old shadow would judge the new value against the wrong allocation).
+        let guard = gpusan_ptx::ast::Guard { negated: true, reg: "%p2".into() };
+        for shadow in [Shadow::Select(Some(a), Some(b), "%p1".into()), Shadow::Either(a, b)] {
+            let t = shadow_move(9, &shadow, Some(&guard), &no_root, &shadow_of);
+            assert_eq!(t, "\t@!%p2 mov.b64 %__gs_low9, 0;\n\t@!%p2 mov.b64 %__gs_lim9, -1;\n");
+        }
+        // Pointer arithmetic under a guard copies under it.
+        let t = shadow_move(9, &Shadow::Copy(a), Some(&guard), &no_root, &shadow_of);
+        assert_eq!(t.matches("@!%p2 mov.b64").count(), 3, "{t}");
     }
 
     #[test]
