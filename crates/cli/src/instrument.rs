@@ -26,7 +26,7 @@ pub fn run(a: InstrumentArgs) -> Result<()> {
 /// Instruments `input` with the pass named `pass`; writes the result to `output` (or
 /// standard output) and a one-line summary to standard error.
 pub fn instrument_file(input: &PathBuf, pass: &str, output: Option<&Path>) -> Result<()> {
-    let src = crate::ptx::read_input(input)?;
+    let src = crate::input::read_input(input)?;
     let p = gpusan_passes::pass_by_name(pass).expect("clap checked the name");
     let (module, report) = match gpusan_passes::instrument_tree(&src, &*p) {
         Ok(out) => out,

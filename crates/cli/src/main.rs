@@ -3,6 +3,7 @@
 //! that name (see `ptxas.rs`).
 
 mod diag;
+mod input;
 mod instrument;
 mod ptx;
 mod ptxas;

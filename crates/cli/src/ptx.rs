@@ -1,6 +1,6 @@
 //! `gpusan ptx …`: the PTX front-end on the command line.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -74,23 +74,8 @@ pub fn run(cmd: PtxCommand) -> Result<()> {
     }
 }
 
-pub(crate) fn read_input(path: &PathBuf) -> Result<String> {
-    if path.as_os_str() == "-" {
-        let mut s = String::new();
-        std::io::stdin().read_to_string(&mut s).context("reading standard input")?;
-        Ok(s)
-    } else {
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
-    }
-}
-
-pub(crate) fn parse_file(path: &PathBuf) -> Result<gpusan_ptx::Module> {
-    let src = read_input(path)?;
-    gpusan_ptx::parse(&src).map_err(|e| anyhow::anyhow!("{}", e.with_path(path.display().to_string())))
-}
-
 fn fmt(a: FmtArgs) -> Result<()> {
-    let src = read_input(&a.input)?;
+    let src = crate::input::read_input(&a.input)?;
     let mut out: Box<dyn Write> = match &a.output {
         Some(p) => Box::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?),
         None => Box::new(std::io::stdout().lock()),
@@ -109,7 +94,7 @@ fn fmt(a: FmtArgs) -> Result<()> {
 }
 
 fn cfg(a: CfgArgs) -> Result<()> {
-    let module = parse_file(&a.input)?;
+    let module = crate::input::parse_file(&a.input)?;
     let mut found = false;
     for item in &module.items {
         let gpusan_ptx::ast::Item::Function(f) = item else { continue };

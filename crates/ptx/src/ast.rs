@@ -3,7 +3,7 @@
 //! The tree is structural but not an enumeration of the ISA: an instruction is an opcode,
 //! the list of its dot-modifiers and typed operands. A modifier combination the ISA adds
 //! tomorrow is still parsed and printed exactly, and the meaning of instructions lives in
-//! [`crate::semantics`], not here.
+//! [`crate::semantics`], not here (the width of a type excepted: declarations need it).
 //!
 //! Everything a pass needs to insert is plain owned data: new registers are [`VarDecl`]s
 //! in a body, new kernel parameters are [`Param`]s, module-level variables are
@@ -287,7 +287,7 @@ impl VarDecl {
 
     /// Total size in bytes for a fixed-size variable of a sized scalar type.
     pub fn size_bytes(&self) -> Option<u64> {
-        let elem = crate::semantics::type_width(&self.ty)? as u64 * self.vector.unwrap_or(1) as u64;
+        let elem = type_width(&self.ty)? as u64 * self.vector.unwrap_or(1) as u64;
         let mut n = elem;
         for d in &self.array {
             n = n.checked_mul((*d)?)?;
@@ -633,6 +633,20 @@ impl Expr {
             Expr::Int(_) | Expr::Float(_) => {}
         }
     }
+}
+
+/// Width in bytes of a PTX scalar type (`u32` → 4, `b128` → 16, `pred` → none).
+///
+/// Packed types count their whole container (`f16x2` → 4, `e4m3x4` → 4).
+pub fn type_width(ty: &str) -> Option<u32> {
+    Some(match ty {
+        "b8" | "u8" | "s8" | "e4m3" | "e5m2" => 1,
+        "b16" | "u16" | "s16" | "f16" | "bf16" | "e4m3x2" | "e5m2x2" => 2,
+        "b32" | "u32" | "s32" | "f32" | "f16x2" | "bf16x2" | "tf32" | "e4m3x4" | "e5m2x4" => 4,
+        "b64" | "u64" | "s64" | "f64" => 8,
+        "b128" => 16,
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

@@ -23,19 +23,7 @@ use smallvec::SmallVec;
 
 use crate::ast::{Instruction, Name, Operand};
 
-/// Width in bytes of a PTX scalar type (`u32` → 4, `b128` → 16, `pred` → none).
-///
-/// Packed types count their whole container (`f16x2` → 4, `e4m3x4` → 4).
-pub fn type_width(ty: &str) -> Option<u32> {
-    Some(match ty {
-        "b8" | "u8" | "s8" | "e4m3" | "e5m2" => 1,
-        "b16" | "u16" | "s16" | "f16" | "bf16" | "e4m3x2" | "e5m2x2" => 2,
-        "b32" | "u32" | "s32" | "f32" | "f16x2" | "bf16x2" | "tf32" | "e4m3x4" | "e5m2x4" => 4,
-        "b64" | "u64" | "s64" | "f64" => 8,
-        "b128" => 16,
-        _ => return None,
-    })
-}
+pub use crate::ast::type_width;
 
 // ---- registers --------------------------------------------------------------------------
 

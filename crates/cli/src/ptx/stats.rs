@@ -74,7 +74,7 @@ fn function_stats(file: &str, f: &Function) -> FunctionStats {
 pub fn run(inputs: &[PathBuf], json: bool) -> Result<()> {
     let mut all = Vec::new();
     for path in inputs {
-        let module = super::parse_file(path)?;
+        let module = crate::input::parse_file(path)?;
         let file = path.display().to_string();
         for item in &module.items {
             if let Item::Function(f) = item {
