@@ -20,7 +20,9 @@
 # workload names), NVCC, COMPUTE_SANITIZER, GPUSAN_BENCH_COUNT=1 (after the timed rounds, one
 # untimed run per workload under `gpusan run --mode check --count-checks`: the fractions of
 # checks the optimizations remove, dynamic and static, in check_counts of each workload and
-# a table column; leave time for it in the budget).
+# a table column; leave time for it in the budget), GPUSAN_BENCH_BASELINE=DIR (another build's
+# gpusan + libgpusan_inject.so, run in check mode in the same rounds: gpusan / baseline per
+# workload, for changes that must cost nothing).
 set -uo pipefail
 
 t0=$(date +%s)
@@ -44,6 +46,7 @@ cs=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/c
 only=()
 [ -n "${GPUSAN_BENCH_ONLY:-}" ] && only=(--only "$GPUSAN_BENCH_ONLY")
 [ "${GPUSAN_BENCH_COUNT:-0}" = 1 ] && only+=(--count)
+[ -n "${GPUSAN_BENCH_BASELINE:-}" ] && only+=(--baseline-gpusan "$(cd "$GPUSAN_BENCH_BASELINE" && pwd)/gpusan")
 # The outer timeout is a backstop only: the Python side stops starting runs before the
 # deadline and rewrites the JSON after each run.
 timeout $((deadline - $(date +%s) + 20)) python3 "$repo/bench/check_overhead.py" \

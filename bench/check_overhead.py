@@ -41,7 +41,9 @@ import time
 from benchproc import parse_bench, run
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOOLS = ("native", "gpusan", "cs")
+# "baseline" (another build of gpusan, `--baseline-gpusan`) joins the rotation only when given:
+# a change that must not cost anything is judged by gpusan / baseline in the same rounds.
+TOOLS = ["native", "gpusan", "cs"]
 TARGETS = {"geomean_slowdown_max": 1.15, "worst_slowdown_max": 2.0, "speedup_over_cs_min": 20.0,
            "bytes_per_allocation_max": 32, "fixed_bytes_max": 16 << 20}
 NVCC_FLAGS = ["-O3", "-arch=sm_90", "-lineinfo"]
@@ -245,6 +247,8 @@ def summarize_workload(entry):
                 row["ratio_cs"] = round(row["cs"] / row["native"], 4)
         if row["gpusan"] and row["cs"] is not None:
             row["cs_over_gpusan"] = round(row["cs"] / row["gpusan"], 2)
+        if row.get("baseline") and row["gpusan"] is not None:
+            row["gpusan_over_baseline"] = round(row["gpusan"] / row["baseline"], 4)
         table[k] = row
     entry["metrics"] = table
     entry["headline"] = names[0] if names else None
@@ -257,6 +261,9 @@ def summarize_workload(entry):
                             if "rc" in r and not r["ok"]]
     g = [r for r in entry["runs"] if r["tool"] == "gpusan" and "gpusan_errors" in r]
     entry["gpusan_errors"] = sum(r["gpusan_errors"] or 0 for r in g) if g else None
+    b = [r for r in entry["runs"] if r["tool"] == "baseline" and "gpusan_errors" in r]
+    if b:
+        entry["baseline_errors"] = sum(r["gpusan_errors"] or 0 for r in b)
     c = [r for r in entry["runs"] if r["tool"] == "cs" and r.get("cs_errors") is not None]
     entry["cs_errors"] = sum(r["cs_errors"] for r in c) if c else None
 
@@ -273,6 +280,8 @@ def summary(doc):
     worst = max(ratios, key=lambda x: x[1]) if ratios else (None, None)
     sp = geomean(speedups)
     fps = {n: e["gpusan_errors"] for n, e in doc["workloads"].items() if e.get("gpusan_errors")}
+    vs_base = {n: e.get("metrics", {}).get(h or "", {}).get("gpusan_over_baseline") for n, h, *_ in rows}
+    vs_base = {n: v for n, v in vs_base.items() if v}
     wrong = [n for n, e in doc["workloads"].items() if e.get("correct") is False]
     failed = {n: e["failed_runs"] for n, e in doc["workloads"].items() if e.get("failed_runs")}
     missing = [n for n, _, r, _, s in rows if r is None or s is None]
@@ -287,6 +296,8 @@ def summary(doc):
         "worst_slowdown": {"workload": worst[0], "ratio": worst[1]},
         "geomean_speedup_over_cs": round(sp, 2) if sp else None,
         "gpusan_false_positives": fps,
+        **({"gpusan_over_baseline": vs_base, "geomean_gpusan_over_baseline": round(geomean(vs_base.values()), 4)}
+           if vs_base else {}),
         "wrong_results": wrong,
         "failed_runs": failed,
         "targets": TARGETS,
@@ -345,6 +356,10 @@ def table_text(doc):
                      f"{f(m.get('cs_over_gpusan'), 9, 1)}  {str(e.get('gpusan_errors')):>10s} {e.get('correct')}"
                      + removed)
     s = doc["summary"]
+    if s.get("gpusan_over_baseline"):
+        lines.append("gpusan / baseline build (same rounds): " + ", ".join(
+            f"{n} {v:.3f}" for n, v in s["gpusan_over_baseline"].items())
+            + f"; geomean {s['geomean_gpusan_over_baseline']}")
     lines.append(f"geomean slowdown {s['geomean_slowdown']} (<= {TARGETS['geomean_slowdown_max']}), worst "
                  f"{s['worst_slowdown']['ratio']} ({s['worst_slowdown']['workload']}; <= {TARGETS['worst_slowdown_max']}), "
                  f"speed-up over compute-sanitizer {s['geomean_speedup_over_cs']} (>= {TARGETS['speedup_over_cs_min']})")
@@ -397,6 +412,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpusan", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--baseline-gpusan", default="",
+                    help="another gpusan build, run in the same rounds under check mode (tool 'baseline')")
     ap.add_argument("--compute-sanitizer", default="compute-sanitizer")
     ap.add_argument("--nvcc", default="nvcc")
     ap.add_argument("--rounds", type=int, default=3)
@@ -414,6 +431,8 @@ def main():
     ap.add_argument("--count", action="store_true",
                     help="after the timed rounds, one untimed run per workload under --count-checks")
     args = ap.parse_args()
+    if args.baseline_gpusan:
+        TOOLS.insert(2, "baseline")
     logs = os.path.join(args.work, "logs")
     os.makedirs(logs, exist_ok=True)
     os.makedirs(os.path.join(args.work, "bin"), exist_ok=True)
@@ -430,6 +449,8 @@ def main():
                 "over >= 20 CUDA-event-timed runs",
         "environment": env_info,
         "commands": {"native": "BIN", "gpusan": f"{args.gpusan} run --mode check --report-json R.json -- BIN",
+                     **({"baseline": f"{args.baseline_gpusan} run --mode check --report-json R.json -- BIN"}
+                        if args.baseline_gpusan else {}),
                      "cs": f"{args.compute_sanitizer} --tool memcheck BIN"},
         "rounds": args.rounds,
         "cs_rounds": args.rounds if args.cs_rounds is None else min(args.cs_rounds, args.rounds),
@@ -484,7 +505,7 @@ def main():
                 if tool == "cs" and args.cs_rounds is not None and rnd >= args.cs_rounds:
                     continue
                 budget = min(args.timeout, left() - 5)
-                if budget < 10 or (tool == "gpusan" and not gpusan_ok):
+                if budget < 10 or (tool in ("gpusan", "baseline") and not gpusan_ok):
                     e["runs"].append({"tool": tool, "round": rnd,
                                       "skipped": "deadline" if budget < 10 else "no gpusan binary"})
                     continue
@@ -494,13 +515,14 @@ def main():
                 cache = os.path.join(args.work, "cache", tool)
                 env["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
                 env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")
-                report = os.path.join(logs, f"{w['name']}-gpusan-{rnd}.json")
+                report = os.path.join(logs, f"{w['name']}-{tool}-{rnd}.json")
                 if tool == "native":
                     cmd = w["cmd"]
-                elif tool == "gpusan":
+                elif tool in ("gpusan", "baseline"):
                     if os.path.exists(report):
                         os.unlink(report)
-                    cmd = [args.gpusan, "run", "--mode", "check", "--report-json", report, "--", *w["cmd"]]
+                    exe = args.gpusan if tool == "gpusan" else args.baseline_gpusan
+                    cmd = [exe, "run", "--mode", "check", "--report-json", report, "--", *w["cmd"]]
                 else:
                     cmd = [args.compute_sanitizer, "--tool", "memcheck", *w["cmd"]]
                 r = run(cmd, budget, env=env, cwd=REPO)
@@ -517,7 +539,7 @@ def main():
                     entry["stdout_tail"] = r["stdout"][-400:]
                 if not entry["ok"]:
                     entry["stderr_tail"] = r["stderr"][-800:]
-                if tool == "gpusan":
+                if tool in ("gpusan", "baseline"):
                     try:
                         with open(report) as f:
                             rep = json.load(f)
