@@ -280,7 +280,7 @@ def summary(doc):
     worst = max(ratios, key=lambda x: x[1]) if ratios else (None, None)
     sp = geomean(speedups)
     fps = {n: e["gpusan_errors"] for n, e in doc["workloads"].items() if e.get("gpusan_errors")}
-    vs_base = {n: e.get("metrics", {}).get(h or "", {}).get("gpusan_over_baseline") for n, h, *_ in rows}
+    vs_base = {n: doc["workloads"][n].get("metrics", {}).get(h or "", {}).get("gpusan_over_baseline") for n, h, *_ in rows}
     vs_base = {n: v for n, v in vs_base.items() if v}
     wrong = [n for n, e in doc["workloads"].items() if e.get("correct") is False]
     failed = {n: e["failed_runs"] for n, e in doc["workloads"].items() if e.get("failed_runs")}
