@@ -301,19 +301,6 @@ pub fn pass_by_name(name: &str) -> Option<Box<dyn Pass>> {
     }
 }
 
-/// What the runtime instruments modules with. One struct so the runtime's call does not
-/// change as passes are added behind it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RuntimeConfig {
-    pub count: count::Config,
-}
-
-/// The runtime's entry point: a whole module's PTX in, the instrumented PTX out. The
-/// runtime finds the counter with `cuModuleGetGlobal(config.count.counter_symbol)`.
-pub fn instrument_ptx_for_runtime(ptx: &str, config: &RuntimeConfig) -> Result<String, Error> {
-    instrument(ptx, &count::Count::new(config.count.clone())).map(|i| i.ptx)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,13 +309,13 @@ mod tests {
                        \t.reg .b64 %rd<2>;\n\tld.param.u64 %rd1, [p];\n\tst.global.u32 [%rd1], 0;\n\tret;\n}\n";
 
     #[test]
-    fn runtime_entry_point_uses_its_counter_name() {
-        let config = RuntimeConfig { count: count::Config { counter_symbol: "__rt_n".into() } };
-        let ptx = instrument_ptx_for_runtime(SRC, &config).unwrap();
+    fn count_uses_its_counter_name_and_refuses_its_own_output() {
+        let pass = count::Count::new(count::Config { counter_symbol: "__rt_n".into() });
+        let ptx = instrument(SRC, &pass).unwrap().ptx;
         assert!(ptx.contains(".visible .global .align 8 .u64 \t__rt_n;\n"), "{ptx}");
         assert!(ptx.contains("\tred.global.add.u64 \t[__rt_n], 1;\n\tst.global.u32"), "{ptx}");
         // Instrumented output is refused, not instrumented twice.
-        let e = instrument_ptx_for_runtime(&ptx, &config).unwrap_err();
+        let e = instrument(&ptx, &pass).unwrap_err();
         assert!(matches!(e, Error::Pass { pass: "count", .. }), "{e}");
     }
 
