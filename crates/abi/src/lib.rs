@@ -55,7 +55,7 @@
 //! # Options
 //!
 //! `gpusan run` passes its options to the injected library in `GPUSAN_*` environment
-//! variables ([`env`]); the mode ([`Mode`]) and the reaction to an error ([`Reaction`])
+//! variables ([`env`](mod@env)); the mode ([`Mode`]) and the reaction to an error ([`Reaction`])
 //! travel by the names given here.
 
 pub mod env;
