@@ -54,10 +54,11 @@ CUDA_WORKLOADS = ("saxpy", "stencil2d", "sgemm", "reduction", "histogram", "gath
 # What the device side of gpusan's check mode allocates, from the sources (the report JSON
 # carries the table's part as the counters device_table_bytes and device_table_moves):
 # crates/runtime/src/registry.rs (DeviceEntry: 32 bytes per live or quarantined allocation;
-# DeviceTableHeader: 32 bytes), crates/runtime/src/device_abi.rs (LOOKUP_CACHE_BYTES before
-# the header; error buffer: 16-byte header + ERROR_CAPACITY 64-byte records; a module that
-# calls device malloc declares its own heap table, HEAP_HEADER_BYTES + HEAP_CAPACITY entries
-# of 32 bytes, a module variable) and crates/inject/src/table_memory.rs (one virtual range
+# DeviceTableHeader: 32 bytes), crates/abi/src/table.rs (LOOKUP_CACHE_BYTES before the
+# header), crates/abi/src/record.rs (error buffer: 16-byte header + ERROR_CAPACITY 64-byte
+# records), crates/abi/src/heap.rs (a module that calls device malloc declares its own heap
+# table, HEADER_BYTES + CAPACITY entries of 32 bytes, a module variable) and
+# crates/inject/src/table_memory.rs (one virtual range
 # per context for RESERVED_ENTRIES entries, physical memory mapped as the table grows in
 # multiples of the allocation granularity, never moved; without VMM, cuMemAlloc buffers of
 # the cache plus next_power_of_two(32 + 32 n) bytes, at least for 1024 entries, outgrown ones
@@ -66,12 +67,12 @@ ENTRY_BYTES, HEADER_BYTES, RECORD_BYTES, ERROR_CAPACITY, MIN_TABLE_ENTRIES = 32,
 
 
 def abi_constant(name):
-    """A `pub const NAME: u64 = <digits and shifts>;` of device_abi.rs, read from the source
-    so the model cannot drift from the runtime (the cache once grew without it)."""
-    src = open(os.path.join(REPO, "crates/runtime/src/device_abi.rs")).read()
+    """A `pub const NAME: u64 = <digits and shifts>;` of the ABI's table layout, read from the
+    source so the model cannot drift from the runtime (the cache once grew without it)."""
+    src = open(os.path.join(REPO, "crates/abi/src/table.rs")).read()
     m = re.search(rf"pub const {name}: u64 = ([0-9_ <]+);", src)
     if not m:
-        raise SystemExit(f"check_overhead.py: {name} not found in device_abi.rs")
+        raise SystemExit(f"check_overhead.py: {name} not found in crates/abi/src/table.rs")
     a, _, b = m.group(1).replace("_", "").partition("<<")
     return int(a) << int(b or 0)
 
@@ -138,7 +139,7 @@ def metadata_model(n):
     held = device_bytes_held(n)
     fallback = lambda k: {"held_bytes": fallback_table_bytes(k)}  # noqa: E731
     return {
-        "source": "computed from the layout in crates/runtime/src/registry.rs + device_abi.rs and the growth policy "
+        "source": "computed from the layout in crates/abi/src + crates/runtime/src/registry.rs and the growth policy "
                   "of crates/inject/src/table_memory.rs (a run's report has the table's bytes as the counter "
                   "device_table_bytes)",
         "allocations": n,

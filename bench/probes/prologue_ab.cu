@@ -33,7 +33,7 @@
         }                                                                              \
     } while (0)
 
-static const size_t CACHE = 1 << 20;  // device_abi::LOOKUP_CACHE_BYTES
+static const size_t CACHE = 1 << 20;  // gpusan_abi::table::LOOKUP_CACHE_BYTES
 
 struct Entry {
     unsigned long long base, size, id;

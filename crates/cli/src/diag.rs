@@ -103,6 +103,7 @@ fn clamp(src: &str, start: usize, len: usize) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gpusan_abi::ERRORS_SYMBOL;
 
     const SRC: &str = ".version 9.0\n.target sm_90\n.address_size 64\n\n.visible .entry k(.param .u64 p)\n{\n\
                        \t.reg .b64 %rd<2>;\n\tld.param.u64 %rd1, [p];\n\tst.global.u32 [%rd1], 0;\n\tret\n}\n";
@@ -118,12 +119,13 @@ mod tests {
 
     #[test]
     fn pass_errors_point_at_the_declaration_they_refuse() {
-        let src = SRC
-            .replace("\tret\n", "\tret;\n")
-            .replace(".address_size 64\n", ".address_size 64\n.visible .global .align 8 .u64 __gpusan_errors;\n");
+        let src = SRC.replace("\tret\n", "\tret;\n").replace(
+            ".address_size 64\n",
+            &format!(".address_size 64\n.visible .global .align 8 .u64 {ERRORS_SYMBOL};\n"),
+        );
         let err = gpusan_passes::instrument(&src, &gpusan_passes::check::Check).unwrap_err();
         let text = render(&err, "k.ptx", &src);
         assert!(text.contains("k.ptx:4:10: pass `check` cannot instrument this module"), "{text}");
-        assert!(text.contains("__gpusan_errors"), "{text}");
+        assert!(text.contains(ERRORS_SYMBOL), "{text}");
     }
 }

@@ -18,10 +18,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
+use gpusan_abi::env::{PTXAS_KEEP, PTXAS_PASS, REAL_PTXAS};
 
 /// Set in the real ptxas's environment: finding it set means the "real" ptxas led back to
 /// this binary, which would recurse forever.
-const ACTIVE_VAR: &str = "GPUSAN_PTXAS_ACTIVE";
+const ACTIVE_VAR: &str = gpusan_abi::env::PTXAS_ACTIVE;
 
 /// ptxas options that take their value as the next argument (from `ptxas --help` of CUDA
 /// 13.0: every option shown with `<value>`); a test keeps this list complete.
@@ -84,11 +85,11 @@ struct Config {
 
 impl Config {
     fn from_env() -> Result<Config> {
-        let pass = std::env::var("GPUSAN_PTXAS_PASS").unwrap_or_else(|_| "check".into());
+        let pass = std::env::var(PTXAS_PASS).unwrap_or_else(|_| "check".into());
         if gpusan_passes::pass_by_name(&pass).is_none() {
-            bail!("GPUSAN_PTXAS_PASS={pass}: not a pass (one of {})", gpusan_passes::PASSES.join(", "));
+            bail!("{PTXAS_PASS}={pass}: not a pass (one of {})", gpusan_passes::PASSES.join(", "));
         }
-        Ok(Config { pass, keep: std::env::var_os("GPUSAN_PTXAS_KEEP").map(PathBuf::from) })
+        Ok(Config { pass, keep: std::env::var_os(PTXAS_KEEP).map(PathBuf::from) })
     }
 }
 
@@ -106,7 +107,7 @@ pub fn main(args: Vec<OsString>) -> u8 {
 
 fn run(args: Vec<OsString>) -> Result<u8> {
     if std::env::var_os(ACTIVE_VAR).is_some() {
-        bail!("the real ptxas found is gpusan's stand-in again; set GPUSAN_REAL_PTXAS to NVIDIA's ptxas");
+        bail!("the real ptxas found is gpusan's stand-in again; set {REAL_PTXAS} to NVIDIA's ptxas");
     }
     let real = real_ptxas()?;
     if args.iter().any(|a| a == "--version" || a == "-V") {
@@ -181,11 +182,10 @@ fn instrument(config: &Config, path: &Path, src: &str, verbose: bool) -> Result<
 /// variables into one linked module: declared `.weak`, nvlink keeps one of each instead of
 /// refusing the duplicates, and the runtime still finds them by name.
 fn weak_abi(ptx: &str) -> String {
-    use gpusan_passes::check::{ERRORS_SYMBOL, MODULE_SYMBOL, TABLE_SYMBOL};
     let mut out = String::with_capacity(ptx.len());
     for line in ptx.split_inclusive('\n') {
         let decl = line.trim_end();
-        let abi = [TABLE_SYMBOL, ERRORS_SYMBOL, MODULE_SYMBOL].iter().any(|n| {
+        let abi = gpusan_abi::RUNTIME_VARS.iter().map(|v| v.name).any(|n| {
             decl.strip_suffix(';')
                 .is_some_and(|d| d.ends_with(n) && d[..d.len() - n.len()].ends_with(char::is_whitespace))
         });
@@ -203,7 +203,7 @@ fn weak_abi(ptx: &str) -> String {
 }
 
 fn declares_abi(src: &str) -> bool {
-    let name = gpusan_passes::check::ERRORS_SYMBOL;
+    let name = gpusan_abi::ERRORS_SYMBOL;
     src.contains(name)
         && gpusan_ptx::Items::new(src)
             .any(|i| matches!(i, Ok(gpusan_ptx::ast::Item::Var(v)) if v.name.as_str() == name))
@@ -220,7 +220,7 @@ fn version(real: &Path, args: &[OsString]) -> Result<u8> {
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(&out.stdout)?;
     if out.status.success() {
-        let pass = std::env::var("GPUSAN_PTXAS_PASS").unwrap_or_else(|_| "check".into());
+        let pass = std::env::var(PTXAS_PASS).unwrap_or_else(|_| "check".into());
         writeln!(stdout, "gpusan {} ptxas stand-in: PTX instrumented by `{pass}`", env!("CARGO_PKG_VERSION"))?;
     }
     std::io::stderr().write_all(&out.stderr)?;
@@ -270,13 +270,13 @@ fn is_executable(p: &Path) -> bool {
 /// NVIDIA's ptxas, never this binary (see the module documentation for the order).
 pub fn real_ptxas() -> Result<PathBuf> {
     let me = std::env::current_exe().context("locating the gpusan binary")?;
-    if let Some(p) = std::env::var_os("GPUSAN_REAL_PTXAS").filter(|p| !p.is_empty()) {
+    if let Some(p) = std::env::var_os(REAL_PTXAS).filter(|p| !p.is_empty()) {
         let p = PathBuf::from(p);
         if !is_executable(&p) {
-            bail!("GPUSAN_REAL_PTXAS={}: not an executable file", p.display());
+            bail!("{REAL_PTXAS}={}: not an executable file", p.display());
         }
         if same_file(&p, &me) {
-            bail!("GPUSAN_REAL_PTXAS={} is gpusan itself; point it at NVIDIA's ptxas", p.display());
+            bail!("{REAL_PTXAS}={} is gpusan itself; point it at NVIDIA's ptxas", p.display());
         }
         return Ok(p);
     }
@@ -298,7 +298,7 @@ pub fn real_ptxas() -> Result<PathBuf> {
     if let Some(p) = homes.chain([PathBuf::from("/usr/local/cuda")]).find_map(|h| candidate(h.join("bin/ptxas"))) {
         return Ok(p);
     }
-    bail!("cannot find NVIDIA's ptxas (not on PATH, not beside nvcc, not in $CUDA_HOME): set GPUSAN_REAL_PTXAS")
+    bail!("cannot find NVIDIA's ptxas (not on PATH, not beside nvcc, not in $CUDA_HOME): set {REAL_PTXAS}")
 }
 
 #[cfg(test)]
@@ -326,8 +326,7 @@ mod tests {
                    \t.reg .b64 %rd<2>;\n\tld.param.u64 %rd1, [p];\n\tst.global.u32 [%rd1], 0;\n\tret;\n}\n";
         let ptx = gpusan_passes::instrument(src, &gpusan_passes::check::Check).unwrap().ptx;
         let weak = weak_abi(&ptx);
-        for (name, space) in [("__gpusan_table", "const"), ("__gpusan_errors", "global"), ("__gpusan_module", "global")]
-        {
+        for gpusan_abi::RuntimeVar { name, space, .. } in gpusan_abi::RUNTIME_VARS {
             let decl = weak.lines().find(|l| l.ends_with(&format!("{name};"))).unwrap();
             assert!(decl.starts_with(&format!(".weak .{space} ")), "{decl}");
         }

@@ -20,6 +20,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use gpusan_abi::env::{self, INJECT_LIB, REAL_PTXAS, SANITIZER_LIB as SANITIZER_LIB_VAR};
 use gpusan_runtime::report::{Collector, CollectorConfig, Document, Report};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -37,6 +38,17 @@ pub enum Mode {
     Check,
 }
 
+impl Mode {
+    /// The mode as the injected library knows it, by the same name (a test keeps them so).
+    fn abi(self) -> gpusan_abi::Mode {
+        match self {
+            Mode::Api => gpusan_abi::Mode::Api,
+            Mode::Count => gpusan_abi::Mode::Count,
+            Mode::Check => gpusan_abi::Mode::Check,
+        }
+    }
+}
+
 /// What a kernel does at an error the checker finds (`--mode check`).
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
 pub enum CheckReaction {
@@ -45,6 +57,16 @@ pub enum CheckReaction {
     /// Record the error, then trap: the kernel stops at its first error (under cuda-gdb,
     /// the debugger stops there). The trap is a launch failure for the program.
     Abort,
+}
+
+impl CheckReaction {
+    /// The reaction as the pass knows it, by the same name (a test keeps them so).
+    fn abi(self) -> gpusan_abi::Reaction {
+        match self {
+            CheckReaction::Report => gpusan_abi::Reaction::Report,
+            CheckReaction::Abort => gpusan_abi::Reaction::Abort,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
@@ -87,14 +109,14 @@ pub struct RunArgs {
 
 /// Where the injected library is: `$GPUSAN_INJECT_LIB`, or next to this binary.
 fn inject_library() -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os("GPUSAN_INJECT_LIB") {
+    if let Some(p) = std::env::var_os(INJECT_LIB) {
         return Ok(PathBuf::from(p));
     }
     let exe = std::env::current_exe().context("locating the gpusan binary")?;
     let lib = exe.with_file_name("libgpusan_inject.so");
     if !lib.is_file() {
         bail!(
-            "{} not found: build it with `cargo build --release -p gpusan-inject` or set GPUSAN_INJECT_LIB",
+            "{} not found: build it with `cargo build --release -p gpusan-inject` or set {INJECT_LIB}",
             lib.display()
         );
     }
@@ -107,7 +129,7 @@ const SANITIZER_LIB: &str = "libsanitizer-public.so";
 /// `$CUDA_HOME/compute-sanitizer`, `/usr/local/cuda/compute-sanitizer`, or next to a
 /// `compute-sanitizer` on `PATH` (through its symlinks).
 pub fn sanitizer_library(env: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
-    if let Some(p) = env("GPUSAN_SANITIZER_LIB").filter(|p| !p.is_empty()) {
+    if let Some(p) = env(SANITIZER_LIB_VAR).filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(p)).filter(|p| p.is_file());
     }
     let mut dirs: Vec<PathBuf> = Vec::new();
@@ -139,7 +161,7 @@ pub enum RuntimeApi {
 pub fn runtime_api(lib: &Path, env: &dyn Fn(&str) -> Option<OsString>) -> RuntimeApi {
     let Some(sanitizer) = sanitizer_library(env) else {
         return RuntimeApi::NotObserved(format!(
-            "runtime API errors were not observed (no {SANITIZER_LIB} found: set GPUSAN_SANITIZER_LIB or CUDA_HOME)"
+            "runtime API errors were not observed (no {SANITIZER_LIB} found: set {SANITIZER_LIB_VAR} or CUDA_HOME)"
         ));
     };
     match env("CUDA_INJECTION64_PATH").filter(|p| !p.is_empty()) {
@@ -222,15 +244,13 @@ fn triton_ptxas(cmd: &mut Command, scratch: &Path) {
         return;
     }
     let (Ok(me), Ok(real)) = (std::env::current_exe(), crate::ptxas::real_ptxas()) else {
-        eprintln!(
-            "gpusan: note: Triton kernels will not be checked: NVIDIA's ptxas was not found (set GPUSAN_REAL_PTXAS)"
-        );
+        eprintln!("gpusan: note: Triton kernels will not be checked: NVIDIA's ptxas was not found (set {REAL_PTXAS})");
         return;
     };
     let bin = scratch.join("bin");
     let link = bin.join("ptxas");
     if std::fs::create_dir_all(&bin).and_then(|()| std::os::unix::fs::symlink(&me, &link)).is_ok() {
-        cmd.env("TRITON_PTXAS_PATH", &link).env("GPUSAN_REAL_PTXAS", real);
+        cmd.env("TRITON_PTXAS_PATH", &link).env(REAL_PTXAS, real);
     }
 }
 
@@ -241,11 +261,11 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let lib = inject_library()?;
     let scratch = Scratch::new()?;
 
-    let mode = match a.mode {
-        Mode::Api => "api",
-        Mode::Count => "count",
-        Mode::Check => "check",
-    };
+    let mode = a.mode.abi();
+    let (leak_check, count_checks) = (
+        if a.leak_check == LeakCheck::Full { env::LEAK_CHECK_FULL } else { env::LEAK_CHECK_NONE },
+        if a.count_checks { env::CHECK_COUNT_ON } else { env::CHECK_COUNT_OFF },
+    );
     let mut preload = OsString::from(&lib);
     if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
         preload.push(":");
@@ -254,16 +274,16 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let mut cmd = Command::new(&a.command[0]);
     cmd.args(&a.command[1..])
         .env("LD_PRELOAD", preload)
-        .env("GPUSAN_MODE", mode)
-        .env("GPUSAN_REPORT_DIR", &scratch.0)
-        .env("GPUSAN_LEAK_CHECK", if a.leak_check == LeakCheck::Full { "full" } else { "none" })
-        .env("GPUSAN_CHECK_REACTION", if a.check_reaction == CheckReaction::Abort { "abort" } else { "report" })
-        .env("GPUSAN_QUARANTINE_BYTES", a.quarantine_bytes.to_string())
-        .env("GPUSAN_CHECK_COUNT", if a.count_checks { "1" } else { "0" });
+        .env(env::MODE, mode.name())
+        .env(env::REPORT_DIR, &scratch.0)
+        .env(env::LEAK_CHECK, leak_check)
+        .env(env::CHECK_REACTION, a.check_reaction.abi().name())
+        .env(env::QUARANTINE_BYTES, a.quarantine_bytes.to_string())
+        .env(env::CHECK_COUNT, count_checks);
     let env = |k: &str| std::env::var_os(k);
     let note = match runtime_api(&lib, &env) {
         RuntimeApi::Observed(sanitizer) => {
-            cmd.env("CUDA_INJECTION64_PATH", &lib).env("GPUSAN_SANITIZER_LIB", sanitizer);
+            cmd.env("CUDA_INJECTION64_PATH", &lib).env(SANITIZER_LIB_VAR, sanitizer);
             None
         }
         RuntimeApi::NotObserved(why) => {
@@ -273,7 +293,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
             Some(why)
         }
     };
-    if matches!(a.mode, Mode::Check) {
+    if mode == gpusan_abi::Mode::Check {
         triton_ptxas(&mut cmd, &scratch.0);
     }
     let mut child = cmd.spawn().with_context(|| format!("starting {}", a.command[0].to_string_lossy()))?;
@@ -283,7 +303,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     unsafe { libc::signal(libc::SIGINT, old_int) };
     let status = status.context("waiting for the program")?;
 
-    let mut doc = collect(&scratch.0, mode)?;
+    let mut doc = collect(&scratch.0, mode.name())?;
     doc.notes.extend(note);
     let mut text = doc.to_text();
     use std::os::unix::process::ExitStatusExt;
@@ -306,4 +326,26 @@ pub fn run(a: RunArgs) -> Result<i32> {
         Some(code) if doc.summary.total > 0 => code,
         _ => program_code,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The command line's names are the ones the injected library parses: `--mode check`
+    /// must reach it as `check`.
+    #[test]
+    fn option_names_are_the_abis() {
+        let name = |v: clap::builder::PossibleValue| v.get_name().to_string();
+        for m in Mode::value_variants() {
+            assert_eq!(name(m.to_possible_value().unwrap()), m.abi().name());
+        }
+        assert_eq!(Mode::value_variants().len(), gpusan_abi::Mode::ALL.len(), "a mode the command cannot ask for");
+        for r in CheckReaction::value_variants() {
+            assert_eq!(name(r.to_possible_value().unwrap()), r.abi().name());
+        }
+        assert_eq!(CheckReaction::value_variants().len(), gpusan_abi::Reaction::ALL.len());
+        assert_eq!(name(LeakCheck::Full.to_possible_value().unwrap()), env::LEAK_CHECK_FULL);
+        assert_eq!(name(LeakCheck::None.to_possible_value().unwrap()), env::LEAK_CHECK_NONE);
+    }
 }

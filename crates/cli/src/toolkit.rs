@@ -51,7 +51,7 @@ pub fn run(a: NvccEnvArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "# gpusan: nvcc in {} assembles through gpusan's ptxas stand-in (check pass)", bin.display())?;
     writeln!(out, "export PATH={}:\"$PATH\"", quote(&bin))?;
-    writeln!(out, "export GPUSAN_REAL_PTXAS={}", quote(&real))?;
+    writeln!(out, "export {}={}", gpusan_abi::env::REAL_PTXAS, quote(&real))?;
     writeln!(out, "export CUDACXX={}", quote(&bin.join("nvcc")))?;
     Ok(())
 }
@@ -80,7 +80,7 @@ fn find_toolkit() -> Result<PathBuf> {
 }
 
 fn default_dir(cuda: &Path, me: &Path) -> Result<PathBuf> {
-    let base = match std::env::var_os("GPUSAN_CACHE_DIR") {
+    let base = match std::env::var_os(gpusan_abi::env::CACHE_DIR) {
         Some(d) => PathBuf::from(d),
         None => PathBuf::from(std::env::var_os("HOME").context("HOME is not set: pass --dir")?).join(".cache/gpusan"),
     };

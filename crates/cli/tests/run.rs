@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use gpusan_abi::table::{table_bytes, LOOKUP_CACHE_BYTES};
+
 struct Fake {
     dir: PathBuf,
     prog: PathBuf,
@@ -589,7 +591,6 @@ fn table_growth(env: &[(&str, &str)]) -> (Outcome, std::collections::HashMap<Str
 
 /// Allocations of `table_growth` (its table also holds the module variables it read).
 const TABLE_ENTRIES: u64 = 3002;
-const LOOKUP_CACHE_BYTES: u64 = gpusan_runtime::device_abi::LOOKUP_CACHE_BYTES;
 /// What of gpusan's error buffer comes from `cuMemAlloc`: nothing, it is mapped host
 /// memory (`cuMemHostAlloc`) when the driver has it, as the fake does.
 const ERROR_BUFFER_BYTES: u64 = 0;
@@ -608,7 +609,7 @@ fn device_table_grows_in_place_within_one_granule_of_its_size() {
         assert!(n["entries"] >= TABLE_ENTRIES, "{n:?}");
         assert_eq!(n["addresses"], 1, "the table moved: {n:?}");
         assert_eq!(n["pointings"], 2, "modules pointed more than once: {n:?}");
-        let table = LOOKUP_CACHE_BYTES + 32 + 32 * n["entries"];
+        let table = LOOKUP_CACHE_BYTES + table_bytes(n["entries"]);
         assert!(n["vmm_bytes"] >= table && n["vmm_bytes"] < table + granule, "granule {granule}: {n:?}");
         assert_eq!(n["gpusan_alloc_bytes"], ERROR_BUFFER_BYTES, "a table buffer from cuMemAlloc: {n:?}");
         assert_eq!(counter(&o, "device_table_bytes"), n["vmm_bytes"]);
@@ -630,7 +631,10 @@ fn device_table_falls_back_to_growing_buffers_without_vmm() {
     assert!(n["pointings"] > 2 + moves && n["pointings"] <= 2 + 2 * moves, "{n:?} after {moves} moves");
     let table_buffers = n["gpusan_alloc_bytes"] - ERROR_BUFFER_BYTES;
     assert_eq!(counter(&o, "device_table_bytes"), table_buffers, "{n:?}");
-    assert!(table_buffers >= 2 * (LOOKUP_CACHE_BYTES + 32 + 32 * TABLE_ENTRIES), "outgrown buffers not counted: {n:?}");
+    assert!(
+        table_buffers >= 2 * (LOOKUP_CACHE_BYTES + table_bytes(TABLE_ENTRIES)),
+        "outgrown buffers not counted: {n:?}"
+    );
 }
 
 /// Mapping more memory fails midway (the device's memory exhausted for VMM): the table
@@ -645,6 +649,6 @@ fn device_table_moves_to_a_buffer_when_mapping_fails() {
     assert_eq!(n["addresses"], 1 + moves, "{n:?}");
     assert!(n["vmm_bytes"] > LOOKUP_CACHE_BYTES && n["vmm_bytes"] <= limit, "{n:?}");
     let buffer = n["gpusan_alloc_bytes"] - ERROR_BUFFER_BYTES;
-    assert!(buffer >= LOOKUP_CACHE_BYTES + 32 + 32 * TABLE_ENTRIES, "{n:?}");
+    assert!(buffer >= LOOKUP_CACHE_BYTES + table_bytes(TABLE_ENTRIES), "{n:?}");
     assert_eq!(counter(&o, "device_table_bytes"), n["vmm_bytes"] + buffer, "{n:?}");
 }

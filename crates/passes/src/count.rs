@@ -37,8 +37,8 @@ use gpusan_ptx::Module;
 
 use crate::{FunctionReport, Pass, PassError, PassReport};
 
-/// The counter's name when the runtime does not choose one.
-pub const DEFAULT_COUNTER_SYMBOL: &str = "__gpusan_count";
+/// The counter's name when the runtime does not choose one; the injected library reads it.
+pub const DEFAULT_COUNTER_SYMBOL: &str = gpusan_abi::COUNT_SYMBOL;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {

@@ -103,7 +103,7 @@ fn check(f: &Function, what: &str) -> (usize, usize) {
 
 #[test]
 fn corpus_functions_satisfy_graph_and_dataflow_invariants() {
-    let dir = std::env::var_os("GPUSAN_PTX_CORPUS")
+    let dir = std::env::var_os(gpusan_abi::env::PTX_CORPUS)
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/corpus/ptx"));
     let mut paths: Vec<PathBuf> = match std::fs::read_dir(&dir) {

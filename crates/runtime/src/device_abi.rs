@@ -1,90 +1,29 @@
-//! The contract between instrumented kernels and the runtime: which module variables a
-//! module declares to take part, and the layout of the error buffer kernels write.
-//!
-//! A module that declares these variables gets them set by the runtime right after it
-//! loads:
-//!
-//! | symbol | type | value |
-//! | --- | --- | --- |
-//! | `__gpusan_table` | `.const .u64` | device address of the allocation table ([`crate::registry::DeviceTable`]: 32-byte header, then 32-byte entries sorted by base), with the lookup cache in the [`LOOKUP_CACHE_BYTES`] below it |
-//! | `__gpusan_errors` | `.u64` | device address of the error buffer below |
-//! | `__gpusan_module` | `.u32` | this module's number, for [`ErrorRecord::kernel`] |
-//!
-//! The error buffer is a 16-byte [`ErrorBufferHeader`] followed by `capacity` 64-byte
-//! [`ErrorRecord`]s. A kernel that finds an error does `i = atom.add(count, 1)` and, if
-//! `i < capacity`, writes record `i`; the runtime drains new records at synchronizations, so
-//! every error is counted and the first `capacity` since the last drain are reported in full.
-//!
-//! # The device heap
-//!
-//! A module whose kernels call `malloc`/`free` also declares its own table of device-heap
-//! blocks, which the runtime does not set (it starts zeroed, as module variables do):
-//!
-//! | symbol | type | value |
-//! | --- | --- | --- |
-//! | `__gpusan_heap` | `.b8[HEAP_HEADER_BYTES + HEAP_CAPACITY * HEAP_ENTRY_BYTES]` | `u32` overflow flag, padding, then entries {base `u64` (0: empty), size `u64`, unused `u64`, state `u32` ([`HEAP_STATE_LIVE`], [`HEAP_STATE_FREED`]), padding}, an open-addressing hash keyed by base |
-//!
-//! Records about heap blocks carry [`HEAP_BLOCK_TAG`]` | base` in [`ErrorRecord::allocation`]
-//! (bases are below 2^63), and device-side frees report [`CODE_DOUBLE_FREE`] and
-//! [`CODE_INVALID_FREE`] with the pointer as address and size 0.
-//!
-//! # Check counters (measurement builds)
-//!
-//! A module instrumented with dynamic counting (`gpusan run --mode check --count-checks`,
-//! `crates/passes/src/check/counting.rs`) also declares four counters the runtime reads
-//! back at synchronizations and at exit (it never writes them; they start at 0):
-//!
-//! | symbol | type | counts, per thread |
-//! | --- | --- | --- |
-//! | `__gpusan_n_access` | `.u64` | checks a naive checker would run (one per checked access and what it is checked against, statically in-bounds ones included) |
-//! | `__gpusan_n_check` | `.u64` | per-access checks that ran (not skipped by a group's fast path) |
-//! | `__gpusan_n_group` | `.u64` | group range checks that ran |
-//! | `__gpusan_n_span` | `.u64` | entries into a two-version run (a branch, no check) |
+//! The runtime's side of the device ABI ([`gpusan_abi`], where names, codes and layouts are
+//! defined): error records decoded from the buffer kernels write and turned into reports,
+//! and the line map from a module's `.loc` directives that gives them a source line.
 
+use gpusan_abi::ErrorCode;
+use gpusan_abi::{heap, record};
 use serde::{Deserialize, Serialize};
 
 use crate::registry::{Lookup, Registry};
 use crate::report::{Access, DeviceDetails, ErrorKind, HeapBlock, Nearest, Report, SourceLoc, Space, Stack};
 
-pub const TABLE_SYMBOL: &str = "__gpusan_table";
+// The ABI under the names the injected library and the check pass's agreement test still
+// use; they go when those take them from `gpusan_abi` directly.
+pub use gpusan_abi::heap::{
+    BLOCK_TAG as HEAP_BLOCK_TAG, CAPACITY as HEAP_CAPACITY, ENTRY_BYTES as HEAP_ENTRY_BYTES,
+    HEADER_BYTES as HEAP_HEADER_BYTES, STATE_FREED as HEAP_STATE_FREED, STATE_LIVE as HEAP_STATE_LIVE,
+};
+pub use gpusan_abi::record::{ErrorBufferHeader, ERROR_CAPACITY};
+pub use gpusan_abi::table::{LOOKUP_CACHE_BYTES, LOOKUP_CACHE_HASH};
+pub use gpusan_abi::{
+    CODE_DOUBLE_FREE, CODE_INVALID_FREE, CODE_LOCAL_OUT_OF_BOUNDS, CODE_LOCAL_USE_AFTER_SCOPE, CODE_MISALIGNED,
+    CODE_OUT_OF_BOUNDS, CODE_SHARED_OUT_OF_BOUNDS, CODE_USE_AFTER_FREE, ERRORS_SYMBOL, HEAP_SYMBOL, MODULE_SYMBOL,
+    N_ACCESS_SYMBOL, N_CHECK_SYMBOL, N_GROUP_SYMBOL, N_SPAN_SYMBOL, TABLE_SYMBOL,
+};
 
-/// The lookup cache: `u32` entry indices in the bytes right below the table header, slot
-/// `(value * LOOKUP_CACHE_HASH) >> (64 - log2(LOOKUP_CACHE_BYTES / 4))` for a looked-up
-/// pointer `value`. Kernels read and write it as a hint, used only when the entry it
-/// names contains the value (the check pass's `loadmeta` says why that is exact), so the
-/// runtime neither initializes nor invalidates it: it only allocates it with the table.
-pub const LOOKUP_CACHE_BYTES: u64 = 1 << 20;
-pub const LOOKUP_CACHE_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
-pub const ERRORS_SYMBOL: &str = "__gpusan_errors";
-pub const MODULE_SYMBOL: &str = "__gpusan_module";
-pub const HEAP_SYMBOL: &str = "__gpusan_heap";
-pub const N_ACCESS_SYMBOL: &str = "__gpusan_n_access";
-pub const N_CHECK_SYMBOL: &str = "__gpusan_n_check";
-pub const N_GROUP_SYMBOL: &str = "__gpusan_n_group";
-pub const N_SPAN_SYMBOL: &str = "__gpusan_n_span";
-
-/// Entries of a module's device-heap table.
-pub const HEAP_CAPACITY: u64 = 1 << 16;
-pub const HEAP_HEADER_BYTES: u64 = 16;
-pub const HEAP_ENTRY_BYTES: u64 = 32;
-pub const HEAP_STATE_LIVE: u32 = 1;
-pub const HEAP_STATE_FREED: u32 = 2;
-/// Set in [`ErrorRecord::allocation`] when the rest is the base of a device-heap block.
-pub const HEAP_BLOCK_TAG: u64 = 1 << 63;
-
-/// Records the buffer holds between two drains.
-pub const ERROR_CAPACITY: u32 = 4096;
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ErrorBufferHeader {
-    /// Errors found so far; may exceed `capacity` (those were counted, not stored).
-    pub count: u32,
-    pub capacity: u32,
-    pub reserved: u64,
-}
-
-/// One error, as a kernel writes it (little-endian, 64 bytes).
+/// One error, as a kernel writes it ([`gpusan_abi::record`] has the layout).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorRecord {
@@ -93,9 +32,9 @@ pub struct ErrorRecord {
     /// The allocation the pointer was derived from (its table `id`), 0 if unknown.
     pub allocation: u64,
     /// `(module << 16) | function`: the module's `__gpusan_module`, and the function's
-    /// index among the module's defined functions sorted by name.
+    /// number ([`gpusan_abi::function_numbers`]).
     pub kernel: u32,
-    /// One of the `CODE_*` constants.
+    /// An [`ErrorCode`].
     pub code: u32,
     /// Bytes the access spans.
     pub size: u32,
@@ -105,27 +44,30 @@ pub struct ErrorRecord {
     pub ptx_line: u32,
     pub block: [u32; 3],
     pub thread: [u32; 3],
-    /// 0 global, 1 shared, 2 local, 3 generic.
+    /// `record::SPACE_*`.
     pub space: u32,
-    /// 0 read, 1 write, 2 atomic.
+    /// `record::ACCESS_*`.
     pub access: u32,
 }
 
-pub const CODE_OUT_OF_BOUNDS: u32 = 1;
-pub const CODE_USE_AFTER_FREE: u32 = 2;
-/// A kernel reached local memory outside its own frame through a call result or a loaded
-/// pointer: the frame of a function that has returned (`crates/passes`, `check/onchip/scope.rs`).
-pub const CODE_LOCAL_USE_AFTER_SCOPE: u32 = 3;
-pub const CODE_SHARED_OUT_OF_BOUNDS: u32 = 4;
-pub const CODE_LOCAL_OUT_OF_BOUNDS: u32 = 5;
-pub const CODE_MISALIGNED: u32 = 6;
-/// `free` in a kernel of a device-heap block already freed.
-pub const CODE_DOUBLE_FREE: u32 = 7;
-/// `free` in a kernel of a pointer that is no device-heap block's start.
-pub const CODE_INVALID_FREE: u32 = 8;
+// The struct is the record as it lies in the buffer: `parse_all` could copy it whole.
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    assert!(size_of::<ErrorRecord>() == record::RECORD_BYTES);
+    assert!(offset_of!(ErrorRecord, address) == record::ADDRESS.offset);
+    assert!(offset_of!(ErrorRecord, allocation) == record::ALLOCATION.offset);
+    assert!(offset_of!(ErrorRecord, kernel) == record::KERNEL.offset);
+    assert!(offset_of!(ErrorRecord, code) == record::CODE.offset);
+    assert!(offset_of!(ErrorRecord, size) == record::SIZE.offset);
+    assert!(offset_of!(ErrorRecord, ptx_line) == record::PTX_LINE.offset);
+    assert!(offset_of!(ErrorRecord, block) == record::BLOCK.offset);
+    assert!(offset_of!(ErrorRecord, thread) == record::THREAD.offset);
+    assert!(offset_of!(ErrorRecord, space) == record::SPACE.offset);
+    assert!(offset_of!(ErrorRecord, access) == record::ACCESS.offset);
+};
 
 impl ErrorRecord {
-    pub const SIZE: usize = 64;
+    pub const SIZE: usize = record::RECORD_BYTES;
 
     /// Decodes records from the buffer's bytes (after the header); a trailing partial
     /// record is ignored.
@@ -136,40 +78,44 @@ impl ErrorRecord {
     fn from_bytes(b: &[u8]) -> ErrorRecord {
         let u32_at = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
         let u64_at = |o: usize| u64::from(u32_at(o)) | (u64::from(u32_at(o + 4)) << 32);
+        let u32x3_at = |o: usize| [u32_at(o), u32_at(o + 4), u32_at(o + 8)];
         ErrorRecord {
-            address: u64_at(0),
-            allocation: u64_at(8),
-            kernel: u32_at(16),
-            code: u32_at(20),
-            size: u32_at(24),
-            ptx_line: u32_at(28),
-            block: [u32_at(32), u32_at(36), u32_at(40)],
-            thread: [u32_at(44), u32_at(48), u32_at(52)],
-            space: u32_at(56),
-            access: u32_at(60),
+            address: u64_at(record::ADDRESS.offset),
+            allocation: u64_at(record::ALLOCATION.offset),
+            kernel: u32_at(record::KERNEL.offset),
+            code: u32_at(record::CODE.offset),
+            size: u32_at(record::SIZE.offset),
+            ptx_line: u32_at(record::PTX_LINE.offset),
+            block: u32x3_at(record::BLOCK.offset),
+            thread: u32x3_at(record::THREAD.offset),
+            space: u32_at(record::SPACE.offset),
+            access: u32_at(record::ACCESS.offset),
         }
     }
 
     pub fn module(&self) -> u32 {
-        self.kernel >> 16
+        record::module_of(self.kernel)
     }
 
     pub fn function(&self) -> u32 {
-        self.kernel & 0xffff
+        record::function_of(self.kernel)
     }
 
     fn kind(&self) -> ErrorKind {
-        match (self.code, self.access) {
-            (CODE_USE_AFTER_FREE, _) => ErrorKind::UseAfterFree,
-            (CODE_LOCAL_USE_AFTER_SCOPE, _) => ErrorKind::UseAfterScope,
-            (CODE_SHARED_OUT_OF_BOUNDS, _) => ErrorKind::SharedOutOfBounds,
-            (CODE_LOCAL_OUT_OF_BOUNDS, _) => ErrorKind::LocalOutOfBounds,
-            (CODE_MISALIGNED, _) => ErrorKind::MisalignedAccess,
-            (CODE_DOUBLE_FREE, _) => ErrorKind::DoubleFree,
-            (CODE_INVALID_FREE, _) => ErrorKind::InvalidFree,
-            (_, 1) => ErrorKind::OutOfBoundsWrite,
-            (_, 2) => ErrorKind::OutOfBoundsAtomic,
-            _ => ErrorKind::OutOfBoundsRead,
+        // A code no kernel writes reads as out of bounds, the one error every check reports.
+        match ErrorCode::from_code(self.code) {
+            Some(ErrorCode::UseAfterFree) => ErrorKind::UseAfterFree,
+            Some(ErrorCode::LocalUseAfterScope) => ErrorKind::UseAfterScope,
+            Some(ErrorCode::SharedOutOfBounds) => ErrorKind::SharedOutOfBounds,
+            Some(ErrorCode::LocalOutOfBounds) => ErrorKind::LocalOutOfBounds,
+            Some(ErrorCode::Misaligned) => ErrorKind::MisalignedAccess,
+            Some(ErrorCode::DoubleFree) => ErrorKind::DoubleFree,
+            Some(ErrorCode::InvalidFree) => ErrorKind::InvalidFree,
+            Some(ErrorCode::OutOfBounds) | None => match self.access {
+                record::ACCESS_WRITE => ErrorKind::OutOfBoundsWrite,
+                record::ACCESS_ATOMIC => ErrorKind::OutOfBoundsAtomic,
+                _ => ErrorKind::OutOfBoundsRead,
+            },
         }
     }
 
@@ -179,7 +125,7 @@ impl ErrorRecord {
     pub fn to_report(&self, kernel: &str, module_name: &str, lines: &SourceLines, registry: &Registry) -> Report {
         let kind = self.kind();
         let heap_block =
-            (self.allocation & HEAP_BLOCK_TAG != 0).then_some(HeapBlock { base: self.allocation & !HEAP_BLOCK_TAG });
+            (self.allocation & heap::BLOCK_TAG != 0).then_some(HeapBlock { base: self.allocation & !heap::BLOCK_TAG });
         // Device-heap blocks are in no host allocation: naming the host allocation nearest
         // to a heap address would be a wrong lead.
         let heap = heap_block.is_some() || matches!(kind, ErrorKind::DoubleFree | ErrorKind::InvalidFree);
@@ -190,14 +136,14 @@ impl ErrorRecord {
             block: self.block,
             thread: self.thread,
             space: match self.space {
-                1 => Space::Shared,
-                2 => Space::Local,
-                3 => Space::Generic,
+                record::SPACE_SHARED => Space::Shared,
+                record::SPACE_LOCAL => Space::Local,
+                record::SPACE_GENERIC => Space::Generic,
                 _ => Space::Global,
             },
             access: match self.access {
-                1 => Access::Write,
-                2 => Access::Atomic,
+                record::ACCESS_WRITE => Access::Write,
+                record::ACCESS_ATOMIC => Access::Atomic,
                 _ => Access::Read,
             },
             address: self.address,
@@ -277,16 +223,30 @@ impl SourceLines {
 mod tests {
     use super::*;
     use crate::registry::{AllocKind, NewAlloc, SiteId};
+    use gpusan_abi::heap::BLOCK_TAG as HEAP_BLOCK_TAG;
+    use gpusan_abi::{
+        CODE_DOUBLE_FREE, CODE_INVALID_FREE, CODE_LOCAL_OUT_OF_BOUNDS, CODE_LOCAL_USE_AFTER_SCOPE, CODE_OUT_OF_BOUNDS,
+        CODE_SHARED_OUT_OF_BOUNDS, CODE_USE_AFTER_FREE,
+    };
 
     #[test]
-    fn layouts_are_what_kernels_write() {
-        assert_eq!(std::mem::size_of::<ErrorBufferHeader>(), 16);
-        assert_eq!(std::mem::size_of::<ErrorRecord>(), ErrorRecord::SIZE);
-        assert_eq!(std::mem::offset_of!(ErrorRecord, kernel), 16);
-        assert_eq!(std::mem::offset_of!(ErrorRecord, ptx_line), 28);
-        assert_eq!(std::mem::offset_of!(ErrorRecord, block), 32);
-        assert_eq!(std::mem::offset_of!(ErrorRecord, thread), 44);
-        assert_eq!(std::mem::offset_of!(ErrorRecord, access), 60);
+    fn decoding_reads_the_record_as_it_lies_in_memory() {
+        let rec = ErrorRecord {
+            address: 0x0102_0304_0506_0708,
+            allocation: 0x1112_1314_1516_1718,
+            kernel: 0x2122_2324,
+            code: 0x3132_3334,
+            size: 0x4142_4344,
+            ptx_line: 0x5152_5354,
+            block: [0x61, 0x62, 0x63],
+            thread: [0x71, 0x72, 0x73],
+            space: 0x81,
+            access: 0x91,
+        };
+        // SAFETY: `ErrorRecord` is `repr(C)` of u64s and u32s filling its 64 bytes (the
+        // layout asserts above), so every byte is initialised.
+        let bytes = unsafe { std::slice::from_raw_parts((&rec as *const ErrorRecord).cast::<u8>(), ErrorRecord::SIZE) };
+        assert_eq!(ErrorRecord::parse_all(bytes), [rec]);
     }
 
     #[test]
@@ -374,6 +334,7 @@ mod tests {
         assert_eq!(k(CODE_LOCAL_USE_AFTER_SCOPE, 1), ErrorKind::UseAfterScope);
         assert_eq!(k(CODE_DOUBLE_FREE, 0), ErrorKind::DoubleFree);
         assert_eq!(k(CODE_INVALID_FREE, 1), ErrorKind::InvalidFree);
+        assert_eq!(k(99, 1), ErrorKind::OutOfBoundsWrite, "an unknown code reads as out of bounds");
     }
 
     /// A registry with a device allocation just below `HEAP_BASE`: the one a host lookup of

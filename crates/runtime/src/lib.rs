@@ -6,8 +6,8 @@
 //! - [`registry`]: every live and freed (quarantined) allocation, thread-safe.
 //! - [`checks`]: host API calls (copies, sets, frees) judged against the registry.
 //! - [`report`]: one error format for every mode, as text and JSON.
-//! - [`device_abi`]: what instrumented kernels and the runtime share on the GPU (the
-//!   allocation table, the error buffer) and how error records become reports.
+//! - [`device_abi`]: how the error records instrumented kernels write become reports (the
+//!   layouts they share with the runtime are `gpusan_abi`'s).
 
 pub mod checks;
 pub mod device_abi;

@@ -603,18 +603,8 @@ impl Inner {
 // ---------------------------------------------------------------------------------------
 // The device table.
 
-/// One entry of the table instrumented kernels search. The layout is an ABI with the PTX
-/// the passes emit; change `DeviceTableHeader::LAYOUT` with it.
-///
-/// | offset | field    | type | meaning                                              |
-/// | ------ | -------- | ---- | ---------------------------------------------------- |
-/// | 0      | `base`   | u64  | first byte                                           |
-/// | 8      | `size`   | u64  | bytes; `addr - base < size` is the bounds test       |
-/// | 16     | `id`     | u64  | the registry's allocation id (never reused)          |
-/// | 24     | `flags`  | u32  | bits 0–7 state (`LIVE` = 1, `FREED` = 2), 8–15 kind  |
-/// | 28     | `device` | i32  | device ordinal                                       |
-///
-/// 32 bytes, 32-aligned: one entry is one L2 sector, loaded with two `ld.v2.u64`.
+/// One entry of the table instrumented kernels search, laid out as [`gpusan_abi::table`]
+/// says (asserted below): 32 bytes, 32-aligned, one L2 sector.
 #[repr(C, align(32))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DeviceEntry {
@@ -625,13 +615,22 @@ pub struct DeviceEntry {
     pub device: i32,
 }
 
-const _: () = assert!(std::mem::size_of::<DeviceEntry>() == 32 && std::mem::align_of::<DeviceEntry>() == 32);
+const _: () = {
+    use gpusan_abi::table;
+    use std::mem::{align_of, offset_of, size_of};
+    assert!(size_of::<DeviceEntry>() == table::ENTRY_BYTES as usize && align_of::<DeviceEntry>() == 32);
+    assert!(offset_of!(DeviceEntry, base) == table::ENTRY_BASE.offset);
+    assert!(offset_of!(DeviceEntry, size) == table::ENTRY_SIZE.offset);
+    assert!(offset_of!(DeviceEntry, id) == table::ENTRY_ID.offset);
+    assert!(offset_of!(DeviceEntry, flags) == table::ENTRY_FLAGS.offset);
+    assert!(offset_of!(DeviceEntry, device) == table::ENTRY_DEVICE.offset);
+};
 
 impl DeviceEntry {
-    pub const LIVE: u32 = 1;
-    pub const FREED: u32 = 2;
-    pub const STATE_MASK: u32 = 0xff;
-    pub const KIND_SHIFT: u32 = 8;
+    pub const LIVE: u32 = gpusan_abi::table::STATE_LIVE;
+    pub const FREED: u32 = gpusan_abi::table::STATE_FREED;
+    pub const STATE_MASK: u32 = gpusan_abi::table::STATE_MASK;
+    pub const KIND_SHIFT: u32 = gpusan_abi::table::KIND_SHIFT;
 
     pub fn is_live(&self) -> bool {
         self.flags & Self::STATE_MASK == Self::LIVE
@@ -660,16 +659,8 @@ impl From<&Allocation> for DeviceEntry {
     }
 }
 
-/// What precedes the entries in device memory: the table is one buffer, header at offset 0,
-/// entry `i` at `32 + 32 * i`, sorted by `base`, ranges disjoint.
-///
-/// | offset | field     | type | meaning                                  |
-/// | ------ | --------- | ---- | ---------------------------------------- |
-/// | 0      | `magic`   | u32  | `DeviceTableHeader::MAGIC` ("GSAT")      |
-/// | 4      | `layout`  | u32  | `DeviceTableHeader::LAYOUT`              |
-/// | 8      | `len`     | u64  | number of entries                        |
-/// | 16     | `version` | u64  | registry version the entries reflect     |
-/// | 24     | `reserved`| u64  | 0                                        |
+/// What precedes the entries in device memory ([`gpusan_abi::table`]: entry `i` at
+/// `32 + 32 * i`, sorted by `base`, ranges disjoint).
 #[repr(C, align(32))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DeviceTableHeader {
@@ -680,21 +671,31 @@ pub struct DeviceTableHeader {
     pub reserved: u64,
 }
 
-const _: () = assert!(std::mem::size_of::<DeviceTableHeader>() == 32);
+const _: () = {
+    use gpusan_abi::table;
+    use std::mem::{offset_of, size_of};
+    assert!(size_of::<DeviceTableHeader>() == table::HEADER_BYTES as usize);
+    assert!(offset_of!(DeviceTableHeader, magic) == table::HEADER_MAGIC.offset);
+    assert!(offset_of!(DeviceTableHeader, layout) == table::HEADER_LAYOUT.offset);
+    assert!(offset_of!(DeviceTableHeader, len) == table::HEADER_LEN.offset);
+    assert!(offset_of!(DeviceTableHeader, version) == table::HEADER_VERSION.offset);
+    assert!(offset_of!(DeviceTableHeader, reserved) == table::HEADER_RESERVED.offset);
+};
 
 impl DeviceTableHeader {
-    pub const MAGIC: u32 = u32::from_le_bytes(*b"GSAT");
-    /// 2: the lookup cache below the header (`device_abi::LOOKUP_CACHE_BYTES`).
-    pub const LAYOUT: u32 = 2;
+    pub const MAGIC: u32 = gpusan_abi::table::MAGIC;
+    pub const LAYOUT: u32 = gpusan_abi::table::LAYOUT;
 
     /// The header as it lies in device memory (little-endian, like every NVIDIA GPU).
-    pub fn to_bytes(&self) -> [u8; 32] {
-        let mut out = [0; 32];
-        out[0..4].copy_from_slice(&self.magic.to_le_bytes());
-        out[4..8].copy_from_slice(&self.layout.to_le_bytes());
-        out[8..16].copy_from_slice(&self.len.to_le_bytes());
-        out[16..24].copy_from_slice(&self.version.to_le_bytes());
-        out[24..32].copy_from_slice(&self.reserved.to_le_bytes());
+    pub fn to_bytes(&self) -> [u8; gpusan_abi::table::HEADER_BYTES as usize] {
+        use gpusan_abi::table::{HEADER_LAYOUT, HEADER_LEN, HEADER_MAGIC, HEADER_RESERVED, HEADER_VERSION};
+        let mut out = [0; gpusan_abi::table::HEADER_BYTES as usize];
+        let mut put = |f: gpusan_abi::Field, bytes: &[u8]| out[f.offset..f.end()].copy_from_slice(bytes);
+        put(HEADER_MAGIC, &self.magic.to_le_bytes());
+        put(HEADER_LAYOUT, &self.layout.to_le_bytes());
+        put(HEADER_LEN, &self.len.to_le_bytes());
+        put(HEADER_VERSION, &self.version.to_le_bytes());
+        put(HEADER_RESERVED, &self.reserved.to_le_bytes());
         out
     }
 }
@@ -763,8 +764,8 @@ impl DeviceTable {
         }
     }
 
-    /// Device bytes of `entries[range]`, to upload at `32 + 32 * range.start`. Empty when the
-    /// range is out of bounds.
+    /// Device bytes of `entries[range]`, to upload at
+    /// `gpusan_abi::table::entry_offset(range.start)`. Empty when the range is out of bounds.
     pub fn entry_bytes(&self, range: Range<usize>) -> &[u8] {
         let entries = self.entries.get(range).unwrap_or(&[]);
         // SAFETY: `DeviceEntry` is `repr(C)` with fields 8+8+8+4+4 = 32 bytes and size 32
@@ -775,7 +776,7 @@ impl DeviceTable {
 
     /// Device bytes used: header plus entries.
     pub fn device_bytes(&self) -> usize {
-        32 + 32 * self.entries.len()
+        gpusan_abi::table::table_bytes(self.entries.len() as u64) as usize
     }
 }
 

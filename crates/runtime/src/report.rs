@@ -351,7 +351,7 @@ pub struct Document {
 
 /// The checks a counting build made, against those a naive checker (one check per access)
 /// would make: dynamic counts read from the instrumented modules' counters
-/// (`device_abi::N_ACCESS_SYMBOL`…), summed over modules and processes, and static counts
+/// (`gpusan_abi::COUNTER_SYMBOLS`), summed over modules and processes, and static counts
 /// from the check pass over the modules it instrumented.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckCounts {

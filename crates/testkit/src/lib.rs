@@ -29,7 +29,7 @@ pub fn corpus_files() -> Vec<PathBuf> {
 /// The bin folder of the pinned toolchain: `$GPUSAN_CUDA/bin`, else `.toolchain/` in the
 /// repository (`scripts/setup-toolchain.sh` installs it).
 pub fn cuda_bin() -> PathBuf {
-    let bin = match std::env::var_os("GPUSAN_CUDA") {
+    let bin = match std::env::var_os(gpusan_abi::env::CUDA) {
         Some(c) => PathBuf::from(c).join("bin"),
         None => repo_root().join(".toolchain/nvidia/cu13/bin"),
     };

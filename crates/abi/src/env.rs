@@ -1,0 +1,93 @@
+//! The `GPUSAN_*` environment variables: their names, and the values both sides read.
+//!
+//! `gpusan run` passes its options to the injected library in the first group; the rest
+//! are for users and tests that point gpusan at files. An empty value counts as unset.
+//! (`GPUSAN_PASS_FINGERPRINT` is no variable of a process: `crates/inject/build.rs` hands
+//! it to the compiler.)
+
+// Set by `gpusan run`, read by the injected library.
+
+/// [`crate::Mode::name`]; unset: `api`.
+pub const MODE: &str = "GPUSAN_MODE";
+/// The folder the library writes `report-<pid>.json` and its `.events` into.
+pub const REPORT_DIR: &str = "GPUSAN_REPORT_DIR";
+/// [`LEAK_CHECK_FULL`] reports device allocations never freed; anything else does not.
+pub const LEAK_CHECK: &str = "GPUSAN_LEAK_CHECK";
+pub const LEAK_CHECK_FULL: &str = "full";
+pub const LEAK_CHECK_NONE: &str = "none";
+/// [`crate::Reaction::name`]; unset: `report`.
+pub const CHECK_REACTION: &str = "GPUSAN_CHECK_REACTION";
+/// Freed bytes held back from reuse (a decimal number).
+pub const QUARANTINE_BYTES: &str = "GPUSAN_QUARANTINE_BYTES";
+/// [`CHECK_COUNT_ON`]: checked kernels also count their checks (a measurement build).
+pub const CHECK_COUNT: &str = "GPUSAN_CHECK_COUNT";
+pub const CHECK_COUNT_ON: &str = "1";
+pub const CHECK_COUNT_OFF: &str = "0";
+/// `libsanitizer-public.so`, the Compute Sanitizer API library: set by `gpusan run` when it
+/// found one, or by the user to say where it is.
+pub const SANITIZER_LIB: &str = "GPUSAN_SANITIZER_LIB";
+
+// Set by users, scripts and tests.
+
+/// The injected library `gpusan run` preloads (default: next to the `gpusan` binary).
+pub const INJECT_LIB: &str = "GPUSAN_INJECT_LIB";
+/// The folder of cached instrumented PTX and of `gpusan nvcc-env`'s toolkit (default under
+/// `~/.cache/gpusan`).
+pub const CACHE_DIR: &str = "GPUSAN_CACHE_DIR";
+/// The injection probe's output file: the library records which doors each call came
+/// through.
+pub const PROBE_OUT: &str = "GPUSAN_PROBE_OUT";
+/// NVIDIA's ptxas, for gpusan's `ptxas` stand-in to hand on to.
+pub const REAL_PTXAS: &str = "GPUSAN_REAL_PTXAS";
+/// Set by the `ptxas` stand-in for the ptxas it runs: a stand-in that finds it set is
+/// running itself.
+pub const PTXAS_ACTIVE: &str = "GPUSAN_PTXAS_ACTIVE";
+/// The pass the `ptxas` stand-in applies (default `check`).
+pub const PTXAS_PASS: &str = "GPUSAN_PTXAS_PASS";
+/// A folder the `ptxas` stand-in keeps a copy of each instrumented PTX in.
+pub const PTXAS_KEEP: &str = "GPUSAN_PTXAS_KEEP";
+/// The root of the CUDA toolchain tests use (its `bin/` holds ptxas; default the pinned one
+/// in `.toolchain/`).
+pub const CUDA: &str = "GPUSAN_CUDA";
+/// A folder of PTX for the parser's corpus tests (default `tests/corpus/ptx`).
+pub const PTX_CORPUS: &str = "GPUSAN_PTX_CORPUS";
+
+/// Every variable above.
+pub const ALL: [&str; 16] = [
+    MODE,
+    REPORT_DIR,
+    LEAK_CHECK,
+    CHECK_REACTION,
+    QUARANTINE_BYTES,
+    CHECK_COUNT,
+    SANITIZER_LIB,
+    INJECT_LIB,
+    CACHE_DIR,
+    PROBE_OUT,
+    REAL_PTXAS,
+    PTXAS_ACTIVE,
+    PTXAS_PASS,
+    PTXAS_KEEP,
+    CUDA,
+    PTX_CORPUS,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_gpusans_and_distinct() {
+        for (i, name) in ALL.iter().enumerate() {
+            assert!(name.starts_with("GPUSAN_"), "{name}");
+            assert!(name.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_'), "{name}");
+            assert!(!ALL[..i].contains(name), "{name} twice");
+        }
+    }
+
+    #[test]
+    fn values_of_a_switch_differ() {
+        assert_ne!(LEAK_CHECK_FULL, LEAK_CHECK_NONE);
+        assert_ne!(CHECK_COUNT_ON, CHECK_COUNT_OFF);
+    }
+}
