@@ -20,7 +20,7 @@ pub struct Seen {
     pub notes: Vec<String>,
 }
 
-pub static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
+static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
 
 pub fn with<R>(f: impl FnOnce(&mut Seen) -> R) -> R {
     let mut guard = SEEN.lock().unwrap_or_else(|p| p.into_inner());

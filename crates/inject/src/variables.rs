@@ -84,7 +84,7 @@ fn cubin_names(bytes: &[u8]) -> Vec<String> {
 }
 
 /// Module-scope `.global` and `.const` variables a PTX module defines.
-pub fn ptx_names(ptx: &str) -> Vec<String> {
+fn ptx_names(ptx: &str) -> Vec<String> {
     use gpusan_ptx::ast::{Item, Linkage, StateSpace};
     gpusan_ptx::Items::new(ptx)
         .filter_map(|i| match i {

@@ -73,12 +73,12 @@ pub unsafe fn real_dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_v
 }
 
 /// The driver library, if the process has loaded it (never loads it ourselves).
-pub unsafe fn libcuda() -> *mut c_void {
+unsafe fn libcuda() -> *mut c_void {
     libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD)
 }
 
 /// Real address of a driver export by its exact (versioned) name.
-pub unsafe fn real_driver_symbol(name: &CStr) -> usize {
+unsafe fn real_driver_symbol(name: &CStr) -> usize {
     let p = real_dlsym(libc::RTLD_NEXT, name.as_ptr());
     if !p.is_null() {
         return p as usize;

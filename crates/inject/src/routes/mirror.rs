@@ -156,7 +156,7 @@ unsafe fn upload(abi: &mut Abi) {
 const ONE_COPY_ENTRIES: usize = 2048;
 
 /// The functions a module defines, sorted by name (what `ErrorRecord::function` indexes).
-pub fn function_names(ptx: &str) -> Vec<String> {
+fn function_names(ptx: &str) -> Vec<String> {
     let mut names: Vec<String> = gpusan_ptx::Items::new(ptx)
         .filter_map(|i| match i {
             Ok(gpusan_ptx::ast::Item::Function(f)) if f.body.is_some() => Some(f.name.to_string()),

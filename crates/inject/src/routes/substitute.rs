@@ -77,7 +77,7 @@ impl Modules {
     }
 }
 
-pub static MODULES: Mutex<Option<Modules>> = Mutex::new(None);
+static MODULES: Mutex<Option<Modules>> = Mutex::new(None);
 
 pub fn with<R>(f: impl FnOnce(&mut Modules) -> R) -> R {
     let mut g = MODULES.lock().unwrap_or_else(|p| p.into_inner());
@@ -85,7 +85,7 @@ pub fn with<R>(f: impl FnOnce(&mut Modules) -> R) -> R {
 }
 
 /// The counter the `count` pass adds to every module it instruments.
-pub const COUNTER: &CStr = c"__gpusan_count";
+const COUNTER: &CStr = c"__gpusan_count";
 
 fn cache_dir() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("GPUSAN_CACHE_DIR") {

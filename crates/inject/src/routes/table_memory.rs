@@ -33,7 +33,7 @@ use crate::driver::{real, MemAccessDesc, MemAllocationProp, MemLocation, CUDA_SU
 
 /// Entries the reserved range has room for (2 GiB of entries, far beyond the allocation
 /// counts of real programs; address space only). A larger table moves to `cuMemAlloc`.
-pub const RESERVED_ENTRIES: u64 = 1 << 26;
+const RESERVED_ENTRIES: u64 = 1 << 26;
 const HEADER_BYTES: u64 = 32;
 const ENTRY_BYTES: u64 = 32;
 /// Entries the first `cuMemAlloc` buffer of the fallback has room for.
