@@ -163,3 +163,18 @@ pub fn quietly<R>(f: impl FnOnce() -> R) -> Option<R> {
     }
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Mode;
+
+    #[test]
+    fn modes_parse_from_the_names_gpusan_run_passes() {
+        for mode in [Mode::Api, Mode::Count, Mode::Check] {
+            assert_eq!(Mode::from_name(mode.name()), Some(mode));
+        }
+        assert_eq!(Mode::from_name("memcheck"), None);
+        assert_eq!(Mode::default(), Mode::Api);
+        assert!(!Mode::Api.substitutes() && Mode::Count.substitutes() && Mode::Check.substitutes());
+    }
+}

@@ -91,3 +91,47 @@ unsafe fn real_driver_symbol(name: &CStr) -> usize {
     libc::dlclose(h);
     p as usize
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{typed, Slot};
+
+    #[test]
+    fn a_slot_resolves_once_and_remembers_an_absent_function() {
+        let slot = Slot::new();
+        let mut lookups = 0;
+        assert_eq!(
+            slot.resolve(|| {
+                lookups += 1;
+                0
+            }),
+            0
+        );
+        assert_eq!(
+            slot.resolve(|| {
+                lookups += 1;
+                42
+            }),
+            0,
+            "absence is remembered"
+        );
+        assert_eq!(lookups, 1);
+        // A door that got the real address for it overrides.
+        slot.set(7);
+        assert_eq!(slot.resolve(|| unreachable!()), 7);
+        let found = Slot::new();
+        assert_eq!(found.resolve(|| 9), 9);
+        assert_eq!(found.resolve(|| unreachable!()), 9);
+    }
+
+    extern "C" fn seven() -> i32 {
+        7
+    }
+
+    #[test]
+    fn typed_turns_an_address_into_the_function_and_zero_into_none() {
+        let f = unsafe { typed::<extern "C" fn() -> i32>(seven as usize) }.expect("an address");
+        assert_eq!(f(), 7);
+        assert!(unsafe { typed::<extern "C" fn() -> i32>(0) }.is_none());
+    }
+}
