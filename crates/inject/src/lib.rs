@@ -12,7 +12,9 @@
 //!
 //! # Layers
 //!
-//! Each module uses only those below it (no module imports from one above it):
+//! Each module uses only those of its layer or below, and no two import each other in a
+//! circle (`tests/layers.rs` checks both from the sources; a new module is given a layer
+//! there):
 //!
 //! ```text
 //! exit                      library load and process exit: the report, the probe's record
