@@ -33,8 +33,10 @@
 //!   nvJitLink, an allocator's `cudaMallocAsync` pool hooks): a file in `families/` with a
 //!   `hooks!` block (exact exported names and signatures, `_v2`/`_ptsz`/`_ptds` variants
 //!   each declared) and its handlers, listed in `families::hooks` so `dlsym` and
-//!   `cuGetProcAddress` hand its stand-ins out. The real functions gpusan calls itself are
-//!   declared in `driver::real`, never converted from an address where they are used.
+//!   `cuGetProcAddress` hand its stand-ins out (a library other than the driver, NVRTC's
+//!   say, needs its own lookup beside `Slot::driver`, and its result type beside
+//!   `CUresult`). The real functions gpusan calls itself are declared in `driver::real`,
+//!   never converted from an address where they are used.
 //! - Code the new family produces or loads (PTX from NVRTC, a linked cubin) goes through
 //!   `routes::load_module` (or `routes::substitute` directly), like a module load.
 //! - A new way of checking kernels (Compute Sanitizer patching of machine code): a module in
