@@ -12,6 +12,8 @@
 //! - [`htod`] and [`dtoh`] copy through a stream of gpusan's own (one per context,
 //!   non-blocking, so it never waits for a captured stream) and wait for that stream only.
 //!
+//! - [`global_of`] asks for a module variable in the relaxed mode.
+//!
 //! Outside a capture nothing changes: copies stay synchronous on the legacy stream, which
 //! orders them after the program's work in blocking streams (a kernel still running never
 //! sees the table change under it). Captures are known from the program's calls to
@@ -19,18 +21,16 @@
 //! atomic load.
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::c_void;
+use std::ffi::{c_void, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::hooks::{driver_fn, CUresult};
+use crate::driver::{current_context, real, CUresult, CUstream, Loaded, CUDA_SUCCESS};
 
-type Ptr = *mut c_void;
-const SUCCESS: CUresult = 0;
 const CAPTURE_MODE_RELAXED: i32 = 2;
 const STREAM_NON_BLOCKING: u32 = 1;
 
-/// Streams capturing now (begun through gpusan's wrappers and not ended), and how many.
+/// Streams capturing now (begun through gpusan's stand-ins and not ended), and how many.
 static CAPTURING: Mutex<Option<HashSet<u64>>> = Mutex::new(None);
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);
 
@@ -49,57 +49,47 @@ fn capturing<R>(f: impl FnOnce(&mut HashSet<u64>) -> R) -> R {
 
 /// The driver's own word on whether `stream` is capturing (`ACTIVE` or `INVALIDATED`:
 /// either way its work does not run now).
-pub fn stream_is_capturing(stream: Ptr) -> bool {
-    static F: AtomicUsize = AtomicUsize::new(0);
-    let f = driver_fn(&F, c"cuStreamIsCapturing");
-    if f == 0 {
-        return false;
-    }
-    let f: unsafe extern "C" fn(Ptr, *mut u32) -> CUresult = unsafe { std::mem::transmute(f) };
+pub fn stream_is_capturing(stream: CUstream) -> bool {
+    let Some(f) = real::cuStreamIsCapturing() else { return false };
     let mut status = 0u32;
-    unsafe { f(stream, &mut status) == SUCCESS && status != 0 }
+    unsafe { f(stream, &mut status) == CUDA_SUCCESS && status != 0 }
 }
 
 /// After the program's `cuStreamBeginCapture*` on `stream` returned `r`.
-pub fn began(stream: Ptr, r: CUresult) {
-    if r == SUCCESS {
+pub fn began(stream: CUstream, r: CUresult) {
+    if r == CUDA_SUCCESS {
         capturing(|s| s.insert(stream as u64));
     }
 }
 
 /// After the program's `cuStreamEndCapture` on `stream`: the capture is over unless the
-/// driver refused to end it (wrong thread, not capturing). Work gpusan held back during
-/// captures is done once none is left.
-pub fn ended(stream: Ptr) {
+/// driver refused to end it (wrong thread, not capturing). True when this ended the last
+/// capture of the process: work gpusan held back during captures can be done now.
+pub fn ended(stream: CUstream) -> bool {
     if stream_is_capturing(stream) {
-        return;
+        return false;
     }
     capturing(|s| s.remove(&(stream as u64)));
-    if !any() {
-        crate::hooks::after_captures();
-    }
+    !any()
 }
 
 /// Runs `f` (gpusan's own driver calls) in the relaxed capture interaction mode when a
 /// capture is going on; the thread's mode is restored after, even if `f` panics.
 pub fn relaxed<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<(usize, i32)>);
+    type Exchange = unsafe extern "C" fn(*mut i32) -> CUresult;
+    struct Restore(Option<(Exchange, i32)>);
     impl Drop for Restore {
         fn drop(&mut self) {
             if let Some((exchange, mut mode)) = self.0 {
-                let exchange: unsafe extern "C" fn(*mut i32) -> CUresult = unsafe { std::mem::transmute(exchange) };
                 unsafe { exchange(&mut mode) };
             }
         }
     }
-    static EXCHANGE: AtomicUsize = AtomicUsize::new(0);
     let mut restore = Restore(None);
     if any() {
-        let exchange = driver_fn(&EXCHANGE, c"cuThreadExchangeStreamCaptureMode");
-        if exchange != 0 {
-            let call: unsafe extern "C" fn(*mut i32) -> CUresult = unsafe { std::mem::transmute(exchange) };
+        if let Some(exchange) = real::cuThreadExchangeStreamCaptureMode() {
             let mut mode = CAPTURE_MODE_RELAXED;
-            if unsafe { call(&mut mode) } == SUCCESS {
+            if unsafe { exchange(&mut mode) } == CUDA_SUCCESS {
                 restore.0 = Some((exchange, mode));
             }
         }
@@ -112,24 +102,19 @@ static STREAMS: Mutex<Option<HashMap<u64, u64>>> = Mutex::new(None);
 
 /// gpusan's non-blocking stream in the current context, made at its first use (the device
 /// ABI makes it when it sets a context up, so normally outside any capture).
-pub fn own_stream() -> Option<Ptr> {
-    static CREATE: AtomicUsize = AtomicUsize::new(0);
-    let (context, _) = crate::hooks::current_context();
+pub fn own_stream() -> Option<CUstream> {
+    let (context, _) = current_context();
     if context == 0 {
         return None;
     }
     let mut g = STREAMS.lock().unwrap_or_else(|p| p.into_inner());
     let streams = g.get_or_insert_with(HashMap::new);
     if let Some(&s) = streams.get(&context) {
-        return Some(s as Ptr);
+        return Some(s as CUstream);
     }
-    let create = driver_fn(&CREATE, c"cuStreamCreate");
-    if create == 0 {
-        return None;
-    }
-    let create: unsafe extern "C" fn(*mut Ptr, u32) -> CUresult = unsafe { std::mem::transmute(create) };
-    let mut stream: Ptr = std::ptr::null_mut();
-    if relaxed(|| unsafe { create(&mut stream, STREAM_NON_BLOCKING) }) != SUCCESS || stream.is_null() {
+    let create = real::cuStreamCreate()?;
+    let mut stream: CUstream = std::ptr::null_mut();
+    if relaxed(|| unsafe { create(&mut stream, STREAM_NON_BLOCKING) }) != CUDA_SUCCESS || stream.is_null() {
         return None;
     }
     streams.insert(context, stream as u64);
@@ -137,14 +122,9 @@ pub fn own_stream() -> Option<Ptr> {
 }
 
 /// Waits for gpusan's stream only (never for the program's).
-fn sync_own(stream: Ptr) -> bool {
-    static SYNC: AtomicUsize = AtomicUsize::new(0);
-    let f = driver_fn(&SYNC, c"cuStreamSynchronize");
-    if f == 0 {
-        return false;
-    }
-    let f: unsafe extern "C" fn(Ptr) -> CUresult = unsafe { std::mem::transmute(f) };
-    unsafe { f(stream) == SUCCESS }
+fn sync_own(stream: CUstream) -> bool {
+    let Some(f) = real::cuStreamSynchronize() else { return false };
+    unsafe { f(stream) == CUDA_SUCCESS }
 }
 
 /// Copies `n` bytes from the host to device memory, complete when this returns.
@@ -152,24 +132,17 @@ fn sync_own(stream: Ptr) -> bool {
 /// # Safety
 /// `src` must be readable for `n` bytes and `dst` device memory of at least `n` bytes.
 pub unsafe fn htod(dst: u64, src: *const c_void, n: usize) -> bool {
-    static SYNC: AtomicUsize = AtomicUsize::new(0);
-    static ASYNC: AtomicUsize = AtomicUsize::new(0);
     if n == 0 {
         return true;
     }
     if !any() {
-        let f = driver_fn(&SYNC, c"cuMemcpyHtoD_v2");
-        if f == 0 {
-            return false;
-        }
-        let f: unsafe extern "C" fn(u64, *const c_void, usize) -> CUresult = std::mem::transmute(f);
-        return f(dst, src, n) == SUCCESS;
+        let Some(f) = real::cuMemcpyHtoD_v2() else { return false };
+        return f(dst, src, n) == CUDA_SUCCESS;
     }
     relaxed(|| {
-        let f = driver_fn(&ASYNC, c"cuMemcpyHtoDAsync_v2");
-        let Some(stream) = own_stream().filter(|_| f != 0) else { return false };
-        let f: unsafe extern "C" fn(u64, *const c_void, usize, Ptr) -> CUresult = std::mem::transmute(f);
-        f(dst, src, n, stream) == SUCCESS && sync_own(stream)
+        let f = real::cuMemcpyHtoDAsync_v2();
+        let (Some(stream), Some(f)) = (own_stream(), f) else { return false };
+        f(dst, src, n, stream) == CUDA_SUCCESS && sync_own(stream)
     })
 }
 
@@ -178,23 +151,29 @@ pub unsafe fn htod(dst: u64, src: *const c_void, n: usize) -> bool {
 /// # Safety
 /// `dst` must be writable for `n` bytes and `src` device memory of at least `n` bytes.
 pub unsafe fn dtoh(dst: *mut c_void, src: u64, n: usize) -> bool {
-    static SYNC: AtomicUsize = AtomicUsize::new(0);
-    static ASYNC: AtomicUsize = AtomicUsize::new(0);
     if n == 0 {
         return true;
     }
     if !any() {
-        let f = driver_fn(&SYNC, c"cuMemcpyDtoH_v2");
-        if f == 0 {
-            return false;
-        }
-        let f: unsafe extern "C" fn(*mut c_void, u64, usize) -> CUresult = std::mem::transmute(f);
-        return f(dst, src, n) == SUCCESS;
+        let Some(f) = real::cuMemcpyDtoH_v2() else { return false };
+        return f(dst, src, n) == CUDA_SUCCESS;
     }
     relaxed(|| {
-        let f = driver_fn(&ASYNC, c"cuMemcpyDtoHAsync_v2");
-        let Some(stream) = own_stream().filter(|_| f != 0) else { return false };
-        let f: unsafe extern "C" fn(*mut c_void, u64, usize, Ptr) -> CUresult = std::mem::transmute(f);
-        f(dst, src, n, stream) == SUCCESS && sync_own(stream)
+        let f = real::cuMemcpyDtoHAsync_v2();
+        let (Some(stream), Some(f)) = (own_stream(), f) else { return false };
+        f(dst, src, n, stream) == CUDA_SUCCESS && sync_own(stream)
     })
+}
+
+/// Address and size of a module variable, through the driver (not gpusan's own hooks).
+pub fn global_of(loaded: Loaded, name: &str) -> Option<(u64, usize)> {
+    let cname = CString::new(name).ok()?;
+    let (f, handle) = match loaded {
+        Loaded::Module(h) => (real::cuModuleGetGlobal_v2()?, h),
+        Loaded::Library(h) => (real::cuLibraryGetGlobal()?, h),
+    };
+    let (mut p, mut size) = (0u64, 0usize);
+    // Asking for a variable loads the module into the context if it was not yet.
+    (relaxed(|| unsafe { f(&mut p, &mut size, handle as *mut c_void, cname.as_ptr()) }) == CUDA_SUCCESS)
+        .then_some((p, size))
 }

@@ -5,27 +5,51 @@
 //!   under `LD_PRELOAD` our `cuMemAlloc_v2` etc. are called first;
 //! - `dlopen("libcuda.so.1")` + `dlsym(h, "cu…")` (Triton, libraries): our `dlsym`;
 //! - `cuGetProcAddress` (cudart, static or shared, since CUDA 11.3): our `dlsym` hands out
-//!   our `cuGetProcAddress`, which hands out our wrappers for the functions we watch;
+//!   our `cuGetProcAddress`, which hands out our stand-ins for the functions we watch;
 //! - nothing we can hook (the driver loaded by other means): the Compute Sanitizer API's
 //!   callbacks, when the driver loads this library through `CUDA_INJECTION64_PATH` and
 //!   calls `InitializeInjection`.
 //!
-//! Behind the doors, [`hooks`] does gpusan's work (registry, checks, quarantine) and
-//! [`modules`] swaps modules for instrumented builds; [`capture`] keeps gpusan's own
-//! driver calls from breaking the program's stream captures; [`state`] holds what a run found and
-//! writes it at exit. With `$GPUSAN_PROBE_OUT` set, [`probe`] also records which door each
-//! driver function came through (how the injection design was chosen).
+//! # Layers
+//!
+//! Each module uses only those of its layer or below, and no two import each other in a
+//! circle (`tests/layers.rs` checks both from the sources; a new module is given a layer
+//! there):
+//!
+//! ```text
+//! exit                      library load and process exit: the report, the probe's record
+//! doors/                    dlsym, cuGetProcAddress, InitializeInjection (sanitizer)
+//! families/                 one file per API family: its exported stand-ins and handlers
+//!   memory copies modules launches graphs streams contexts   (judge: what they share)
+//! routes/                   how a kernel is checked: substitute (+ passes), mirror (+ table_memory)
+//! variables  capture  host_symbols   module variables; gpusan's own capture-safe driver calls
+//! state  probe              options and Mode, registry and findings, `quietly`; the probe's data
+//! driver/                   FFI types; real functions resolved once, typed (`real`); `hooks!`
+//! ```
+//!
+//! # Where a new door goes
+//!
+//! - A new family of driver or library functions (NVRTC's `nvrtcGetPTX`, `cuLink*` and
+//!   nvJitLink, an allocator's `cudaMallocAsync` pool hooks): a file in `families/` with a
+//!   `hooks!` block (exact exported names and signatures, `_v2`/`_ptsz`/`_ptds` variants
+//!   each declared) and its handlers, listed in `families::hooks` so `dlsym` and
+//!   `cuGetProcAddress` hand its stand-ins out (a library other than the driver, NVRTC's
+//!   say, needs its own lookup beside `Slot::driver`, and its result type beside
+//!   `CUresult`). The real functions gpusan calls itself are declared in `driver::real`,
+//!   never converted from an address where they are used.
+//! - Code the new family produces or loads (PTX from NVRTC, a linked cubin) goes through
+//!   `routes::load_module` (or `routes::substitute` directly), like a module load.
+//! - A new way of checking kernels (Compute Sanitizer patching of machine code): a module in
+//!   `routes/`, called from `routes::load_module` and the launch/sync/teardown events there;
+//!   a new entry point into the program (another injection API) belongs in `doors/`.
 
 mod capture;
-mod hooks;
+mod doors;
+mod driver;
+mod exit;
+mod families;
 mod host_symbols;
-mod mirror;
-mod modules;
-mod passes;
 mod probe;
-mod resolve;
-mod sanitizer;
+mod routes;
 mod state;
-mod table_memory;
 mod variables;
-mod wrappers;

@@ -1,5 +1,6 @@
-//! What the probe saw: which symbols were resolved through which door, how often each
-//! wrapper ran, and the Sanitizer API callbacks. Written as JSON at exit.
+//! What the injection probe (`$GPUSAN_PROBE_OUT`) saw: which symbols were resolved through
+//! which door and the Sanitizer API callbacks. `exit` writes it as JSON, with how often each
+//! stand-in ran.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -19,7 +20,7 @@ pub struct Seen {
     pub notes: Vec<String>,
 }
 
-pub static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
+static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
 
 pub fn with<R>(f: impl FnOnce(&mut Seen) -> R) -> R {
     let mut guard = SEEN.lock().unwrap_or_else(|p| p.into_inner());
@@ -34,39 +35,3 @@ pub fn note(s: impl Into<String>) {
         }
     });
 }
-
-/// Runs at exit (registered from the library constructor).
-extern "C" fn write_at_exit() {
-    let _ = std::panic::catch_unwind(|| {
-        let Some(path) = std::env::var_os("GPUSAN_PROBE_OUT") else { return };
-        let calls = crate::wrappers::call_counts();
-        if calls.is_empty() && with(|s| s.resolved.is_empty() && s.callbacks.is_empty() && s.notes.is_empty()) {
-            return; // a process that never touched CUDA (shells, compilers the program starts)
-        }
-        let doc = with(|s| {
-            serde_json::json!({
-                "pid": std::process::id(),
-                "exe": std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
-                "resolved": s.resolved.iter().map(|((door, sym), n)| serde_json::json!({"door": door, "symbol": sym, "count": n})).collect::<Vec<_>>(),
-                "wrapper_calls": calls,
-                "sanitizer_callbacks": s.callbacks.iter().map(|((d, c), n)| serde_json::json!({"domain": d, "cbid": c, "count": n})).collect::<Vec<_>>(),
-                "launched": s.launched,
-                "module_cubin_sizes": s.modules,
-                "device_allocs": s.device_allocs,
-                "device_alloc_bytes": s.device_alloc_bytes,
-                "notes": s.notes,
-            })
-        });
-        // One file per process: PyTorch and Triton start helper processes.
-        let path = std::path::PathBuf::from(path).join(format!("probe-{}.json", std::process::id()));
-        let _ = std::fs::write(path, serde_json::to_vec_pretty(&doc).unwrap_or_default());
-    });
-}
-
-extern "C" fn on_load() {
-    unsafe { libc::atexit(write_at_exit) };
-}
-
-#[used]
-#[link_section = ".init_array"]
-static ON_LOAD: extern "C" fn() = on_load;

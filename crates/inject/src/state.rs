@@ -1,18 +1,54 @@
-//! The runtime's state inside the program: the allocation registry, the findings, and the
-//! options `gpusan run` passed through the environment. Created on first use; at exit the
-//! findings (and leaks, when asked) are written where `gpusan run` reads them.
+//! The runtime's state inside the program: the options `gpusan run` passed through the
+//! environment (the [`Mode`] among them), the allocation registry and the findings. Created
+//! on first use; `exit` writes the findings where `gpusan run` reads them. Also the guard
+//! every piece of gpusan's bookkeeping runs under ([`quietly`]).
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
-use gpusan_runtime::checks::{self, Finding};
+use gpusan_runtime::checks::Finding;
 use gpusan_runtime::registry::{self, Config as RegistryConfig, Registry, SiteId};
 use gpusan_runtime::report::{Collector, CollectorConfig, Report};
 
+/// What a run does to the program's kernels (`GPUSAN_MODE`): `api` checks API calls only,
+/// `count` and `check` also substitute every module for one instrumented by that pass.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    #[default]
+    Api,
+    Count,
+    Check,
+}
+
+impl Mode {
+    pub fn from_name(name: &str) -> Option<Mode> {
+        match name {
+            "api" => Some(Mode::Api),
+            "count" => Some(Mode::Count),
+            "check" => Some(Mode::Check),
+            _ => None,
+        }
+    }
+
+    /// The name `gpusan run` passes and the report shows (also the pass's name).
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Api => "api",
+            Mode::Count => "count",
+            Mode::Check => "check",
+        }
+    }
+
+    /// Whether the run instruments kernels: every mode but `api` names a pass.
+    pub fn substitutes(self) -> bool {
+        self != Mode::Api
+    }
+}
+
 /// Options, from `GPUSAN_*` variables set by `gpusan run`.
 pub struct Options {
-    pub mode: String,
+    pub mode: Mode,
     pub leak_check: bool,
     /// `GPUSAN_CHECK_REACTION`: what checked kernels do at an error.
     pub check_reaction: gpusan_passes::check::Reaction,
@@ -34,7 +70,7 @@ impl Options {
             registry.quarantine_bytes = b;
         }
         Options {
-            mode: var("GPUSAN_MODE").unwrap_or_else(|| "api".into()),
+            mode: var("GPUSAN_MODE").and_then(|v| Mode::from_name(&v)).unwrap_or_default(),
             leak_check: var("GPUSAN_LEAK_CHECK").is_some_and(|v| v == "full"),
             check_reaction: var("GPUSAN_CHECK_REACTION")
                 .and_then(|v| gpusan_passes::check::Reaction::from_name(&v))
@@ -59,6 +95,11 @@ pub struct State {
 }
 
 static STATE: OnceLock<State> = OnceLock::new();
+
+/// The state, if anything created it (at exit: nothing to write otherwise).
+pub fn existing() -> Option<&'static State> {
+    STATE.get()
+}
 
 pub fn state() -> &'static State {
     STATE.get_or_init(|| {
@@ -99,90 +140,41 @@ impl State {
         self.report(f.to_report(site));
     }
 
-    /// Writes the final document: findings, and leaks when `--leak-check full`.
-    pub fn finish(&self) {
-        let Some(path) = &self.options.report else { return };
-        // Kernels may have written errors after the last synchronization (fails harmlessly
-        // once CUDA has torn its contexts down).
-        crate::mirror::drain();
-        let collector = std::mem::replace(
+    /// The findings collected so far, leaving an empty collector (for the final document).
+    pub fn take_findings(&self) -> Collector {
+        std::mem::replace(
             &mut *self.collector.lock().unwrap_or_else(|p| p.into_inner()),
             Collector::new(CollectorConfig::default()),
-        );
-        let leaks = if self.options.leak_check { checks::leak_summary(&self.registry) } else { Vec::new() };
-        let mut doc = collector.finish(&self.options.mode, leaks, registry::symbolize);
-        // `gpusan run` named the sanitizer library, but this process (which used CUDA) never
-        // got the runtime-API callbacks: say so rather than pass for clean.
-        let asked = std::env::var_os("GPUSAN_SANITIZER_LIB").is_some_and(|v| !v.is_empty())
-            && std::env::var_os("CUDA_INJECTION64_PATH").is_some_and(|v| !v.is_empty());
-        if asked
-            && !crate::sanitizer::RUNTIME_API_OBSERVED.load(std::sync::atomic::Ordering::Relaxed)
-            && !crate::wrappers::call_counts().is_empty()
-        {
-            doc.notes.push("runtime API errors were not observed (the Compute Sanitizer API did not start)".into());
-        }
-        let (table_bytes, table_moves) = crate::mirror::table_memory();
-        if table_bytes > 0 {
-            doc.counters.insert("device_table_bytes".into(), table_bytes);
-            doc.counters.insert("device_table_moves".into(), table_moves);
-        }
-        let lost = crate::mirror::not_stored();
-        if lost > 0 {
-            doc.counters.insert("device_errors_not_stored".into(), lost);
-        }
-        if self.options.mode == "check" && self.options.check_counting.is_on() {
-            // A last read, as for `count` below.
-            crate::modules::read_counters();
-            doc.check_counts = Some(crate::modules::with(|m| m.check_counts()));
-        }
-        if self.options.mode == "count" {
-            // A last read, in case kernels ran after the last synchronization; fails
-            // harmlessly once CUDA has torn its contexts down.
-            crate::modules::read_counters();
-            crate::modules::with(|m| {
-                doc.counters.insert("executed_memory_instructions".into(), m.counts.values().sum());
-                doc.counters.insert("modules_instrumented".into(), m.substituted);
-                doc.counters.insert("modules_from_cache".into(), m.cache_hits);
-                doc.unchecked_modules = m.unchecked.clone();
-            });
-        }
-        let tmp = path.with_extension("tmp");
-        if std::fs::write(&tmp, doc.to_json()).is_ok() {
-            let _ = std::fs::rename(&tmp, path);
-        }
+        )
     }
 }
 
 /// Set in a child created by `fork` (without `exec`). The child inherits the state, but
 /// another thread may have held one of its locks at the fork, and CUDA itself cannot be
-/// used in such a child: gpusan stays out of the way there (see `hooks::quietly`) and
+/// used in such a child: gpusan stays out of the way there (see [`quietly`]) and
 /// leaves the parent's report alone.
 pub static FORKED_CHILD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-extern "C" fn in_forked_child() {
-    FORKED_CHILD.store(true, std::sync::atomic::Ordering::Relaxed);
-}
-
-extern "C" fn at_exit() {
+/// Runs gpusan's bookkeeping; a panic inside it is contained. Skipped entirely in a
+/// forked child (see [`FORKED_CHILD`]): the call then simply goes through.
+pub fn quietly<R>(f: impl FnOnce() -> R) -> Option<R> {
     if FORKED_CHILD.load(std::sync::atomic::Ordering::Relaxed) {
-        return;
+        return None;
     }
-    let _ = std::panic::catch_unwind(|| {
-        if let Some(s) = STATE.get() {
-            s.finish();
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Mode;
+
+    #[test]
+    fn modes_parse_from_the_names_gpusan_run_passes() {
+        for mode in [Mode::Api, Mode::Count, Mode::Check] {
+            assert_eq!(Mode::from_name(mode.name()), Some(mode));
         }
-    });
-}
-
-extern "C" fn on_load() {
-    // Registered before main, so it runs after the handlers CUDA registers later
-    // (atexit runs in reverse order): the program's frees have all been seen by then.
-    unsafe {
-        libc::atexit(at_exit);
-        libc::pthread_atfork(None, None, Some(in_forked_child));
+        assert_eq!(Mode::from_name("memcheck"), None);
+        assert_eq!(Mode::default(), Mode::Api);
+        assert!(!Mode::Api.substitutes() && Mode::Count.substitutes() && Mode::Check.substitutes());
     }
 }
-
-#[used]
-#[link_section = ".init_array"]
-static ON_LOAD: extern "C" fn() = on_load;

@@ -19,7 +19,8 @@ use std::sync::Mutex;
 
 use gpusan_runtime::registry::{AllocKind, Allocation, Lookup, NewAlloc, SiteId};
 
-use crate::modules::Loaded;
+use crate::capture::global_of;
+use crate::driver::{current_context, Loaded};
 use crate::state::state;
 
 /// Where a module's variable names come from.
@@ -83,7 +84,7 @@ fn cubin_names(bytes: &[u8]) -> Vec<String> {
 }
 
 /// Module-scope `.global` and `.const` variables a PTX module defines.
-pub fn ptx_names(ptx: &str) -> Vec<String> {
+fn ptx_names(ptx: &str) -> Vec<String> {
     use gpusan_ptx::ast::{Item, Linkage, StateSpace};
     gpusan_ptx::Items::new(ptx)
         .filter_map(|i| match i {
@@ -150,7 +151,7 @@ pub fn on_module_loaded(loaded: Loaded, image: *const c_void) {
 /// Resolves the variables of every module not yet resolved in the current context and
 /// registers them. Returns whether any variable was registered.
 pub fn resolve() -> bool {
-    let (context, device) = crate::hooks::current_context();
+    let (context, device) = current_context();
     if context == 0 {
         return false;
     }
@@ -172,7 +173,7 @@ pub fn resolve() -> bool {
     let mut any = false;
     for (loaded, names) in todo {
         for name in names {
-            let Some((base, size)) = crate::mirror::global_of(loaded, &name) else { continue };
+            let Some((base, size)) = global_of(loaded, &name) else { continue };
             any |= register(base, size as u64, &name, context, device);
         }
     }
@@ -206,7 +207,7 @@ fn register(base: u64, size: u64, name: &str, context: u64, device: i32) -> bool
 
 /// The program (or cudart) asked the driver for a variable itself: its name is known too.
 pub fn learned(base: u64, size: u64, name: Option<&str>) {
-    let (context, device) = crate::hooks::current_context();
+    let (context, device) = current_context();
     match name {
         Some(n) => {
             register(base, size, n, context, device);

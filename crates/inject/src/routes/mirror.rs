@@ -15,7 +15,7 @@
 //! capture gets its error buffer and variables at once; the table upload waits for the
 //! next launch that runs (a captured launch runs with its graph, whose launch uploads).
 //!
-//! Table memory ([`crate::table_memory`]): a virtual range reserved once per context and
+//! Table memory ([`super::table_memory`]): a virtual range reserved once per context and
 //! mapped as the table grows, so the table keeps its address and modules are pointed at it
 //! once; where the driver's virtual memory management fails, `cuMemAlloc` buffers that
 //! move the table when outgrown (modules re-pointed, outgrown buffers kept).
@@ -27,8 +27,8 @@
 //! brings the table of the calling thread's current context up to date; a drain reads the
 //! error buffers of all contexts. Module numbers are unique across contexts.
 
-use std::ffi::{c_char, c_void, CString};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use gpusan_runtime::device_abi::{
@@ -36,13 +36,10 @@ use gpusan_runtime::device_abi::{
 };
 use gpusan_runtime::registry::DeviceTable;
 
-use crate::capture::{self, dtoh, htod};
-use crate::hooks::{driver_fn, CUresult};
-use crate::modules::Loaded;
+use crate::capture::{self, dtoh, global_of, htod};
+use crate::driver::{current_context, real, Loaded, CUDA_SUCCESS};
+use crate::routes::table_memory::{table_bytes, TableMemory};
 use crate::state::state;
-use crate::table_memory::{table_bytes, TableMemory};
-
-type Ptr = *mut c_void;
 
 struct AbiModule {
     loaded: Loaded,
@@ -84,14 +81,9 @@ fn lock() -> std::sync::MutexGuard<'static, Option<Contexts>> {
 }
 
 unsafe fn call_alloc(bytes: usize) -> Option<u64> {
-    static F: AtomicUsize = AtomicUsize::new(0);
-    let f = driver_fn(&F, c"cuMemAlloc_v2");
-    if f == 0 {
-        return None;
-    }
-    let f: unsafe extern "C" fn(*mut u64, usize) -> CUresult = std::mem::transmute(f);
+    let f = real::cuMemAlloc_v2()?;
     let mut p = 0u64;
-    (capture::relaxed(|| f(&mut p, bytes)) == 0).then_some(p)
+    (capture::relaxed(|| f(&mut p, bytes)) == CUDA_SUCCESS).then_some(p)
 }
 
 /// Pinned host memory mapped into the current context's device (`cuMemHostAlloc` with
@@ -100,44 +92,17 @@ unsafe fn call_alloc(bytes: usize) -> Option<u64> {
 /// at every `cudaDeviceSynchronize` of a program that synchronizes after each kernel).
 /// Errors are rare, so the kernels' writes over the bus cost nothing in the common case.
 unsafe fn call_host_alloc(bytes: usize) -> Option<(usize, u64)> {
-    static ALLOC: AtomicUsize = AtomicUsize::new(0);
-    static DEVICE: AtomicUsize = AtomicUsize::new(0);
-    let alloc = driver_fn(&ALLOC, c"cuMemHostAlloc");
-    let device = driver_fn(&DEVICE, c"cuMemHostGetDevicePointer_v2");
-    if alloc == 0 || device == 0 {
-        return None;
-    }
-    let alloc: unsafe extern "C" fn(*mut Ptr, usize, u32) -> CUresult = std::mem::transmute(alloc);
-    let device: unsafe extern "C" fn(*mut u64, Ptr, u32) -> CUresult = std::mem::transmute(device);
+    let (alloc, device) = (real::cuMemHostAlloc(), real::cuMemHostGetDevicePointer_v2());
+    let (Some(alloc), Some(device)) = (alloc, device) else { return None };
     const PORTABLE: u32 = 1;
     const DEVICEMAP: u32 = 2;
-    let mut host: Ptr = std::ptr::null_mut();
-    if capture::relaxed(|| alloc(&mut host, bytes, PORTABLE | DEVICEMAP)) != 0 || host.is_null() {
+    let mut host: *mut c_void = std::ptr::null_mut();
+    if capture::relaxed(|| alloc(&mut host, bytes, PORTABLE | DEVICEMAP)) != CUDA_SUCCESS || host.is_null() {
         return None;
     }
     let mut dev = 0u64;
     // Not freed when this fails: a few hundred KiB, once per context.
-    (capture::relaxed(|| device(&mut dev, host, 0)) == 0 && dev != 0).then_some((host as usize, dev))
-}
-
-/// Address and size of a module variable, through the driver (not our own hooks).
-pub fn global_of(loaded: Loaded, name: &str) -> Option<(u64, usize)> {
-    static LIB: AtomicUsize = AtomicUsize::new(0);
-    static MODULE: AtomicUsize = AtomicUsize::new(0);
-    let cname = CString::new(name).ok()?;
-    let (slot, sym, handle) = match loaded {
-        Loaded::Module(h) => (&MODULE, c"cuModuleGetGlobal_v2", h),
-        Loaded::Library(h) => (&LIB, c"cuLibraryGetGlobal", h),
-    };
-    let f = driver_fn(slot, sym);
-    if f == 0 {
-        return None;
-    }
-    let f: unsafe extern "C" fn(*mut u64, *mut usize, Ptr, *const c_char) -> CUresult =
-        unsafe { std::mem::transmute(f) };
-    let (mut p, mut size) = (0u64, 0usize);
-    // Asking for a variable loads the module into the context if it was not yet.
-    (capture::relaxed(|| unsafe { f(&mut p, &mut size, handle as Ptr, cname.as_ptr()) }) == 0).then_some((p, size))
+    (capture::relaxed(|| device(&mut dev, host, 0)) == CUDA_SUCCESS && dev != 0).then_some((host as usize, dev))
 }
 
 /// Points one module's ABI variables at the buffers.
@@ -191,7 +156,7 @@ unsafe fn upload(abi: &mut Abi) {
 const ONE_COPY_ENTRIES: usize = 2048;
 
 /// The functions a module defines, sorted by name (what `ErrorRecord::function` indexes).
-pub fn function_names(ptx: &str) -> Vec<String> {
+fn function_names(ptx: &str) -> Vec<String> {
     let mut names: Vec<String> = gpusan_ptx::Items::new(ptx)
         .filter_map(|i| match i {
             Ok(gpusan_ptx::ast::Item::Function(f)) if f.body.is_some() => Some(f.name.to_string()),
@@ -210,7 +175,7 @@ pub fn on_module_loaded(loaded: Loaded, ptx: impl FnOnce() -> Option<String>) {
     let ptx = ptx();
     let names = ptx.as_deref().map(function_names).unwrap_or_default();
     let lines = ptx.as_deref().map(SourceLines::from_ptx).unwrap_or_default();
-    let (context, device) = crate::hooks::current_context();
+    let (context, device) = current_context();
     let mut guard = lock();
     let contexts = guard.get_or_insert_with(Contexts::default);
     if let std::collections::hash_map::Entry::Vacant(slot) = contexts.by_context.entry(context) {
@@ -266,7 +231,7 @@ pub fn before_launch() {
     if !ACTIVE.load(Ordering::Acquire) {
         return;
     }
-    let (context, _) = crate::hooks::current_context();
+    let (context, _) = current_context();
     if let Some(abi) = lock().as_mut().and_then(|c| c.by_context.get_mut(&context)) {
         unsafe { upload(abi) };
     }
@@ -333,7 +298,7 @@ pub fn not_stored() -> u64 {
 }
 
 /// Device memory held for allocation tables, all contexts, and how often tables moved
-/// (see [`crate::table_memory`]).
+/// (see [`super::table_memory`]).
 pub fn table_memory() -> (u64, u64) {
     lock().as_ref().map_or((0, 0), |c| {
         c.by_context.values().fold((0, 0), |(b, m), a| (b + a.memory.held_bytes(), m + a.memory.moves()))

@@ -23,20 +23,17 @@
 //! follows the peak entry count, not the current one.
 //!
 //! Every driver call goes through [`capture::relaxed`] (growth can happen while another
-//! stream captures) and through [`driver_fn`], so none of them reaches gpusan's own hooks
-//! of the program's `cuMemMap`/`cuMemUnmap`. Nothing here panics: a failed call falls back.
-
-use std::ffi::c_void;
-use std::sync::atomic::AtomicUsize;
+//! stream captures) and through [`crate::driver::real`], so none of them reaches gpusan's own
+//! hooks of the program's `cuMemMap`/`cuMemUnmap`. Nothing here panics: a failed call falls back.
 
 use gpusan_runtime::device_abi::LOOKUP_CACHE_BYTES;
 
 use crate::capture;
-use crate::hooks::{driver_fn, CUresult};
+use crate::driver::{real, MemAccessDesc, MemAllocationProp, MemLocation, CUDA_SUCCESS};
 
 /// Entries the reserved range has room for (2 GiB of entries, far beyond the allocation
 /// counts of real programs; address space only). A larger table moves to `cuMemAlloc`.
-pub const RESERVED_ENTRIES: u64 = 1 << 26;
+const RESERVED_ENTRIES: u64 = 1 << 26;
 const HEADER_BYTES: u64 = 32;
 const ENTRY_BYTES: u64 = 32;
 /// Entries the first `cuMemAlloc` buffer of the fallback has room for.
@@ -47,45 +44,16 @@ const ALLOCATION_TYPE_PINNED: u32 = 1;
 const LOCATION_TYPE_DEVICE: u32 = 1;
 const ACCESS_PROT_READWRITE: u32 = 3;
 const ALLOC_GRANULARITY_MINIMUM: u32 = 0;
-const SUCCESS: CUresult = 0;
 
-/// `CUmemLocation`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct Location {
-    kind: u32,
-    id: i32,
-}
-
-/// `CUmemAllocationProp` (32 bytes).
-#[repr(C)]
-struct AllocationProp {
-    kind: u32,
-    requested_handle_types: u32,
-    location: Location,
-    win32_handle_meta_data: *mut c_void,
-    alloc_flags: [u8; 8],
-}
-
-const _: () = assert!(std::mem::size_of::<AllocationProp>() == 32);
-
-impl AllocationProp {
-    fn pinned_on(device: i32) -> Self {
-        AllocationProp {
-            kind: ALLOCATION_TYPE_PINNED,
-            requested_handle_types: 0,
-            location: Location { kind: LOCATION_TYPE_DEVICE, id: device },
-            win32_handle_meta_data: std::ptr::null_mut(),
-            alloc_flags: [0; 8],
-        }
+/// Pinned device memory on `device`.
+fn pinned_on(device: i32) -> MemAllocationProp {
+    MemAllocationProp {
+        kind: ALLOCATION_TYPE_PINNED,
+        requested_handle_types: 0,
+        location: MemLocation { kind: LOCATION_TYPE_DEVICE, id: device },
+        win32_handle_meta_data: std::ptr::null_mut(),
+        alloc_flags: [0; 8],
     }
-}
-
-/// `CUmemAccessDesc`.
-#[repr(C)]
-struct AccessDesc {
-    location: Location,
-    flags: u32,
 }
 
 /// Bytes of a table (header and entries) of `entries` entries, without the cache.
@@ -228,78 +196,60 @@ unsafe fn map_more(r: &mut Reservation, need: u64, device: i32) -> Option<u64> {
     Some(bytes)
 }
 
-/// Calls a driver function found by `driver_fn`, in the relaxed capture mode; `None` if
+/// Calls the real driver function `$f` (from [`real`]) in the relaxed capture mode; `None` if
 /// the driver lacks it.
-macro_rules! driver {
-    ($name:literal, fn($($arg:ty),*), ($($value:expr),*)) => {{
-        static F: AtomicUsize = AtomicUsize::new(0);
-        match driver_fn(&F, $name) {
-            0 => None,
-            f => {
-                let f: unsafe extern "C" fn($($arg),*) -> CUresult = std::mem::transmute(f);
-                Some(capture::relaxed(|| f($($value),*)))
-            }
-        }
-    }};
+macro_rules! relaxed_call {
+    ($f:ident($($value:expr),*)) => {
+        real::$f().map(|f| capture::relaxed(|| f($($value),*)))
+    };
 }
 
 unsafe fn granularity(device: i32) -> Option<u64> {
-    let prop = AllocationProp::pinned_on(device);
+    let prop = pinned_on(device);
     let mut g = 0usize;
-    let r = driver!(
-        c"cuMemGetAllocationGranularity",
-        fn(*mut usize, *const AllocationProp, u32),
-        (&mut g, &prop, ALLOC_GRANULARITY_MINIMUM)
-    );
-    (r == Some(SUCCESS)).then_some(g as u64)
+    let r = relaxed_call!(cuMemGetAllocationGranularity(&mut g, &prop, ALLOC_GRANULARITY_MINIMUM));
+    (r == Some(CUDA_SUCCESS)).then_some(g as u64)
 }
 
 unsafe fn address_reserve(size: u64, alignment: u64) -> Option<u64> {
     let mut p = 0u64;
-    let r = driver!(
-        c"cuMemAddressReserve",
-        fn(*mut u64, usize, usize, u64, u64),
-        (&mut p, size as usize, alignment as usize, 0, 0)
-    );
-    (r == Some(SUCCESS) && p != 0).then_some(p)
+    let r = relaxed_call!(cuMemAddressReserve(&mut p, size as usize, alignment as usize, 0, 0));
+    (r == Some(CUDA_SUCCESS) && p != 0).then_some(p)
 }
 
 unsafe fn address_free(base: u64, size: u64) {
-    driver!(c"cuMemAddressFree", fn(u64, usize), (base, size as usize));
+    relaxed_call!(cuMemAddressFree(base, size as usize));
 }
 
 unsafe fn mem_create(bytes: u64, device: i32) -> Option<u64> {
-    let prop = AllocationProp::pinned_on(device);
+    let prop = pinned_on(device);
     let mut handle = 0u64;
-    let r = driver!(
-        c"cuMemCreate",
-        fn(*mut u64, usize, *const AllocationProp, u64),
-        (&mut handle, bytes as usize, &prop, 0)
-    );
-    (r == Some(SUCCESS)).then_some(handle)
+    let r = relaxed_call!(cuMemCreate(&mut handle, bytes as usize, &prop, 0));
+    (r == Some(CUDA_SUCCESS)).then_some(handle)
 }
 
 unsafe fn mem_release(handle: u64) {
-    driver!(c"cuMemRelease", fn(u64), (handle));
+    relaxed_call!(cuMemRelease(handle));
 }
 
 unsafe fn mem_map(at: u64, bytes: u64, handle: u64) -> bool {
-    driver!(c"cuMemMap", fn(u64, usize, usize, u64, u64), (at, bytes as usize, 0, handle, 0)) == Some(SUCCESS)
+    relaxed_call!(cuMemMap(at, bytes as usize, 0, handle, 0)) == Some(CUDA_SUCCESS)
 }
 
 unsafe fn mem_unmap(at: u64, bytes: u64) {
-    driver!(c"cuMemUnmap", fn(u64, usize), (at, bytes as usize));
+    relaxed_call!(cuMemUnmap(at, bytes as usize));
 }
 
 unsafe fn set_access(at: u64, bytes: u64, device: i32) -> bool {
-    let desc =
-        AccessDesc { location: Location { kind: LOCATION_TYPE_DEVICE, id: device }, flags: ACCESS_PROT_READWRITE };
-    driver!(c"cuMemSetAccess", fn(u64, usize, *const AccessDesc, usize), (at, bytes as usize, &desc, 1))
-        == Some(SUCCESS)
+    let desc = MemAccessDesc {
+        location: MemLocation { kind: LOCATION_TYPE_DEVICE, id: device },
+        flags: ACCESS_PROT_READWRITE,
+    };
+    relaxed_call!(cuMemSetAccess(at, bytes as usize, &desc, 1)) == Some(CUDA_SUCCESS)
 }
 
 unsafe fn mem_alloc(bytes: u64) -> Option<u64> {
     let mut p = 0u64;
-    let r = driver!(c"cuMemAlloc_v2", fn(*mut u64, usize), (&mut p, bytes as usize));
-    (r == Some(SUCCESS)).then_some(p)
+    let r = relaxed_call!(cuMemAlloc_v2(&mut p, bytes as usize));
+    (r == Some(CUDA_SUCCESS)).then_some(p)
 }

@@ -23,7 +23,9 @@ use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-type Ptr = *mut c_void;
+use crate::driver::Loaded;
+use crate::routes::passes;
+use crate::state::Mode;
 
 /// What a load became.
 pub enum Image {
@@ -33,15 +35,9 @@ pub enum Image {
     Original(String),
 }
 
-/// A module or library gpusan instrumented, for reading its counter back.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Loaded {
-    Module(usize),
-    Library(usize),
-}
-
 #[derive(Default)]
 pub struct Modules {
+    /// The modules and libraries gpusan instrumented, for reading their counters back.
     pub instrumented: Vec<Loaded>,
     /// Latest counter value read from each instrumented module.
     pub counts: BTreeMap<Loaded, u64>,
@@ -81,7 +77,7 @@ impl Modules {
     }
 }
 
-pub static MODULES: Mutex<Option<Modules>> = Mutex::new(None);
+static MODULES: Mutex<Option<Modules>> = Mutex::new(None);
 
 pub fn with<R>(f: impl FnOnce(&mut Modules) -> R) -> R {
     let mut g = MODULES.lock().unwrap_or_else(|p| p.into_inner());
@@ -89,7 +85,7 @@ pub fn with<R>(f: impl FnOnce(&mut Modules) -> R) -> R {
 }
 
 /// The counter the `count` pass adds to every module it instruments.
-pub const COUNTER: &CStr = c"__gpusan_count";
+const COUNTER: &CStr = c"__gpusan_count";
 
 fn cache_dir() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("GPUSAN_CACHE_DIR") {
@@ -136,15 +132,15 @@ fn key(ptx: &str, pass: &str) -> u64 {
     h.finish()
 }
 
-/// Decides what to load for `image` in a run whose mode is the pass `pass`.
-pub unsafe fn substitute(image: *const c_void, pass: &str) -> Image {
+/// Decides what to load for `image` in a run whose mode is `mode` (a pass).
+pub unsafe fn substitute(image: *const c_void, mode: Mode) -> Image {
     let ptx = match ptx_of(image, 90) {
         Ok(p) => p,
         Err(why) => return Image::Original(why),
     };
-    let k = key(&ptx, &crate::passes::cache_name(pass));
+    let k = key(&ptx, &passes::cache_name(mode));
     // A counting build is instrumented at every load: the report needs its static counts.
-    let counting = pass == "check" && crate::passes::counting();
+    let counting = mode == Mode::Check && passes::counting();
     let cached = if counting { None } else { cache_dir().map(|d| d.join(format!("{k:016x}.ptx"))) };
     // The driver reads PTX up to its NUL: a file with one inside, or no `.version`, is not
     // what this cache wrote.
@@ -154,7 +150,7 @@ pub unsafe fn substitute(image: *const c_void, pass: &str) -> Image {
         text.push(0);
         return Image::Substitute(Box::leak(text.into_boxed_slice()));
     }
-    let instrumented = match crate::passes::instrument(&ptx, pass) {
+    let instrumented = match passes::instrument(&ptx, mode) {
         Ok(out) => {
             if let (true, Some(r)) = (counting, &out.check) {
                 with(|m| m.add_static(r));
@@ -181,18 +177,18 @@ pub unsafe fn substitute(image: *const c_void, pass: &str) -> Image {
 /// The driver refused what [`substitute`] gave for `image`. A cached file is the likely
 /// cause (cut short by a full disk, or edited): it goes, so the next run instruments again
 /// instead of refusing forever.
-pub unsafe fn refused(image: *const c_void, pass: &str) {
+pub unsafe fn refused(image: *const c_void, mode: Mode) {
     let Ok(ptx) = ptx_of(image, 90) else { return };
     if let Some(dir) = cache_dir() {
-        let _ = std::fs::remove_file(dir.join(format!("{:016x}.ptx", key(&ptx, &crate::passes::cache_name(pass)))));
+        let _ = std::fs::remove_file(dir.join(format!("{:016x}.ptx", key(&ptx, &passes::cache_name(mode)))));
     }
 }
 
 /// Reads the counters of every instrumented module (call after a synchronization): the
 /// `count` pass's, or in a counting `check` build the four of `check/counting.rs`.
 pub fn read_counters() {
-    let check = crate::state::state().options.mode == "check";
-    let counting = check && crate::passes::counting();
+    let check = crate::state::state().options.mode == Mode::Check;
+    let counting = check && passes::counting();
     // A plain check build has no counter: asking every module for one at every
     // synchronization is a failed driver lookup per module (hundreds in a PyTorch job).
     if check && !counting {
@@ -217,10 +213,10 @@ pub fn read_counters() {
 
 /// A `.u64` module variable's value, through the driver.
 fn read_u64(l: Loaded, name: &str) -> Option<u64> {
-    let (ptr, size) = crate::mirror::global_of(l, name)?;
+    let (ptr, size) = crate::capture::global_of(l, name)?;
     if size != 8 {
         return None;
     }
     let mut value = 0u64;
-    unsafe { crate::capture::dtoh(&mut value as *mut u64 as Ptr, ptr, 8) }.then_some(value)
+    unsafe { crate::capture::dtoh(&mut value as *mut u64 as *mut c_void, ptr, 8) }.then_some(value)
 }

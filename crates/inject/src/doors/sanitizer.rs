@@ -18,6 +18,8 @@ use std::sync::atomic::Ordering;
 use gpusan_runtime::checks::Finding;
 use gpusan_runtime::report::Operand;
 
+use crate::driver::resolve::real_dlsym;
+use crate::driver::typed;
 use crate::probe;
 
 #[repr(C)]
@@ -175,7 +177,7 @@ unsafe extern "C" fn runtime_callback(_user: *mut c_void, domain: u32, cbid: u32
     let Some(call) = watched(cbid) else { return };
     let _ = std::panic::catch_unwind(|| {
         let d = unsafe { &*(data as *const ApiData) };
-        let found = crate::hooks::FOUND_ON_THREAD.with(|n| n.get());
+        let found = crate::families::judge::FOUND_ON_THREAD.with(|n| n.get());
         match d.site {
             SITE_ENTER => AT_ENTER.with(|n| n.set(found)),
             SITE_EXIT if !d.return_value.is_null() && !d.params.is_null() => {
@@ -291,23 +293,20 @@ pub extern "C" fn InitializeInjection() -> c_int {
         ) -> c_int;
         type EnableAll = unsafe extern "C" fn(u32, *mut c_void) -> c_int;
         type EnableDomain = unsafe extern "C" fn(u32, *mut c_void, u32) -> c_int;
-        let sub = crate::resolve::real_dlsym(h, c"sanitizerSubscribe".as_ptr());
-        let all = crate::resolve::real_dlsym(h, c"sanitizerEnableAllDomains".as_ptr());
-        let domain = crate::resolve::real_dlsym(h, c"sanitizerEnableDomain".as_ptr());
-        if sub.is_null() || all.is_null() || domain.is_null() {
+        let sub = typed::<Subscribe>(real_dlsym(h, c"sanitizerSubscribe".as_ptr()) as usize);
+        let all = typed::<EnableAll>(real_dlsym(h, c"sanitizerEnableAllDomains".as_ptr()) as usize);
+        let domain = typed::<EnableDomain>(real_dlsym(h, c"sanitizerEnableDomain".as_ptr()) as usize);
+        let (Some(sub), Some(all), Some(domain)) = (sub, all, domain) else {
             probe::note("sanitizer symbols missing");
             return;
-        }
-        let sub: Subscribe = std::mem::transmute(sub);
+        };
         let mut handle = std::ptr::null_mut();
         if std::env::var_os("GPUSAN_PROBE_OUT").is_some() {
-            let all: EnableAll = std::mem::transmute(all);
             let r1 = sub(&mut handle, callback, std::ptr::null_mut());
             let r2 = all(1, handle);
             probe::note(format!("sanitizerSubscribe={r1} sanitizerEnableAllDomains={r2}"));
             return;
         }
-        let domain: EnableDomain = std::mem::transmute(domain);
         if sub(&mut handle, runtime_callback, std::ptr::null_mut()) == 0 && domain(1, handle, DOMAIN_RUNTIME_API) == 0 {
             RUNTIME_API_OBSERVED.store(true, Ordering::Relaxed);
         }

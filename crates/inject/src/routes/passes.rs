@@ -7,20 +7,22 @@ use gpusan_passes::check::{self, CheckConfig, CheckReport};
 use gpusan_passes::{Pass, PassError, PassReport};
 use gpusan_ptx::Module;
 
+use crate::state::Mode;
+
 /// An instrumented module, and for `check` what the pass did in detail.
 pub struct Instrumented {
     pub ptx: String,
     pub check: Option<CheckReport>,
 }
 
-/// Instruments a whole module's PTX text with the pass named `mode` (`count`, `check`).
-pub fn instrument(ptx: &str, mode: &str) -> Result<Instrumented, String> {
-    if mode == "check" {
+/// Instruments a whole module's PTX text with the pass `mode` names (`count`, `check`).
+pub fn instrument(ptx: &str, mode: Mode) -> Result<Instrumented, String> {
+    if mode == Mode::Check {
         let pass = KeepReport { config: check_config(), report: RefCell::new(None) };
         let out = gpusan_passes::instrument(ptx, &pass).map_err(|e| e.to_string())?;
         return Ok(Instrumented { ptx: out.ptx, check: pass.report.into_inner() });
     }
-    let pass = gpusan_passes::pass_by_name(mode).ok_or_else(|| format!("no pass for mode `{mode}`"))?;
+    let pass = gpusan_passes::pass_by_name(mode.name()).ok_or_else(|| format!("no pass for mode `{}`", mode.name()))?;
     let out = gpusan_passes::instrument(ptx, &*pass).map_err(|e| e.to_string())?;
     Ok(Instrumented { ptx: out.ptx, check: None })
 }
@@ -33,7 +35,7 @@ struct KeepReport {
 
 impl Pass for KeepReport {
     fn name(&self) -> &'static str {
-        "check"
+        Mode::Check.name()
     }
 
     fn run(&self, module: &mut Module) -> Result<PassReport, PassError> {
@@ -55,12 +57,12 @@ pub fn counting() -> bool {
 
 /// What distinguishes the code `instrument(_, mode)` makes, for the cache of instrumented PTX: builds
 /// with different options must not share an entry.
-pub fn cache_name(mode: &str) -> String {
-    if mode == "check" {
+pub fn cache_name(mode: Mode) -> String {
+    if mode == Mode::Check {
         let c = check_config();
         format!("check/{}{}", c.reaction.name(), if c.counting.is_on() { "/count" } else { "" })
     } else {
-        mode.to_string()
+        mode.name().to_string()
     }
 }
 

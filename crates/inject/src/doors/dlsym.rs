@@ -1,0 +1,108 @@
+//! The two doors through which programs look up driver functions: `dlsym` and
+//! `cuGetProcAddress`. Each returns the real answer unless it names a function a family
+//! stands in for ([`crate::families::hooks`]); then it hands out the stand-in.
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+
+use crate::driver::resolve::real_dlsym;
+use crate::driver::{typed, Slot, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS};
+use crate::families;
+use crate::probe;
+
+#[no_mangle]
+pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
+    let real = real_dlsym(handle, symbol);
+    if real.is_null() || symbol.is_null() {
+        return real;
+    }
+    let name = CStr::from_ptr(symbol).to_bytes();
+    if !name.starts_with(b"cu") {
+        return real;
+    }
+    probe::with(|s| *s.resolved.entry(("dlsym".into(), String::from_utf8_lossy(name).into_owned())).or_default() += 1);
+    // cudart (static or shared) asks for the resolver itself, then resolves everything
+    // through it: hand out ours.
+    match name {
+        b"cuGetProcAddress_v2" => {
+            REAL_GETPROC_V2.set(real as usize);
+            return cuGetProcAddress_v2 as *mut c_void;
+        }
+        b"cuGetProcAddress" => {
+            REAL_GETPROC_V1.set(real as usize);
+            return cuGetProcAddress as *mut c_void;
+        }
+        _ => {}
+    }
+    match families::by_name(name) {
+        Some(hook) => {
+            hook.real.set(real as usize);
+            hook.wrapper as *mut c_void
+        }
+        None => real,
+    }
+}
+
+type GetProcV2 = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> c_int;
+type GetProcV1 = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> c_int;
+
+/// The real resolvers: from `dlsym` when the program asked for them there, else looked up.
+static REAL_GETPROC_V2: Slot = Slot::new();
+static REAL_GETPROC_V1: Slot = Slot::new();
+
+/// After the real `cuGetProcAddress` answered: swap in our stand-in when the answer is the
+/// driver function one of our stand-ins stands for. Comparing addresses (not names) keeps
+/// each stand-in on the exact ABI version it was written for (`cuMemAlloc` vs `_v2`).
+unsafe fn swap_answer(symbol: *const c_char, pfn: *mut *mut c_void) {
+    if symbol.is_null() || pfn.is_null() || (*pfn).is_null() {
+        return;
+    }
+    let name = CStr::from_ptr(symbol).to_bytes();
+    probe::with(|s| {
+        *s.resolved.entry(("getproc".into(), String::from_utf8_lossy(name).into_owned())).or_default() += 1
+    });
+    let got = *pfn as usize;
+    if name == b"cuGetProcAddress" {
+        // Asked for at a version: the answer's ABI is v2 from CUDA 12 on, v1 before.
+        let v2 = REAL_GETPROC_V2.driver(c"cuGetProcAddress_v2");
+        *pfn = if got == v2 { cuGetProcAddress_v2 as *mut c_void } else { cuGetProcAddress as *mut c_void };
+        return;
+    }
+    if let Some(hook) = families::by_real_address(got) {
+        *pfn = hook.wrapper as *mut c_void;
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuGetProcAddress_v2(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+    status: *mut c_int,
+) -> c_int {
+    let Some(f) = typed::<GetProcV2>(REAL_GETPROC_V2.driver(c"cuGetProcAddress_v2")) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let r = f(symbol, pfn, version, flags, status);
+    if r == CUDA_SUCCESS {
+        swap_answer(symbol, pfn);
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuGetProcAddress(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+) -> c_int {
+    let Some(f) = typed::<GetProcV1>(REAL_GETPROC_V1.driver(c"cuGetProcAddress")) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let r = f(symbol, pfn, version, flags);
+    if r == CUDA_SUCCESS {
+        swap_answer(symbol, pfn);
+    }
+    r
+}

@@ -1,0 +1,10 @@
+//! The doors: how gpusan's stand-ins reach a program that does not call them by name. The
+//! exported names of the families are the first door (a program linked against `libcuda`
+//! binds to them under `LD_PRELOAD`); these are the others.
+//!
+//! - [`dlsym`]: our `dlsym` and `cuGetProcAddress[_v2]` hand out the stand-ins;
+//! - [`sanitizer`]: `InitializeInjection`, called by the driver when it loads this library
+//!   through `CUDA_INJECTION64_PATH`, subscribes to the Compute Sanitizer API's callbacks.
+
+pub mod dlsym;
+pub mod sanitizer;

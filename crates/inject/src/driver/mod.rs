@@ -1,0 +1,21 @@
+//! The bottom layer: the driver's C types as gpusan uses them, and the one way to reach the
+//! real driver. Nothing here knows about gpusan's state; everything above builds on it.
+//!
+//! - [`types`]: handles, result codes and structures, each defined once;
+//! - [`resolve`]: where a real driver function is found (glibc's own `dlsym`, then the
+//!   loaded `libcuda`), and [`Slot`], the one place an address is resolved once and turned
+//!   into a typed function pointer;
+//! - [`real`]: every driver function gpusan calls for its own work, declared once with its
+//!   exact signature (`real::cuMemAlloc_v2()` is `Option<unsafe extern "C" fn(…)>`);
+//! - [`hook`]: the `hooks!` macro that exports gpusan's stand-in for a driver function (the
+//!   API families declare theirs with it) and [`Hook`], what the doors know of each.
+
+pub mod hook;
+pub mod real;
+pub mod resolve;
+pub mod types;
+
+pub use hook::Hook;
+pub use real::current_context;
+pub use resolve::{typed, Slot};
+pub use types::*;

@@ -1,0 +1,97 @@
+//! The driver functions gpusan calls for its own work, each declared once with its exact
+//! signature. `real::cuStreamCreate()` resolves the real export the first time (never
+//! gpusan's stand-in) and returns it typed, or `None` where the driver lacks it. The
+//! program's calls reach the driver through the stand-ins' own slots ([`super::hook`]),
+//! not through these.
+//!
+//! A function gpusan needs is added here, never converted from an address where it is used.
+
+#![allow(non_snake_case)]
+
+use std::ffi::{c_char, c_int, c_void};
+
+use super::resolve::{typed, Slot};
+use super::types::{
+    CUcontext, CUdevice, CUdeviceptr, CUgraph, CUgraphNode, CUlibrary, CUmemHandle, CUmodule, CUresult, CUstream,
+    CUstreamCaptureStatus, MemAccessDesc, MemAllocationProp,
+};
+
+/// `fn name(arg: type, …);` declares `pub fn name() -> Option<unsafe extern "C" fn(type, …) ->
+/// CUresult>`, resolved once.
+macro_rules! real_functions {
+    ($( $(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?); )*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name() -> Option<unsafe extern "C" fn($($ty),*) -> CUresult> {
+                static SLOT: Slot = Slot::new();
+                let name = concat!(stringify!($name), "\0");
+                // SAFETY: the name is NUL-terminated above; the signature is the driver's.
+                unsafe { typed(SLOT.driver(std::ffi::CStr::from_bytes_with_nul_unchecked(name.as_bytes()))) }
+            }
+        )*
+    };
+}
+
+real_functions! {
+    // Contexts.
+    fn cuCtxGetCurrent(ctx: *mut CUcontext);
+    fn cuCtxGetDevice(device: *mut CUdevice);
+    fn cuCtxSynchronize();
+    fn cuPointerGetAttribute(data: *mut c_void, attribute: c_int, ptr: CUdeviceptr);
+
+    // Memory.
+    fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytes: usize);
+    fn cuMemFree_v2(dptr: CUdeviceptr);
+    fn cuMemHostAlloc(pp: *mut *mut c_void, bytes: usize, flags: u32);
+    fn cuMemHostGetDevicePointer_v2(dptr: *mut CUdeviceptr, p: *mut c_void, flags: u32);
+    fn cuMemFreeHost(p: *mut c_void);
+
+    // Virtual memory management (the device table's memory).
+    fn cuMemGetAllocationGranularity(granularity: *mut usize, prop: *const MemAllocationProp, option: u32);
+    fn cuMemAddressReserve(ptr: *mut CUdeviceptr, size: usize, alignment: usize, addr: CUdeviceptr, flags: u64);
+    fn cuMemAddressFree(ptr: CUdeviceptr, size: usize);
+    fn cuMemCreate(handle: *mut CUmemHandle, size: usize, prop: *const MemAllocationProp, flags: u64);
+    fn cuMemRelease(handle: CUmemHandle);
+    fn cuMemMap(ptr: CUdeviceptr, size: usize, offset: usize, handle: CUmemHandle, flags: u64);
+    fn cuMemUnmap(ptr: CUdeviceptr, size: usize);
+    fn cuMemSetAccess(ptr: CUdeviceptr, size: usize, desc: *const MemAccessDesc, count: usize);
+
+    // Copies.
+    fn cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, bytes: usize);
+    fn cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, bytes: usize, stream: CUstream);
+    fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, bytes: usize);
+    fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, bytes: usize, stream: CUstream);
+
+    // Modules.
+    fn cuModuleGetGlobal_v2(dptr: *mut CUdeviceptr, bytes: *mut usize, module: CUmodule, name: *const c_char);
+    fn cuLibraryGetGlobal(dptr: *mut CUdeviceptr, bytes: *mut usize, library: CUlibrary, name: *const c_char);
+
+    // Streams and capture.
+    fn cuStreamCreate(stream: *mut CUstream, flags: u32);
+    fn cuStreamSynchronize(stream: CUstream);
+    fn cuStreamIsCapturing(stream: CUstream, status: *mut CUstreamCaptureStatus);
+    fn cuStreamGetCaptureInfo_v2(
+        stream: CUstream,
+        status: *mut CUstreamCaptureStatus,
+        id: *mut u64,
+        graph: *mut CUgraph,
+        deps: *mut *const CUgraphNode,
+        count: *mut usize,
+    );
+    fn cuThreadExchangeStreamCaptureMode(mode: *mut c_int);
+}
+
+/// The current context and its device, for the registry (0 and -1 without one).
+pub fn current_context() -> (u64, i32) {
+    let (mut ctx, mut dev): (CUcontext, CUdevice) = (std::ptr::null_mut(), -1);
+    let (get_ctx, get_dev) = (cuCtxGetCurrent(), cuCtxGetDevice());
+    unsafe {
+        if let Some(f) = get_ctx {
+            f(&mut ctx);
+        }
+        if let Some(f) = get_dev.filter(|_| !ctx.is_null()) {
+            f(&mut dev);
+        }
+    }
+    (ctx as u64, dev)
+}

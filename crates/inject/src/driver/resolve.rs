@@ -1,0 +1,137 @@
+//! Where the real driver functions are, found without ever finding gpusan's own stand-ins,
+//! and [`Slot`]: the one resolve-once cell every real function pointer lives in.
+
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A function's address, resolved at its first use and kept: `UNRESOLVED` until then,
+/// `ABSENT` when it was not found (so it is not looked for again), else the address. A door
+/// that handed the program gpusan's stand-in stores the real address it got ([`Slot::set`]).
+pub struct Slot(AtomicUsize);
+
+const UNRESOLVED: usize = 0;
+const ABSENT: usize = usize::MAX;
+
+impl Slot {
+    pub const fn new() -> Slot {
+        Slot(AtomicUsize::new(UNRESOLVED))
+    }
+
+    /// The address, found by `find` (0 when not there) the first time.
+    pub fn resolve(&self, find: impl FnOnce() -> usize) -> usize {
+        match self.0.load(Ordering::Acquire) {
+            UNRESOLVED => {}
+            ABSENT => return 0,
+            p => return p,
+        }
+        let p = find();
+        self.0.store(if p == 0 { ABSENT } else { p }, Ordering::Release);
+        p
+    }
+
+    /// The address of the real driver export `name` (exact, versioned name); 0 if the
+    /// driver has none.
+    pub fn driver(&self, name: &CStr) -> usize {
+        self.resolve(|| unsafe { real_driver_symbol(name) })
+    }
+
+    /// The real address a door got for this function.
+    pub fn set(&self, address: usize) {
+        self.0.store(address, Ordering::Release);
+    }
+}
+
+/// The function at `address` as the function pointer type `F`; `None` for 0. The only
+/// place the crate turns an address into a function.
+///
+/// # Safety
+/// `F` must be the exact `unsafe extern "C" fn` type of the function at `address`.
+pub unsafe fn typed<F: Copy>(address: usize) -> Option<F> {
+    const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<usize>()) };
+    (address != 0).then(|| std::mem::transmute_copy(&address))
+}
+
+type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
+
+/// glibc's own `dlsym`, found with `dlvsym` (which we do not export) so that looking it up
+/// cannot recurse into our `dlsym`.
+pub unsafe fn real_dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
+    static DLSYM: Slot = Slot::new();
+    let found = DLSYM.resolve(|| {
+        for version in [c"GLIBC_2.34", c"GLIBC_2.2.5"] {
+            let f = libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), version.as_ptr());
+            if !f.is_null() {
+                return f as usize;
+            }
+        }
+        0
+    });
+    match typed::<DlsymFn>(found) {
+        Some(f) => f(handle, symbol),
+        None => std::ptr::null_mut(),
+    }
+}
+
+/// The driver library, if the process has loaded it (never loads it ourselves).
+unsafe fn libcuda() -> *mut c_void {
+    libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD)
+}
+
+/// Real address of a driver export by its exact (versioned) name.
+unsafe fn real_driver_symbol(name: &CStr) -> usize {
+    let p = real_dlsym(libc::RTLD_NEXT, name.as_ptr());
+    if !p.is_null() {
+        return p as usize;
+    }
+    let h = libcuda();
+    if h.is_null() {
+        return 0;
+    }
+    let p = real_dlsym(h, name.as_ptr());
+    libc::dlclose(h);
+    p as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{typed, Slot};
+
+    #[test]
+    fn a_slot_resolves_once_and_remembers_an_absent_function() {
+        let slot = Slot::new();
+        let mut lookups = 0;
+        assert_eq!(
+            slot.resolve(|| {
+                lookups += 1;
+                0
+            }),
+            0
+        );
+        assert_eq!(
+            slot.resolve(|| {
+                lookups += 1;
+                42
+            }),
+            0,
+            "absence is remembered"
+        );
+        assert_eq!(lookups, 1);
+        // A door that got the real address for it overrides.
+        slot.set(7);
+        assert_eq!(slot.resolve(|| unreachable!()), 7);
+        let found = Slot::new();
+        assert_eq!(found.resolve(|| 9), 9);
+        assert_eq!(found.resolve(|| unreachable!()), 9);
+    }
+
+    extern "C" fn seven() -> i32 {
+        7
+    }
+
+    #[test]
+    fn typed_turns_an_address_into_the_function_and_zero_into_none() {
+        let f = unsafe { typed::<extern "C" fn() -> i32>(seven as usize) }.expect("an address");
+        assert_eq!(f(), 7);
+        assert!(unsafe { typed::<extern "C" fn() -> i32>(0) }.is_none());
+    }
+}

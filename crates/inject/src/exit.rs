@@ -1,0 +1,124 @@
+//! The top of the crate: what runs when the library loads and when the process exits. At
+//! exit the findings (and leaks, when asked) are written where `gpusan run` reads them,
+//! with the counters the routes kept, and the probe's record when `$GPUSAN_PROBE_OUT` asks
+//! for one. A child made by `fork` is marked, and neither hangs nor writes.
+
+use std::sync::atomic::Ordering;
+
+use gpusan_runtime::checks;
+use gpusan_runtime::registry;
+
+use crate::routes::{mirror, substitute};
+use crate::state::{Mode, State, FORKED_CHILD};
+use crate::{doors, families, probe, state};
+
+/// Writes the final document: findings, and leaks when `--leak-check full`.
+fn finish(st: &State) {
+    let Some(path) = &st.options.report else { return };
+    // Kernels may have written errors after the last synchronization (fails harmlessly
+    // once CUDA has torn its contexts down).
+    mirror::drain();
+    let collector = st.take_findings();
+    let leaks = if st.options.leak_check { checks::leak_summary(&st.registry) } else { Vec::new() };
+    let mut doc = collector.finish(st.options.mode.name(), leaks, registry::symbolize);
+    // `gpusan run` named the sanitizer library, but this process (which used CUDA) never
+    // got the runtime-API callbacks: say so rather than pass for clean.
+    let asked = std::env::var_os("GPUSAN_SANITIZER_LIB").is_some_and(|v| !v.is_empty())
+        && std::env::var_os("CUDA_INJECTION64_PATH").is_some_and(|v| !v.is_empty());
+    if asked && !doors::sanitizer::RUNTIME_API_OBSERVED.load(Ordering::Relaxed) && !families::call_counts().is_empty() {
+        doc.notes.push("runtime API errors were not observed (the Compute Sanitizer API did not start)".into());
+    }
+    let (table_bytes, table_moves) = mirror::table_memory();
+    if table_bytes > 0 {
+        doc.counters.insert("device_table_bytes".into(), table_bytes);
+        doc.counters.insert("device_table_moves".into(), table_moves);
+    }
+    let lost = mirror::not_stored();
+    if lost > 0 {
+        doc.counters.insert("device_errors_not_stored".into(), lost);
+    }
+    if st.options.mode == Mode::Check && st.options.check_counting.is_on() {
+        // A last read, as for `count` below.
+        substitute::read_counters();
+        doc.check_counts = Some(substitute::with(|m| m.check_counts()));
+    }
+    if st.options.mode == Mode::Count {
+        // A last read, in case kernels ran after the last synchronization; fails
+        // harmlessly once CUDA has torn its contexts down.
+        substitute::read_counters();
+        substitute::with(|m| {
+            doc.counters.insert("executed_memory_instructions".into(), m.counts.values().sum());
+            doc.counters.insert("modules_instrumented".into(), m.substituted);
+            doc.counters.insert("modules_from_cache".into(), m.cache_hits);
+            doc.unchecked_modules = m.unchecked.clone();
+        });
+    }
+    let tmp = path.with_extension("tmp");
+    if std::fs::write(&tmp, doc.to_json()).is_ok() {
+        let _ = std::fs::rename(&tmp, path);
+    }
+}
+
+extern "C" fn in_forked_child() {
+    FORKED_CHILD.store(true, Ordering::Relaxed);
+}
+
+extern "C" fn at_exit() {
+    if FORKED_CHILD.load(Ordering::Relaxed) {
+        return;
+    }
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(s) = state::existing() {
+            finish(s);
+        }
+    });
+}
+
+extern "C" fn on_load() {
+    // Registered before main, so it runs after the handlers CUDA registers later
+    // (atexit runs in reverse order): the program's frees have all been seen by then.
+    unsafe {
+        libc::atexit(at_exit);
+        libc::pthread_atfork(None, None, Some(in_forked_child));
+    }
+}
+
+#[used]
+#[link_section = ".init_array"]
+static ON_LOAD: extern "C" fn() = on_load;
+
+/// The probe's record, at exit (registered from the library constructor).
+extern "C" fn write_probe_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        let Some(path) = std::env::var_os("GPUSAN_PROBE_OUT") else { return };
+        let calls = families::call_counts();
+        if calls.is_empty() && probe::with(|s| s.resolved.is_empty() && s.callbacks.is_empty() && s.notes.is_empty()) {
+            return; // a process that never touched CUDA (shells, compilers the program starts)
+        }
+        let doc = probe::with(|s| {
+            serde_json::json!({
+                "pid": std::process::id(),
+                "exe": std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
+                "resolved": s.resolved.iter().map(|((door, sym), n)| serde_json::json!({"door": door, "symbol": sym, "count": n})).collect::<Vec<_>>(),
+                "wrapper_calls": calls,
+                "sanitizer_callbacks": s.callbacks.iter().map(|((d, c), n)| serde_json::json!({"domain": d, "cbid": c, "count": n})).collect::<Vec<_>>(),
+                "launched": s.launched,
+                "module_cubin_sizes": s.modules,
+                "device_allocs": s.device_allocs,
+                "device_alloc_bytes": s.device_alloc_bytes,
+                "notes": s.notes,
+            })
+        });
+        // One file per process: PyTorch and Triton start helper processes.
+        let path = std::path::PathBuf::from(path).join(format!("probe-{}.json", std::process::id()));
+        let _ = std::fs::write(path, serde_json::to_vec_pretty(&doc).unwrap_or_default());
+    });
+}
+
+extern "C" fn on_load_probe() {
+    unsafe { libc::atexit(write_probe_at_exit) };
+}
+
+#[used]
+#[link_section = ".init_array"]
+static ON_LOAD_PROBE: extern "C" fn() = on_load_probe;

@@ -1,0 +1,80 @@
+//! Kernel and graph launches: before one runs, the routes bring what its kernels read up to
+//! date (`routes::before_launch_on`: the device ABI's allocation table).
+
+// Handlers mirror the driver functions they stand for, arguments and all.
+#![allow(clippy::too_many_arguments)]
+
+use std::ffi::c_void;
+
+use crate::driver::hook::hooks;
+use crate::driver::{CUfunction, CUgraphExec, CUresult, CUstream};
+use crate::routes::before_launch_on;
+
+hooks! {
+    fn cuLaunchKernel(f: CUfunction, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void)
+        => |real| launch_kernel(real, f, [gx, gy, gz], [bx, by, bz], shmem, stream, params, extra);
+    fn cuLaunchKernel_ptsz(f: CUfunction, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void)
+        => |real| launch_kernel(real, f, [gx, gy, gz], [bx, by, bz], shmem, stream, params, extra);
+    fn cuLaunchKernelEx(config: *const c_void, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void)
+        => |real| launch_kernel_ex(real, config, f, params, extra);
+    fn cuLaunchKernelEx_ptsz(config: *const c_void, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void)
+        => |real| launch_kernel_ex(real, config, f, params, extra);
+    fn cuLaunchCooperativeKernel(f: CUfunction, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: CUstream, params: *mut *mut c_void)
+        => |real| launch_cooperative(real, f, [gx, gy, gz], [bx, by, bz], shmem, stream, params);
+    fn cuGraphLaunch(exec: CUgraphExec, stream: CUstream) => |real| graph_launch(real, exec, stream);
+    fn cuGraphLaunch_ptsz(exec: CUgraphExec, stream: CUstream) => |real| graph_launch(real, exec, stream);
+}
+
+type Params = *mut *mut c_void;
+
+unsafe fn launch_kernel(
+    real: unsafe extern "C" fn(CUfunction, u32, u32, u32, u32, u32, u32, u32, CUstream, Params, Params) -> CUresult,
+    f: CUfunction,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shmem: u32,
+    stream: CUstream,
+    params: Params,
+    extra: Params,
+) -> CUresult {
+    before_launch_on(stream);
+    real(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem, stream, params, extra)
+}
+
+unsafe fn launch_kernel_ex(
+    real: unsafe extern "C" fn(*const c_void, CUfunction, Params, Params) -> CUresult,
+    config: *const c_void,
+    f: CUfunction,
+    params: Params,
+    extra: Params,
+) -> CUresult {
+    // CUlaunchConfig: six grid/block dimensions and the shared memory size (seven u32s),
+    // then the stream at offset 32.
+    let stream =
+        if config.is_null() { std::ptr::null_mut() } else { *(config.cast::<u8>().add(32) as *const CUstream) };
+    before_launch_on(stream);
+    real(config, f, params, extra)
+}
+
+unsafe fn launch_cooperative(
+    real: unsafe extern "C" fn(CUfunction, u32, u32, u32, u32, u32, u32, u32, CUstream, Params) -> CUresult,
+    f: CUfunction,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shmem: u32,
+    stream: CUstream,
+    params: Params,
+) -> CUresult {
+    before_launch_on(stream);
+    real(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem, stream, params)
+}
+
+unsafe fn graph_launch(
+    real: unsafe extern "C" fn(CUgraphExec, CUstream) -> CUresult,
+    exec: CUgraphExec,
+    stream: CUstream,
+) -> CUresult {
+    // Launched into a capturing stream, the graph becomes a child node of the capture.
+    before_launch_on(stream);
+    real(exec, stream)
+}

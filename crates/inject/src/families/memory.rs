@@ -1,0 +1,343 @@
+//! Allocations and frees: device, pitched, stream-ordered, pool, managed and pinned host
+//! memory, host registrations and virtual memory mappings. Every allocation enters the
+//! registry; every free is judged, and freed memory is held in quarantine (really freed
+//! later) so that a use after free finds it still allocated and marked freed.
+//!
+//! Every handler calls the real function exactly as the program asked, except a second
+//! free of quarantined memory, which the driver would refuse and gpusan answers the same
+//! way. gpusan's own work runs under `quietly`: if it ever panics, the call still goes
+//! through untouched.
+
+use std::ffi::c_void;
+
+use gpusan_runtime::checks::check_free;
+use gpusan_runtime::registry::{AllocKind, Allocation, FreeApi, FreeOutcome, Lookup};
+
+use super::graphs;
+use super::judge::{record_alloc, site};
+use crate::driver::hook::hooks;
+use crate::driver::{
+    real, CUdeviceptr, CUmemHandle, CUmemoryPool, CUresult, CUstream, CUDA_ERROR_INVALID_VALUE,
+    CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS,
+};
+use crate::state::{quietly, state};
+
+hooks! {
+    fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: usize) => |real| mem_alloc(real, dptr, size);
+    fn cuMemAllocPitch_v2(dptr: *mut CUdeviceptr, pitch: *mut usize, width: usize, height: usize, elem: u32)
+        => |real| mem_alloc_pitch(real, dptr, pitch, width, height, elem);
+    fn cuMemAllocAsync(dptr: *mut CUdeviceptr, size: usize, stream: CUstream)
+        => |real| mem_alloc_async(real, dptr, size, stream);
+    fn cuMemAllocAsync_ptsz(dptr: *mut CUdeviceptr, size: usize, stream: CUstream)
+        => |real| mem_alloc_async(real, dptr, size, stream);
+    fn cuMemAllocFromPoolAsync(dptr: *mut CUdeviceptr, size: usize, pool: CUmemoryPool, stream: CUstream)
+        => |real| mem_alloc_from_pool(real, dptr, size, pool, stream);
+    fn cuMemAllocFromPoolAsync_ptsz(dptr: *mut CUdeviceptr, size: usize, pool: CUmemoryPool, stream: CUstream)
+        => |real| mem_alloc_from_pool(real, dptr, size, pool, stream);
+    fn cuMemAllocManaged(dptr: *mut CUdeviceptr, size: usize, flags: u32)
+        => |real| mem_alloc_managed(real, dptr, size, flags);
+    fn cuMemHostAlloc(pp: *mut *mut c_void, size: usize, flags: u32) => |real| mem_host_alloc(real, pp, size, flags);
+    fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) => |real| mem_alloc_host(real, pp, size);
+    fn cuMemFree_v2(dptr: CUdeviceptr) => |real| mem_free(real, dptr);
+    fn cuMemFreeAsync(dptr: CUdeviceptr, stream: CUstream) => |real| mem_free_async(real, dptr, stream);
+    fn cuMemFreeAsync_ptsz(dptr: CUdeviceptr, stream: CUstream) => |real| mem_free_async(real, dptr, stream);
+    fn cuMemFreeHost(p: *mut c_void) => |real| mem_free_host(real, p);
+    fn cuMemHostRegister_v2(p: *mut c_void, size: usize, flags: u32) => |real| mem_host_register(real, p, size, flags);
+    fn cuMemHostUnregister(p: *mut c_void) => |real| mem_host_unregister(real, p);
+    fn cuMemMap(ptr: CUdeviceptr, size: usize, offset: usize, handle: CUmemHandle, flags: u64)
+        => |real| mem_map(real, ptr, size, offset, handle, flags);
+    fn cuMemUnmap(ptr: CUdeviceptr, size: usize) => |real| mem_unmap(real, ptr, size);
+}
+
+// ---- quarantine ------------------------------------------------------------------------
+
+/// Allocations that left quarantine during a capture: freed when the last capture ends
+/// (`cuMemFree` is one of the calls a capture prohibits).
+static RELEASE_AFTER_CAPTURE: std::sync::Mutex<Vec<Allocation>> = std::sync::Mutex::new(Vec::new());
+
+/// Really frees an allocation leaving quarantine.
+fn release(a: &Allocation) {
+    if crate::capture::any() {
+        RELEASE_AFTER_CAPTURE.lock().unwrap_or_else(|p| p.into_inner()).push(*a);
+        return;
+    }
+    match a.kind {
+        // Only these kinds are held back at their free (`Release::Deferred`).
+        AllocKind::Device | AllocKind::Pitched { .. } | AllocKind::Managed | AllocKind::Other => {
+            if let Some(free) = real::cuMemFree_v2() {
+                unsafe { free(a.base) };
+            }
+        }
+        AllocKind::HostPinned { .. } => {
+            if let Some(free) = real::cuMemFreeHost() {
+                unsafe { free(a.base as *mut c_void) };
+            }
+        }
+        // Released when the program freed them (stream-ordered frees, unregistrations,
+        // unmaps) or never by a free call (module variables, device heap, arrays, graphs).
+        _ => {}
+    }
+}
+
+/// The last capture of the process ended: what was held back for it can be done now.
+pub fn after_captures() {
+    let held = std::mem::take(&mut *RELEASE_AFTER_CAPTURE.lock().unwrap_or_else(|p| p.into_inner()));
+    held.iter().for_each(release);
+}
+
+/// What the driver's `cuMemFree` does first: wait for the device. Its result is what the
+/// free returns when it fails (an earlier launch's sticky error), as the driver's does.
+fn synchronize() -> CUresult {
+    match real::cuCtxSynchronize() {
+        Some(f) => unsafe { f() },
+        None => CUDA_SUCCESS,
+    }
+}
+
+/// Gives every quarantined allocation back, so a failed allocation can be retried.
+fn drain_quarantine() -> bool {
+    let evicted = state().registry.evict_quarantine(0);
+    evicted.iter().for_each(release);
+    !evicted.is_empty()
+}
+
+/// Allocates through `alloc`; out of memory with memory in quarantine, drains it and
+/// tries once more: the quarantine must never make a program fail that would not.
+fn alloc_with_retry(mut alloc: impl FnMut() -> CUresult) -> CUresult {
+    let r = alloc();
+    if r == CUDA_ERROR_OUT_OF_MEMORY && quietly(drain_quarantine).unwrap_or(false) {
+        return alloc();
+    }
+    r
+}
+
+/// The common path of every free. `Deferred` frees are held in quarantine instead of
+/// reaching the driver; `Immediate` ones (stream-ordered) reach it now and are only
+/// remembered as freed.
+enum Release {
+    Deferred,
+    Immediate,
+}
+
+fn free_common(
+    api: FreeApi,
+    name: &'static str,
+    ptr: u64,
+    release_now: Release,
+    real: impl FnOnce() -> CUresult,
+) -> CUresult {
+    let Some(outcome) = quietly(|| {
+        let s = site();
+        let st = state();
+        let freed = st.registry.free(ptr, api, s);
+        if let Some(f) = check_free(&st.registry, name, ptr, &freed.outcome) {
+            st.finding(&f, s);
+        }
+        freed.evicted.iter().filter(|a| a.base != ptr).for_each(release);
+        (freed.outcome, freed.evicted.iter().any(|a| a.base == ptr))
+    }) else {
+        return real();
+    };
+    match (outcome, release_now) {
+        ((FreeOutcome::Freed(_), _), Release::Immediate) => real(),
+        // A zero quarantine budget evicts the allocation at once: free it now.
+        ((FreeOutcome::Freed(_), true), Release::Deferred) => real(),
+        ((FreeOutcome::Freed(_), false), Release::Deferred) => {
+            // The driver's free synchronizes the device and programs rely on it; holding
+            // the memory back must not take that away. It is also where kernels' error
+            // records become final. Not while a stream captures: synchronizing the context
+            // then would invalidate the capture.
+            if !quietly(crate::capture::any).unwrap_or(true) {
+                let r = synchronize();
+                quietly(crate::routes::mirror::drain);
+                return r;
+            }
+            CUDA_SUCCESS
+        }
+        // The program freed this already; the driver would refuse the second free too.
+        ((FreeOutcome::DoubleFree { .. }, _), _) => CUDA_ERROR_INVALID_VALUE,
+        _ => real(),
+    }
+}
+
+// ---- allocations -------------------------------------------------------------------
+
+unsafe fn mem_alloc(
+    real: unsafe extern "C" fn(*mut CUdeviceptr, usize) -> CUresult,
+    dptr: *mut CUdeviceptr,
+    size: usize,
+) -> CUresult {
+    let r = alloc_with_retry(|| real(dptr, size));
+    if r == CUDA_SUCCESS && !dptr.is_null() {
+        quietly(|| record_alloc(*dptr, size as u64, AllocKind::Device, site()));
+    }
+    r
+}
+
+unsafe fn mem_alloc_pitch(
+    real: unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, usize, usize, u32) -> CUresult,
+    dptr: *mut CUdeviceptr,
+    pitch: *mut usize,
+    width: usize,
+    height: usize,
+    elem: u32,
+) -> CUresult {
+    let r = alloc_with_retry(|| real(dptr, pitch, width, height, elem));
+    if r == CUDA_SUCCESS && !dptr.is_null() && !pitch.is_null() {
+        let (p, w, h) = (*pitch as u64, width as u64, height as u64);
+        let kind = AllocKind::Pitched { pitch: p, width_bytes: w, height: h };
+        quietly(|| record_alloc(*dptr, p * h, kind, site()));
+    }
+    r
+}
+
+unsafe fn mem_alloc_async(
+    real: unsafe extern "C" fn(*mut CUdeviceptr, usize, CUstream) -> CUresult,
+    dptr: *mut CUdeviceptr,
+    size: usize,
+    stream: CUstream,
+) -> CUresult {
+    let r = alloc_with_retry(|| real(dptr, size, stream));
+    if r == CUDA_SUCCESS && !dptr.is_null() {
+        quietly(|| match graphs::capturing(stream) {
+            // Under stream capture the call adds a memory allocation node: the address is
+            // the graph's, valid at every launch of it.
+            Some(graph) => graphs::graph_alloc(graph, *dptr, size as u64, site()),
+            None => record_alloc(*dptr, size as u64, AllocKind::Async { stream: stream as u64 }, site()),
+        });
+    }
+    r
+}
+
+unsafe fn mem_alloc_from_pool(
+    real: unsafe extern "C" fn(*mut CUdeviceptr, usize, CUmemoryPool, CUstream) -> CUresult,
+    dptr: *mut CUdeviceptr,
+    size: usize,
+    pool: CUmemoryPool,
+    stream: CUstream,
+) -> CUresult {
+    let r = alloc_with_retry(|| real(dptr, size, pool, stream));
+    if r == CUDA_SUCCESS && !dptr.is_null() {
+        let kind = AllocKind::Pool { pool: pool as u64, stream: stream as u64 };
+        quietly(|| record_alloc(*dptr, size as u64, kind, site()));
+    }
+    r
+}
+
+unsafe fn mem_alloc_managed(
+    real: unsafe extern "C" fn(*mut CUdeviceptr, usize, u32) -> CUresult,
+    dptr: *mut CUdeviceptr,
+    size: usize,
+    flags: u32,
+) -> CUresult {
+    let r = alloc_with_retry(|| real(dptr, size, flags));
+    if r == CUDA_SUCCESS && !dptr.is_null() {
+        quietly(|| record_alloc(*dptr, size as u64, AllocKind::Managed, site()));
+    }
+    r
+}
+
+unsafe fn mem_host_alloc(
+    real: unsafe extern "C" fn(*mut *mut c_void, usize, u32) -> CUresult,
+    pp: *mut *mut c_void,
+    size: usize,
+    flags: u32,
+) -> CUresult {
+    const DEVICEMAP: u32 = 0x02;
+    let r = alloc_with_retry(|| real(pp, size, flags));
+    if r == CUDA_SUCCESS && !pp.is_null() {
+        let kind = AllocKind::HostPinned { mapped: flags & DEVICEMAP != 0 };
+        quietly(|| record_alloc(*pp as u64, size as u64, kind, site()));
+    }
+    r
+}
+
+unsafe fn mem_alloc_host(
+    real: unsafe extern "C" fn(*mut *mut c_void, usize) -> CUresult,
+    pp: *mut *mut c_void,
+    size: usize,
+) -> CUresult {
+    let r = alloc_with_retry(|| real(pp, size));
+    if r == CUDA_SUCCESS && !pp.is_null() {
+        quietly(|| record_alloc(*pp as u64, size as u64, AllocKind::HostPinned { mapped: false }, site()));
+    }
+    r
+}
+
+// ---- frees -------------------------------------------------------------------------
+
+unsafe fn mem_free(real: unsafe extern "C" fn(CUdeviceptr) -> CUresult, dptr: CUdeviceptr) -> CUresult {
+    // Graph memory comes from the graph's pool: the driver must get it back at once (gpusan
+    // cannot release it later), and the registry keeps it as freed until it is trimmed.
+    let graph = quietly(|| is_graph_memory(dptr)).unwrap_or(false);
+    let release = if graph { Release::Immediate } else { Release::Deferred };
+    free_common(FreeApi::Free, "cuMemFree", dptr, release, || real(dptr))
+}
+
+fn is_graph_memory(p: u64) -> bool {
+    matches!(state().registry.lookup(p), Lookup::Live { alloc, .. } if alloc.kind == AllocKind::GraphNode)
+}
+
+unsafe fn mem_free_async(
+    real: unsafe extern "C" fn(CUdeviceptr, CUstream) -> CUresult,
+    dptr: CUdeviceptr,
+    stream: CUstream,
+) -> CUresult {
+    // Under capture this adds a free node: nothing is freed now (see `graphs`).
+    if let Some(Some(graph)) = quietly(|| graphs::capturing(stream)) {
+        quietly(|| graphs::graph_frees(graph, dptr));
+        return real(dptr, stream);
+    }
+    // Stream-ordered: the free must take its place in the stream, so it reaches the
+    // driver now; the registry still knows the range as freed until it is reused.
+    free_common(FreeApi::FreeAsync, "cuMemFreeAsync", dptr, Release::Immediate, || real(dptr, stream))
+}
+
+unsafe fn mem_free_host(real: unsafe extern "C" fn(*mut c_void) -> CUresult, p: *mut c_void) -> CUresult {
+    free_common(FreeApi::FreeHost, "cuMemFreeHost", p as u64, Release::Deferred, || real(p))
+}
+
+// ---- host registration and virtual memory mappings ------------------------------------
+
+unsafe fn mem_host_register(
+    real: unsafe extern "C" fn(*mut c_void, usize, u32) -> CUresult,
+    p: *mut c_void,
+    size: usize,
+    flags: u32,
+) -> CUresult {
+    let r = real(p, size, flags);
+    if r == CUDA_SUCCESS {
+        quietly(|| record_alloc(p as u64, size as u64, AllocKind::HostRegistered, site()));
+    }
+    r
+}
+
+unsafe fn mem_host_unregister(real: unsafe extern "C" fn(*mut c_void) -> CUresult, p: *mut c_void) -> CUresult {
+    // The user's memory stays; only the registration ends, at once.
+    free_common(FreeApi::HostUnregister, "cuMemHostUnregister", p as u64, Release::Immediate, || real(p))
+}
+
+unsafe fn mem_map(
+    real: unsafe extern "C" fn(CUdeviceptr, usize, usize, CUmemHandle, u64) -> CUresult,
+    ptr: CUdeviceptr,
+    size: usize,
+    offset: usize,
+    handle: CUmemHandle,
+    flags: u64,
+) -> CUresult {
+    let r = real(ptr, size, offset, handle, flags);
+    if r == CUDA_SUCCESS {
+        quietly(|| record_alloc(ptr, size as u64, AllocKind::Vmm, site()));
+    }
+    r
+}
+
+unsafe fn mem_unmap(
+    real: unsafe extern "C" fn(CUdeviceptr, usize) -> CUresult,
+    ptr: CUdeviceptr,
+    size: usize,
+) -> CUresult {
+    // The address range stays reserved after an unmap, so no allocation can take it until
+    // the program maps it again: unmapping at once keeps use after unmap detectable.
+    free_common(FreeApi::MemUnmap, "cuMemUnmap", ptr, Release::Immediate, || real(ptr, size))
+}

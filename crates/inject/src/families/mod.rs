@@ -1,0 +1,53 @@
+//! The API families: one file per family of driver functions, each holding the stand-ins it
+//! exports (declared with `hooks!`) and their handlers. A handler calls the real function
+//! exactly as the program asked and does gpusan's bookkeeping around it under `quietly`;
+//! what concerns kernels it hands to the routes (`crate::routes`).
+//!
+//! A new family (NVRTC, `cuLink*`/nvJitLink, an allocator's hooks) is a new file here with
+//! its own `hooks!` block, listed in [`hooks`] so the doors can hand its stand-ins out.
+
+pub mod contexts;
+pub mod copies;
+pub mod graphs;
+pub mod judge;
+pub mod launches;
+pub mod memory;
+pub mod modules;
+pub mod streams;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use crate::driver::Hook;
+
+/// Every stand-in of every family.
+pub fn hooks() -> Vec<Hook> {
+    let mut all = memory::hooks();
+    all.extend(copies::hooks());
+    all.extend(modules::hooks());
+    all.extend(launches::hooks());
+    all.extend(graphs::hooks());
+    all.extend(streams::hooks());
+    all.extend(contexts::hooks());
+    all
+}
+
+pub fn by_name(name: &[u8]) -> Option<Hook> {
+    hooks().into_iter().find(|h| h.name.to_bytes() == name)
+}
+
+/// The stand-in for the driver function at `addr`, if any.
+pub fn by_real_address(addr: usize) -> Option<Hook> {
+    hooks().into_iter().find(|h| h.real.driver(h.name) == addr)
+}
+
+/// How often each stand-in was called (those called at all).
+pub fn call_counts() -> BTreeMap<String, u64> {
+    hooks()
+        .into_iter()
+        .filter_map(|h| {
+            let n = h.calls.load(Ordering::Relaxed);
+            (n > 0).then(|| (h.name.to_string_lossy().into_owned(), n))
+        })
+        .collect()
+}

@@ -1,0 +1,118 @@
+//! Modules and libraries: loads go through the routes (`routes::load_module`: instrumented
+//! in place when the mode asks for it); asking for a module variable's address makes its
+//! exact bounds known; the function lookups are only watched.
+
+// Handlers mirror the driver functions they stand for, arguments and all.
+#![allow(clippy::too_many_arguments)]
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+
+use crate::driver::hook::hooks;
+use crate::driver::{CUdeviceptr, CUfunction, CUkernel, CUlibrary, CUmodule, CUresult, Loaded, CUDA_SUCCESS};
+use crate::routes::load_module;
+use crate::state::quietly;
+
+hooks! {
+    // Module loads: replaced by instrumented builds when the mode instruments kernels.
+    fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void) => |real| module_load_data(real, module, image);
+    fn cuModuleLoadDataEx(module: *mut CUmodule, image: *const c_void, n: u32, options: *mut c_int, values: *mut *mut c_void)
+        => |real| module_load_data_ex(real, module, image, n, options, values);
+    fn cuModuleLoadFatBinary(module: *mut CUmodule, fatbin: *const c_void) => |real| module_load_fat_binary(real, module, fatbin);
+    fn cuLibraryLoadData(lib: *mut CUlibrary, code: *const c_void, jo: *mut c_int, jv: *mut *mut c_void, njo: u32, lo: *mut c_int, lv: *mut *mut c_void, nlo: u32)
+        => |real| library_load_data(real, lib, code, jo, jv, njo, lo, lv, nlo);
+
+    // Module variables: their bounds become known when the program asks for their address.
+    fn cuLibraryGetGlobal(dptr: *mut CUdeviceptr, bytes: *mut usize, lib: CUlibrary, name: *const c_char)
+        => |real| library_get_global(real, dptr, bytes, lib, name);
+    fn cuModuleGetGlobal_v2(dptr: *mut CUdeviceptr, bytes: *mut usize, module: CUmodule, name: *const c_char)
+        => |real| module_get_global(real, dptr, bytes, module, name);
+
+    // Watched: launches reach the substituted modules' kernels by construction.
+    fn cuModuleGetFunction(f: *mut CUfunction, module: CUmodule, name: *const c_char);
+    fn cuLibraryGetKernel(k: *mut CUkernel, lib: CUlibrary, name: *const c_char);
+}
+
+// ---- module loads (kernel substitution) ------------------------------------------------
+
+unsafe fn module_load_data(
+    real: unsafe extern "C" fn(*mut CUmodule, *const c_void) -> CUresult,
+    module: *mut CUmodule,
+    image: *const c_void,
+) -> CUresult {
+    load_module(image, |i| real(module, i), || Loaded::Module(*module as usize))
+}
+
+unsafe fn module_load_data_ex(
+    real: unsafe extern "C" fn(*mut CUmodule, *const c_void, u32, *mut c_int, *mut *mut c_void) -> CUresult,
+    module: *mut CUmodule,
+    image: *const c_void,
+    n: u32,
+    options: *mut c_int,
+    values: *mut *mut c_void,
+) -> CUresult {
+    load_module(image, |i| real(module, i, n, options, values), || Loaded::Module(*module as usize))
+}
+
+unsafe fn module_load_fat_binary(
+    real: unsafe extern "C" fn(*mut CUmodule, *const c_void) -> CUresult,
+    module: *mut CUmodule,
+    image: *const c_void,
+) -> CUresult {
+    load_module(image, |i| real(module, i), || Loaded::Module(*module as usize))
+}
+
+unsafe fn library_load_data(
+    real: unsafe extern "C" fn(
+        *mut CUlibrary,
+        *const c_void,
+        *mut c_int,
+        *mut *mut c_void,
+        u32,
+        *mut c_int,
+        *mut *mut c_void,
+        u32,
+    ) -> CUresult,
+    lib: *mut CUlibrary,
+    code: *const c_void,
+    jo: *mut c_int,
+    jv: *mut *mut c_void,
+    njo: u32,
+    lo: *mut c_int,
+    lv: *mut *mut c_void,
+    nlo: u32,
+) -> CUresult {
+    load_module(code, |i| real(lib, i, jo, jv, njo, lo, lv, nlo), || Loaded::Library(*lib as usize))
+}
+
+// ---- module variables ----------------------------------------------------------------
+
+/// The program asked where a module variable is (cudart does before `cudaMemcpyToSymbol`):
+/// from now on its exact bounds are known, so copies past its end are caught.
+unsafe fn learn_variable(r: CUresult, dptr: *mut CUdeviceptr, bytes: *mut usize, name: *const c_char) -> CUresult {
+    if r == CUDA_SUCCESS && !dptr.is_null() && !bytes.is_null() {
+        let (base, size) = (*dptr, *bytes as u64);
+        let name = (!name.is_null()).then(|| CStr::from_ptr(name).to_string_lossy().into_owned());
+        quietly(|| crate::variables::learned(base, size, name.as_deref()));
+    }
+    r
+}
+
+unsafe fn library_get_global(
+    real: unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, CUlibrary, *const c_char) -> CUresult,
+    dptr: *mut CUdeviceptr,
+    bytes: *mut usize,
+    lib: CUlibrary,
+    name: *const c_char,
+) -> CUresult {
+    learn_variable(real(dptr, bytes, lib, name), dptr, bytes, name)
+}
+
+unsafe fn module_get_global(
+    real: unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, CUmodule, *const c_char) -> CUresult,
+    dptr: *mut CUdeviceptr,
+    bytes: *mut usize,
+    module: CUmodule,
+    name: *const c_char,
+) -> CUresult {
+    learn_variable(real(dptr, bytes, module, name), dptr, bytes, name)
+}

@@ -1,0 +1,145 @@
+//! The routes: how a kernel the program loads gets checked, and what each route needs at
+//! the moments the API families report (a module loaded, a launch, a synchronization, a
+//! context going away). The families call the functions here; the routes never call the
+//! families.
+//!
+//! Today's routes:
+//! - [`substitute`] (with [`passes`]): in `count` and `check` runs a module's PTX is
+//!   instrumented and loaded in place of the original;
+//! - [`mirror`] (with [`table_memory`]): the device ABI, for modules that declare it (the
+//!   instrumented `check` builds): the allocation table a kernel reads and the error records
+//!   it writes;
+//! - the Compute Sanitizer callbacks (`doors::sanitizer`) judge what cudart refuses itself.
+//!
+//! A new route (patching machine code through the Compute Sanitizer API, say) is a module
+//! here, called from [`load_module`] and the event functions below; a new door for code
+//! (NVRTC, `cuLink*`/nvJitLink) is a family that hands what it produced to [`load_module`]
+//! or to [`substitute`] directly.
+
+pub mod mirror;
+pub mod passes;
+pub mod substitute;
+pub mod table_memory;
+
+use std::ffi::c_void;
+use std::sync::atomic::Ordering;
+
+use crate::driver::{CUresult, CUstream, Loaded, CUDA_SUCCESS};
+use crate::state::{quietly, state, FORKED_CHILD};
+
+/// Whether this run instruments kernels: every mode but `api` names a pass.
+fn substituting() -> bool {
+    state().options.mode.substitutes()
+}
+
+/// Loads `image` through `load`, instrumented when the mode asks for it and possible,
+/// else as it is. `handle` names what a successful load produced; the module is then
+/// offered to the device ABI (it takes part if it declares the ABI variables).
+pub unsafe fn load_module(
+    image: *const c_void,
+    mut load: impl FnMut(*const c_void) -> CUresult,
+    handle: impl Fn() -> Loaded,
+) -> CUresult {
+    let r = if !substituting() {
+        load(image)
+    } else {
+        match quietly(|| substitute::substitute(image, state().options.mode)) {
+            Some(substitute::Image::Substitute(bytes)) => {
+                let r = load(bytes.as_ptr() as *const c_void);
+                if r == CUDA_SUCCESS {
+                    substitute::with(|m| {
+                        m.substituted += 1;
+                        m.instrumented.push(handle());
+                    });
+                    r
+                } else {
+                    substitute::with(|m| {
+                        *m.unchecked
+                            .entry(format!("instrumented module refused by the driver (error {r})"))
+                            .or_default() += 1
+                    });
+                    quietly(|| substitute::refused(image, state().options.mode));
+                    load(image)
+                }
+            }
+            Some(substitute::Image::Original(why)) => {
+                substitute::with(|m| *m.unchecked.entry(why).or_default() += 1);
+                load(image)
+            }
+            // The pass panicked (a gpusan bug, caught): the program runs its own module,
+            // and the report says this one went unchecked rather than passing it over.
+            None => {
+                quietly(|| {
+                    substitute::with(|m| {
+                        *m.unchecked
+                            .entry("not instrumented: gpusan failed internally (a bug in gpusan)".into())
+                            .or_default() += 1
+                    })
+                });
+                load(image)
+            }
+        }
+    };
+    if r == CUDA_SUCCESS {
+        quietly(|| crate::variables::on_module_loaded(handle(), image));
+        quietly(|| mirror::on_module_loaded(handle(), || substitute::ptx_of(image, u32::MAX).ok()));
+    }
+    r
+}
+
+/// After a synchronization what kernels wrote is final for now: drain their error
+/// records, and read the counters of instrumented modules.
+pub fn after_sync(r: CUresult) -> CUresult {
+    if r == CUDA_SUCCESS {
+        quietly(mirror::drain);
+        if substituting() {
+            quietly(substitute::read_counters);
+        }
+    }
+    r
+}
+
+/// `stream`: the launch's stream. A launch into a stream being captured does not run now:
+/// it becomes a graph node, and the launch of the graph brings the table up to date
+/// before the graph runs. A launch into another stream while one captures uploads through
+/// `capture`'s capture-safe copies.
+pub fn before_launch_on(stream: CUstream) {
+    // The capture query is a driver call: only made while some stream captures.
+    let captured = quietly(|| mirror::active() && crate::capture::any() && crate::capture::stream_is_capturing(stream));
+    if captured.unwrap_or(false) {
+        register_late_exit();
+    } else {
+        before_launch();
+    }
+}
+
+fn before_launch() {
+    quietly(mirror::before_launch);
+    register_late_exit();
+}
+
+fn register_late_exit() {
+    // Registered at the first launch, after cudart registered its own exit handler at its
+    // start, so this runs first (exit handlers run in reverse): kernels' last records and
+    // counters are read while the context still exists.
+    static LATE_EXIT: std::sync::Once = std::sync::Once::new();
+    LATE_EXIT.call_once(|| unsafe {
+        libc::atexit(read_before_cuda_exits);
+    });
+}
+
+extern "C" fn read_before_cuda_exits() {
+    if !FORKED_CHILD.load(Ordering::Relaxed) {
+        before_teardown();
+    }
+}
+
+/// Before a context goes away, what its kernels recorded must be read: cudart tears the
+/// primary context down at exit before gpusan's own exit handler runs, and its device-wide
+/// synchronization does not always pass through a driver entry point gpusan sees.
+pub fn before_teardown() {
+    quietly(mirror::drain);
+    if substituting() {
+        quietly(substitute::read_counters);
+    }
+}
