@@ -17,11 +17,15 @@
 //! reaching each member, so every path to a member runs `d` last among the register's
 //! definitions, and the register holds at the member the value the group check saw.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use gpusan_ptx::ast::Name;
 use gpusan_ptx::cfg::{Cfg, DomTree, InstId, LoopForest};
-use gpusan_ptx::dataflow::RegId;
+use gpusan_ptx::dataflow::{DefSite, RegId};
+use gpusan_ptx::semantics::Space;
+
+use super::plan::Site;
+use super::roots::Roots;
 
 /// One checked access the planner may group.
 #[derive(Debug, Clone)]
@@ -70,6 +74,69 @@ pub(super) struct Plan {
     pub groups: Vec<Group>,
     /// For each candidate (by index in the input), its group.
     pub group_of: Vec<Option<usize>>,
+}
+
+/// The accesses the planner may group: global accesses against a root (not a shadow, which
+/// changes along the way: no range check stands for it, so numbers from `first_shadow` on
+/// are left out) and window checks with a base register, each with the only definition of
+/// its address register reaching it.
+pub(super) fn candidates(analysis: &mut Roots, sites: &[Site], first_shadow: usize) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    for (index, site) in sites.iter().enumerate() {
+        let inst = analysis.insts[site.inst.index()];
+        let only_def = |analysis: &mut Roots, reg| match analysis.reaching(site.inst, reg).as_slice() {
+            [DefSite::Inst(d)] => Some(*d),
+            _ => None,
+        };
+        for access in &site.accesses {
+            if access.space != Space::Global || access.root >= first_shadow {
+                continue;
+            }
+            let Some((Some(base), offset)) = inst.operands[access.operand].as_address() else { continue };
+            let Some(reg) = analysis.resolve(site.inst, base) else { continue };
+            let def = only_def(analysis, reg);
+            let (width, key) = (access.width, Key::Root(access.root));
+            out.push(Candidate { site: index, inst: site.inst, reg, base, offset, width, key, def });
+        }
+        for check in &site.windows {
+            let (Some((base, offset)), Some(symbol)) = (check.base_reg(), check.symbol()) else { continue };
+            let Some(reg) = analysis.resolve(site.inst, base) else { continue };
+            let def = only_def(analysis, reg);
+            let (width, key) = (check.width, Key::Window(symbol));
+            out.push(Candidate { site: index, inst: site.inst, reg, base, offset, width, key, def });
+        }
+    }
+    out
+}
+
+/// Which sites take the fast path behind their groups: those with every access grouped.
+#[derive(Debug, Default)]
+pub(super) struct FastPaths {
+    /// For each site, the groups covering all its accesses (empty: no fast path).
+    pub site_groups: Vec<Vec<usize>>,
+    /// The groups some fast path needs: the ones whose check is emitted.
+    pub used: BTreeSet<usize>,
+}
+
+/// The fast paths of `sites` under `plan` (made from `candidates`).
+pub(super) fn fast_paths(candidates: &[Candidate], plan: &Plan, sites: &[Site]) -> FastPaths {
+    let mut site_groups: Vec<Vec<usize>> = vec![Vec::new(); sites.len()];
+    let mut grouped_accesses = vec![0usize; sites.len()];
+    for (c, g) in candidates.iter().zip(&plan.group_of) {
+        if let Some(g) = *g {
+            grouped_accesses[c.site] += 1;
+            if !site_groups[c.site].contains(&g) {
+                site_groups[c.site].push(g);
+            }
+        }
+    }
+    for (index, site) in sites.iter().enumerate() {
+        if grouped_accesses[index] != site.accesses.len() + site.windows.len() {
+            site_groups[index].clear();
+        }
+    }
+    let used = site_groups.iter().flatten().copied().collect();
+    FastPaths { site_groups, used }
 }
 
 /// Groups `cands`. A group is kept when it saves work: two or more members, or one member

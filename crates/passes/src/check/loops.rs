@@ -55,7 +55,9 @@ use gpusan_ptx::cfg::{BlockId, Cfg, DomTree, InstId, Loop, LoopForest};
 use gpusan_ptx::dataflow::{DefSite, RegId};
 use gpusan_ptx::semantics::Space;
 
-use super::{groups, Root, Roots, Site};
+use super::groups;
+use super::plan::{Access, Root, Site};
+use super::roots::Roots;
 
 /// Registers of the preheader code.
 pub(super) const REGISTERS: &str =
@@ -448,7 +450,7 @@ impl LoopPlanner<'_, '_> {
                 return None;
             }
             let inst = self.an.insts[site.inst.index()];
-            for &(operand, w, space, _, k) in &site.accesses {
+            for &Access { operand, width: w, space, root: k, .. } in &site.accesses {
                 if !matches!(space, Space::Global | Space::Generic) {
                     return None;
                 }
@@ -850,7 +852,7 @@ impl Version {
             }
             clone.push(s);
         }
-        clone.extend(super::snippet(&format!("\tbra.uni {after};\n")));
+        clone.extend(super::snippet::parse(&format!("\tbra.uni {after};\n")));
         Emitted { checks, after: format!("{after}:\n"), clone }
     }
 }

@@ -51,7 +51,8 @@ use gpusan_ptx::dataflow::DefSite;
 use gpusan_ptx::semantics::{address_conversion, type_width, AccessKind, Conversion, MemAccess, Space};
 use gpusan_ptx::Module;
 
-use super::{RegWidths, Roots};
+use super::regs::RegWidths;
+use super::roots::Roots;
 
 mod scope;
 use scope::LiveFrame;
@@ -559,7 +560,8 @@ struct Origin {
 fn origin(an: &mut Roots, windows: &Windows, i: InstId, reg: gpusan_ptx::dataflow::RegId, form: Form) -> Origin {
     let mut foreign = false;
     // Most walks visit a few dozen definitions: room for them from the start.
-    let mut nodes: super::FastMap<Key, Rule> = super::FastMap::with_capacity_and_hasher(64, Default::default());
+    let mut nodes: super::plan::FastMap<Key, Rule> =
+        super::plan::FastMap::with_capacity_and_hasher(64, Default::default());
     let mut order: Vec<Key> = Vec::new();
     let mut work: Vec<Key> = Vec::new();
 
