@@ -22,12 +22,12 @@ use super::heap;
 use super::loadmeta::{found_nothing, root_meta_k};
 use super::loops;
 use super::onchip;
-use super::plan::{order, Insertion, Layout, Root, Site};
+use super::plan::{order, Insertion, Layout, Root};
 use super::regs::RegBits;
 use super::report::CheckFunction;
 use super::shadows::{shadow_copy, shadow_move, ShadowPlan};
 use super::sitecode::SiteGen;
-use super::sites::SitePlan;
+use super::sites::{Site, SitePlan};
 use super::snippet::parse as snippet;
 use super::spans;
 
@@ -73,14 +73,21 @@ impl Labels {
     }
 }
 
-/// Rewrites `f` by `plan`; the counts of what was added go to `report`.
-pub(super) fn run(f: &mut Function, cfg: &Cfg, plan: &FunctionPlan, context: &Context, report: &mut CheckFunction) {
+/// Rewrites `f` by `plan`; the counts of what was added go to `report`. The runs given two
+/// versions are decided here, with the code around them (`spans`), and returned.
+pub(super) fn run(
+    f: &mut Function,
+    cfg: &Cfg,
+    plan: &FunctionPlan,
+    context: &Context,
+    report: &mut CheckFunction,
+) -> Vec<spans::Span> {
     let mut static_counts = plan.sites.static_in_bounds.clone();
     if !context.counters.counting.is_on() {
         static_counts.clear();
     }
     if plan.sites.sites.is_empty() && plan.heap_calls.is_empty() && static_counts.is_empty() {
-        return;
+        return Vec::new();
     }
     let fref: &Function = f;
     let mut e = Emitter {
@@ -110,7 +117,7 @@ pub(super) fn run(f: &mut Function, cfg: &Cfg, plan: &FunctionPlan, context: &Co
         reg_bits: RegBits::collect(fref),
     };
     e.versioned_loops(body);
-    let in_span = e.spans(body, &sites);
+    let (in_span, spans) = e.spans(body, &sites);
     e.site_checks(body, &sites, &in_span);
     e.static_counts();
     let top = e.declarations();
@@ -129,6 +136,7 @@ pub(super) fn run(f: &mut Function, cfg: &Cfg, plan: &FunctionPlan, context: &Co
         insertions.push(Insertion { at: end, order: order::TAIL, stmts: snippet("\tret;\n") });
     }
     report.inserted += super::insert::insert_all(body, insertions);
+    spans
 }
 
 struct Emitter<'x> {
@@ -289,7 +297,7 @@ impl Emitter<'_> {
 
     /// Two versions of each straight run of grouped accesses (`spans`); which sites went
     /// into one.
-    fn spans(&mut self, body: &[Statement], code: &SiteGen) -> Vec<bool> {
+    fn spans(&mut self, body: &[Statement], code: &SiteGen) -> (Vec<bool>, Vec<spans::Span>) {
         let plan = self.plan;
         let sites = &plan.sites.sites;
         let site_paths: Vec<&[u32]> = sites.iter().map(|s| self.cfg.inst_path(s.inst)).collect();
@@ -340,7 +348,7 @@ impl Emitter<'_> {
                 stmts: snippet(&format!("{end}:\n")),
             });
         }
-        in_span
+        (in_span, spans)
     }
 
     /// The checks of every site outside the spans: the fast path behind its groups, its

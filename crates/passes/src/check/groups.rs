@@ -24,8 +24,8 @@ use gpusan_ptx::cfg::{Cfg, DomTree, InstId, LoopForest};
 use gpusan_ptx::dataflow::{DefSite, RegId};
 use gpusan_ptx::semantics::Space;
 
-use super::plan::Site;
 use super::roots::Roots;
+use super::sites::Site;
 
 /// One checked access the planner may group.
 #[derive(Debug, Clone)]

@@ -163,6 +163,25 @@ pub(super) struct Calls {
     pub unrecognized: u32,
 }
 
+/// The plan of a function's heap calls (`explain`): one line each, by instruction.
+impl std::fmt::Display for Calls {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let mut results: Vec<(&InstId, &usize)> = self.results.iter().collect();
+        results.sort();
+        for (k, m) in self.mallocs.iter().enumerate() {
+            let result = results.iter().find(|(_, &r)| r == k).map(|(i, _)| format!(", result read at inst {}", i.0));
+            writeln!(f, "malloc at inst {} into {}{}", m.call.0, m.ret, result.unwrap_or_default())?;
+        }
+        for fr in &self.frees {
+            writeln!(f, "free at inst {}", fr.call.0)?;
+        }
+        if self.unrecognized > 0 {
+            writeln!(f, "{} calls not in nvcc's sequence, left alone", self.unrecognized)?;
+        }
+        Ok(())
+    }
+}
+
 impl Calls {
     pub(super) fn find(cfg: &Cfg, f: &Function) -> Calls {
         let insts = cfg.instructions(f);

@@ -56,8 +56,9 @@ use gpusan_ptx::dataflow::{DefSite, RegId};
 use gpusan_ptx::semantics::Space;
 
 use super::groups;
-use super::plan::{Access, Root, Site};
+use super::plan::Root;
 use super::roots::Roots;
+use super::sites::{Access, Site};
 
 /// Registers of the preheader code.
 pub(super) const REGISTERS: &str =
@@ -797,6 +798,49 @@ impl Range {
              \tsetp.le.and.u64 %__gs_vok, %__gs_a, %__gs_e, %__gs_vok;\n"
         ));
         t
+    }
+}
+
+/// The plan of one loop (`explain`): its statements, where the checks go, and each range.
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(
+            f,
+            "loop statements {}..={}: checked before statement {}, {} accesses by {} ranges",
+            self.first,
+            self.last,
+            self.check_at,
+            self.accesses,
+            self.ranges.len()
+        )?;
+        match &self.trip {
+            Some(t) => {
+                let bound = match t.bound {
+                    Bound::Reg(n) => n.to_string(),
+                    Bound::Imm(v) => v.to_string(),
+                };
+                let (sign, when) = (if t.signed { "s" } else { "u" }, if t.post { "after" } else { "before" });
+                write!(
+                    f,
+                    "; trip: {} {:?} {bound} ({sign}{}), step {} {when} the test",
+                    t.counter, t.rel, t.bits, t.step
+                )?;
+            }
+            None => write!(f, "; no trip count (every access stays put)")?,
+        }
+        for r in &self.ranges {
+            let addend = r.addend.map(|a| format!(" + {a}")).unwrap_or_default();
+            let stride = match r.stride {
+                Stride::Const(c) => c.to_string(),
+                Stride::Reg(n) => n.to_string(),
+            };
+            write!(
+                f,
+                "\n  root {}: [{}{addend} + {}, {}{addend} + {}) stride {stride}, steps {:?}",
+                r.k, r.start, r.min, r.start, r.end, r.steps
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -110,7 +110,9 @@
 
 use gpusan_ptx::ast::{Function, Item, Name, Span};
 use gpusan_ptx::cfg::Cfg;
-use gpusan_ptx::dataflow::reaching_defs;
+use std::collections::BTreeMap;
+
+use gpusan_ptx::dataflow::{reaching_defs, RegId};
 use gpusan_ptx::Module;
 
 use crate::{Pass, PassError, PassReport};
@@ -121,6 +123,7 @@ mod config;
 mod counting;
 mod declare;
 mod emit;
+mod explain;
 mod groups;
 mod heap;
 mod insert;
@@ -200,12 +203,31 @@ pub fn run(module: &mut Module, src: Option<&str>) -> Result<CheckReport, PassEr
 
 /// [`run`] with a configuration.
 pub fn run_with(module: &mut Module, src: Option<&str>, config: &CheckConfig) -> Result<CheckReport, PassError> {
-    let report = instrument_module(module, src, config);
+    let report = instrument_module(module, src, config, None);
     snippet::end_module();
     report
 }
 
-fn instrument_module(module: &mut Module, src: Option<&str>, config: &CheckConfig) -> Result<CheckReport, PassError> {
+/// [`run_with`], and what each stage planned for each function, as text: a section per
+/// stage (`sites`, `roots`, `shadows`, `groups`, `block`, `loops`, `spans`, `heap`) under a
+/// line naming the function. The stage tests compare these sections.
+pub fn run_explained(
+    module: &mut Module,
+    src: Option<&str>,
+    config: &CheckConfig,
+) -> Result<(CheckReport, String), PassError> {
+    let mut plans = String::new();
+    let report = instrument_module(module, src, config, Some(&mut plans));
+    snippet::end_module();
+    Ok((report?, plans))
+}
+
+fn instrument_module(
+    module: &mut Module,
+    src: Option<&str>,
+    config: &CheckConfig,
+    mut explain: Option<&mut String>,
+) -> Result<CheckReport, PassError> {
     check_unused(module, config.counting)?;
     let targets: Vec<&str> = module
         .items
@@ -241,6 +263,10 @@ fn instrument_module(module: &mut Module, src: Option<&str>, config: &CheckConfi
 
     let facts = ModuleFacts::of(module);
     let windows = onchip::Windows::of_module(module);
+    // First, so that the module stays whole (every symbol the checks use declared) after
+    // each stage that rewrites it.
+    declare_abi_variables(module, config.counting, facts.uses_heap);
+    verify_stage(module, "declaring the device ABI's variables")?;
     let mut report = CheckReport::default();
     for item in &mut module.items {
         let Item::Function(f) = item else { continue };
@@ -248,28 +274,47 @@ fn instrument_module(module: &mut Module, src: Option<&str>, config: &CheckConfi
             continue;
         }
         let index = defined.iter().position(|n| *n == f.name).unwrap_or(0) as u32;
-        let r = instrument_function(f, index, &line_of, config, counters, &windows, &facts)?;
+        let stage = Stage { index, line_of: &line_of, config, counters, windows: &windows, facts: &facts };
+        let r = instrument_function(f, &stage, explain.as_deref_mut())?;
         if r.inserted > 0 {
             keep_launchable(f);
         }
         report.functions.push(r);
     }
 
-    declare_abi_variables(module, config.counting, facts.uses_heap);
+    verify_stage(module, "rewriting each function")?;
     Ok(report)
+}
+
+/// In tests and debug builds, the verifier after a stage that rewrites the module, so that
+/// a broken rewrite is blamed on its stage rather than found at the end (or by ptxas).
+fn verify_stage(module: &Module, stage: &str) -> Result<(), PassError> {
+    if cfg!(debug_assertions) {
+        crate::verify::verify(module)
+            .map_err(|e| PassError::new(format!("check: the module is broken after {stage}:\n{e}")))?;
+    }
+    Ok(())
+}
+
+/// What every function's pipeline shares.
+struct Stage<'x> {
+    /// The function's number (`ErrorRecord::kernel`).
+    index: u32,
+    line_of: &'x dyn Fn(Span) -> u32,
+    config: &'x CheckConfig,
+    counters: counting::Emit,
+    windows: &'x onchip::Windows,
+    facts: &'x ModuleFacts,
 }
 
 /// The per-function pipeline: the analysis stages, each from the plan of the last, then
 /// the rewrite of their plans.
 fn instrument_function(
     f: &mut Function,
-    index: u32,
-    line_of: &dyn Fn(Span) -> u32,
-    config: &CheckConfig,
-    counters: counting::Emit,
-    module_windows: &onchip::Windows,
-    facts: &ModuleFacts,
+    stage: &Stage,
+    explain: Option<&mut String>,
 ) -> Result<CheckFunction, PassError> {
+    let (index, facts) = (stage.index, stage.facts);
     let cfg = Cfg::build(f).map_err(|e| PassError::new(e.to_string()).in_function(f.name))?;
     let mut report = CheckFunction::new(f.name, f.kind, index);
     let heap_calls = if facts.uses_heap { heap::Calls::find(&cfg, f) } else { heap::Calls::default() };
@@ -284,7 +329,7 @@ fn instrument_function(
             before: FastMap::default(),
             last: None,
         };
-        let windows = module_windows.with_function(function);
+        let windows = stage.windows.with_function(function);
         let mut sites = sites::run(&mut analysis, &widths, &windows, facts.uses_heap, &mut report);
         let shadows = shadows::run(&mut sites);
         // Optimizations: group checks, block-wide lookups of roots that are kernel
@@ -316,7 +361,12 @@ fn instrument_function(
                 (r, registers.name(r))
             })
             .collect();
-        emit::FunctionPlan {
+        // Only to print the plan: the names of the registers with shadows.
+        let shadow_names: BTreeMap<RegId, Name> = match explain {
+            Some(_) => shadows.number.keys().map(|&r| (r, registers.name(r))).collect(),
+            None => BTreeMap::new(),
+        };
+        let plan = emit::FunctionPlan {
             sites,
             shadows,
             candidates,
@@ -326,12 +376,25 @@ fn instrument_function(
             loops,
             heap_calls,
             root_names,
-        }
+        };
+        (plan, shadow_names)
     };
+    let (plan, shadow_names) = plan;
     report.roots = plan.sites.roots.len() as u32;
     report.block_roots = plan.block_roots.len() as u32;
-    let context =
-        emit::Context { function: index, line_of, reaction: config.reaction, counters, uses_heap: facts.uses_heap };
-    emit::run(f, &cfg, &plan, &context, &mut report);
+    let context = emit::Context {
+        function: index,
+        line_of: stage.line_of,
+        reaction: stage.config.reaction,
+        counters: stage.counters,
+        uses_heap: facts.uses_heap,
+    };
+    let original = explain.is_some().then(|| f.clone());
+    let spans = emit::run(f, &cfg, &plan, &context, &mut report);
+    if let (Some(out), Some(function)) = (explain, &original) {
+        let explained =
+            explain::Explained { function, cfg: &cfg, plan: &plan, spans: &spans, shadow_names: &shadow_names };
+        explain::write_function(out, f.name, &explained);
+    }
     Ok(report)
 }

@@ -237,6 +237,29 @@ pub(super) struct WindowCheck {
     bound: Bound,
 }
 
+/// One line of the plan (`explain`): what the access is held to, and through which address.
+impl std::fmt::Display for WindowCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let offset = self.offset;
+        match self.base {
+            Base::Reg32(r) | Base::Reg64(r) => write!(f, "[{r}{offset:+}]")?,
+            Base::Symbol => write!(f, "[symbol{offset:+}]")?,
+        }
+        write!(f, " {} bytes", self.width)?;
+        match &self.bound {
+            Bound::Window { symbol, window } => {
+                let region = if window.region == Region::Shared { "shared" } else { "local" };
+                match window.extent {
+                    Extent::Bytes(n) => write!(f, " in {region} {symbol} [0, {n})"),
+                    Extent::Dynamic => write!(f, " in {region} {symbol} [0, %dynamic_smem_size)"),
+                }
+            }
+            Bound::Live(Some((frame, bytes))) => write!(f, " in the live frame {frame} ({bytes} bytes)"),
+            Bound::Live(None) => write!(f, " in the live frame (none)"),
+        }
+    }
+}
+
 /// Which count of [`super::CheckFunction`] a check adds to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Counted {

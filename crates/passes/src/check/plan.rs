@@ -5,9 +5,6 @@ use std::collections::HashMap;
 use gpusan_ptx::ast::{Name, Statement};
 use gpusan_ptx::cfg::InstId;
 use gpusan_ptx::dataflow::RegId;
-use gpusan_ptx::semantics::{AccessKind, Space};
-
-use super::onchip;
 
 /// Prefix of every register the pass adds (`%__gs_…`) and of its labels (`$__gs_…`); the
 /// module must not use it.
@@ -75,28 +72,6 @@ pub(super) mod order {
     pub const BEFORE: u8 = 4;
     /// The slow paths after the body's last statement.
     pub const TAIL: u8 = 5;
-}
-
-/// An instruction with checked accesses: global and generic ones against their roots, and
-/// shared and local ones against their windows.
-pub(super) struct Site {
-    pub(super) inst: InstId,
-    pub(super) accesses: Vec<Access>,
-    pub(super) windows: Vec<onchip::WindowCheck>,
-}
-
-/// A global or generic access checked against the allocation of a root (or a shadow).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Access {
-    /// Index of the address operand in the instruction.
-    pub(super) operand: usize,
-    /// Bytes accessed.
-    pub(super) width: u32,
-    pub(super) space: Space,
-    pub(super) kind: AccessKind,
-    /// Root number, or shadow number (from [`ShadowPlan::first`](super::shadows::ShadowPlan)
-    /// on) for an access with several roots.
-    pub(super) root: usize,
 }
 
 /// How a function keeps its roots' metadata in registers.

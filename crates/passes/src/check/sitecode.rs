@@ -9,9 +9,10 @@ use gpusan_ptx::semantics::Space;
 
 use super::abi::STATE_LIVE;
 use super::config::Reaction;
-use super::plan::{Access, Layout, Site};
+use super::plan::Layout;
 use super::records::{access_code, label_name, report_record_into, stop_label, Blame, Record};
 use super::regs::RegBits;
+use super::sites::{Access, Site};
 use super::{counting, heap, onchip, snippet, spans};
 
 /// What one site gets: `before` goes before the instruction, `after` right after it (the

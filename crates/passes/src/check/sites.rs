@@ -11,10 +11,32 @@ use gpusan_ptx::dataflow::RegId;
 use gpusan_ptx::semantics::{memory_accesses, AccessKind, MemAccess, Space};
 
 use super::onchip;
-use super::plan::{Access, Root, Site};
+use super::plan::Root;
 use super::regs::RegWidths;
 use super::report::CheckFunction;
 use super::roots::{Carriers, Roots};
+
+/// An instruction with checked accesses: global and generic ones against their roots, and
+/// shared and local ones against their windows.
+pub(super) struct Site {
+    pub(super) inst: InstId,
+    pub(super) accesses: Vec<Access>,
+    pub(super) windows: Vec<onchip::WindowCheck>,
+}
+
+/// A global or generic access checked against the allocation of a root (or a shadow).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Access {
+    /// Index of the address operand in the instruction.
+    pub(super) operand: usize,
+    /// Bytes accessed.
+    pub(super) width: u32,
+    pub(super) space: Space,
+    pub(super) kind: AccessKind,
+    /// Root number, or shadow number (from `ShadowPlan::first` on) for an access with
+    /// several roots.
+    pub(super) root: usize,
+}
 
 /// An access with several roots, checked through shadows: where it is in the plan, its
 /// address register, and the moves that carry metadata to it.
