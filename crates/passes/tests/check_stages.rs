@@ -3,7 +3,9 @@
 //! function (`check::run_explained`), the plan's sections the stage is about and nothing
 //! of the instrumented text. `BLESS=1 cargo test -p gpusan-passes --test check_stages`
 //! rewrites the expected parts. An input line `// check-reaction: abort` or
-//! `// check-count: dynamic` instruments with that configuration.
+//! `// check-count: dynamic` instruments with that configuration; `// check-code: LINE`
+//! asserts that the instrumented module has that line (what the code made of the plan must
+//! do, where the plan alone does not say it).
 //!
 //! The instrumented module of every fixture is also verified and assembled by the pinned
 //! ptxas: a plan that looks right but makes broken code fails here too.
@@ -100,6 +102,20 @@ fn sections(plans: &str, sections: &[&str]) -> String {
     out
 }
 
+/// The lines of the input's `// check-code: LINE` comments that the instrumented module
+/// lacks (whitespace aside): what a stage fixture asserts of the code made from its plan.
+fn missing_code(input: &str, module: &gpusan_ptx::Module) -> String {
+    let squeeze = |l: &str| l.split_whitespace().collect::<Vec<_>>().join(" ");
+    let printed: std::collections::HashSet<String> = gpusan_ptx::print(module).lines().map(squeeze).collect();
+    let mut out = String::new();
+    for want in input.lines().filter_map(|l| l.strip_prefix("// check-code: ")) {
+        if !printed.contains(&squeeze(want)) {
+            let _ = writeln!(out, "// missing from the instrumented module: {want}");
+        }
+    }
+    out
+}
+
 fn render(input: &str, stage: &[&str]) -> String {
     let config = config_of(input);
     let mut module = match gpusan_ptx::parse(input) {
@@ -111,7 +127,7 @@ fn render(input: &str, stage: &[&str]) -> String {
             if let Err(e) = gpusan_passes::verify(&module) {
                 return format!("// error: the instrumented module does not verify: {e}\n");
             }
-            report_lines(&report) + &sections(&plans, stage)
+            report_lines(&report) + &sections(&plans, stage) + &missing_code(input, &module)
         }
         Err(e) => e.to_string().lines().map(|l| format!("// error: {l}\n")).collect(),
     }

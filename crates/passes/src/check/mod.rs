@@ -398,3 +398,23 @@ fn instrument_function(
     }
     Ok(report)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stage that leaves the module broken is named in the error (debug builds, where
+    /// tests run).
+    #[test]
+    fn a_broken_stage_is_blamed() {
+        let mut m = gpusan_ptx::parse(
+            ".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n\t.reg .b64 %rd<2>;\n\tret;\n}\n",
+        )
+        .unwrap();
+        assert!(verify_stage(&m, "nothing").is_ok());
+        let Some(Item::Function(f)) = m.items.iter_mut().find(|i| matches!(i, Item::Function(_))) else { panic!() };
+        f.body.as_mut().unwrap().insert(0, snippet::parse("\tmov.b64 %__gs_nowhere, 0;\n").remove(0));
+        let e = verify_stage(&m, "rewriting each function").unwrap_err().to_string();
+        assert!(e.contains("after rewriting each function") && e.contains("%__gs_nowhere"), "{e}");
+    }
+}
