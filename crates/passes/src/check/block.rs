@@ -8,7 +8,7 @@ use gpusan_ptx::ast::{Function, FunctionKind, Name};
 use super::loadmeta::{found_nothing, loadmeta};
 use super::module::ModuleFacts;
 use super::plan::{Layout, Root, BLOCK_META_BYTES};
-use super::roots::Roots;
+use super::roots::RootAnalysis;
 
 /// The roots looked up once per block: root number → the kernel parameter (and offset in
 /// it) the root is loaded from. Their slots in `__gs_meta` are in this order.
@@ -17,7 +17,12 @@ pub(super) type BlockRoots = BTreeMap<usize, (Name, i64)>;
 /// The roots of kernel `f` loaded from its parameters, up to [`MAX_BLOCK_ROOTS`], when the
 /// shared memory their metadata takes fits (none in a module with dynamic shared memory or
 /// the device heap, or in a `.func`).
-pub(super) fn select(f: &Function, analysis: &Roots, roots: &BTreeMap<Root, usize>, facts: &ModuleFacts) -> BlockRoots {
+pub(super) fn select(
+    f: &Function,
+    analysis: &RootAnalysis,
+    roots: &BTreeMap<Root, usize>,
+    facts: &ModuleFacts,
+) -> BlockRoots {
     let mut block_roots = BlockRoots::new();
     if f.kind != FunctionKind::Entry || facts.dynamic_shared || facts.uses_heap {
         return block_roots;
@@ -134,7 +139,7 @@ pub(super) fn block_lookup(roots: &BTreeMap<usize, (Name, i64)>, label: &mut dyn
 }
 
 /// Root `k`'s bounds from slot `slot` of the block-wide lookup; its id stays there for
-/// the record writer ([`Blame::Root`]).
+/// the record writer ([`Blame::Root`](super::records::Blame::Root)).
 pub(super) fn fetch_block_meta(k: usize, slot: usize) -> String {
     let at = BLOCK_META_BYTES as usize * slot;
     format!("\tld.shared.v2.u64 {{%__gs_low{k}, %__gs_lim{k}}}, [__gs_meta+{at}];\n")

@@ -89,8 +89,8 @@ pub(super) fn run(
     if plan.sites.sites.is_empty() && plan.heap_calls.is_empty() && static_counts.is_empty() {
         return Vec::new();
     }
-    let fref: &Function = f;
-    let mut e = Emitter {
+    let function: &Function = f;
+    let mut emitter = Emitter {
         cfg,
         plan,
         context,
@@ -102,26 +102,31 @@ pub(super) fn run(
         static_counts,
         report,
     };
-    e.loadmeta();
-    e.shadow_moves(fref);
-    e.group_checks();
-    e.insertions
-        .extend(plan.heap_calls.insertions(cfg, fref, context.function, context.line_of, &mut || e.labels.next()));
-    let body = fref.body.as_deref().unwrap_or_default();
-    let sites = SiteGen {
-        layout: e.layout,
+    emitter.loadmeta();
+    emitter.shadow_moves(function);
+    emitter.group_checks();
+    emitter.insertions.extend(plan.heap_calls.insertions(
+        cfg,
+        function,
+        context.function,
+        context.line_of,
+        &mut || emitter.labels.next(),
+    ));
+    let body = function.body.as_deref().unwrap_or_default();
+    let site_code = SiteGen {
+        layout: emitter.layout,
         reaction: context.reaction,
         emit: context.counters,
         function: context.function,
         block_roots: &plan.block_roots,
-        reg_bits: RegBits::collect(fref),
+        reg_bits: RegBits::collect(function),
     };
-    e.versioned_loops(body);
-    let (in_span, spans) = e.spans(body, &sites);
-    e.site_checks(body, &sites, &in_span);
-    e.static_counts();
-    let top = e.declarations();
-    let Emitter { mut insertions, mut tail, report, .. } = e;
+    emitter.versioned_loops(body);
+    let (in_span, spans) = emitter.spans(body, &site_code);
+    emitter.site_checks(body, &site_code, &in_span);
+    emitter.static_counts();
+    let top = emitter.declarations();
+    let Emitter { mut insertions, mut tail, report, .. } = emitter;
     let body = f.body.as_mut().unwrap();
     // Pushed last, of the first kind: before whatever else goes at the top.
     insertions.push(Insertion { at: vec![0], order: 0, stmts: snippet(&top) });
@@ -255,7 +260,7 @@ impl Emitter<'_> {
     fn versioned_loops(&mut self, body: &[Statement]) {
         let (plan, counters) = (self.plan, self.context.counters);
         for version in &plan.loops {
-            let mut e = version.emit(body, &mut || self.labels.next());
+            let mut emitted = version.emit(body, &mut || self.labels.next());
             if counters.counting.is_on() {
                 // The clone runs the loop's accesses without their checks: count them there
                 // too, or the dynamic fraction removed would lose its denominator.
@@ -274,21 +279,21 @@ impl Emitter<'_> {
                     .collect();
                 at.sort_unstable();
                 for (i, n) in at.into_iter().rev() {
-                    e.clone.splice(i..i, snippet(&counters.bump(&[(Counter::Access, n)])));
+                    emitted.clone.splice(i..i, snippet(&counters.bump(&[(Counter::Access, n)])));
                 }
-                e.checks.insert_str(0, &counters.bump(&[(Counter::Group, version.range_checks())]));
+                emitted.checks.insert_str(0, &counters.bump(&[(Counter::Group, version.range_checks())]));
             }
             // The unchecked clone goes inline, where the preheader falls into it, and the
             // checked loop is the branch: ptxas unrolls a loop in that place as it unrolls the
             // program's own (out of line after `ret`, gemm's clone kept nvcc's 4-fold unroll
             // where the native build runs 16 iterations a trip, 1.7x slower with no check left).
-            let mut stmts = snippet(&e.checks);
-            stmts.extend(e.clone);
+            let mut stmts = snippet(&emitted.checks);
+            stmts.extend(emitted.clone);
             self.insertions.push(Insertion { at: vec![version.check_at as u32], order: order::BEFORE, stmts });
             self.insertions.push(Insertion {
                 at: vec![version.last as u32 + 1],
                 order: order::AFTER_ACCESS,
-                stmts: snippet(&e.after),
+                stmts: snippet(&emitted.after),
             });
             self.report.loops_versioned += 1;
             self.report.loop_hoisted += version.accesses;

@@ -24,7 +24,7 @@ use gpusan_ptx::cfg::{Cfg, DomTree, InstId, LoopForest};
 use gpusan_ptx::dataflow::{DefSite, RegId};
 use gpusan_ptx::semantics::Space;
 
-use super::roots::Roots;
+use super::roots::RootAnalysis;
 use super::sites::Site;
 
 /// One checked access the planner may group.
@@ -80,11 +80,11 @@ pub(super) struct Plan {
 /// changes along the way: no range check stands for it, so numbers from `first_shadow` on
 /// are left out) and window checks with a base register, each with the only definition of
 /// its address register reaching it.
-pub(super) fn candidates(analysis: &mut Roots, sites: &[Site], first_shadow: usize) -> Vec<Candidate> {
+pub(super) fn candidates(analysis: &mut RootAnalysis, sites: &[Site], first_shadow: usize) -> Vec<Candidate> {
     let mut out = Vec::new();
     for (index, site) in sites.iter().enumerate() {
         let inst = analysis.insts[site.inst.index()];
-        let only_def = |analysis: &mut Roots, reg| match analysis.reaching(site.inst, reg).as_slice() {
+        let only_def = |analysis: &mut RootAnalysis, reg| match analysis.reaching(site.inst, reg).as_slice() {
             [DefSite::Inst(d)] => Some(*d),
             _ => None,
         };
@@ -139,18 +139,18 @@ pub(super) fn fast_paths(candidates: &[Candidate], plan: &Plan, sites: &[Site]) 
     FastPaths { site_groups, used }
 }
 
-/// Groups `cands`. A group is kept when it saves work: two or more members, or one member
+/// Groups `candidates`. A group is kept when it saves work: two or more members, or one member
 /// inside a loop that does not contain the definition (the check leaves the loop).
-pub(super) fn plan(cands: &[Candidate], cfg: &Cfg) -> Plan {
+pub(super) fn plan(candidates: &[Candidate], cfg: &Cfg) -> Plan {
     let dom = DomTree::dominators(cfg);
     let loops = LoopForest::compute(cfg, &dom);
     let mut by_key: BTreeMap<(InstId, RegId, Key), Vec<usize>> = BTreeMap::new();
-    for (i, c) in cands.iter().enumerate() {
+    for (i, c) in candidates.iter().enumerate() {
         if let Some(d) = c.def {
             by_key.entry((d, c.reg, c.key)).or_default().push(i);
         }
     }
-    let mut plan = Plan { groups: Vec::new(), group_of: vec![None; cands.len()] };
+    let mut plan = Plan { groups: Vec::new(), group_of: vec![None; candidates.len()] };
     for ((def, _, key), members) in by_key {
         let def_block = cfg.block_of(def);
         let leaves_loop = |c: &Candidate| {
@@ -165,18 +165,27 @@ pub(super) fn plan(cands: &[Candidate], cfg: &Cfg) -> Plan {
             }
             false
         };
-        if members.len() < 2 && !members.iter().any(|&m| leaves_loop(&cands[m])) {
+        if members.len() < 2 && !members.iter().any(|&m| leaves_loop(&candidates[m])) {
             continue;
         }
         // Offsets are small constants in practice; refuse anything whose span could wrap.
-        let min = members.iter().map(|&m| cands[m].offset).min().unwrap_or(0);
-        let end = members.iter().map(|&m| cands[m].offset.saturating_add(cands[m].width as i64)).max().unwrap_or(0);
+        let min = members.iter().map(|&m| candidates[m].offset).min().unwrap_or(0);
+        let end =
+            members.iter().map(|&m| candidates[m].offset.saturating_add(candidates[m].width as i64)).max().unwrap_or(0);
         if min.unsigned_abs() > 1 << 40 || end.unsigned_abs() > 1 << 40 {
             continue;
         }
         let g = plan.groups.len();
         let first = members[0];
-        plan.groups.push(Group { def, base: cands[first].base, key, first, min, end, members: members.len() as u32 });
+        plan.groups.push(Group {
+            def,
+            base: candidates[first].base,
+            key,
+            first,
+            min,
+            end,
+            members: members.len() as u32,
+        });
         for m in members {
             plan.group_of[m] = Some(g);
         }

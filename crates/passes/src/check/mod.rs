@@ -93,7 +93,7 @@
 //! through loaded pointers) reaches its access from several roots. As GPUArmor's "BB1/BB2"
 //! moves do, the metadata then travels with the value: each register on the way from the
 //! roots to the address gets shadow metadata registers (numbered after the roots'), and
-//! right after each of its definitions a move sets them ([`Shadow`]: the root's own after a
+//! right after each of its definitions a move sets them (`plan::Shadow`: the root's own after a
 //! root, the operand's after pointer arithmetic, picked like the value after `selp`, found
 //! nowhere after an integer; after an `add` of two values that may each be a pointer, a
 //! pointer plus a 64-bit offset loaded from memory, the one the table knows); the access is
@@ -156,7 +156,7 @@ pub use report::{CheckFunction, CheckReport};
 use module::{check_unused, declare_abi_variables, keep_launchable, ModuleFacts};
 use plan::{FastMap, Root};
 use regs::RegWidths;
-use roots::Roots;
+use roots::RootAnalysis;
 
 /// The pass as a [`Pass`] object, for [`crate::instrument`], with the default
 /// [`CheckConfig`]; [`CheckWith`] takes another.
@@ -322,9 +322,9 @@ fn instrument_function(
     let plan = {
         let function: &Function = f;
         let widths = RegWidths::collect(function);
-        let mut analysis = Roots {
+        let mut analysis = RootAnalysis {
             cfg: &cfg,
-            rd: reaching_defs(&cfg, function),
+            reaching_defs: reaching_defs(&cfg, function),
             insts: cfg.instructions(function),
             before: FastMap::default(),
             last: None,
@@ -343,16 +343,16 @@ fn instrument_function(
             Vec::new()
         } else {
             loops::plan(loops::Input {
-                an: &mut analysis,
+                analysis: &mut analysis,
                 cfg: &cfg,
                 body: function.body.as_deref().unwrap_or_default(),
                 sites: &sites.sites,
                 roots: &sites.roots,
-                cands: &candidates,
+                candidates: &candidates,
                 groups: &groups,
             })
         };
-        let registers = analysis.rd.analysis().registers();
+        let registers = analysis.reaching_defs.analysis().registers();
         let root_names = sites
             .roots
             .keys()

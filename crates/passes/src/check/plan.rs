@@ -78,7 +78,7 @@ pub(super) mod order {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) enum Layout {
     /// `low`, `lim`, `id` per root, with "found" and "live" folded into the bounds by
-    /// [`loadmeta`]: a check is two comparisons.
+    /// [`loadmeta`](super::loadmeta::loadmeta): a check is two comparisons.
     Folded,
     /// Modules calling the device heap: `base`, `low`, `lim`, `id`, `st`, `ok`, because a
     /// heap block's state is read again before every check (`check/heap.rs`).

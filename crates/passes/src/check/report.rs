@@ -52,7 +52,7 @@ pub struct CheckFunction {
     /// two pointers, or the module uses the device heap).
     pub multi_root: u32,
     /// Checked although the address has several roots: the metadata travels with the value
-    /// along each path in shadow registers ([`Shadow`]); counted in `checked` too.
+    /// along each path in shadow registers (`Shadow`, `check::plan`); counted in `checked` too.
     pub carried: u32,
     /// Left unchecked: the address has no root (a symbol, integer arithmetic only).
     pub no_root: u32,

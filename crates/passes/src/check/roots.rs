@@ -59,9 +59,9 @@ pub(super) fn classify(inst: &gpusan_ptx::ast::Instruction) -> Def {
 }
 
 /// The root pointer analysis of one function.
-pub(super) struct Roots<'a> {
+pub(super) struct RootAnalysis<'a> {
     pub(super) cfg: &'a Cfg,
-    pub(super) rd: ReachingDefs<'a>,
+    pub(super) reaching_defs: ReachingDefs<'a>,
     pub(super) insts: Vec<&'a gpusan_ptx::ast::Instruction>,
     pub(super) before: FastMap<InstId, BitSet>,
     /// The last instruction `before` got a fact for: the next one in its block carries
@@ -70,28 +70,32 @@ pub(super) struct Roots<'a> {
     pub(super) last: Option<InstId>,
 }
 
-impl Roots<'_> {
+impl RootAnalysis<'_> {
     pub(super) fn reaching(&mut self, i: InstId, reg: RegId) -> Vec<DefSite> {
         if !self.before.contains_key(&i) {
             let fact = match self.last {
                 Some(j) if j <= i && self.cfg.block_of(j) == self.cfg.block_of(i) => {
                     let mut fact = self.before[&j].clone();
-                    self.rd.advance(&mut fact, j, i);
+                    self.reaching_defs.advance(&mut fact, j, i);
                     fact
                 }
-                _ => self.rd.before(i),
+                _ => self.reaching_defs.before(i),
             };
             self.before.insert(i, fact);
             self.last = Some(i);
         }
-        let rd = &self.rd;
         let before = &self.before[&i];
-        let a = rd.analysis();
-        a.defs_of(reg).iter().filter(|&&d| before.contains(d as usize)).map(|&d| a.defs()[d as usize].site).collect()
+        let analysis = self.reaching_defs.analysis();
+        analysis
+            .defs_of(reg)
+            .iter()
+            .filter(|&&d| before.contains(d as usize))
+            .map(|&d| analysis.defs()[d as usize].site)
+            .collect()
     }
 
     pub(super) fn resolve(&self, i: InstId, name: Name) -> Option<RegId> {
-        self.rd.analysis().registers().resolve(self.cfg, self.cfg.inst_scope(i), name)
+        self.reaching_defs.analysis().registers().resolve(self.cfg, self.cfg.inst_scope(i), name)
     }
 
     /// The roots of the value of `reg` as instruction `i` reads it.
@@ -145,11 +149,11 @@ pub(super) struct Carriers {
 /// definitions of that register reaching it.
 pub(super) type PointerOperand = (usize, RegId, Vec<DefSite>);
 
-impl Roots<'_> {
+impl RootAnalysis<'_> {
     /// The moves that carry metadata to the value of `reg` at instruction `i` through every
     /// definition it may come from; `None` where the moves cannot follow (a guarded `selp`
     /// or two-pointer `add`, or arithmetic mixing pointers some other way). The walk is
-    /// [`Roots::roots`]'s, kept as a graph: multi-root accesses are rare, so the walk every
+    /// [`RootAnalysis::roots`]'s, kept as a graph: multi-root accesses are rare, so the walk every
     /// access takes stays the cheap one.
     pub(super) fn carriers(&mut self, i: InstId, reg: RegId) -> Option<Carriers> {
         // Every definition that may reach a pointer use on the way, with the registers it

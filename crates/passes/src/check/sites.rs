@@ -14,7 +14,7 @@ use super::onchip;
 use super::plan::Root;
 use super::regs::RegWidths;
 use super::report::CheckFunction;
-use super::roots::{Carriers, Roots};
+use super::roots::{Carriers, RootAnalysis};
 
 /// An instruction with checked accesses: global and generic ones against their roots, and
 /// shared and local ones against their windows.
@@ -65,7 +65,7 @@ pub(super) struct SitePlan {
 /// Classifies every access of the function, counting each in `report`. `uses_heap`: the
 /// module calls the device heap, whose per-access state reloads shadows cannot carry.
 pub(super) fn run(
-    analysis: &mut Roots,
+    analysis: &mut RootAnalysis,
     widths: &RegWidths,
     windows: &onchip::Windows,
     uses_heap: bool,
@@ -87,7 +87,7 @@ pub(super) fn run(
 }
 
 struct Finder<'x, 'a> {
-    analysis: &'x mut Roots<'a>,
+    analysis: &'x mut RootAnalysis<'a>,
     widths: &'x RegWidths,
     windows: &'x onchip::Windows,
     uses_heap: bool,
@@ -202,6 +202,6 @@ impl Finder<'_, '_> {
     }
 
     fn is_64(&self, reg: RegId) -> bool {
-        self.widths.is_64(self.analysis.rd.analysis().registers().name(reg))
+        self.widths.is_64(self.analysis.reaching_defs.analysis().registers().name(reg))
     }
 }
