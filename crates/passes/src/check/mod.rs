@@ -107,12 +107,32 @@
 //! (bulk copies, `wmma`), and accesses in other state spaces (param, const, textures),
 //! shared or local accesses bound to no one variable, and accesses that move no data
 //! (prefetches).
+//!
+//! # How the code is laid out
+//!
+//! One file per stage, each a function from the last stage's plan to its own (ZLUDA's
+//! `ptx/src/pass` is the model); this file only orchestrates ([`run_with`], and
+//! `instrument_function` for the per-function pipeline):
+//!
+//! - module: `module` (the facts every function reads, the ABI variables declared first, the
+//!   names refused), `declare`, `abi` (the constants the runtime shares);
+//! - analysis, per function: `roots` (the root pointer analysis on reaching definitions),
+//!   `sites` (every access classified: against a root, a shadow, a window, or unchecked →
+//!   `SitePlan`), `shadows` (multi-root values → `ShadowPlan`), `onchip` (windows), `groups`
+//!   (range checks per address definition, the fast paths), `block` (roots looked up once per
+//!   block), `loops` (loops checked once by their range), `heap` (the device heap's calls);
+//! - rewrite: `emit` turns the plans into insertions (with `loadmeta`, `sitecode`, `records`,
+//!   `shadows`, `spans`, `counting`, the code of each kind), `insert` applies them;
+//! - shared leaves: `plan` (roots, shadows, insertions, layout constants), `regs`, `snippet`;
+//! - [`run_explained`] prints every stage's plan (`explain`): the stage tests compare those.
+//!
+//! In debug builds the verifier runs after each stage that rewrites the module.
+
+use std::collections::BTreeMap;
 
 use gpusan_ptx::ast::{Function, Item, Name, Span};
 use gpusan_ptx::cfg::Cfg;
-use std::collections::BTreeMap;
-
-use gpusan_ptx::dataflow::{reaching_defs, RegId};
+use gpusan_ptx::dataflow::RegId;
 use gpusan_ptx::Module;
 
 use crate::{Pass, PassError, PassReport};
@@ -154,7 +174,7 @@ pub use onchip::{CODE_LOCAL_OUT_OF_BOUNDS, CODE_LOCAL_USE_AFTER_SCOPE, CODE_SHAR
 pub use report::{CheckFunction, CheckReport};
 
 use module::{check_unused, declare_abi_variables, keep_launchable, ModuleFacts};
-use plan::{FastMap, Root};
+use plan::Root;
 use regs::RegWidths;
 use roots::RootAnalysis;
 
@@ -322,13 +342,7 @@ fn instrument_function(
     let plan = {
         let function: &Function = f;
         let widths = RegWidths::collect(function);
-        let mut analysis = RootAnalysis {
-            cfg: &cfg,
-            reaching_defs: reaching_defs(&cfg, function),
-            insts: cfg.instructions(function),
-            before: FastMap::default(),
-            last: None,
-        };
+        let mut analysis = RootAnalysis::new(&cfg, function);
         let windows = stage.windows.with_function(function);
         let mut sites = sites::run(&mut analysis, &widths, &windows, facts.uses_heap, &mut report);
         let shadows = shadows::run(&mut sites);

@@ -3,9 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use gpusan_ptx::ast::{Name, Operand};
+use gpusan_ptx::ast::{Function, Name, Operand};
 use gpusan_ptx::cfg::{Cfg, InstId};
-use gpusan_ptx::dataflow::{BitSet, DefSite, ReachingDefs, RegId};
+use gpusan_ptx::dataflow::{reaching_defs, BitSet, DefSite, ReachingDefs, RegId};
 
 use super::plan::{FastMap, Root, Shadow};
 
@@ -63,14 +63,26 @@ pub(super) struct RootAnalysis<'a> {
     pub(super) cfg: &'a Cfg,
     pub(super) reaching_defs: ReachingDefs<'a>,
     pub(super) insts: Vec<&'a gpusan_ptx::ast::Instruction>,
-    pub(super) before: FastMap<InstId, BitSet>,
+    /// The reaching definitions before each instruction asked about.
+    before: FastMap<InstId, BitSet>,
     /// The last instruction `before` got a fact for: the next one in its block carries
     /// that fact on rather than replaying the block (kernels have blocks of thousands of
     /// instructions with an access every few).
-    pub(super) last: Option<InstId>,
+    last: Option<InstId>,
 }
 
-impl RootAnalysis<'_> {
+impl<'a> RootAnalysis<'a> {
+    /// The analysis of `function`, whose control-flow graph is `cfg`.
+    pub(super) fn new(cfg: &'a Cfg, function: &'a Function) -> RootAnalysis<'a> {
+        RootAnalysis {
+            cfg,
+            reaching_defs: reaching_defs(cfg, function),
+            insts: cfg.instructions(function),
+            before: FastMap::default(),
+            last: None,
+        }
+    }
+
     pub(super) fn reaching(&mut self, i: InstId, reg: RegId) -> Vec<DefSite> {
         if !self.before.contains_key(&i) {
             let fact = match self.last {
