@@ -295,11 +295,11 @@ fn instrument_module(
         }
         let index = defined.iter().position(|n| *n == f.name).unwrap_or(0) as u32;
         let stage = Stage { index, line_of: &line_of, config, counters, windows: &windows, facts: &facts };
-        let r = instrument_function(f, &stage, explain.as_deref_mut())?;
-        if r.inserted > 0 {
+        let function_report = instrument_function(f, &stage, explain.as_deref_mut())?;
+        if function_report.inserted > 0 {
             keep_launchable(f);
         }
-        report.functions.push(r);
+        report.functions.push(function_report);
     }
 
     verify_stage(module, "rewriting each function")?;
@@ -339,7 +339,7 @@ fn instrument_function(
     let mut report = CheckFunction::new(f.name, f.kind, index);
     let heap_calls = if facts.uses_heap { heap::Calls::find(&cfg, f) } else { heap::Calls::default() };
     report.heap_calls = heap_calls.count();
-    let plan = {
+    let (plan, shadow_names) = {
         let function: &Function = f;
         let widths = RegWidths::collect(function);
         let mut analysis = RootAnalysis::new(&cfg, function);
@@ -393,7 +393,6 @@ fn instrument_function(
         };
         (plan, shadow_names)
     };
-    let (plan, shadow_names) = plan;
     report.roots = plan.sites.roots.len() as u32;
     report.block_roots = plan.block_roots.len() as u32;
     let context = emit::Context {
