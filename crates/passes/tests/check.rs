@@ -1,5 +1,6 @@
-//! File tests of the `check` pass, laid out like those of `count`: each
-//! `fixtures/check/*.ptx` is an input module, a `// ---- expected` line, then what
+//! End-to-end file tests of the `check` pass, laid out like those of `count`: each
+//! `fixtures/check/*.ptx` (a handful, one per main shape of the output; the stages have
+//! their own, `tests/check_stages.rs`) is an input module, a `// ---- expected` line, then what
 //! `instrument` makes of it: the report as `//` comments and the printed module, or
 //! `// error:` and the message. `BLESS=1 cargo test -p gpusan-passes --test check`
 //! rewrites the expected parts. An input line `// check-reaction: abort` instruments with
@@ -80,13 +81,31 @@ fn render(input: &str) -> String {
 
 #[test]
 fn fixtures() {
-    gpusan_testkit::file_tests(&fixture_dir(), 10, render);
+    gpusan_testkit::file_tests(&fixture_dir(), 6, render);
 }
 
 /// The fixtures are real PTX: ptxas assembles every input and every expected output.
 #[test]
 fn fixtures_assemble() {
     gpusan_testkit::assemble_file_tests(&fixture_dir());
+}
+
+/// The whole-module fixtures and those of the stages (`tests/check_stages.rs`).
+fn all_fixtures() -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    let mut dirs = vec![fixture_dir()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "ptx") {
+                paths.push(path);
+            }
+        }
+    }
+    paths.sort();
+    paths
 }
 
 /// A counting build is the plain build plus the counters: with every line the counters add
@@ -104,8 +123,7 @@ fn counting_adds_only_counters() {
             || check::COUNTER_SYMBOLS.iter().any(|s| l.starts_with(".visible .global") && l.contains(s))
     };
     let mut counted = 0;
-    for entry in std::fs::read_dir(fixture_dir()).unwrap() {
-        let path = entry.unwrap().path();
+    for path in all_fixtures() {
         let text = std::fs::read_to_string(&path).unwrap();
         let input = text.split("// ---- expected").next().unwrap();
         let plain = CheckConfig { counting: Counting::Off, ..CheckConfig::default() };

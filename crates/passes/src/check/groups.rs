@@ -17,11 +17,15 @@
 //! reaching each member, so every path to a member runs `d` last among the register's
 //! definitions, and the register holds at the member the value the group check saw.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use gpusan_ptx::ast::Name;
 use gpusan_ptx::cfg::{Cfg, DomTree, InstId, LoopForest};
-use gpusan_ptx::dataflow::RegId;
+use gpusan_ptx::dataflow::{DefSite, RegId};
+use gpusan_ptx::semantics::Space;
+
+use super::roots::RootAnalysis;
+use super::sites::Site;
 
 /// One checked access the planner may group.
 #[derive(Debug, Clone)]
@@ -72,18 +76,81 @@ pub(super) struct Plan {
     pub group_of: Vec<Option<usize>>,
 }
 
-/// Groups `cands`. A group is kept when it saves work: two or more members, or one member
+/// The accesses the planner may group: global accesses against a root (not a shadow, which
+/// changes along the way: no range check stands for it, so numbers from `first_shadow` on
+/// are left out) and window checks with a base register, each with the only definition of
+/// its address register reaching it.
+pub(super) fn candidates(analysis: &mut RootAnalysis, sites: &[Site], first_shadow: usize) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    for (index, site) in sites.iter().enumerate() {
+        let inst = analysis.insts[site.inst.index()];
+        let only_def = |analysis: &mut RootAnalysis, reg| match analysis.reaching(site.inst, reg).as_slice() {
+            [DefSite::Inst(d)] => Some(*d),
+            _ => None,
+        };
+        for access in &site.accesses {
+            if access.space != Space::Global || access.root >= first_shadow {
+                continue;
+            }
+            let Some((Some(base), offset)) = inst.operands[access.operand].as_address() else { continue };
+            let Some(reg) = analysis.resolve(site.inst, base) else { continue };
+            let def = only_def(analysis, reg);
+            let (width, key) = (access.width, Key::Root(access.root));
+            out.push(Candidate { site: index, inst: site.inst, reg, base, offset, width, key, def });
+        }
+        for check in &site.windows {
+            let (Some((base, offset)), Some(symbol)) = (check.base_reg(), check.symbol()) else { continue };
+            let Some(reg) = analysis.resolve(site.inst, base) else { continue };
+            let def = only_def(analysis, reg);
+            let (width, key) = (check.width, Key::Window(symbol));
+            out.push(Candidate { site: index, inst: site.inst, reg, base, offset, width, key, def });
+        }
+    }
+    out
+}
+
+/// Which sites take the fast path behind their groups: those with every access grouped.
+#[derive(Debug, Default)]
+pub(super) struct FastPaths {
+    /// For each site, the groups covering all its accesses (empty: no fast path).
+    pub site_groups: Vec<Vec<usize>>,
+    /// The groups some fast path needs: the ones whose check is emitted.
+    pub used: BTreeSet<usize>,
+}
+
+/// The fast paths of `sites` under `plan` (made from `candidates`).
+pub(super) fn fast_paths(candidates: &[Candidate], plan: &Plan, sites: &[Site]) -> FastPaths {
+    let mut site_groups: Vec<Vec<usize>> = vec![Vec::new(); sites.len()];
+    let mut grouped_accesses = vec![0usize; sites.len()];
+    for (c, g) in candidates.iter().zip(&plan.group_of) {
+        if let Some(g) = *g {
+            grouped_accesses[c.site] += 1;
+            if !site_groups[c.site].contains(&g) {
+                site_groups[c.site].push(g);
+            }
+        }
+    }
+    for (index, site) in sites.iter().enumerate() {
+        if grouped_accesses[index] != site.accesses.len() + site.windows.len() {
+            site_groups[index].clear();
+        }
+    }
+    let used = site_groups.iter().flatten().copied().collect();
+    FastPaths { site_groups, used }
+}
+
+/// Groups `candidates`. A group is kept when it saves work: two or more members, or one member
 /// inside a loop that does not contain the definition (the check leaves the loop).
-pub(super) fn plan(cands: &[Candidate], cfg: &Cfg) -> Plan {
+pub(super) fn plan(candidates: &[Candidate], cfg: &Cfg) -> Plan {
     let dom = DomTree::dominators(cfg);
     let loops = LoopForest::compute(cfg, &dom);
     let mut by_key: BTreeMap<(InstId, RegId, Key), Vec<usize>> = BTreeMap::new();
-    for (i, c) in cands.iter().enumerate() {
+    for (i, c) in candidates.iter().enumerate() {
         if let Some(d) = c.def {
             by_key.entry((d, c.reg, c.key)).or_default().push(i);
         }
     }
-    let mut plan = Plan { groups: Vec::new(), group_of: vec![None; cands.len()] };
+    let mut plan = Plan { groups: Vec::new(), group_of: vec![None; candidates.len()] };
     for ((def, _, key), members) in by_key {
         let def_block = cfg.block_of(def);
         let leaves_loop = |c: &Candidate| {
@@ -98,18 +165,27 @@ pub(super) fn plan(cands: &[Candidate], cfg: &Cfg) -> Plan {
             }
             false
         };
-        if members.len() < 2 && !members.iter().any(|&m| leaves_loop(&cands[m])) {
+        if members.len() < 2 && !members.iter().any(|&m| leaves_loop(&candidates[m])) {
             continue;
         }
         // Offsets are small constants in practice; refuse anything whose span could wrap.
-        let min = members.iter().map(|&m| cands[m].offset).min().unwrap_or(0);
-        let end = members.iter().map(|&m| cands[m].offset.saturating_add(cands[m].width as i64)).max().unwrap_or(0);
+        let min = members.iter().map(|&m| candidates[m].offset).min().unwrap_or(0);
+        let end =
+            members.iter().map(|&m| candidates[m].offset.saturating_add(candidates[m].width as i64)).max().unwrap_or(0);
         if min.unsigned_abs() > 1 << 40 || end.unsigned_abs() > 1 << 40 {
             continue;
         }
         let g = plan.groups.len();
         let first = members[0];
-        plan.groups.push(Group { def, base: cands[first].base, key, first, min, end, members: members.len() as u32 });
+        plan.groups.push(Group {
+            def,
+            base: candidates[first].base,
+            key,
+            first,
+            min,
+            end,
+            members: members.len() as u32,
+        });
         for m in members {
             plan.group_of[m] = Some(g);
         }

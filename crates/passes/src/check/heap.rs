@@ -67,7 +67,8 @@ use gpusan_ptx::ast::{Function, Instruction, Item, Name, Operand, Statement};
 use gpusan_ptx::cfg::{Cfg, InstId};
 use gpusan_ptx::Module;
 
-use super::{Insertion, ERRORS_SYMBOL, MODULE_SYMBOL, STATE_LIVE};
+use super::abi::{ERRORS_SYMBOL, MODULE_SYMBOL, STATE_LIVE};
+use super::plan::Insertion;
 
 /// The heap table's symbol; `device_abi::HEAP_SYMBOL`.
 pub const HEAP_SYMBOL: &str = "__gpusan_heap";
@@ -111,7 +112,7 @@ pub(super) fn module_uses_heap(module: &Module) -> bool {
 
 /// The declaration of the heap table.
 pub(super) fn table_decl() -> gpusan_ptx::ast::VarDecl {
-    let mut v = super::abi_var(HEAP_SYMBOL, "b8", 16);
+    let mut v = super::declare::abi_var(HEAP_SYMBOL, "b8", 16);
     v.array = vec![Some(HEAP_HEADER_BYTES + HEAP_CAPACITY * HEAP_ENTRY_BYTES)];
     v
 }
@@ -160,6 +161,25 @@ pub(super) struct Calls {
     results: HashMap<InstId, usize>,
     /// Calls whose argument could not be found (not nvcc's call sequence): left alone.
     pub unrecognized: u32,
+}
+
+/// The plan of a function's heap calls (`explain`): one line each, by instruction.
+impl std::fmt::Display for Calls {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let mut results: Vec<(&InstId, &usize)> = self.results.iter().collect();
+        results.sort();
+        for (k, m) in self.mallocs.iter().enumerate() {
+            let result = results.iter().find(|(_, &r)| r == k).map(|(i, _)| format!(", result read at inst {}", i.0));
+            writeln!(f, "malloc at inst {} into {}{}", m.call.0, m.ret, result.unwrap_or_default())?;
+        }
+        for fr in &self.frees {
+            writeln!(f, "free at inst {}", fr.call.0)?;
+        }
+        if self.unrecognized > 0 {
+            writeln!(f, "{} calls not in nvcc's sequence, left alone", self.unrecognized)?;
+        }
+        Ok(())
+    }
 }
 
 impl Calls {
@@ -257,9 +277,17 @@ impl Calls {
             // The size is copied before the call: the register holding it may be reused
             // once the argument is stored.
             let before = format!("\tmov.b64 %__gs_hs, {};\n", operand(&m.size));
-            out.push(Insertion { at: at(m.call, false), order: super::order::BEFORE, stmts: super::snippet(&before) });
+            out.push(Insertion {
+                at: at(m.call, false),
+                order: super::plan::order::BEFORE,
+                stmts: super::snippet::parse(&before),
+            });
             let text = format!("\tld.param.b64 %__gs_hb, [{}+0];\n{}", m.ret, insert(label));
-            out.push(Insertion { at: at(m.call, true), order: super::order::BEFORE, stmts: super::snippet(&text) });
+            out.push(Insertion {
+                at: at(m.call, true),
+                order: super::plan::order::BEFORE,
+                stmts: super::snippet::parse(&text),
+            });
         }
         for fr in &self.frees {
             let line = line_of(insts[fr.call.index()].span);
@@ -269,11 +297,15 @@ impl Calls {
                 free_check(&operand(&fr.ptr), label),
                 free_record(line, function, label)
             );
-            out.push(Insertion { at: at(fr.call, false), order: super::order::BEFORE, stmts: super::snippet(&text) });
+            out.push(Insertion {
+                at: at(fr.call, false),
+                order: super::plan::order::BEFORE,
+                stmts: super::snippet::parse(&text),
+            });
             out.push(Insertion {
                 at: at(fr.call, true),
-                order: super::order::AFTER_ACCESS,
-                stmts: super::snippet(&format!("{skip}:\n")),
+                order: super::plan::order::AFTER_ACCESS,
+                stmts: super::snippet::parse(&format!("{skip}:\n")),
             });
         }
         out
@@ -522,7 +554,7 @@ fn free_record(line: u32, function: u32, label: &mut dyn FnMut() -> String) -> S
          \tst.global.u32 [%__gs_r+72], 0;\n\
          \tst.global.u32 [%__gs_r+76], 0;\n\
          {skip}:\n",
-        where = super::record_where()
+        where = super::records::record_where()
     )
 }
 

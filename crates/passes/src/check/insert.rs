@@ -5,7 +5,7 @@
 
 use gpusan_ptx::ast::Statement;
 
-use super::Insertion;
+use super::plan::Insertion;
 
 /// Puts every insertion into `body` (paths of the body as it was), and returns the number
 /// of instructions added. Each statement list is rebuilt once with all of its insertions,

@@ -55,7 +55,10 @@ use gpusan_ptx::cfg::{BlockId, Cfg, DomTree, InstId, Loop, LoopForest};
 use gpusan_ptx::dataflow::{DefSite, RegId};
 use gpusan_ptx::semantics::Space;
 
-use super::{groups, Root, Roots, Site};
+use super::groups;
+use super::plan::Root;
+use super::roots::RootAnalysis;
+use super::sites::{Access, Site};
 
 /// Registers of the preheader code.
 pub(super) const REGISTERS: &str =
@@ -180,18 +183,18 @@ const MAX_REG_STRIDE: i64 = 1 << 28;
 
 /// What the planner needs of the pass's analysis.
 pub(super) struct Input<'x, 'a> {
-    pub an: &'x mut Roots<'a>,
+    pub analysis: &'x mut RootAnalysis<'a>,
     pub cfg: &'a Cfg,
     pub body: &'a [Statement],
     pub sites: &'x [Site],
     pub roots: &'x BTreeMap<Root, usize>,
-    pub cands: &'x [groups::Candidate],
+    pub candidates: &'x [groups::Candidate],
     pub groups: &'x groups::Plan,
 }
 
 /// The loops of a function to version, in body order.
 pub(super) fn plan(input: Input) -> Vec<Version> {
-    let Input { an, cfg, body, sites, roots, cands, groups } = input;
+    let Input { analysis, cfg, body, sites, roots, candidates, groups } = input;
     let dom = DomTree::dominators(cfg);
     let forest = LoopForest::compute(cfg, &dom);
     let mut has_child = vec![false; forest.len()];
@@ -215,8 +218,8 @@ pub(super) fn plan(input: Input) -> Vec<Version> {
         if has_child[id] {
             continue;
         }
-        let mut l = LoopPlanner { an: &mut *an, cfg, dom: &dom, lp };
-        if let Some(v) = l.version(body, sites, &root_def, cands, groups) {
+        let mut l = LoopPlanner { analysis: &mut *analysis, cfg, dom: &dom, lp };
+        if let Some(v) = l.version(body, sites, &root_def, candidates, groups) {
             out.push(v);
         }
     }
@@ -225,7 +228,7 @@ pub(super) fn plan(input: Input) -> Vec<Version> {
 }
 
 struct LoopPlanner<'x, 'a> {
-    an: &'x mut Roots<'a>,
+    analysis: &'x mut RootAnalysis<'a>,
     cfg: &'a Cfg,
     dom: &'x DomTree,
     lp: &'x Loop,
@@ -263,7 +266,7 @@ impl LoopPlanner<'_, '_> {
 
     /// Definitions of `reg` inside the loop (`None` when one is a `.reg` parameter's entry).
     fn loop_defs(&self, reg: RegId) -> Vec<InstId> {
-        let a = self.an.rd.analysis();
+        let a = self.analysis.reaching_defs.analysis();
         let mut out = Vec::new();
         for &d in a.defs_of(reg) {
             if let DefSite::Inst(i) = a.defs()[d as usize].site {
@@ -292,8 +295,8 @@ impl LoopPlanner<'_, '_> {
     fn induction_by(&self, reg: RegId) -> Option<(Stride, InstId, u32)> {
         let defs = self.loop_defs(reg);
         let [d] = defs[..] else { return None };
-        let inst = self.an.insts[d.index()];
-        if inst.guard.is_some() || self.an.rd.analysis().operands().defs(d) != [reg] {
+        let inst = self.analysis.insts[d.index()];
+        if inst.guard.is_some() || self.analysis.reaching_defs.analysis().operands().defs(d) != [reg] {
             return None;
         }
         let mut m = inst.modifiers();
@@ -303,13 +306,13 @@ impl LoopPlanner<'_, '_> {
             _ => return None,
         };
         let is_reg = |k: usize| match inst.operands.get(k) {
-            Some(Operand::Name(n)) => self.an.resolve(d, *n) == Some(reg),
+            Some(Operand::Name(n)) => self.analysis.resolve(d, *n) == Some(reg),
             _ => false,
         };
         let by = |k: usize| match inst.operands.get(k) {
             Some(Operand::Int(v)) if v.as_i64() != 0 => Some(Stride::Const(v.as_i64())),
             Some(Operand::Name(n)) if n.starts_with('%') && bits == 64 => {
-                self.an.resolve(d, *n).filter(|&r| r != reg && self.invariant(r)).map(|_| Stride::Reg(*n))
+                self.analysis.resolve(d, *n).filter(|&r| r != reg && self.invariant(r)).map(|_| Stride::Reg(*n))
             }
             _ => None,
         };
@@ -356,7 +359,7 @@ impl LoopPlanner<'_, '_> {
         body: &[Statement],
         sites: &[Site],
         root_def: &HashMap<usize, Option<InstId>>,
-        cands: &[groups::Candidate],
+        candidates: &[groups::Candidate],
         groups: &groups::Plan,
     ) -> Option<Version> {
         let lp = self.lp;
@@ -383,7 +386,7 @@ impl LoopPlanner<'_, '_> {
         for &b in &lp.blocks {
             for i in cfg.block(b).insts() {
                 let j = top(i)?;
-                if j < first || j > last || blocks_cloning(self.an.insts[i.index()]) {
+                if j < first || j > last || blocks_cloning(self.analysis.insts[i.index()]) {
                     return None;
                 }
                 count += 1;
@@ -401,7 +404,7 @@ impl LoopPlanner<'_, '_> {
             return None;
         }
         // The back branch: to the header, and nowhere else.
-        let back_inst = self.an.insts[back.index()];
+        let back_inst = self.analysis.insts[back.index()];
         let to_header = |o: &Operand| matches!(o, Operand::Name(n) if header.labels.contains(n));
         if back_inst.opcode.as_str() != "bra" || back_inst.operands.len() != 1 || !to_header(&back_inst.operands[0]) {
             return None;
@@ -410,7 +413,7 @@ impl LoopPlanner<'_, '_> {
         // header), else the header's label it falls into.
         let pre_block = cfg.block(pre);
         let pre_last = pre_block.insts().next_back()?;
-        let check_at = if self.an.insts[pre_last.index()].opcode.as_str() == "bra" {
+        let check_at = if self.analysis.insts[pre_last.index()].opcode.as_str() == "bra" {
             top(pre_last)?
         } else {
             if top(pre_last)? + 1 > first {
@@ -427,7 +430,7 @@ impl LoopPlanner<'_, '_> {
         if root_def.values().flatten().any(|&d| self.contains_inst(d)) {
             return None;
         }
-        for (c, g) in cands.iter().zip(&groups.group_of) {
+        for (c, g) in candidates.iter().zip(&groups.group_of) {
             if let Some(g) = *g {
                 if self.contains_inst(groups.groups[g].def) && !self.contains_inst(c.inst) {
                     return None;
@@ -447,8 +450,8 @@ impl LoopPlanner<'_, '_> {
             if !site.windows.is_empty() {
                 return None;
             }
-            let inst = self.an.insts[site.inst.index()];
-            for &(operand, w, space, _, k) in &site.accesses {
+            let inst = self.analysis.insts[site.inst.index()];
+            for &Access { operand, width: w, space, root: k, .. } in &site.accesses {
                 if !matches!(space, Space::Global | Space::Generic) {
                     return None;
                 }
@@ -459,7 +462,7 @@ impl LoopPlanner<'_, '_> {
                     }
                 }
                 let (Some(base), offset) = inst.operands[operand].as_address()? else { return None };
-                let reg = self.an.resolve(site.inst, base)?;
+                let reg = self.analysis.resolve(site.inst, base)?;
                 let Form { start, addend, imm, stride, steps } = self.form(site.inst, base, reg)?;
                 if stride != Stride::Const(0) && trip.get_or_insert_with(|| self.trip(latch, back)).is_none() {
                     return None;
@@ -496,8 +499,8 @@ impl LoopPlanner<'_, '_> {
         if let Some((step, u, 64)) = self.induction_by(reg) {
             return step.fits().then(|| plain(base, None, 0, step, self.steps_before(u, at)));
         }
-        let [DefSite::Inst(d)] = self.an.reaching(at, reg)[..] else { return None };
-        let inst = self.an.insts[d.index()];
+        let [DefSite::Inst(d)] = self.analysis.reaching(at, reg)[..] else { return None };
+        let inst = self.analysis.insts[d.index()];
         if !self.contains_inst(d) || inst.guard.is_some() || inst.opcode.as_str() != "add" {
             return None;
         }
@@ -510,7 +513,7 @@ impl LoopPlanner<'_, '_> {
         };
         for (iv, other) in [(1, 2), (2, 1)] {
             let Some(v) = name(iv) else { continue };
-            let Some(vr) = self.an.resolve(d, v) else { continue };
+            let Some(vr) = self.analysis.resolve(d, v) else { continue };
             let Some((step, u, 64)) = self.induction_by(vr) else { continue };
             if !step.fits() {
                 return None;
@@ -519,7 +522,7 @@ impl LoopPlanner<'_, '_> {
             match inst.operands.get(other) {
                 Some(Operand::Int(c)) => return Some(plain(v, None, c.as_i64(), step, steps)),
                 Some(Operand::Name(n)) if n.starts_with('%') => {
-                    let r = self.an.resolve(d, *n)?;
+                    let r = self.analysis.resolve(d, *n)?;
                     return self.invariant(r).then(|| plain(v, Some(*n), 0, step, steps));
                 }
                 _ => return None,
@@ -551,11 +554,11 @@ impl LoopPlanner<'_, '_> {
 
     /// The exit test at the latch's back branch `back`, when it bounds the iterations.
     fn trip(&mut self, latch: BlockId, back: InstId) -> Option<Trip> {
-        let bra = self.an.insts[back.index()];
+        let bra = self.analysis.insts[back.index()];
         let guard = bra.guard.as_ref()?;
-        let p = self.an.resolve(back, guard.reg)?;
-        let [DefSite::Inst(s)] = self.an.reaching(back, p)[..] else { return None };
-        let setp = self.an.insts[s.index()];
+        let p = self.analysis.resolve(back, guard.reg)?;
+        let [DefSite::Inst(s)] = self.analysis.reaching(back, p)[..] else { return None };
+        let setp = self.analysis.insts[s.index()];
         if self.cfg.block_of(s) != latch || setp.guard.is_some() || setp.opcode.as_str() != "setp" {
             return None;
         }
@@ -589,7 +592,7 @@ impl LoopPlanner<'_, '_> {
         // Which operand is the counter; the test as "counter rel bound".
         let operand = |k: usize| -> Option<(Option<RegId>, &Operand)> {
             match &setp.operands[k] {
-                o @ Operand::Name(n) if n.starts_with('%') => Some((self.an.resolve(s, *n), o)),
+                o @ Operand::Name(n) if n.starts_with('%') => Some((self.analysis.resolve(s, *n), o)),
                 o @ Operand::Int(_) => Some((None, o)),
                 _ => None,
             }
@@ -798,6 +801,49 @@ impl Range {
     }
 }
 
+/// The plan of one loop (`explain`): its statements, where the checks go, and each range.
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(
+            f,
+            "loop statements {}..={}: checked before statement {}, {} accesses by {} ranges",
+            self.first,
+            self.last,
+            self.check_at,
+            self.accesses,
+            self.ranges.len()
+        )?;
+        match &self.trip {
+            Some(t) => {
+                let bound = match t.bound {
+                    Bound::Reg(n) => n.to_string(),
+                    Bound::Imm(v) => v.to_string(),
+                };
+                let (sign, when) = (if t.signed { "s" } else { "u" }, if t.post { "after" } else { "before" });
+                write!(
+                    f,
+                    "; trip: {} {:?} {bound} ({sign}{}), step {} {when} the test",
+                    t.counter, t.rel, t.bits, t.step
+                )?;
+            }
+            None => write!(f, "; no trip count (every access stays put)")?,
+        }
+        for r in &self.ranges {
+            let addend = r.addend.map(|a| format!(" + {a}")).unwrap_or_default();
+            let stride = match r.stride {
+                Stride::Const(c) => c.to_string(),
+                Stride::Reg(n) => n.to_string(),
+            };
+            write!(
+                f,
+                "\n  root {}: [{}{addend} + {}, {}{addend} + {}) stride {stride}, steps {:?}",
+                r.k, r.start, r.min, r.start, r.end, r.steps
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// What versioning one loop adds.
 pub(super) struct Emitted {
     /// Before statement `check_at`: the ranges and the branch to the checked loop.
@@ -850,7 +896,7 @@ impl Version {
             }
             clone.push(s);
         }
-        clone.extend(super::snippet(&format!("\tbra.uni {after};\n")));
+        clone.extend(super::snippet::parse(&format!("\tbra.uni {after};\n")));
         Emitted { checks, after: format!("{after}:\n"), clone }
     }
 }

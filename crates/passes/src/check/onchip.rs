@@ -45,103 +45,21 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use gpusan_ptx::ast::{Function, Instruction, Item, Linkage, Name, Operand, StateSpace, Statement, VarDecl};
+use gpusan_ptx::ast::{Function, Instruction, Item, Name, Operand, StateSpace, Statement, VarDecl};
 use gpusan_ptx::cfg::InstId;
 use gpusan_ptx::dataflow::DefSite;
-use gpusan_ptx::semantics::{address_conversion, type_width, AccessKind, Conversion, MemAccess, Space};
+use gpusan_ptx::semantics::{address_conversion, AccessKind, Conversion, MemAccess, Space};
 use gpusan_ptx::Module;
 
-use super::{RegWidths, Roots};
+use super::regs::RegWidths;
+use super::roots::RootAnalysis;
 
 mod scope;
+mod window;
 use scope::LiveFrame;
 pub use scope::CODE_LOCAL_USE_AFTER_SCOPE;
-
-/// `device_abi::CODE_SHARED_OUT_OF_BOUNDS`.
-pub const CODE_SHARED_OUT_OF_BOUNDS: u32 = 4;
-/// `device_abi::CODE_LOCAL_OUT_OF_BOUNDS`.
-pub const CODE_LOCAL_OUT_OF_BOUNDS: u32 = 5;
-
-/// The on-chip memory a window lives in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(super) enum Region {
-    Shared,
-    Local,
-}
-
-impl Region {
-    fn of_space(s: Space) -> Option<Region> {
-        match s {
-            Space::Shared | Space::SharedCta => Some(Region::Shared),
-            Space::Local => Some(Region::Local),
-            _ => None,
-        }
-    }
-
-    /// The `cvta` spelling of the region.
-    fn name(self) -> &'static str {
-        match self {
-            Region::Shared => "shared",
-            Region::Local => "local",
-        }
-    }
-
-    pub(super) fn code(self) -> u32 {
-        match self {
-            Region::Shared => CODE_SHARED_OUT_OF_BOUNDS,
-            Region::Local => CODE_LOCAL_OUT_OF_BOUNDS,
-        }
-    }
-
-    /// `ErrorRecord::space` of an access made in the window's own space.
-    pub(super) fn record_space(self) -> u32 {
-        match self {
-            Region::Shared => 1,
-            Region::Local => 2,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Extent {
-    Bytes(u64),
-    /// `%dynamic_smem_size` bytes.
-    Dynamic,
-}
-
-/// One variable's bounds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Window {
-    pub(super) region: Region,
-    extent: Extent,
-}
-
-impl Window {
-    /// The window a declaration makes; `None` for other spaces and sizes not known.
-    fn of(d: &VarDecl) -> Option<Window> {
-        let region = match d.space {
-            StateSpace::Shared | StateSpace::SharedCta => Region::Shared,
-            StateSpace::Local => Region::Local,
-            _ => return None,
-        };
-        let mut bytes = u64::from(type_width(&d.ty)?) * u64::from(d.vector.unwrap_or(1));
-        let mut unsized_dim = false;
-        for dim in &d.array {
-            match dim {
-                Some(n) => bytes = bytes.checked_mul(*n)?,
-                None => unsized_dim = true,
-            }
-        }
-        let extent = if !unsized_dim {
-            Extent::Bytes(bytes)
-        } else if region == Region::Shared && d.linkage.contains(&Linkage::Extern) {
-            Extent::Dynamic
-        } else {
-            return None;
-        };
-        Some(Window { region, extent })
-    }
-}
+use window::{Extent, Region, Window};
+pub use window::{CODE_LOCAL_OUT_OF_BOUNDS, CODE_SHARED_OUT_OF_BOUNDS};
 
 /// The windows a function sees, and what the use-after-scope check knows of it.
 #[derive(Debug, Default, Clone)]
@@ -236,6 +154,29 @@ pub(super) struct WindowCheck {
     bound: Bound,
 }
 
+/// One line of the plan (`explain`): what the access is held to, and through which address.
+impl std::fmt::Display for WindowCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let offset = self.offset;
+        match self.base {
+            Base::Reg32(r) | Base::Reg64(r) => write!(f, "[{r}{offset:+}]")?,
+            Base::Symbol => write!(f, "[symbol{offset:+}]")?,
+        }
+        write!(f, " {} bytes", self.width)?;
+        match &self.bound {
+            Bound::Window { symbol, window } => {
+                let region = if window.region == Region::Shared { "shared" } else { "local" };
+                match window.extent {
+                    Extent::Bytes(n) => write!(f, " in {region} {symbol} [0, {n})"),
+                    Extent::Dynamic => write!(f, " in {region} {symbol} [0, %dynamic_smem_size)"),
+                }
+            }
+            Bound::Live(Some((frame, bytes))) => write!(f, " in the live frame {frame} ({bytes} bytes)"),
+            Bound::Live(None) => write!(f, " in the live frame (none)"),
+        }
+    }
+}
+
 /// Which count of [`super::CheckFunction`] a check adds to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Counted {
@@ -318,37 +259,37 @@ pub(super) enum Verdict {
 
 /// What one access is to the on-chip checks.
 pub(super) fn classify(
-    an: &mut Roots,
+    analysis: &mut RootAnalysis,
     widths: &RegWidths,
     windows: &Windows,
     i: InstId,
     inst: &Instruction,
-    acc: &MemAccess,
+    access: &MemAccess,
 ) -> Verdict {
-    let region = Region::of_space(acc.space);
-    let generic = acc.space == Space::Generic;
+    let region = Region::of_space(access.space);
+    let generic = access.space == Space::Generic;
     let not_mine = || {
-        if acc.space.is_shared() || acc.space == Space::Local {
+        if access.space.is_shared() || access.space == Space::Local {
             Verdict::Unchecked
         } else {
             Verdict::Elsewhere(None)
         }
     };
-    if (region.is_none() && !generic) || acc.kind == AccessKind::Prefetch {
+    if (region.is_none() && !generic) || access.kind == AccessKind::Prefetch {
         return not_mine();
     }
     if matches!(inst.opcode.as_str(), "ldmatrix" | "stmatrix") && !inst.has_modifier("x4") {
         return not_mine();
     }
-    let Some(width) = acc.width.bytes() else { return not_mine() };
-    let Some((Some(name), offset)) = acc.address(inst).as_address() else { return not_mine() };
+    let Some(width) = access.width.bytes() else { return not_mine() };
+    let Some((Some(name), offset)) = access.address(inst).as_address() else { return not_mine() };
     let make = |base: Base, bound: Bound| WindowCheck {
-        operand: acc.operand,
+        operand: access.operand,
         offset,
         base,
         width,
-        space: acc.space,
-        kind: acc.kind,
+        space: access.space,
+        kind: access.kind,
         bound,
     };
     if !name.starts_with('%') {
@@ -360,14 +301,14 @@ pub(super) fn classify(
             _ => not_mine(),
         };
     }
-    let Some(reg) = an.resolve(i, name) else { return not_mine() };
+    let Some(reg) = analysis.resolve(i, name) else { return not_mine() };
     let base = match widths.bits(name) {
         Some(64) => Base::Reg64(name),
         Some(32) if !generic => Base::Reg32(name),
         _ => return not_mine(),
     };
     let form = if generic { Form::Generic } else { Form::Window };
-    let o = origin(an, windows, i, reg, form);
+    let o = origin(analysis, windows, i, reg, form);
     match o.window {
         Some((symbol, w)) if region.is_none_or(|r| r == w.region) => {
             return Verdict::Check(make(base, Bound::Window { symbol, window: w }));
@@ -556,19 +497,26 @@ struct Origin {
 /// A fixpoint over the definitions the value depends on (loops carry addresses around):
 /// every definition starts as [`Val::Offset`] and is recomputed from its operands until
 /// nothing changes.
-fn origin(an: &mut Roots, windows: &Windows, i: InstId, reg: gpusan_ptx::dataflow::RegId, form: Form) -> Origin {
+fn origin(
+    analysis: &mut RootAnalysis,
+    windows: &Windows,
+    i: InstId,
+    reg: gpusan_ptx::dataflow::RegId,
+    form: Form,
+) -> Origin {
     let mut foreign = false;
     // Most walks visit a few dozen definitions: room for them from the start.
-    let mut nodes: super::FastMap<Key, Rule> = super::FastMap::with_capacity_and_hasher(64, Default::default());
+    let mut nodes: super::plan::FastMap<Key, Rule> =
+        super::plan::FastMap::with_capacity_and_hasher(64, Default::default());
     let mut order: Vec<Key> = Vec::new();
     let mut work: Vec<Key> = Vec::new();
 
     // The read of register `r` at instruction `at` in form `f`, queueing new definitions.
-    fn read(an: &mut Roots, at: InstId, name: Option<Name>, f: Form, work: &mut Vec<Key>) -> Read {
-        let Some(r) = name.and_then(|n| an.resolve(at, n)) else { return Read::Const(Val::Unknown) };
+    fn read(analysis: &mut RootAnalysis, at: InstId, name: Option<Name>, f: Form, work: &mut Vec<Key>) -> Read {
+        let Some(r) = name.and_then(|n| analysis.resolve(at, n)) else { return Read::Const(Val::Unknown) };
         let mut defs = Vec::new();
         let mut entry = false;
-        for site in an.reaching(at, r) {
+        for site in analysis.reaching(at, r) {
             match site {
                 DefSite::Entry => entry = true,
                 DefSite::Inst(d) => {
@@ -581,13 +529,20 @@ fn origin(an: &mut Roots, windows: &Windows, i: InstId, reg: gpusan_ptx::dataflo
     }
     // An operand of a definition: a register's read, an immediate (an integer), or
     // anything else (unknown).
-    fn operand(an: &mut Roots, d: InstId, inst: &Instruction, k: usize, f: Form, work: &mut Vec<Key>) -> Read {
+    fn operand(
+        analysis: &mut RootAnalysis,
+        d: InstId,
+        inst: &Instruction,
+        k: usize,
+        f: Form,
+        work: &mut Vec<Key>,
+    ) -> Read {
         match inst.operands.get(k) {
             Some(Operand::Name(n)) if n.starts_with('%') => {
                 if n.contains('.') || gpusan_ptx::semantics::is_predefined(n) {
                     Read::Const(Val::Offset)
                 } else {
-                    read(an, d, Some(*n), f, work)
+                    read(analysis, d, Some(*n), f, work)
                 }
             }
             Some(Operand::Int(_)) => Read::Const(Val::Offset),
@@ -595,7 +550,7 @@ fn origin(an: &mut Roots, windows: &Windows, i: InstId, reg: gpusan_ptx::dataflo
         }
     }
 
-    let start = read(an, i, Some(an.rd.analysis().registers().name(reg)), form, &mut work);
+    let start = read(analysis, i, Some(analysis.reaching_defs.analysis().registers().name(reg)), form, &mut work);
     while let Some(key) = work.pop() {
         if nodes.contains_key(&key) {
             continue;
@@ -604,7 +559,7 @@ fn origin(an: &mut Roots, windows: &Windows, i: InstId, reg: gpusan_ptx::dataflo
             return Origin::default();
         }
         let (d, _, f) = key;
-        let inst = an.insts[d.index()];
+        let inst = analysis.insts[d.index()];
         let rule = match step(inst) {
             Step::Offset => Rule::Const(Val::Offset),
             Step::Unknown => {
@@ -612,11 +567,17 @@ fn origin(an: &mut Roots, windows: &Windows, i: InstId, reg: gpusan_ptx::dataflo
                 Rule::Const(Val::Unknown)
             }
             Step::Symbol(s) => Rule::Const(if f == Form::Window { Val::Sym(s) } else { Val::Conflict }),
-            Step::Copy(k) => Rule::Copy(operand(an, d, inst, k, f, &mut work)),
-            Step::Add => Rule::Add(operand(an, d, inst, 1, f, &mut work), operand(an, d, inst, 2, f, &mut work)),
-            Step::Sub => Rule::Sub(operand(an, d, inst, 1, f, &mut work), operand(an, d, inst, 2, f, &mut work)),
-            Step::Mad => Rule::Copy(operand(an, d, inst, 3, f, &mut work)),
-            Step::Selp => Rule::Selp(operand(an, d, inst, 1, f, &mut work), operand(an, d, inst, 2, f, &mut work)),
+            Step::Copy(k) => Rule::Copy(operand(analysis, d, inst, k, f, &mut work)),
+            Step::Add => {
+                Rule::Add(operand(analysis, d, inst, 1, f, &mut work), operand(analysis, d, inst, 2, f, &mut work))
+            }
+            Step::Sub => {
+                Rule::Sub(operand(analysis, d, inst, 1, f, &mut work), operand(analysis, d, inst, 2, f, &mut work))
+            }
+            Step::Mad => Rule::Copy(operand(analysis, d, inst, 3, f, &mut work)),
+            Step::Selp => {
+                Rule::Selp(operand(analysis, d, inst, 1, f, &mut work), operand(analysis, d, inst, 2, f, &mut work))
+            }
             Step::Convert { region, to_generic } => {
                 // Walking backwards: `cvta.R d, s` makes a generic `d` from a window `s`.
                 let (needed, before) =
@@ -626,7 +587,7 @@ fn origin(an: &mut Roots, windows: &Windows, i: InstId, reg: gpusan_ptx::dataflo
                 } else {
                     match inst.operands.get(1) {
                         Some(Operand::Name(n)) if n.starts_with('%') => {
-                            Rule::Convert(region, read(an, d, Some(*n), before, &mut work))
+                            Rule::Convert(region, read(analysis, d, Some(*n), before, &mut work))
                         }
                         // `cvta.R d, sym`.
                         Some(Operand::Name(n)) if before == Form::Window => {

@@ -300,6 +300,13 @@ mod tests {
     }
 
     #[test]
+    fn snippets_parse_without_spans() {
+        let s = parse("\tmov.pred %__gs_q, 0;\n$__gs_L0:\n");
+        assert_eq!(s.len(), 2);
+        assert!(matches!(&s[0], Statement::Inst(i) if i.span.is_none()));
+    }
+
+    #[test]
     fn cached_lines_parse_as_the_whole_text() {
         same_as_parser("\tmov.pred %__gs_q, 0;\n$__gs_L0:\n\t@!%__gs_q bra $__gs_L0;\n");
         same_as_parser("\t.reg .b64 %__gs_t;\n\t.reg .b32 %__gs_i<4>;\n\t.shared .align 16 .b8 __gs_meta[96];\n");
@@ -315,10 +322,10 @@ mod tests {
             n += 1;
             format!("$__gs_L{n}")
         };
-        same_as_parser(&super::super::loadmeta(3, "%rd7", super::super::Layout::Folded, &mut label));
-        same_as_parser(&super::super::loadmeta(3, "%rd7", super::super::Layout::Heap, &mut label));
-        same_as_parser(&super::super::fetch_block_meta(2, 1));
-        same_as_parser(super::super::record_where());
+        same_as_parser(&super::super::loadmeta::loadmeta(3, "%rd7", super::super::plan::Layout::Folded, &mut label));
+        same_as_parser(&super::super::loadmeta::loadmeta(3, "%rd7", super::super::plan::Layout::Heap, &mut label));
+        same_as_parser(&super::super::block::fetch_block_meta(2, 1));
+        same_as_parser(super::super::records::record_where());
     }
 
     #[test]

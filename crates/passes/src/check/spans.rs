@@ -24,7 +24,7 @@
 
 use gpusan_ptx::ast::Statement;
 
-use super::Insertion;
+use super::plan::Insertion;
 
 /// A run `body[first..=last]` of the function's top-level statements.
 #[derive(Debug, Clone, PartialEq, Eq)]

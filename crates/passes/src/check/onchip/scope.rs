@@ -44,7 +44,7 @@
 use gpusan_ptx::ast::{Function, Instruction, Name, Operand, StateSpace, Statement};
 use gpusan_ptx::semantics::{address_conversion, Conversion, Space};
 
-use super::{Extent, Window};
+use super::window::{Extent, Window};
 
 /// `device_abi::CODE_LOCAL_USE_AFTER_SCOPE`.
 pub const CODE_LOCAL_USE_AFTER_SCOPE: u32 = 3;

@@ -1,0 +1,242 @@
+//! Error records: the code that writes one `ErrorRecord` when an access is bad.
+
+use std::collections::HashMap;
+
+use gpusan_ptx::ast::{Name, Operand, Statement};
+use gpusan_ptx::semantics::AccessKind;
+
+use super::abi::{CODE_OUT_OF_BOUNDS, CODE_USE_AFTER_FREE, ERRORS_SYMBOL, MODULE_SYMBOL, STATE_LIVE};
+use super::config::Reaction;
+use super::plan::{Layout, BLOCK_META_BYTES, DEAD_BIT};
+use super::snippet;
+
+/// `ErrorRecord::access` of an access kind.
+pub(super) fn access_code(kind: AccessKind) -> u32 {
+    match kind {
+        AccessKind::Read => 0,
+        AccessKind::Write => 1,
+        _ => 2,
+    }
+}
+
+/// Whom an error record blames, and so its code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Blame {
+    /// The allocation of root number `k`: its id, and out of bounds or use after free as
+    /// the entry's state says. A root of the block-wide lookup has its id in that slot of
+    /// `__gs_meta`, not in a register.
+    Root { k: usize, layout: Layout, block_slot: Option<usize> },
+    /// A shared or local variable: no allocation, this code.
+    Window(u32),
+}
+
+/// The fields of an error record known when instrumenting.
+pub(super) struct Record {
+    pub(super) blame: Blame,
+    pub(super) width: u32,
+    pub(super) line: u32,
+    pub(super) function: u32,
+    pub(super) space: u32,
+    pub(super) access: u32,
+}
+
+/// The label the record's writer ends at before `trap` under [`Reaction::Abort`]; none
+/// (the skip label) under [`Reaction::Report`].
+pub(super) fn stop_label(reaction: Reaction, label: &mut dyn FnMut() -> String) -> Option<String> {
+    (reaction == Reaction::Abort).then(label)
+}
+
+/// Stores of an error record's block and thread (offsets 48–68 from `%__gs_r`, the
+/// record's address minus 16), shared by every record writer.
+pub(super) fn record_where() -> &'static str {
+    "\tmov.u32 %__gs_k, %ctaid.x;\n\
+     \tst.global.u32 [%__gs_r+48], %__gs_k;\n\
+     \tmov.u32 %__gs_k, %ctaid.y;\n\
+     \tst.global.u32 [%__gs_r+52], %__gs_k;\n\
+     \tmov.u32 %__gs_k, %ctaid.z;\n\
+     \tst.global.u32 [%__gs_r+56], %__gs_k;\n\
+     \tmov.u32 %__gs_k, %tid.x;\n\
+     \tst.global.u32 [%__gs_r+60], %__gs_k;\n\
+     \tmov.u32 %__gs_k, %tid.y;\n\
+     \tst.global.u32 [%__gs_r+64], %__gs_k;\n\
+     \tmov.u32 %__gs_k, %tid.z;\n\
+     \tst.global.u32 [%__gs_r+68], %__gs_k;\n"
+}
+
+/// Writes one `ErrorRecord` when `%__gs_bad` holds: `i = atom.add(count, 1)`, and if
+/// `i < capacity`, record `i` at `errors + 16 + 64 * i` (bench/injection/abi_test.cpp).
+/// Offsets in the record: address 0, allocation 8, kernel 16, code 20, size 24,
+/// ptx_line 28, block 32/36/40, thread 44/48/52, space 56, access 60. Under
+/// [`Reaction::Abort`] every bad access then reaches `stop` and traps, stored or not (no
+/// runtime, or a full buffer).
+///
+/// Every checked access gets one, some 40 lines, and they differ only in their labels and
+/// numbers: each kind of record ([`record_text`]) is a [`snippet::Template`], parsed once
+/// per thread and then filled, rather than written and parsed line by line.
+pub(super) fn report_record_into(
+    r: &Record,
+    reaction: Reaction,
+    stop: &Option<String>,
+    skip: &str,
+    out: &mut Vec<Statement>,
+) {
+    debug_assert_eq!(stop.is_some(), reaction == Reaction::Abort);
+    let skip = label_name(skip);
+    let end = stop.as_deref().map_or(skip, label_name);
+    let int = |v: u32| Operand::Int(gpusan_ptx::ast::IntLit::dec(v.into()));
+    let Record { blame, width, line, function, space, access } = *r;
+    let values =
+        [Operand::Name(skip), Operand::Name(end), int(function), int(width), int(line), int(space), int(access)];
+    RECORDS.with(|records| {
+        let mut records = records.borrow_mut();
+        // Kinds are few (a function's roots, block slots, window codes), but bounded all
+        // the same for a process that instruments module after module.
+        if records.len() >= MAX_RECORD_KINDS {
+            records.clear();
+        }
+        let kind = (blame, stop.is_some());
+        records
+            .entry(kind)
+            .or_insert_with(|| snippet::Template::new(&record_text(blame, stop.is_some())))
+            .fill_into(&values, out)
+    });
+}
+
+/// Record kinds kept by [`report_record_into`].
+pub(super) const MAX_RECORD_KINDS: usize = 1024;
+
+thread_local! {
+    static RECORDS: std::cell::RefCell<HashMap<(Blame, bool), snippet::Template>> = std::cell::RefCell::new(HashMap::new());
+}
+
+/// The text of an error record's writer for `blame`, with holes ([`snippet::Template`]):
+/// 0 the skip label, 1 the label it ends at when stored (the stop label with `abort`, else
+/// the skip label), 2 the function's index, 3 the access's width, 4 its line, 5 its space,
+/// 6 its kind.
+pub(super) fn record_text(blame: Blame, abort: bool) -> String {
+    let (alloc, code) = match blame {
+        Blame::Root { k, layout: Layout::Folded, block_slot } => {
+            let id = match block_slot {
+                Some(slot) => {
+                    format!("\tld.shared.u64 %__gs_x, [__gs_meta+{}];\n", BLOCK_META_BYTES as usize * slot + 16)
+                }
+                None => format!("\tmov.b64 %__gs_x, %__gs_id{k};\n"),
+            };
+            (
+                format!("{id}\tand.b64 %__gs_y, %__gs_x, {:#x};\n\tst.global.u64 [%__gs_r+24], %__gs_y;\n", !DEAD_BIT),
+                format!(
+                    "\tsetp.lt.s64 %__gs_q, %__gs_x, 0;\n\
+                     \tselp.u32 %__gs_k, {CODE_USE_AFTER_FREE}, {CODE_OUT_OF_BOUNDS}, %__gs_q;\n\
+                     \tst.global.u32 [%__gs_r+36], %__gs_k;\n"
+                ),
+            )
+        }
+        Blame::Root { k, layout: Layout::Heap, .. } => (
+            format!("\tst.global.u64 [%__gs_r+24], %__gs_id{k};\n"),
+            format!(
+                "\tsetp.ne.u32 %__gs_q, %__gs_st{k}, {STATE_LIVE};\n\
+                 \tselp.u32 %__gs_k, {CODE_USE_AFTER_FREE}, {CODE_OUT_OF_BOUNDS}, %__gs_q;\n\
+                 \tst.global.u32 [%__gs_r+36], %__gs_k;\n"
+            ),
+        ),
+        Blame::Window(code) => {
+            ("\tst.global.u64 [%__gs_r+24], 0;\n".to_string(), format!("\tst.global.u32 [%__gs_r+36], {code};\n"))
+        }
+    };
+    let mut t = format!(
+        "\t@!%__gs_bad bra __gs_hole0;\n\
+         \tld.global.u64 %__gs_eb, [{ERRORS_SYMBOL}];\n\
+         \tsetp.eq.u64 %__gs_q, %__gs_eb, 0;\n\
+         \t@%__gs_q bra __gs_hole1;\n\
+         \tatom.global.add.u32 %__gs_i, [%__gs_eb], 1;\n\
+         \tld.global.u32 %__gs_c, [%__gs_eb+4];\n\
+         \tsetp.ge.u32 %__gs_q, %__gs_i, %__gs_c;\n\
+         \t@%__gs_q bra __gs_hole1;\n\
+         \tmul.wide.u32 %__gs_r, %__gs_i, 64;\n\
+         \tadd.s64 %__gs_r, %__gs_eb, %__gs_r;\n\
+         \tst.global.u64 [%__gs_r+16], %__gs_a;\n\
+         {alloc}\
+         \tld.global.u32 %__gs_k, [{MODULE_SYMBOL}];\n\
+         \tshl.b32 %__gs_k, %__gs_k, 16;\n\
+         \tor.b32 %__gs_k, %__gs_k, __gs_hole2;\n\
+         \tst.global.u32 [%__gs_r+32], %__gs_k;\n\
+         {code}\
+         \tst.global.u32 [%__gs_r+40], __gs_hole3;\n\
+         \tst.global.u32 [%__gs_r+44], __gs_hole4;\n\
+         {where}\
+         \tst.global.u32 [%__gs_r+72], __gs_hole5;\n\
+         \tst.global.u32 [%__gs_r+76], __gs_hole6;\n",
+        where = record_where()
+    );
+    if abort {
+        t.push_str("__gs_hole1:\n\tmembar.sys;\n\ttrap;\n");
+    }
+    t.push_str("__gs_hole0:\n");
+    t
+}
+
+/// The name of a label the pass wrote (`$__gs_L{n}`). Interning a string takes the
+/// interner's global lock, and every function numbers its labels from 0 again, so each
+/// thread interns label `n` once and keeps its name.
+pub(super) fn label_name(label: &str) -> Name {
+    thread_local! {
+        static LABELS: std::cell::RefCell<Vec<Name>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    // Only the digits `label()` writes: no sign, no leading zero.
+    let canonical = |d: &&str| d.bytes().all(|b| b.is_ascii_digit()) && (d == &"0" || !d.starts_with('0'));
+    let Some(n) = label.strip_prefix("$__gs_L").filter(canonical).and_then(|d| d.parse::<usize>().ok()) else {
+        return Name::from(label);
+    };
+    LABELS.with(|names| {
+        let mut names = names.borrow_mut();
+        while names.len() <= n {
+            let next = Name::from(format!("$__gs_L{}", names.len()).as_str());
+            names.push(next);
+        }
+        names[n]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each kind of error record, filled from its template, is its text with the labels
+    /// and numbers written in, parsed.
+    #[test]
+    fn records_from_templates_are_their_text() {
+        let blames = [
+            Blame::Root { k: 2, layout: Layout::Folded, block_slot: None },
+            Blame::Root { k: 0, layout: Layout::Folded, block_slot: Some(3) },
+            Blame::Root { k: 5, layout: Layout::Heap, block_slot: None },
+            Blame::Window(7),
+        ];
+        for blame in blames {
+            for reaction in [Reaction::Report, Reaction::Abort] {
+                let r = Record { blame, width: 8, line: 1234, function: 3, space: 0, access: 1 };
+                let stop = (reaction == Reaction::Abort).then(|| "$__gs_L9".to_string());
+                // Twice: built, then from the kept template.
+                for _ in 0..2 {
+                    let mut got = Vec::new();
+                    report_record_into(&r, reaction, &stop, "$__gs_L8", &mut got);
+                    let text = record_text(blame, stop.is_some())
+                        .replace("__gs_hole0", "$__gs_L8")
+                        .replace("__gs_hole1", stop.as_deref().unwrap_or("$__gs_L8"))
+                        .replace("__gs_hole2", "3")
+                        .replace("__gs_hole3", "8")
+                        .replace("__gs_hole4", "1234")
+                        .replace("__gs_hole5", "0")
+                        .replace("__gs_hole6", "1");
+                    assert_eq!(got, snippet::parse(&text), "{blame:?} {reaction:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn label_names_are_the_labels() {
+        for l in ["$__gs_L7", "$__gs_L0", "$__gs_L12", "$__gs_L7", "$__gs_Lx", "$__gs_L007", "$__gs_L+3", "$__gs_L"] {
+            assert_eq!(label_name(l).as_str(), l);
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! The code of one checked instruction (a *site*): MEMCHECK of each access, the fast path
+//! behind its groups, the slow path that reports.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use gpusan_ptx::ast::{Name, Operand, Span, Statement};
+use gpusan_ptx::semantics::Space;
+
+use super::abi::STATE_LIVE;
+use super::config::Reaction;
+use super::plan::Layout;
+use super::records::{access_code, label_name, report_record_into, stop_label, Blame, Record};
+use super::regs::RegBits;
+use super::sites::{Access, Site};
+use super::{counting, heap, onchip, snippet, spans};
+
+/// What one site gets: `before` goes before the instruction, `after` right after it (the
+/// label a faulting access skips to), `slow` (reporting, then the skip) where it runs only
+/// when branched to.
+pub(super) struct SiteCode {
+    pub(super) before: Vec<Statement>,
+    pub(super) after: Vec<Statement>,
+    pub(super) slow: Vec<Statement>,
+}
+
+/// What the code of every site of a function shares.
+pub(super) struct SiteGen<'a> {
+    pub(super) layout: Layout,
+    pub(super) reaction: Reaction,
+    pub(super) emit: counting::Emit,
+    pub(super) function: u32,
+    pub(super) block_roots: &'a BTreeMap<usize, (Name, i64)>,
+    pub(super) reg_bits: RegBits,
+}
+
+impl SiteGen<'_> {
+    /// A skipped instruction's destination registers set to 0. Left as they were, they would
+    /// carry their value from before (the previous iteration of a loop) into the code after,
+    /// and ptxas would have to keep every loaded value alive across the loop's back edge:
+    /// an unrolled SGEMM body then needs over 100 registers instead of 32.
+    fn zero_destinations(&self, site: &Site, inst: &gpusan_ptx::ast::Instruction) -> String {
+        let addresses: Vec<usize> =
+            site.accesses.iter().map(|a| a.operand).chain(site.windows.iter().map(|c| c.operand)).collect();
+        if addresses.contains(&0) {
+            return String::new();
+        }
+        let regs: Vec<Name> = match inst.operands.first() {
+            Some(Operand::Name(n)) if n.starts_with('%') => vec![*n],
+            Some(Operand::Vector(v)) => {
+                v.iter().filter_map(|o| if let Operand::Name(n) = o { Some(*n) } else { None }).collect()
+            }
+            _ => Vec::new(),
+        };
+        let mut t = String::new();
+        for r in regs {
+            if let Some(bits) = self.reg_bits.get(r) {
+                let _ = writeln!(t, "\tmov.b{bits} {r}, 0;");
+            }
+        }
+        t
+    }
+
+    /// The checks of `site`: `groups` are the groups covering every access (the fast path
+    /// when all passed; empty for none). With `inline`, the slow path is in `before`,
+    /// jumped over when no access is bad, and `slow` is empty.
+    pub(super) fn code(
+        &self,
+        site: &Site,
+        inst: &gpusan_ptx::ast::Instruction,
+        groups: &[usize],
+        line: u32,
+        inline: bool,
+        label: &mut dyn FnMut() -> String,
+    ) -> SiteCode {
+        let guard = &inst.guard;
+        let mut text = String::with_capacity(512);
+        // The guard as a positive predicate: an access that does not run is not judged.
+        if let Some(g) = guard {
+            let op = if g.negated { "not" } else { "mov" };
+            let _ = writeln!(text, "\t{op}.pred %__gs_g, {};", g.reg);
+        }
+        // The fast path: the groups' range checks passed, so the access's own are jumped over.
+        let fast = label();
+        if !groups.is_empty() {
+            text.push_str(&spans::enter_text(groups, &fast));
+        }
+        // Past the fast path: the access's own checks run.
+        text.push_str(
+            &self.emit.bump(&[(counting::Counter::Check, (site.accesses.len() + site.windows.len()) as u32)]),
+        );
+        // The check: `%__gs_any` when some access of the instruction is bad.
+        let mut first = true;
+        let mut any = |text: &mut String| {
+            text.push_str(if first {
+                "\tmov.pred %__gs_any, %__gs_bad;\n"
+            } else {
+                "\tor.pred %__gs_any, %__gs_any, %__gs_bad;\n"
+            });
+            first = false;
+        };
+        let address = |operand: usize| inst.operands[operand].as_address().expect("a checked access has an address");
+        for &Access { operand, width: w, space, root: k, .. } in &site.accesses {
+            access_check(self.layout, k, address(operand), w, space, &mut text);
+            any(&mut text);
+        }
+        for c in &site.windows {
+            text.push_str(&onchip::check_text(c));
+            any(&mut text);
+        }
+        if guard.is_some() {
+            text.push_str("\tand.pred %__gs_any, %__gs_any, %__gs_g;\n");
+        }
+        let mut before = snippet::parse(&text);
+        // The slow path: each access judged again and reported, then the instruction skipped.
+        let (slow_label, skip) = (label(), label());
+        // An access's record and checks are some 50 statements: room for them at once,
+        // rather than the list moved each time it doubles.
+        let mut slow = Vec::with_capacity(8 + 56 * (site.accesses.len() + site.windows.len()));
+        slow.push(Statement::Label(label_name(&slow_label), Span::NONE));
+        let guarded = if guard.is_some() { "\tand.pred %__gs_bad, %__gs_bad, %__gs_g;\n" } else { "" };
+        // One buffer for every access's check, rather than a string each.
+        let mut check = String::with_capacity(512);
+        for &Access { operand, width: w, space, kind, root: k } in &site.accesses {
+            check.clear();
+            access_check(self.layout, k, address(operand), w, space, &mut check);
+            check.push_str(guarded);
+            snippet::parse_into(&check, &mut slow);
+            let block_slot = self.block_roots.keys().position(|&b| b == k);
+            let record = Record {
+                blame: Blame::Root { k, layout: self.layout, block_slot },
+                width: w,
+                line,
+                function: self.function,
+                space: if space == Space::Generic { 3 } else { 0 },
+                access: access_code(kind),
+            };
+            let (done, stop) = (label(), stop_label(self.reaction, label));
+            report_record_into(&record, self.reaction, &stop, &done, &mut slow);
+        }
+        for c in &site.windows {
+            check.clear();
+            check.push_str(&onchip::check_text(c));
+            check.push_str(guarded);
+            snippet::parse_into(&check, &mut slow);
+            let record = Record {
+                blame: Blame::Window(c.code()),
+                width: c.width,
+                line,
+                function: self.function,
+                space: c.record_space(),
+                access: access_code(c.kind),
+            };
+            let (done, stop) = (label(), stop_label(self.reaction, label));
+            report_record_into(&record, self.reaction, &stop, &done, &mut slow);
+        }
+        check.clear();
+        check.push_str(&self.zero_destinations(site, inst));
+        let _ = writeln!(check, "\tbra.uni {skip};");
+        snippet::parse_into(&check, &mut slow);
+        let slow = if inline {
+            snippet::parse_into(&format!("\t@!%__gs_any bra {fast};\n"), &mut before);
+            before.append(&mut slow);
+            Vec::new()
+        } else {
+            snippet::parse_into(&format!("\t@%__gs_any bra {slow_label};\n"), &mut before);
+            slow
+        };
+        before.push(Statement::Label(label_name(&fast), Span::NONE));
+        SiteCode { before, after: vec![Statement::Label(label_name(&skip), Span::NONE)], slow }
+    }
+}
+
+/// MEMCHECK of one access through `address` (register and constant offset) against root
+/// `k`: `%__gs_a` is its first byte, `%__gs_bad` whether it is bad. A generic access is
+/// judged only inside the global window. Appended to `t`.
+pub(super) fn access_check(
+    layout: Layout,
+    k: usize,
+    address: (Option<Name>, i64),
+    w: u32,
+    space: Space,
+    t: &mut String,
+) {
+    let (base, offset) = address;
+    let base = base.expect("a checked access has a base register");
+    if layout == Layout::Heap {
+        t.push_str(&heap::reload_state(k));
+    }
+    if offset == 0 {
+        let _ = writeln!(t, "\tmov.b64 %__gs_a, {base};");
+    } else {
+        let _ = writeln!(t, "\tadd.s64 %__gs_a, {base}, {offset};");
+    }
+    let _ = write!(
+        t,
+        "\tadd.s64 %__gs_e, %__gs_a, {w};\n\
+         \tsetp.lt.u64 %__gs_bad, %__gs_a, %__gs_low{k};\n\
+         \tsetp.gt.or.u64 %__gs_bad, %__gs_e, %__gs_lim{k}, %__gs_bad;\n"
+    );
+    if layout == Layout::Heap {
+        let _ = write!(
+            t,
+            "\tsetp.ge.u64 %__gs_q, %__gs_a, %__gs_base{k};\n\
+             \tsetp.ne.and.u32 %__gs_q, %__gs_st{k}, {STATE_LIVE}, %__gs_q;\n\
+             \tor.pred %__gs_bad, %__gs_bad, %__gs_q;\n\
+             \tand.pred %__gs_bad, %__gs_bad, %__gs_ok{k};\n"
+        );
+    }
+    if space == Space::Generic {
+        t.push_str("\tisspacep.global %__gs_q, %__gs_a;\n\tand.pred %__gs_bad, %__gs_bad, %__gs_q;\n");
+    }
+}
