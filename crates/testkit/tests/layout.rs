@@ -94,33 +94,47 @@ fn paths(module: &str, text: &str) -> Vec<Vec<String>> {
                 let before = rest[..i].chars().last();
                 let tail = &rest[i..];
                 rest = &rest[i + start.len()..];
-                if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                if before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                    || code[..code.len() - rest.len()].ends_with(&format!("(in {start}"))
+                {
                     continue;
                 }
-                let segs: Vec<String> = tail
-                    .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
-                    .next()
-                    .unwrap_or("")
-                    .split("::")
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string)
-                    .collect();
-                let mut base: Vec<String> = here.iter().map(|s| s.to_string()).collect();
-                let mut it = segs.into_iter().peekable();
-                match it.next().as_deref() {
-                    Some("crate") => base.clear(),
-                    Some("self") => {}
-                    Some("super") => {
-                        base.pop();
-                        while it.peek().is_some_and(|s| s == "super") {
-                            it.next();
-                            base.pop();
+                let path = tail.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).next().unwrap_or("");
+                let segs: Vec<String> = path.split("::").filter(|s| !s.is_empty()).map(str::to_string).collect();
+                // `use super::{a, b::C}`: each member's first segment, under the same prefix.
+                let mut members: Vec<Vec<String>> = Vec::new();
+                if path.ends_with("::") && tail[path.len()..].starts_with('{') {
+                    let group = tail[path.len() + 1..].split('}').next().unwrap_or("");
+                    for m in group.split(',') {
+                        let first = m.trim().split("::").next().unwrap_or("").trim();
+                        if !first.is_empty()
+                            && first != "self"
+                            && first.chars().all(|c| c.is_alphanumeric() || c == '_')
+                        {
+                            let mut full = segs.clone();
+                            full.push(first.to_string());
+                            members.push(full);
                         }
                     }
-                    _ => continue,
                 }
-                base.extend(it);
-                out.push(base);
+                for segs in if members.is_empty() { vec![segs] } else { members } {
+                    let mut base: Vec<String> = here.iter().map(|s| s.to_string()).collect();
+                    let mut it = segs.into_iter().peekable();
+                    match it.next().as_deref() {
+                        Some("crate") => base.clear(),
+                        Some("self") => {}
+                        Some("super") => {
+                            base.pop();
+                            while it.peek().is_some_and(|s| s == "super") {
+                                it.next();
+                                base.pop();
+                            }
+                        }
+                        _ => continue,
+                    }
+                    base.extend(it);
+                    out.push(base);
+                }
             }
         }
     }
@@ -232,7 +246,24 @@ fn long_functions(text: &str) -> Vec<(usize, usize, String)> {
         let is_fn = head
             .split_whitespace()
             .all(|w| matches!(w, "pub" | "const" | "async" | "unsafe" | "extern" | "\"C\"") || w.starts_with("pub("));
-        if !is_fn || trimmed.ends_with(';') || trimmed.ends_with('}') {
+        if !is_fn {
+            continue;
+        }
+        // A body opens where the signature ends: a declaration (`;`) or a macro's entry
+        // (`fn name(…) => handler,`) has none.
+        let header_end = lines[i..].iter().position(|l| {
+            let t = l.trim_end();
+            t.ends_with('{')
+                || t.ends_with(';')
+                || t.ends_with(',') && !t.ends_with("(,")
+                || t.contains("=>")
+                || t.ends_with('}')
+        });
+        let opens = header_end.is_some_and(|e| {
+            let t = lines[i + e].trim_end();
+            t.ends_with('{') && !t.contains("=>") && (e == 0 || !lines[i..i + e].iter().any(|l| l.contains("=>")))
+        });
+        if !opens {
             continue;
         }
         let close = format!("{indent}}}");
@@ -303,11 +334,20 @@ fn the_rules_see_what_they_forbid() {
             path: "c.rs".into(),
             text: "#[cfg(test)]\nmod tests { use super::*; use crate::a::X; }\n".into(),
         },
+        Source {
+            module: "d".into(),
+            path: "d.rs".into(),
+            text: "pub(in crate::a) struct S;\nuse crate::{c, e::F};\n".into(),
+        },
+        Source { module: "e".into(), path: "e.rs".into(), text: String::new() },
     ];
     let graph = module_graph(&files);
     assert_eq!(cycles(&graph), vec![vec!["a".to_string(), "a::b".to_string()]]);
     assert!(graph["c"].is_empty(), "{graph:?}");
+    assert_eq!(graph["d"].iter().collect::<Vec<_>>(), ["c", "e"], "groups are followed, visibility is no use");
     let body = "    x();\n".repeat(MAX_FN_LINES);
-    let text = format!("pub(crate) fn long() {{\n{body}}}\nfn short() {{\n}}\n");
+    let text = format!(
+        "pub(crate) fn long() {{\n{body}}}\nfn short() {{\n}}\nhooks! {{\n    fn a(x: u32)\n        => |r| f(r, x);\n{body}    }}\n}}\n"
+    );
     assert_eq!(long_functions(&text), vec![(1, MAX_FN_LINES + 2, "long".to_string())]);
 }
