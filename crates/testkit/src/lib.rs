@@ -5,6 +5,8 @@
 //! A missing toolchain or corpus fails the calling test: CI installs both first, and a test
 //! that passes by skipping its subject would prove nothing.
 
+pub mod modules;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
