@@ -8,8 +8,8 @@
 //! parse and carries its line, column and the offending source line.
 //!
 //! This file holds the token buffer and the entry points; the grammar is in
-//! [`directives`] (module items, signatures, declarations), [`body`] (statements,
-//! instructions, operands) and [`expressions`] (constant expressions and literals).
+//! `directives.rs` (module items, signatures, declarations), `body.rs` (statements,
+//! instructions, operands) and `expressions.rs` (constant expressions and literals).
 
 use std::fmt;
 
