@@ -16,6 +16,9 @@
 //!   control-flow graph would be built ([`Cfg::check`]: the graph itself is not needed),
 //!   and whatever else it rejects is reported too (it stops at its first error, which is
 //!   why the labels are resolved here as well);
+//! - every register operand of an instruction whose type rules it knows is declared with
+//!   a type and width that instruction takes, and predicates stand exactly where predicates
+//!   are wanted ([`types`], the PTX ISA's operand type-checking rules);
 //! - `.version` is at most [`MAX_VERSION`].
 //!
 //! A name that is undeclared is reported once per function, at its first use: a pass
@@ -29,6 +32,11 @@ use gpusan_ptx::ast::{
 use gpusan_ptx::cfg::{Cfg, CfgError};
 use gpusan_ptx::printer::Ptx;
 use gpusan_ptx::Module;
+
+mod types;
+
+pub use types::{Mismatch, Place};
+use types::{TypeChecker, TypeError};
 
 /// The newest PTX ISA the GPU machine's driver (580, CUDA 13.0) JIT-compiles. A module
 /// declaring a newer one would load nowhere we run.
@@ -52,6 +60,32 @@ pub enum ErrorKind {
     VersionTooNew { major: u32, minor: u32 },
     #[error("the module has no .version directive")]
     MissingVersion,
+    /// A register of another size than the instruction type takes (`add.s32` on a `.b64`),
+    /// or narrower than `ld`/`st`/`cvt` allow.
+    #[error("{}", TypeError::Width(.0.clone()))]
+    OperandWidth(Mismatch),
+    /// A register whose type class the instruction type does not take (`add.s32` on an
+    /// `.f32`, `add.f32` on a `.u32`).
+    #[error("{}", TypeError::Type(.0.clone()))]
+    OperandType(Mismatch),
+    /// A value register where a predicate is wanted (a guard, `setp`'s destination, `selp`'s
+    /// selector).
+    #[error("{}", TypeError::NotAPredicate(.0.clone()))]
+    NotAPredicate(Mismatch),
+    /// A predicate register where a value is wanted.
+    #[error("{}", TypeError::UnexpectedPredicate(.0.clone()))]
+    UnexpectedPredicate(Mismatch),
+}
+
+impl From<TypeError> for ErrorKind {
+    fn from(e: TypeError) -> ErrorKind {
+        match e {
+            TypeError::Width(m) => ErrorKind::OperandWidth(m),
+            TypeError::Type(m) => ErrorKind::OperandType(m),
+            TypeError::NotAPredicate(m) => ErrorKind::NotAPredicate(m),
+            TypeError::UnexpectedPredicate(m) => ErrorKind::UnexpectedPredicate(m),
+        }
+    }
 }
 
 /// One error, with where it is.
@@ -105,6 +139,7 @@ pub fn verify(module: &Module) -> Result<(), VerifierErrors> {
         all_symbols: NameSet::default(),
         numbered: Numbered::default(),
         spare_known: NameSet::default(),
+        types: TypeChecker::default(),
     };
     v.module(module);
     if v.errors.is_empty() {
@@ -132,6 +167,7 @@ struct Verifier {
     /// The last function's `known` set, emptied: the next function's starts with its
     /// capacity instead of growing (and rehashing) from nothing again.
     spare_known: NameSet,
+    types: TypeChecker,
 }
 
 impl Verifier {
@@ -234,6 +270,7 @@ impl Verifier {
         let body = f.body.as_deref().unwrap_or_default();
         let first_error = self.errors.len();
         let known = std::mem::take(&mut self.spare_known);
+        self.types.function(f);
         let mut fc = FunctionChecker {
             v: self,
             function: f.name,
@@ -445,6 +482,7 @@ impl FunctionChecker<'_, '_> {
                         for_each_init_symbol(init, &mut |n| self.use_name(n, d.span, None));
                     }
                     self.declare(d.name, d.count, d.span);
+                    self.v.types.declare(d);
                 }
                 Statement::Inst(i) => {
                     if let Some(g) = &i.guard {
@@ -457,6 +495,7 @@ impl FunctionChecker<'_, '_> {
                             _ => op.for_each_name(&mut |n| self.use_name(n, i.span, Some(i))),
                         }
                     }
+                    self.types(i);
                 }
                 Statement::Block(b) => self.block(b, false),
                 Statement::BranchTargets { label, targets, span } => {
@@ -481,6 +520,16 @@ impl FunctionChecker<'_, '_> {
         }
         if !body {
             self.scopes.pop();
+        }
+    }
+
+    /// The operand-type errors of `i`, each at `i`.
+    fn types(&mut self, i: &Instruction) {
+        // Empty, and so not allocated, for nearly every instruction.
+        let mut found = Vec::new();
+        self.v.types.check(i, &mut |e| found.push(e));
+        for e in found {
+            self.error(e.into(), i.span, Some(i));
         }
     }
 

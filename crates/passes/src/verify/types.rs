@@ -1,0 +1,705 @@
+//! Operand types and widths: each register operand of an instruction whose type modifier
+//! the verifier knows must be declared with a type that instruction takes, as the PTX ISA
+//! rules it ("Type Information for Instructions and Operands", §9.4, and "Operand Size
+//! Exceeding Instruction-Type Size", §9.4.1):
+//!
+//! - a bit-size type `.bN` agrees with any type of the same size; signed and unsigned
+//!   integers agree with each other at the same size; a floating-point type agrees only
+//!   with itself (or `.bN`);
+//! - `ld`, `ldu`, `st` and `cvt` relax the size: their data registers may be wider than the
+//!   instruction type (a `.u8` loaded into a `.b32` register), never narrower, and a
+//!   floating-point instruction type still takes only its own type or a bit-size one;
+//! - a predicate register is wanted exactly where a predicate is (guards, `setp`'s
+//!   destinations, `selp`'s selector, `vote`'s source, `.pred` logic) and nowhere else;
+//! - some operands have a type of their own: a shift amount or bit position is `.u32`,
+//!   `mul.wide`/`mad.wide` write (and `mad.wide` adds) twice the width, `popc`/`clz`/`bfind`
+//!   count into a `.u32`, `cvt` and `set`/`slct` name two types.
+//!
+//! It is conservative: an opcode whose rules are not listed here, a type it does not model
+//! (`.tf32`, `.e4m3x2`, `.s16x2`, …), an operand that is not a register (immediates,
+//! symbols, special registers, vector components) and a register whose declarations
+//! disagree across scopes are not checked. A false error would stop a user's module from
+//! loading; a missed one only leaves it to ptxas.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::BuildHasherDefault;
+
+use gpusan_ptx::ast::{Function, Instruction, Name, NameMap, Operand, StateSpace, VarDecl};
+
+use super::Numbered;
+
+/// A scalar type the rules are written for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Ty {
+    class: Class,
+    /// Size in bytes; 0 for `.pred`.
+    bytes: u8,
+    /// Which floating-point format of that size (`f16` and `bf16` are both 2 bytes); 0 for
+    /// the other classes.
+    format: u8,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Bits,
+    Signed,
+    Unsigned,
+    Float,
+    Pred,
+}
+
+impl Ty {
+    const U32: Ty = Ty { class: Class::Unsigned, bytes: 4, format: 0 };
+    const B32: Ty = Ty { class: Class::Bits, bytes: 4, format: 0 };
+    const PRED: Ty = Ty { class: Class::Pred, bytes: 0, format: 0 };
+
+    /// The type a modifier or declaration names (`s32`, `f16x2`, `pred`), if modelled.
+    pub(super) fn parse(name: &str) -> Option<Ty> {
+        let (class, bytes, format) = match name {
+            "pred" => return Some(Ty::PRED),
+            "f16" => (Class::Float, 2, 0),
+            "bf16" => (Class::Float, 2, 1),
+            "f32" => (Class::Float, 4, 0),
+            "f16x2" => (Class::Float, 4, 2),
+            "bf16x2" => (Class::Float, 4, 3),
+            "f64" => (Class::Float, 8, 0),
+            _ => {
+                let class = match name.as_bytes().first()? {
+                    b'b' => Class::Bits,
+                    b's' => Class::Signed,
+                    b'u' => Class::Unsigned,
+                    _ => return None,
+                };
+                let bytes = match &name[1..] {
+                    "8" => 1,
+                    "16" => 2,
+                    "32" => 4,
+                    "64" => 8,
+                    "128" if class == Class::Bits => 16,
+                    _ => return None,
+                };
+                (class, bytes, 0)
+            }
+        };
+        Some(Ty { class, bytes, format })
+    }
+
+    /// The type of a register declared `.reg .NAME`. ptxas lets a `.f16x2` register stand
+    /// for any 32-bit value, a predicate even, so it is not modelled.
+    fn of_register(name: &str) -> Option<Ty> {
+        Ty::parse(name).filter(|t| !matches!(t.format, 2 | 3))
+    }
+
+    /// The modifier that names this type.
+    fn name(self) -> &'static str {
+        match (self.class, self.bytes, self.format) {
+            (Class::Pred, ..) => "pred",
+            (Class::Float, 2, 1) => "bf16",
+            (Class::Float, 4, 2) => "f16x2",
+            (Class::Float, 4, 3) => "bf16x2",
+            (Class::Float, 2, _) => "f16",
+            (Class::Float, 4, _) => "f32",
+            (Class::Float, _, _) => "f64",
+            (class, bytes, _) => {
+                const NAMES: [[&str; 5]; 3] = [
+                    ["b8", "b16", "b32", "b64", "b128"],
+                    ["s8", "s16", "s32", "s64", ""],
+                    ["u8", "u16", "u32", "u64", ""],
+                ];
+                let row = match class {
+                    Class::Bits => 0,
+                    Class::Signed => 1,
+                    _ => 2,
+                };
+                NAMES[row][bytes.trailing_zeros() as usize]
+            }
+        }
+    }
+
+    /// `b16` for 2 bytes: the element type of a `mov` pack or unpack.
+    fn bits(bytes: u8) -> Option<Ty> {
+        matches!(bytes, 1 | 2 | 4 | 8 | 16).then_some(Ty { class: Class::Bits, bytes, format: 0 })
+    }
+
+    /// Twice as wide, for `mul.wide`/`mad.wide` (16- and 32-bit integers only).
+    fn wide(self) -> Option<Ty> {
+        (matches!(self.class, Class::Signed | Class::Unsigned) && matches!(self.bytes, 2 | 4))
+            .then_some(Ty { bytes: self.bytes * 2, ..self })
+    }
+
+    /// Whether a register of this class may stand for an instruction type of class
+    /// `instr` (Table 26): sizes aside, integers and floats meet only through `.bN`.
+    fn class_agrees(self, instr: Ty) -> bool {
+        match instr.class {
+            Class::Bits => true,
+            Class::Signed | Class::Unsigned => matches!(self.class, Class::Bits | Class::Signed | Class::Unsigned),
+            Class::Float => self.class == Class::Bits || (self.class == Class::Float && self.format == instr.format),
+            Class::Pred => self.class == Class::Pred,
+        }
+    }
+}
+
+/// A modifier that names a type the rules do not model: an instruction carrying one is not
+/// checked. Types are letters, digits and an optional `xN` (`tf32`, `e4m3x2`, `s16x2`,
+/// `ue8m0x2`); `prmt`'s modes (`f4e`, `b4e`, `rc8`) and shapes (`m16n8k16`) are not.
+fn is_type_like(m: &str) -> bool {
+    let base = match m.rsplit_once('x') {
+        Some((t, n)) if !t.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => t,
+        _ => m,
+    };
+    let letters = base.bytes().take_while(u8::is_ascii_lowercase).count();
+    let (prefix, rest) = base.split_at(letters);
+    // Digits, with more letters between for the narrow floats (`e4m3`, `ue8m0`, `s2f6`).
+    matches!(prefix, "b" | "s" | "u" | "f" | "bf" | "tf" | "e" | "ue")
+        && rest.as_bytes().first().is_some_and(u8::is_ascii_digit)
+        && rest.as_bytes().last().is_some_and(u8::is_ascii_digit)
+        && rest.bytes().all(|b| b.is_ascii_digit() || b.is_ascii_lowercase())
+}
+
+/// What one operand position wants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Want {
+    /// Not checked: an address, an immediate-only position, or one whose rule is not known.
+    Skip,
+    /// A register of this instruction type, same size (Table 26).
+    Same(Ty),
+    /// A register of this type or a wider one (`ld`/`st`/`cvt`, Tables 27 and 28).
+    AtLeast(Ty),
+    /// `mov`: a register of this type, or a `{a, b}` pack whose elements split its bits.
+    Packed(Ty),
+}
+
+/// What the operands of one instruction want, first to last; later operands are skipped.
+#[derive(Debug, Clone, Copy)]
+struct Rule {
+    wants: [Want; MAX_OPERANDS],
+}
+
+const MAX_OPERANDS: usize = 5;
+
+impl Rule {
+    fn new(wants: &[Want]) -> Rule {
+        let mut w = [Want::Skip; MAX_OPERANDS];
+        w[..wants.len()].copy_from_slice(wants);
+        Rule { wants: w }
+    }
+}
+
+/// The rule of `opcode` with `modifiers`, or `None` when the verifier does not check it.
+fn rule(opcode: &str, modifiers: &str) -> Option<Rule> {
+    let mods = || modifiers.split('.').filter(|m| !m.is_empty());
+    let has = |m: &str| mods().any(|x| x == m);
+    let mut types: Vec<Ty> = Vec::with_capacity(2);
+    for m in mods() {
+        match Ty::parse(m) {
+            Some(t) => types.push(t),
+            None if is_type_like(m) => return None,
+            None => {}
+        }
+    }
+    use Want::*;
+    let one = match types.as_slice() {
+        [t] => Some(*t),
+        _ => None,
+    };
+    let same = |n: usize| -> Option<Rule> {
+        let t = one?;
+        Some(Rule::new(&[Same(t); MAX_OPERANDS][..n]))
+    };
+    let pred = Same(Ty::PRED);
+    let u32 = Same(Ty::U32);
+    let b32 = Same(Ty::B32);
+    match opcode {
+        "mul" | "mad" if has("wide") => {
+            let t = one?;
+            let w = Same(t.wide()?);
+            // `mad.wide` adds a wide `c` too.
+            let c = if opcode == "mad" { w } else { Skip };
+            Some(Rule::new(&[w, Same(t), Same(t), c]))
+        }
+        // Every operand has the instruction type (`min`/`max` may take three sources).
+        "add" | "sub" | "mul" | "mad" | "addc" | "subc" | "madc" | "mul24" | "mad24" | "sad" | "min" | "max"
+        | "abs" | "neg" | "div" | "rem" | "fma" | "rcp" | "sqrt" | "rsqrt" | "sin" | "cos" | "lg2" | "ex2" | "tanh"
+        | "copysign" | "and" | "or" | "xor" | "not" | "cnot" | "brev" => same(4),
+        "shl" | "shr" => {
+            let t = one?;
+            Some(Rule::new(&[Same(t), Same(t), u32]))
+        }
+        "bfe" => {
+            let t = one?;
+            Some(Rule::new(&[Same(t), Same(t), u32, u32]))
+        }
+        "bfi" => {
+            let t = one?;
+            Some(Rule::new(&[Same(t), Same(t), Same(t), u32, u32]))
+        }
+        "popc" | "clz" | "bfind" => {
+            let t = one?;
+            Some(Rule::new(&[u32, Same(t)]))
+        }
+        "testp" => {
+            let t = one?;
+            Some(Rule::new(&[pred, Same(t)]))
+        }
+        "selp" => {
+            let t = one?;
+            Some(Rule::new(&[Same(t), Same(t), Same(t), pred]))
+        }
+        // `setp.cmp{.bool}.type p{|q}, a, b{, {!}c}`
+        "setp" => {
+            let t = one?;
+            Some(Rule::new(&[pred, Same(t), Same(t), pred]))
+        }
+        // `set.cmp{.bool}.dtype.stype d, a, b{, {!}c}`
+        "set" => match types.as_slice() {
+            [d, s] => Some(Rule::new(&[Same(*d), Same(*s), Same(*s), pred])),
+            _ => None,
+        },
+        // `slct.dtype.stype d, a, b, c`: `c`'s sign (or float sign) picks `a` or `b`.
+        "slct" => match types.as_slice() {
+            [d, s] => Some(Rule::new(&[Same(*d), Same(*d), Same(*d), Same(*s)])),
+            _ => None,
+        },
+        // `mov.v2.u32 {…}, {…}` moves vectors element by element: rare, not modelled.
+        "mov" if !has("v2") && !has("v4") => {
+            let t = one?;
+            Some(Rule::new(&[Packed(t), Packed(t)]))
+        }
+        // `cvt.frnd.dtype.stype d, a`; packing conversions (`cvt.rn.f16x2.f32 d, a, b`,
+        // `cvt.pack.sat…`) take other operands.
+        "cvt" if !has("pack") => match types.as_slice() {
+            [d, s] if d.bytes <= 8 && !matches!(d.format, 2 | 3) => Some(Rule::new(&[AtLeast(*d), AtLeast(*s)])),
+            _ => None,
+        },
+        "cvta" => same(2),
+        "isspacep" => Some(Rule::new(&[pred])),
+        // The data; the address and an `.L2::cache_hint` policy are not checked.
+        "ld" | "ldu" => {
+            let t = one?;
+            Some(Rule::new(&[AtLeast(t)]))
+        }
+        "st" if !has("async") && !has("bulk") => {
+            let t = one?;
+            Some(Rule::new(&[Skip, AtLeast(t)]))
+        }
+        // `atom.op.type d, [a], b{, c}`
+        "atom" => {
+            let t = one?;
+            Some(Rule::new(&[Same(t), Skip, Same(t), if has("cas") { Same(t) } else { Skip }]))
+        }
+        "red" if !has("async") => {
+            let t = one?;
+            Some(Rule::new(&[Skip, Same(t)]))
+        }
+        // `shfl.sync.mode.b32 d{|p}, a, b, c, membermask`; `prmt.b32{.mode} d, a, b, c`;
+        // `shf.{l,r}.mode.b32 d, a, b, c`.
+        "shfl" | "prmt" | "shf" => {
+            let t = one?;
+            (t == Ty::B32).then(|| Rule::new(&[b32, b32, b32, b32, b32]))
+        }
+        // `lop3.b32 d, a, b, c, immLut`; the newer `lop3.op.b32 d|p, a, b, c, immLut, q`
+        // ends with a predicate, not checked.
+        "lop3" => {
+            let t = one?;
+            (t == Ty::B32).then(|| Rule::new(&[b32, b32, b32, b32]))
+        }
+        // `vote{.sync}.ballot.b32 d, {!}a{, membermask}`; the other modes write a predicate.
+        "vote" => {
+            let d = if has("ballot") { b32 } else { pred };
+            Some(Rule::new(&[d, pred, b32]))
+        }
+        "activemask" => same(1),
+        // `redux.sync.op.type d, a, membermask`
+        "redux" => {
+            let t = one?;
+            Some(Rule::new(&[Same(t), Same(t), b32]))
+        }
+        _ => None,
+    }
+}
+
+/// Where in an instruction an operand is, for messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// `@%p`
+    Guard,
+    /// The operand at this index (0 first).
+    Operand(u8),
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Place::Guard => f.write_str("the guard"),
+            Place::Operand(i) => write!(f, "operand {}", i + 1),
+        }
+    }
+}
+
+/// A register whose declared type the instruction does not take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mismatch {
+    pub place: Place,
+    pub register: Name,
+    /// Its declared type, without the dot (`b64`).
+    pub declared: Name,
+    /// The type the instruction wants there (`s32`), or `pred`.
+    pub expected: Name,
+}
+
+/// A type error, as [`super::ErrorKind`] words it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TypeError {
+    /// Same class but another size (`add.s32` on a `.b64`), or narrower than `ld`/`st`/`cvt`
+    /// allow.
+    Width(Mismatch),
+    /// Sizes aside, the classes do not meet (`add.s32` on an `.f32`, `add.f32` on a `.u32`,
+    /// `add.f16` on a `.bf16`).
+    Type(Mismatch),
+    /// A value register where a predicate is wanted.
+    NotAPredicate(Mismatch),
+    /// A predicate where a value is wanted.
+    UnexpectedPredicate(Mismatch),
+}
+
+/// The type checker of one module: the rules of the instruction forms met so far and the
+/// register types of the function being checked.
+#[derive(Default)]
+pub(super) struct TypeChecker {
+    rules: Rules,
+    regs: RegTypes,
+}
+
+impl TypeChecker {
+    /// Starts on `f`: its `.reg` parameters are its first registers.
+    pub(super) fn function(&mut self, f: &Function) {
+        self.regs.clear();
+        for p in f.returns.iter().flatten().chain(f.params.iter().flatten()) {
+            if p.space == StateSpace::Reg && p.vector.is_none() && p.array.is_empty() {
+                self.regs.declare(p.name, None, Ty::of_register(&p.ty).map(|t| (t, p.ty)));
+            }
+        }
+    }
+
+    /// A declaration in the body, met before the instructions it types.
+    pub(super) fn declare(&mut self, d: &VarDecl) {
+        if d.space == StateSpace::Reg {
+            let scalar = d.vector.is_none() && d.array.is_empty();
+            let ty = Ty::of_register(&d.ty).filter(|_| scalar).map(|t| (t, d.ty));
+            self.regs.declare(d.name, d.count, ty);
+        }
+    }
+
+    /// Checks the operand types of `inst`, calling `report` for each mismatch.
+    pub(super) fn check(&mut self, inst: &Instruction, report: &mut impl FnMut(TypeError)) {
+        let regs = &mut self.regs;
+        if let Some(g) = &inst.guard {
+            check_name(g.reg, Want::Same(Ty::PRED), Place::Guard, regs, report);
+        }
+        let Some(rule) = self.rules.get(inst) else { return };
+        for (i, (op, &want)) in inst.operands.iter().zip(rule.wants.iter()).enumerate() {
+            let place = Place::Operand(i as u8);
+            match op {
+                Operand::Name(n) | Operand::Not(n) => check_name(*n, want, place, regs, report),
+                // `setp`'s `p|q`, `shfl`'s `d|p`: the second is a predicate.
+                Operand::Pair(p) if want != Want::Skip => {
+                    check_name(p.0, want, place, regs, report);
+                    check_name(p.1, Want::Same(Ty::PRED), place, regs, report);
+                }
+                Operand::Vector(elems) => check_vector(elems, want, place, regs, report),
+                _ => {}
+            }
+        }
+    }
+}
+
+fn check_vector(elems: &[Operand], want: Want, place: Place, regs: &mut RegTypes, report: &mut impl FnMut(TypeError)) {
+    let n = elems.len().max(1);
+    let (want, packed) = match want {
+        // `mov.b64 %rd, {%r1, %r2}`: each element holds its share of the bits.
+        Want::Packed(t) => match Ty::bits(t.bytes / n as u8) {
+            Some(e) if t.bytes as usize % n == 0 => (Want::Same(e), true),
+            _ => return,
+        },
+        w => (w, false),
+    };
+    for e in elems {
+        if let Operand::Name(n) = e {
+            // ptxas packs predicates into a `mov` too.
+            if !(packed && regs.get(*n).is_some_and(|(t, _)| t == Ty::PRED)) {
+                check_name(*n, want, place, regs, report);
+            }
+        }
+    }
+}
+
+/// Slots of [`RegTypes::recent`]: a power of two.
+const RECENT_REGS: usize = 1024;
+
+type Typed = Option<(Ty, Name)>;
+
+/// The types of a function's registers, learnt from its `.reg` parameters and its `.reg`
+/// declarations as the walk meets them. A name declared with different types in different
+/// scopes (inline assembly blocks may) has no type from then on, so it is not checked.
+struct RegTypes {
+    /// Plain declarations.
+    names: NameMap<Typed>,
+    /// `%r<N>`: the prefix, the largest N, the type. A function declares a handful,
+    /// searched in order.
+    ranges: Vec<(Name, u32, Typed)>,
+    /// The prefixes of plain declarations that end in a number (`%r5` → `%r`): a later
+    /// range of that prefix may cover them.
+    numbered_prefixes: Vec<Name>,
+    /// Names split into prefix and number, for the whole module (see [`Numbered`]).
+    split: Numbered,
+    /// The last names looked up, by address: an instruction's operands are mostly the
+    /// registers of the instructions before it, and one compare costs less than a probe.
+    recent: Box<[(Option<Name>, Typed); RECENT_REGS]>,
+}
+
+impl Default for RegTypes {
+    fn default() -> RegTypes {
+        RegTypes {
+            names: NameMap::default(),
+            ranges: Vec::new(),
+            numbered_prefixes: Vec::new(),
+            split: Numbered::default(),
+            recent: Box::new([(None, None); RECENT_REGS]),
+        }
+    }
+}
+
+/// Interned names lie a few dozen bytes apart: multiplied, their addresses spread over all
+/// the slots.
+fn recent_slot(name: Name) -> usize {
+    ((name.as_char_ptr() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - RECENT_REGS.trailing_zeros())) as usize
+}
+
+impl RegTypes {
+    fn clear(&mut self) {
+        self.names.clear();
+        self.ranges.clear();
+        self.numbered_prefixes.clear();
+        self.recent.fill((None, None));
+    }
+
+    /// A `.reg` declaration of `name` (`count` for `name<count>`).
+    fn declare(&mut self, name: Name, count: Option<u32>, mut ty: Typed) {
+        match count {
+            None => {
+                if let Some((prefix, n)) = self.split.get(name) {
+                    if let Some(&(_, count, t)) = self.ranges.iter().find(|r| r.0 == prefix) {
+                        if n < count as u64 && same_type(t, ty) != Some(true) {
+                            ty = None;
+                        }
+                    }
+                    if !self.numbered_prefixes.contains(&prefix) {
+                        self.numbered_prefixes.push(prefix);
+                    }
+                }
+                let e = self.names.entry(name).or_insert(ty);
+                if same_type(*e, ty) != Some(true) {
+                    *e = None;
+                }
+                self.recent[recent_slot(name)] = (None, None);
+            }
+            Some(n) => {
+                let prefix = name;
+                match self.ranges.iter_mut().find(|r| r.0 == prefix) {
+                    Some(r) => {
+                        r.1 = r.1.max(n);
+                        if same_type(r.2, ty) != Some(true) && r.2.is_some() {
+                            r.2 = None;
+                            // Names of the range were found with its old type.
+                            self.recent.fill((None, None));
+                        }
+                    }
+                    None => self.ranges.push((prefix, n, ty)),
+                }
+                if self.numbered_prefixes.contains(&prefix) {
+                    for (name, t) in self.names.iter_mut() {
+                        let covered = self.split.get(*name).is_some_and(|(p, k)| p == prefix && k < n as u64);
+                        if covered && same_type(*t, ty) != Some(true) {
+                            *t = None;
+                        }
+                    }
+                    self.recent.fill((None, None));
+                }
+            }
+        }
+    }
+
+    /// The declared type of register `name`, if known and unambiguous.
+    #[inline]
+    fn get(&mut self, name: Name) -> Typed {
+        let slot = recent_slot(name);
+        match self.recent[slot] {
+            (Some(n), ty) if n == name => ty,
+            _ => {
+                let ty = self.lookup(name);
+                self.recent[slot] = (Some(name), ty);
+                ty
+            }
+        }
+    }
+
+    #[inline(never)]
+    fn lookup(&mut self, name: Name) -> Typed {
+        if let Some(&ty) = self.names.get(&name) {
+            return ty;
+        }
+        let (prefix, n) = self.split.get(name)?;
+        let &(_, count, ty) = self.ranges.iter().find(|r| r.0 == prefix)?;
+        if n < count as u64 {
+            ty
+        } else {
+            None
+        }
+    }
+}
+
+/// Whether two declarations give the same type: `None` when either has none.
+fn same_type(a: Typed, b: Typed) -> Option<bool> {
+    Some(a?.0 == b?.0)
+}
+
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<ahash::AHasher>>;
+
+/// Slots of [`Rules::recent`]: a power of two.
+const RECENT_RULES: usize = 512;
+
+/// The rules of the (opcode, modifiers) pairs met so far: a module repeats a few hundred,
+/// and a loop body a few dozen.
+struct Rules {
+    /// Index into `list` (`NONE` when the form is not checked) of each pair met.
+    all: FastMap<(Name, Name), u32>,
+    list: Vec<Rule>,
+    /// The last pairs looked up, by address, with their index.
+    recent: Box<[(Option<(Name, Name)>, u32); RECENT_RULES]>,
+}
+
+/// [`Rules`]' index of a form the verifier does not check.
+const NONE: u32 = u32::MAX;
+
+impl Default for Rules {
+    fn default() -> Rules {
+        Rules { all: FastMap::default(), list: Vec::new(), recent: Box::new([(None, NONE); RECENT_RULES]) }
+    }
+}
+
+impl Rules {
+    #[inline]
+    fn get(&mut self, inst: &Instruction) -> Option<&Rule> {
+        let key = (inst.opcode, inst.modifiers);
+        let slot = ((key.1.as_char_ptr() as usize >> 3) ^ (key.0.as_char_ptr() as usize >> 6)) % RECENT_RULES;
+        let index = match self.recent[slot] {
+            (Some(k), index) if k == key => index,
+            _ => {
+                let index = self.lookup(key);
+                self.recent[slot] = (Some(key), index);
+                index
+            }
+        };
+        self.list.get(index as usize)
+    }
+
+    #[inline(never)]
+    fn lookup(&mut self, key: (Name, Name)) -> u32 {
+        let list = &mut self.list;
+        *self.all.entry(key).or_insert_with(|| match rule(&key.0, &key.1) {
+            Some(r) => {
+                list.push(r);
+                list.len() as u32 - 1
+            }
+            None => NONE,
+        })
+    }
+}
+
+#[inline]
+fn check_name(name: Name, want: Want, place: Place, regs: &mut RegTypes, report: &mut impl FnMut(TypeError)) {
+    let (instr, at_least) = match want {
+        Want::Skip => return,
+        Want::Same(t) | Want::Packed(t) => (t, false),
+        Want::AtLeast(t) => (t, true),
+    };
+    let Some((reg, declared)) = regs.get(name) else { return };
+    let mismatch = || Mismatch { place, register: name, declared, expected: Name::from(instr.name()) };
+    let err = if instr.class == Class::Pred || reg.class == Class::Pred {
+        match (instr.class == Class::Pred, reg.class == Class::Pred) {
+            (true, false) => TypeError::NotAPredicate(mismatch()),
+            (false, true) => TypeError::UnexpectedPredicate(mismatch()),
+            _ => return,
+        }
+    } else if !reg.class_agrees(instr) {
+        TypeError::Type(mismatch())
+    } else if reg.bytes == instr.bytes {
+        return;
+    } else if at_least && reg.bytes > instr.bytes && !(reg.class == Class::Float && instr.class == Class::Float) {
+        // A floating-point instruction type takes only its own size in a float register.
+        return;
+    } else {
+        TypeError::Width(mismatch())
+    };
+    report(err)
+}
+
+impl fmt::Display for TypeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TypeError::Width(m) => {
+                write!(f, "{} `{}` is `.{}`, a register of another size than `.{}` takes", m.place, m.register, m.declared, m.expected)
+            }
+            TypeError::Type(m) => write!(
+                f,
+                "{} `{}` is `.{}`, which `.{}` does not take (integers and floating-point values meet only through `.bN`)",
+                m.place, m.register, m.declared, m.expected
+            ),
+            TypeError::NotAPredicate(m) => {
+                write!(f, "{} `{}` is `.{}` where a `.pred` register is wanted", m.place, m.register, m.declared)
+            }
+            TypeError::UnexpectedPredicate(m) => {
+                write!(f, "{} `{}` is a `.pred` register where `.{}` wants a value", m.place, m.register, m.expected)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn types_and_type_like_modifiers() {
+        assert_eq!(Ty::parse("s32"), Some(Ty { class: Class::Signed, bytes: 4, format: 0 }));
+        assert_eq!(Ty::parse("b128").map(|t| t.bytes), Some(16));
+        assert_eq!(Ty::parse("u128"), None);
+        assert_eq!(Ty::parse("bf16").map(|t| t.format), Some(1));
+        for m in ["tf32", "e4m3x2", "s16x2", "ue8m0x2", "e2m1", "u16x2", "f32x2", "s4", "b1"] {
+            assert!(is_type_like(m), "{m}");
+        }
+        for m in ["f4e", "b4e", "rc8", "m16n8k16", "x4", "v4", "L2::cache_hint", "rn", "ftz", "sync", "shared::cta"] {
+            assert!(!is_type_like(m), "{m}");
+        }
+    }
+
+    #[test]
+    fn rules_of_the_common_forms() {
+        let r = rule("mul", "wide.s32").unwrap();
+        assert_eq!(
+            &r.wants[..3],
+            &[
+                Want::Same(Ty::parse("s64").unwrap()),
+                Want::Same(Ty::parse("s32").unwrap()),
+                Want::Same(Ty::parse("s32").unwrap())
+            ]
+        );
+        assert!(rule("cvt", "rn.satfinite.e4m3x2.f32").is_none());
+        assert!(rule("cvt", "pack.sat.u8.s32.b32").is_none());
+        assert!(rule("add", "rn.f32.f16").is_none(), "mixed-precision forms are not modelled");
+        assert!(rule("wgmma", "mma_async.sync.aligned.m64n8k16.f32.f16.f16").is_none());
+        assert!(rule("prmt", "b32.f4e").is_some());
+        assert_eq!(rule("ld", "global.nc.v4.f32").unwrap().wants[0], Want::AtLeast(Ty::parse("f32").unwrap()));
+    }
+}
