@@ -36,7 +36,7 @@ use gpusan_ptx::Module;
 mod types;
 
 pub use types::{Mismatch, Place};
-use types::{TypeChecker, TypeError};
+use types::{Rules, TypeError, Typed};
 
 /// The newest PTX ISA the GPU machine's driver (580, CUDA 13.0) JIT-compiles. A module
 /// declaring a newer one would load nowhere we run.
@@ -138,8 +138,8 @@ pub fn verify(module: &Module) -> Result<(), VerifierErrors> {
         symbols: NameMap::default(),
         all_symbols: NameSet::default(),
         numbered: Numbered::default(),
-        spare_known: NameSet::default(),
-        types: TypeChecker::default(),
+        spare_known: NameMap::default(),
+        rules: Rules::default(),
     };
     v.module(module);
     if v.errors.is_empty() {
@@ -166,8 +166,9 @@ struct Verifier {
     numbered: Numbered,
     /// The last function's `known` set, emptied: the next function's starts with its
     /// capacity instead of growing (and rehashing) from nothing again.
-    spare_known: NameSet,
-    types: TypeChecker,
+    spare_known: NameMap<Typed>,
+    /// The operand-type rules of the instruction forms met so far.
+    rules: Rules,
 }
 
 impl Verifier {
@@ -270,7 +271,6 @@ impl Verifier {
         let body = f.body.as_deref().unwrap_or_default();
         let first_error = self.errors.len();
         let known = std::mem::take(&mut self.spare_known);
-        self.types.function(f);
         let mut fc = FunctionChecker {
             v: self,
             function: f.name,
@@ -279,12 +279,12 @@ impl Verifier {
             known,
             all_decls: None,
             reported: NameSet::default(),
-            recent: Box::new([None; RECENT]),
+            recent: Box::new([(None, None); RECENT]),
         };
         // Parameters live in the body's scope: `.reg .b64 p;` in a kernel taking `p` is a
         // duplicate definition to ptxas.
         for p in f.returns.iter().flatten().chain(f.params.iter().flatten()) {
-            fc.declare(p.name, None, f.span);
+            fc.declare(p.name, None, f.span, types::declared(p.space, p.vector, &p.array, p.ty));
         }
         fc.block(body, true);
         let mut known = std::mem::take(&mut fc.known);
@@ -348,20 +348,20 @@ fn collect_decls(stmts: &[Statement], out: &mut Scope) {
         match s {
             Statement::Decl(d) => match d.count {
                 Some(n) => {
-                    let max = out.ranges.entry(d.name).or_insert(n);
-                    *max = (*max).max(n);
+                    let max = out.ranges.entry(d.name).or_insert((n, None));
+                    max.0 = max.0.max(n);
                 }
                 None => {
-                    out.names.insert(d.name);
+                    out.names.insert(d.name, None);
                 }
             },
             Statement::Label(l, _) => {
-                out.names.insert(*l);
+                out.names.insert(*l, None);
             }
             Statement::BranchTargets { label, .. }
             | Statement::CallTargets { label, .. }
             | Statement::CallPrototype { label, .. } => {
-                out.names.insert(*label);
+                out.names.insert(*label, None);
             }
             Statement::Block(b) => collect_decls(b, out),
             _ => {}
@@ -372,10 +372,10 @@ fn collect_decls(stmts: &[Statement], out: &mut Scope) {
 /// The names one `{ }` scope has declared so far.
 #[derive(Default)]
 struct Scope {
-    /// Plain declarations: registers, variables, parameters.
-    names: NameSet,
-    /// `%r<N>`: prefix → N.
-    ranges: NameMap<u32>,
+    /// Plain declarations: registers, variables, parameters, with the register's type.
+    names: NameMap<Typed>,
+    /// `%r<N>`: prefix → N and the registers' type.
+    ranges: NameMap<(u32, Typed)>,
     /// For each prefix, the lowest number of a plain name `prefix<number>`, which a later
     /// range declaration of that prefix would declare again.
     lowest_numbered: NameMap<u64>,
@@ -387,11 +387,24 @@ struct Scope {
 impl Scope {
     /// `numbered` is the name split by [`Numbered::get`].
     fn contains(&self, name: Name, numbered: Option<(Name, u64)>) -> bool {
-        self.names.contains(&name) || self.labels.contains(&name) || self.in_range(numbered)
+        self.lookup(name, numbered).is_some()
     }
 
-    fn in_range(&self, numbered: Option<(Name, u64)>) -> bool {
-        numbered.is_some_and(|(prefix, n)| self.ranges.get(&prefix).is_some_and(|&count| n < count as u64))
+    /// What this scope declares `name` as: `Some` with its register type when it does.
+    fn lookup(&self, name: Name, numbered: Option<(Name, u64)>) -> Option<Typed> {
+        if let Some(&t) = self.names.get(&name) {
+            return Some(t);
+        }
+        if self.labels.contains(&name) {
+            return Some(None);
+        }
+        self.in_range(numbered)
+    }
+
+    fn in_range(&self, numbered: Option<(Name, u64)>) -> Option<Typed> {
+        let (prefix, n) = numbered?;
+        let &(count, t) = self.ranges.get(&prefix)?;
+        (n < count as u64).then_some(t)
     }
 }
 
@@ -426,9 +439,10 @@ struct FunctionChecker<'v, 'b> {
     body: &'b [Statement],
     /// The scopes enclosing the statement being checked, innermost last.
     scopes: Vec<Scope>,
-    /// Names found in the body's scope, the module or the predefined ones: they resolve
-    /// until the end of the function, so the scopes need not be searched for them again.
-    known: NameSet,
+    /// Names found in the body's scope, the module or the predefined ones, with their
+    /// register type: they resolve until the end of the function, so the scopes need not be
+    /// searched for them again.
+    known: NameMap<Typed>,
     /// Everything the function declares, in any scope: only wanted to word an error, so
     /// collected at the first one.
     all_decls: Option<Scope>,
@@ -437,7 +451,8 @@ struct FunctionChecker<'v, 'b> {
     /// The last names of `known` looked up, by their address: an instrumented body names
     /// the same few registers millions of times, and comparing one slot costs a fraction
     /// of a hash-set probe.
-    recent: Box<[Option<Name>; RECENT]>,
+    /// Each slot holds the name's type too, for the operand type check that follows.
+    recent: Box<[(Option<Name>, Typed); RECENT]>,
 }
 
 /// Slots of [`FunctionChecker::recent`].
@@ -471,7 +486,7 @@ impl FunctionChecker<'_, '_> {
             };
             let numbered = self.v.numbered.get(label);
             let scope = self.scopes.last_mut().unwrap();
-            if !scope.labels.insert(label) || scope.names.contains(&label) || scope.in_range(numbered) {
+            if !scope.labels.insert(label) || scope.names.contains_key(&label) || scope.in_range(numbered).is_some() {
                 self.error(ErrorKind::DuplicateDeclaration(label.to_string()), span, None);
             }
         }
@@ -481,8 +496,7 @@ impl FunctionChecker<'_, '_> {
                     if let Some(init) = &d.init {
                         for_each_init_symbol(init, &mut |n| self.use_name(n, d.span, None));
                     }
-                    self.declare(d.name, d.count, d.span);
-                    self.v.types.declare(d);
+                    self.declare(d.name, d.count, d.span, types::declared(d.space, d.vector, &d.array, d.ty));
                 }
                 Statement::Inst(i) => {
                     if let Some(g) = &i.guard {
@@ -500,7 +514,7 @@ impl FunctionChecker<'_, '_> {
                 Statement::Block(b) => self.block(b, false),
                 Statement::BranchTargets { label, targets, span } => {
                     for &t in targets {
-                        if !self.resolves(t) {
+                        if self.resolves(t).is_none() {
                             let e = CfgError::UndefinedTarget { table: *label, label: t, span: *span };
                             self.error(ErrorKind::ControlFlow(e), *span, None);
                         }
@@ -525,24 +539,40 @@ impl FunctionChecker<'_, '_> {
 
     /// The operand-type errors of `i`, each at `i`.
     fn types(&mut self, i: &Instruction) {
+        let rule = self.v.rules.get(i);
+        if rule.is_none() && i.guard.is_none() {
+            return;
+        }
         // Empty, and so not allocated, for nearly every instruction.
         let mut found = Vec::new();
-        self.v.types.check(i, &mut |e| found.push(e));
+        types::check(i, rule.as_ref(), &mut |n| self.type_of(n), &mut |e| found.push(e));
         for e in found {
             self.error(e.into(), i.span, Some(i));
         }
     }
 
-    fn declare(&mut self, name: Name, count: Option<u32>, span: Span) {
+    /// The register type of `name` here: the walk has just resolved it (and cached it in
+    /// [`Self::recent`] unless it lives in an inner scope).
+    #[inline]
+    fn type_of(&mut self, name: Name) -> Typed {
+        match self.recent[recent_slot(name)] {
+            (Some(n), t) if n == name => t,
+            _ => self.resolves(name).flatten(),
+        }
+    }
+
+    fn declare(&mut self, name: Name, count: Option<u32>, span: Span, ty: Typed) {
         let numbered = if count.is_none() { self.v.numbered.get(name) } else { None };
         let scope = self.scopes.last_mut().unwrap();
         let duplicate = match count {
             Some(n) => {
-                let again = scope.ranges.insert(name, n).is_some();
+                let again = scope.ranges.insert(name, (n, ty)).is_some();
                 again || scope.lowest_numbered.get(&name).is_some_and(|&low| low < n as u64)
             }
             None => {
-                let dup = !scope.names.insert(name) || scope.labels.contains(&name) || scope.in_range(numbered);
+                let dup = scope.names.insert(name, ty).is_some()
+                    || scope.labels.contains(&name)
+                    || scope.in_range(numbered).is_some();
                 if let Some((prefix, n)) = split_number(&name) {
                     let low = scope.lowest_numbered.entry(Name::from(prefix)).or_insert(n);
                     *low = (*low).min(n);
@@ -559,31 +589,34 @@ impl FunctionChecker<'_, '_> {
         }
     }
 
-    fn resolves(&mut self, name: Name) -> bool {
+    /// `Some` with the register type of `name` if it resolves here.
+    fn resolves(&mut self, name: Name) -> Option<Typed> {
         let slot = recent_slot(name);
-        if self.recent[slot] == Some(name) {
-            return true;
+        match self.recent[slot] {
+            (Some(n), t) if n == name => return Some(t),
+            _ => {}
         }
-        if self.known.contains(&name) {
-            self.recent[slot] = Some(name);
-            return true;
+        if let Some(&t) = self.known.get(&name) {
+            self.recent[slot] = (Some(name), t);
+            return Some(t);
         }
         let numbered = self.v.numbered.get(name);
-        let lasting = match self.scopes.iter().rposition(|s| s.contains(name, numbered)) {
-            Some(0) => true,
-            Some(_) => return true,
-            None => self.v.symbols.contains_key(&name) || gpusan_ptx::semantics::is_predefined(&name),
+        let found = self.scopes.iter().enumerate().rev().find_map(|(i, s)| Some((i, s.lookup(name, numbered)?)));
+        let t = match found {
+            Some((0, t)) => t,
+            Some((_, t)) => return Some(t),
+            None if self.v.symbols.contains_key(&name) || gpusan_ptx::semantics::is_predefined(&name) => None,
+            None => return None,
         };
-        if lasting {
-            self.known.insert(name);
-        }
-        lasting
+        self.known.insert(name, t);
+        self.recent[slot] = (Some(name), t);
+        Some(t)
     }
 
     /// A branch's label or a `brx.idx`'s table: reported as the graph would, but every one
     /// of them rather than the graph's first.
     fn use_target(&mut self, name: Name, table: bool, inst: &Instruction) {
-        if self.resolves(name) {
+        if self.resolves(name).is_some() {
             return;
         }
         let text = Ptx(inst).to_string().replace(" \t", " ");
@@ -600,7 +633,7 @@ impl FunctionChecker<'_, '_> {
     fn use_name(&mut self, name: Name, span: Span, inst: Option<&Instruction>) {
         // Nearly every use is of a name seen a moment before: that test inline, the
         // rest out of line, so the per-operand loop stays small.
-        if self.recent[recent_slot(name)] == Some(name) {
+        if self.recent[recent_slot(name)].0 == Some(name) {
             return;
         }
         self.use_name_searched(name, span, inst);
@@ -608,7 +641,7 @@ impl FunctionChecker<'_, '_> {
 
     #[inline(never)]
     fn use_name_searched(&mut self, name: Name, span: Span, inst: Option<&Instruction>) {
-        if name == "_" || self.resolves(name) {
+        if name == "_" || self.resolves(name).is_some() {
             return;
         }
         // `%tid.x`, and the `.x` components of vector registers.
@@ -616,10 +649,10 @@ impl FunctionChecker<'_, '_> {
             // A predefined register's component resolves everywhere: known from now on,
             // rather than searched for at each of its uses.
             if gpusan_ptx::semantics::is_predefined(base) {
-                self.known.insert(name);
+                self.known.insert(name, None);
                 return;
             }
-            if Name::from_existing(base).is_some_and(|b| self.resolves(b)) {
+            if Name::from_existing(base).is_some_and(|b| self.resolves(b).is_some()) {
                 return;
             }
         }

@@ -25,9 +25,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::hash::BuildHasherDefault;
 
-use gpusan_ptx::ast::{Function, Instruction, Name, NameMap, Operand, StateSpace, VarDecl};
-
-use super::Numbered;
+use gpusan_ptx::ast::{Instruction, Name, Operand, StateSpace};
 
 /// A scalar type the rules are written for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,7 +170,7 @@ enum Want {
 
 /// What the operands of one instruction want, first to last; later operands are skipped.
 #[derive(Debug, Clone, Copy)]
-struct Rule {
+pub(super) struct Rule {
     wants: [Want; MAX_OPERANDS],
 }
 
@@ -363,58 +361,51 @@ pub enum TypeError {
     UnexpectedPredicate(Mismatch),
 }
 
-/// The type checker of one module: the rules of the instruction forms met so far and the
-/// register types of the function being checked.
-#[derive(Default)]
-pub(super) struct TypeChecker {
-    rules: Rules,
-    regs: RegTypes,
+/// The type of a register declaration, when the rules model it: a scalar `.reg` of a type
+/// [`Ty`] knows (not `.f16x2`, which ptxas lets stand for any 32-bit value).
+pub(super) fn declared(space: StateSpace, vector: Option<u32>, array: &[Option<u64>], ty: Name) -> Typed {
+    let scalar = space == StateSpace::Reg && vector.is_none() && array.is_empty();
+    Ty::of_register(&ty).filter(|_| scalar).map(|t| (t, ty))
 }
 
-impl TypeChecker {
-    /// Starts on `f`: its `.reg` parameters are its first registers.
-    pub(super) fn function(&mut self, f: &Function) {
-        self.regs.clear();
-        for p in f.returns.iter().flatten().chain(f.params.iter().flatten()) {
-            if p.space == StateSpace::Reg && p.vector.is_none() && p.array.is_empty() {
-                self.regs.declare(p.name, None, Ty::of_register(&p.ty).map(|t| (t, p.ty)));
-            }
-        }
-    }
+/// A register's type and its name as declared (`b32`); `None` for anything the rules do
+/// not check (symbols, special registers, vectors, unmodelled types).
+pub(super) type Typed = Option<(Ty, Name)>;
 
-    /// A declaration in the body, met before the instructions it types.
-    pub(super) fn declare(&mut self, d: &VarDecl) {
-        if d.space == StateSpace::Reg {
-            let scalar = d.vector.is_none() && d.array.is_empty();
-            let ty = Ty::of_register(&d.ty).filter(|_| scalar).map(|t| (t, d.ty));
-            self.regs.declare(d.name, d.count, ty);
-        }
+/// Checks the operand types of `inst` (whose form has `rule`, if the rules know it),
+/// calling `report` for each mismatch; `type_of` gives the type of a name where `inst` is.
+pub(super) fn check(
+    inst: &Instruction,
+    rule: Option<&Rule>,
+    type_of: &mut impl FnMut(Name) -> Typed,
+    report: &mut impl FnMut(TypeError),
+) {
+    if let Some(g) = &inst.guard {
+        check_name(g.reg, Want::Same(Ty::PRED), Place::Guard, type_of, report);
     }
-
-    /// Checks the operand types of `inst`, calling `report` for each mismatch.
-    pub(super) fn check(&mut self, inst: &Instruction, report: &mut impl FnMut(TypeError)) {
-        let regs = &mut self.regs;
-        if let Some(g) = &inst.guard {
-            check_name(g.reg, Want::Same(Ty::PRED), Place::Guard, regs, report);
-        }
-        let Some(rule) = self.rules.get(inst) else { return };
-        for (i, (op, &want)) in inst.operands.iter().zip(rule.wants.iter()).enumerate() {
-            let place = Place::Operand(i as u8);
-            match op {
-                Operand::Name(n) | Operand::Not(n) => check_name(*n, want, place, regs, report),
-                // `setp`'s `p|q`, `shfl`'s `d|p`: the second is a predicate.
-                Operand::Pair(p) if want != Want::Skip => {
-                    check_name(p.0, want, place, regs, report);
-                    check_name(p.1, Want::Same(Ty::PRED), place, regs, report);
-                }
-                Operand::Vector(elems) => check_vector(elems, want, place, regs, report),
-                _ => {}
+    let Some(rule) = rule else { return };
+    for (i, (op, &want)) in inst.operands.iter().zip(rule.wants.iter()).enumerate() {
+        let place = Place::Operand(i as u8);
+        match op {
+            Operand::Name(n) | Operand::Not(n) => check_name(*n, want, place, type_of, report),
+            // `setp`'s `p|q`, `shfl`'s `d|p`: the second is a predicate.
+            Operand::Pair(p) if want != Want::Skip => {
+                check_name(p.0, want, place, type_of, report);
+                check_name(p.1, Want::Same(Ty::PRED), place, type_of, report);
             }
+            Operand::Vector(elems) => check_vector(elems, want, place, type_of, report),
+            _ => {}
         }
     }
 }
 
-fn check_vector(elems: &[Operand], want: Want, place: Place, regs: &mut RegTypes, report: &mut impl FnMut(TypeError)) {
+fn check_vector(
+    elems: &[Operand],
+    want: Want,
+    place: Place,
+    type_of: &mut impl FnMut(Name) -> Typed,
+    report: &mut impl FnMut(TypeError),
+) {
     let n = elems.len().max(1);
     let (want, packed) = match want {
         // `mov.b64 %rd, {%r1, %r2}`: each element holds its share of the bits.
@@ -427,141 +418,11 @@ fn check_vector(elems: &[Operand], want: Want, place: Place, regs: &mut RegTypes
     for e in elems {
         if let Operand::Name(n) = e {
             // ptxas packs predicates into a `mov` too.
-            if !(packed && regs.get(*n).is_some_and(|(t, _)| t == Ty::PRED)) {
-                check_name(*n, want, place, regs, report);
+            if !(packed && type_of(*n).is_some_and(|(t, _)| t == Ty::PRED)) {
+                check_name(*n, want, place, type_of, report);
             }
         }
     }
-}
-
-/// Slots of [`RegTypes::recent`]: a power of two.
-const RECENT_REGS: usize = 1024;
-
-type Typed = Option<(Ty, Name)>;
-
-/// The types of a function's registers, learnt from its `.reg` parameters and its `.reg`
-/// declarations as the walk meets them. A name declared with different types in different
-/// scopes (inline assembly blocks may) has no type from then on, so it is not checked.
-struct RegTypes {
-    /// Plain declarations.
-    names: NameMap<Typed>,
-    /// `%r<N>`: the prefix, the largest N, the type. A function declares a handful,
-    /// searched in order.
-    ranges: Vec<(Name, u32, Typed)>,
-    /// The prefixes of plain declarations that end in a number (`%r5` → `%r`): a later
-    /// range of that prefix may cover them.
-    numbered_prefixes: Vec<Name>,
-    /// Names split into prefix and number, for the whole module (see [`Numbered`]).
-    split: Numbered,
-    /// The last names looked up, by address: an instruction's operands are mostly the
-    /// registers of the instructions before it, and one compare costs less than a probe.
-    recent: Box<[(Option<Name>, Typed); RECENT_REGS]>,
-}
-
-impl Default for RegTypes {
-    fn default() -> RegTypes {
-        RegTypes {
-            names: NameMap::default(),
-            ranges: Vec::new(),
-            numbered_prefixes: Vec::new(),
-            split: Numbered::default(),
-            recent: Box::new([(None, None); RECENT_REGS]),
-        }
-    }
-}
-
-/// Interned names lie a few dozen bytes apart: multiplied, their addresses spread over all
-/// the slots.
-fn recent_slot(name: Name) -> usize {
-    ((name.as_char_ptr() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - RECENT_REGS.trailing_zeros())) as usize
-}
-
-impl RegTypes {
-    fn clear(&mut self) {
-        self.names.clear();
-        self.ranges.clear();
-        self.numbered_prefixes.clear();
-        self.recent.fill((None, None));
-    }
-
-    /// A `.reg` declaration of `name` (`count` for `name<count>`).
-    fn declare(&mut self, name: Name, count: Option<u32>, mut ty: Typed) {
-        match count {
-            None => {
-                if let Some((prefix, n)) = self.split.get(name) {
-                    if let Some(&(_, count, t)) = self.ranges.iter().find(|r| r.0 == prefix) {
-                        if n < count as u64 && same_type(t, ty) != Some(true) {
-                            ty = None;
-                        }
-                    }
-                    if !self.numbered_prefixes.contains(&prefix) {
-                        self.numbered_prefixes.push(prefix);
-                    }
-                }
-                let e = self.names.entry(name).or_insert(ty);
-                if same_type(*e, ty) != Some(true) {
-                    *e = None;
-                }
-                self.recent[recent_slot(name)] = (None, None);
-            }
-            Some(n) => {
-                let prefix = name;
-                match self.ranges.iter_mut().find(|r| r.0 == prefix) {
-                    Some(r) => {
-                        r.1 = r.1.max(n);
-                        if same_type(r.2, ty) != Some(true) && r.2.is_some() {
-                            r.2 = None;
-                            // Names of the range were found with its old type.
-                            self.recent.fill((None, None));
-                        }
-                    }
-                    None => self.ranges.push((prefix, n, ty)),
-                }
-                if self.numbered_prefixes.contains(&prefix) {
-                    for (name, t) in self.names.iter_mut() {
-                        let covered = self.split.get(*name).is_some_and(|(p, k)| p == prefix && k < n as u64);
-                        if covered && same_type(*t, ty) != Some(true) {
-                            *t = None;
-                        }
-                    }
-                    self.recent.fill((None, None));
-                }
-            }
-        }
-    }
-
-    /// The declared type of register `name`, if known and unambiguous.
-    #[inline]
-    fn get(&mut self, name: Name) -> Typed {
-        let slot = recent_slot(name);
-        match self.recent[slot] {
-            (Some(n), ty) if n == name => ty,
-            _ => {
-                let ty = self.lookup(name);
-                self.recent[slot] = (Some(name), ty);
-                ty
-            }
-        }
-    }
-
-    #[inline(never)]
-    fn lookup(&mut self, name: Name) -> Typed {
-        if let Some(&ty) = self.names.get(&name) {
-            return ty;
-        }
-        let (prefix, n) = self.split.get(name)?;
-        let &(_, count, ty) = self.ranges.iter().find(|r| r.0 == prefix)?;
-        if n < count as u64 {
-            ty
-        } else {
-            None
-        }
-    }
-}
-
-/// Whether two declarations give the same type: `None` when either has none.
-fn same_type(a: Typed, b: Typed) -> Option<bool> {
-    Some(a?.0 == b?.0)
 }
 
 type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<ahash::AHasher>>;
@@ -571,7 +432,7 @@ const RECENT_RULES: usize = 512;
 
 /// The rules of the (opcode, modifiers) pairs met so far: a module repeats a few hundred,
 /// and a loop body a few dozen.
-struct Rules {
+pub(super) struct Rules {
     /// Index into `list` (`NONE` when the form is not checked) of each pair met.
     all: FastMap<(Name, Name), u32>,
     list: Vec<Rule>,
@@ -589,8 +450,9 @@ impl Default for Rules {
 }
 
 impl Rules {
+    /// The rule of `inst`'s form, `None` when the verifier does not check it.
     #[inline]
-    fn get(&mut self, inst: &Instruction) -> Option<&Rule> {
+    pub(super) fn get(&mut self, inst: &Instruction) -> Option<Rule> {
         let key = (inst.opcode, inst.modifiers);
         let slot = ((key.1.as_char_ptr() as usize >> 3) ^ (key.0.as_char_ptr() as usize >> 6)) % RECENT_RULES;
         let index = match self.recent[slot] {
@@ -601,7 +463,7 @@ impl Rules {
                 index
             }
         };
-        self.list.get(index as usize)
+        self.list.get(index as usize).copied()
     }
 
     #[inline(never)]
@@ -617,32 +479,48 @@ impl Rules {
     }
 }
 
-#[inline]
-fn check_name(name: Name, want: Want, place: Place, regs: &mut RegTypes, report: &mut impl FnMut(TypeError)) {
+#[inline(always)]
+fn check_name(
+    name: Name,
+    want: Want,
+    place: Place,
+    type_of: &mut impl FnMut(Name) -> Typed,
+    report: &mut impl FnMut(TypeError),
+) {
     let (instr, at_least) = match want {
         Want::Skip => return,
         Want::Same(t) | Want::Packed(t) => (t, false),
         Want::AtLeast(t) => (t, true),
     };
-    let Some((reg, declared)) = regs.get(name) else { return };
-    let mismatch = || Mismatch { place, register: name, declared, expected: Name::from(instr.name()) };
-    let err = if instr.class == Class::Pred || reg.class == Class::Pred {
-        match (instr.class == Class::Pred, reg.class == Class::Pred) {
-            (true, false) => TypeError::NotAPredicate(mismatch()),
-            (false, true) => TypeError::UnexpectedPredicate(mismatch()),
-            _ => return,
-        }
-    } else if !reg.class_agrees(instr) {
-        TypeError::Type(mismatch())
-    } else if reg.bytes == instr.bytes {
+    let Some((reg, declared)) = type_of(name) else { return };
+    // Nearly always the very type: that test first, the rules only for the rest.
+    if reg == instr {
         return;
+    }
+    if let Some(kind) = mismatch(reg, instr, at_least) {
+        report(kind(Mismatch { place, register: name, declared, expected: Name::from(instr.name()) }));
+    }
+}
+
+/// What is wrong with a `reg` register where `instr` is wanted (`at_least` for the relaxed
+/// sizes of `ld`/`st`/`cvt`), if anything.
+fn mismatch(reg: Ty, instr: Ty, at_least: bool) -> Option<fn(Mismatch) -> TypeError> {
+    match (instr.class == Class::Pred, reg.class == Class::Pred) {
+        (true, true) => return None,
+        (true, false) => return Some(TypeError::NotAPredicate),
+        (false, true) => return Some(TypeError::UnexpectedPredicate),
+        (false, false) => {}
+    }
+    if !reg.class_agrees(instr) {
+        Some(TypeError::Type)
+    } else if reg.bytes == instr.bytes {
+        None
     } else if at_least && reg.bytes > instr.bytes && !(reg.class == Class::Float && instr.class == Class::Float) {
         // A floating-point instruction type takes only its own size in a float register.
-        return;
+        None
     } else {
-        TypeError::Width(mismatch())
-    };
-    report(err)
+        Some(TypeError::Width)
+    }
 }
 
 impl fmt::Display for TypeError {
