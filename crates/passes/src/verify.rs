@@ -555,10 +555,25 @@ impl FunctionChecker<'_, '_> {
     /// [`Self::recent`] unless it lives in an inner scope).
     #[inline]
     fn type_of(&mut self, name: Name) -> Typed {
+        // The caches hold what a name is in the body's scope; an inner `{ }` may declare it
+        // again with another type.
+        if self.scopes.len() > 1 {
+            if let Some(t) = self.inner_type(name) {
+                return t;
+            }
+        }
         match self.recent[recent_slot(name)] {
             (Some(n), t) if n == name => t,
             _ => self.resolves(name).flatten(),
         }
+    }
+
+    /// What the innermost `{ }` inside the body that declares `name` makes it, if one does.
+    #[inline(never)]
+    fn inner_type(&mut self, name: Name) -> Option<Typed> {
+        let numbered =
+            if self.scopes[1..].iter().any(|s| !s.ranges.is_empty()) { self.v.numbered.get(name) } else { None };
+        self.scopes[1..].iter().rev().find_map(|s| s.lookup(name, numbered))
     }
 
     fn declare(&mut self, name: Name, count: Option<u32>, span: Span, ty: Typed) {
