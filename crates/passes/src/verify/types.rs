@@ -17,18 +17,28 @@
 //!
 //! It is conservative: an opcode whose rules are not listed here, a type it does not model
 //! (`.tf32`, `.e4m3x2`, `.s16x2`, …), an operand that is not a register (immediates,
-//! symbols, special registers, vector components) and a register whose declarations
-//! disagree across scopes are not checked. A false error would stop a user's module from
-//! loading; a missed one only leaves it to ptxas.
+//! symbols, special registers, vector components) and a `.f16x2` register (ptxas lets one
+//! stand for any 32-bit value) are not checked. A false error would stop a user's module
+//! from loading; a missed one only leaves it to ptxas. Where the ISA text and ptxas differ,
+//! ptxas decides (it packs predicates into a `mov`, for one): `tests/verify.rs` assembles
+//! every listed form with registers of every type and fails if the verifier objects to a
+//! line ptxas accepts.
+//!
+//! The register types come from the scoped name resolution of [`super`]: each scope's
+//! declarations carry their type, so a name declared again in an inner `{ }` has the inner
+//! type there.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::BuildHasherDefault;
 
 use gpusan_ptx::ast::{Instruction, Name, Operand, StateSpace};
+use gpusan_ptx::semantics::type_width;
 
-/// A scalar type the rules are written for.
+/// A scalar type the rules are written for. Four bytes, aligned, so that comparing two
+/// (once per operand) is one compare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C, align(4))]
 pub(super) struct Ty {
     class: Class,
     /// Size in bytes; 0 for `.pred`.
@@ -36,9 +46,12 @@ pub(super) struct Ty {
     /// Which floating-point format of that size (`f16` and `bf16` are both 2 bytes); 0 for
     /// the other classes.
     format: u8,
+    /// Always 0.
+    pad: u8,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 enum Class {
     Bits,
     Signed,
@@ -48,39 +61,28 @@ enum Class {
 }
 
 impl Ty {
-    const U32: Ty = Ty { class: Class::Unsigned, bytes: 4, format: 0 };
-    const B32: Ty = Ty { class: Class::Bits, bytes: 4, format: 0 };
-    const PRED: Ty = Ty { class: Class::Pred, bytes: 0, format: 0 };
+    const U32: Ty = Ty { class: Class::Unsigned, bytes: 4, format: 0, pad: 0 };
+    const B32: Ty = Ty { class: Class::Bits, bytes: 4, format: 0, pad: 0 };
+    const PRED: Ty = Ty { class: Class::Pred, bytes: 0, format: 0, pad: 0 };
 
-    /// The type a modifier or declaration names (`s32`, `f16x2`, `pred`), if modelled.
+    /// The type a modifier or declaration names (`s32`, `f16x2`, `pred`), if modelled. The
+    /// sizes are [`type_width`]'s; this adds the class.
     pub(super) fn parse(name: &str) -> Option<Ty> {
-        let (class, bytes, format) = match name {
+        let (class, format) = match name {
             "pred" => return Some(Ty::PRED),
-            "f16" => (Class::Float, 2, 0),
-            "bf16" => (Class::Float, 2, 1),
-            "f32" => (Class::Float, 4, 0),
-            "f16x2" => (Class::Float, 4, 2),
-            "bf16x2" => (Class::Float, 4, 3),
-            "f64" => (Class::Float, 8, 0),
-            _ => {
-                let class = match name.as_bytes().first()? {
-                    b'b' => Class::Bits,
-                    b's' => Class::Signed,
-                    b'u' => Class::Unsigned,
-                    _ => return None,
-                };
-                let bytes = match &name[1..] {
-                    "8" => 1,
-                    "16" => 2,
-                    "32" => 4,
-                    "64" => 8,
-                    "128" if class == Class::Bits => 16,
-                    _ => return None,
-                };
-                (class, bytes, 0)
-            }
+            "f16" | "f32" | "f64" => (Class::Float, 0),
+            "bf16" => (Class::Float, 1),
+            "f16x2" => (Class::Float, 2),
+            "bf16x2" => (Class::Float, 3),
+            _ => match name.as_bytes().first()? {
+                b'b' => (Class::Bits, 0),
+                b's' => (Class::Signed, 0),
+                b'u' => (Class::Unsigned, 0),
+                _ => return None,
+            },
         };
-        Some(Ty { class, bytes, format })
+        let bytes = type_width(name)? as u8;
+        Some(Ty { class, bytes, format, pad: 0 })
     }
 
     /// The type of a register declared `.reg .NAME`. ptxas lets a `.f16x2` register stand
@@ -117,7 +119,7 @@ impl Ty {
 
     /// `b16` for 2 bytes: the element type of a `mov` pack or unpack.
     fn bits(bytes: u8) -> Option<Ty> {
-        matches!(bytes, 1 | 2 | 4 | 8 | 16).then_some(Ty { class: Class::Bits, bytes, format: 0 })
+        matches!(bytes, 1 | 2 | 4 | 8 | 16).then_some(Ty { class: Class::Bits, bytes, format: 0, pad: 0 })
     }
 
     /// Twice as wide, for `mul.wide`/`mad.wide` (16- and 32-bit integers only).
@@ -374,6 +376,8 @@ pub(super) type Typed = Option<(Ty, Name)>;
 
 /// Checks the operand types of `inst` (whose form has `rule`, if the rules know it),
 /// calling `report` for each mismatch; `type_of` gives the type of a name where `inst` is.
+/// Inline: it runs for most instructions, and its closures are the verifier's own.
+#[inline]
 pub(super) fn check(
     inst: &Instruction,
     rule: Option<&Rule>,
@@ -410,7 +414,7 @@ fn check_vector(
     let (want, packed) = match want {
         // `mov.b64 %rd, {%r1, %r2}`: each element holds its share of the bits.
         Want::Packed(t) => match Ty::bits(t.bytes / n as u8) {
-            Some(e) if t.bytes as usize % n == 0 => (Want::Same(e), true),
+            Some(e) if (t.bytes as usize).is_multiple_of(n) => (Want::Same(e), true),
             _ => return,
         },
         w => (w, false),
@@ -434,11 +438,14 @@ const RECENT_RULES: usize = 512;
 /// and a loop body a few dozen.
 pub(super) struct Rules {
     /// Index into `list` (`NONE` when the form is not checked) of each pair met.
-    all: FastMap<(Name, Name), u32>,
+    all: FastMap<Form, u32>,
     list: Vec<Rule>,
     /// The last pairs looked up, by address, with their index.
-    recent: Box<[(Option<(Name, Name)>, u32); RECENT_RULES]>,
+    recent: Box<[(Option<Form>, u32); RECENT_RULES]>,
 }
+
+/// An instruction form: opcode and modifiers.
+type Form = (Name, Name);
 
 /// [`Rules`]' index of a form the verifier does not check.
 const NONE: u32 = u32::MAX;
@@ -467,7 +474,7 @@ impl Rules {
     }
 
     #[inline(never)]
-    fn lookup(&mut self, key: (Name, Name)) -> u32 {
+    fn lookup(&mut self, key: Form) -> u32 {
         let list = &mut self.list;
         *self.all.entry(key).or_insert_with(|| match rule(&key.0, &key.1) {
             Some(r) => {
@@ -550,7 +557,7 @@ mod tests {
 
     #[test]
     fn types_and_type_like_modifiers() {
-        assert_eq!(Ty::parse("s32"), Some(Ty { class: Class::Signed, bytes: 4, format: 0 }));
+        assert_eq!(Ty::parse("s32"), Some(Ty { class: Class::Signed, bytes: 4, format: 0, pad: 0 }));
         assert_eq!(Ty::parse("b128").map(|t| t.bytes), Some(16));
         assert_eq!(Ty::parse("u128"), None);
         assert_eq!(Ty::parse("bf16").map(|t| t.format), Some(1));
