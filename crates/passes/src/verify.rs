@@ -18,7 +18,7 @@
 //!   why the labels are resolved here as well);
 //! - every register operand of an instruction whose type rules it knows is declared with
 //!   a type and width that instruction takes, and predicates stand exactly where predicates
-//!   are wanted ([`types`], the PTX ISA's operand type-checking rules);
+//!   are wanted (`verify/types.rs`, the PTX ISA's operand type-checking rules);
 //! - `.version` is at most [`MAX_VERSION`].
 //!
 //! A name that is undeclared is reported once per function, at its first use: a pass
