@@ -16,6 +16,9 @@
 //!   control-flow graph would be built ([`Cfg::check`]: the graph itself is not needed),
 //!   and whatever else it rejects is reported too (it stops at its first error, which is
 //!   why the labels are resolved here as well);
+//! - every register operand of an instruction whose type rules it knows is declared with
+//!   a type and width that instruction takes, and predicates stand exactly where predicates
+//!   are wanted (`verify/types.rs`, the PTX ISA's operand type-checking rules);
 //! - `.version` is at most [`MAX_VERSION`].
 //!
 //! A name that is undeclared is reported once per function, at its first use: a pass
@@ -29,6 +32,11 @@ use gpusan_ptx::ast::{
 use gpusan_ptx::cfg::{Cfg, CfgError};
 use gpusan_ptx::printer::Ptx;
 use gpusan_ptx::Module;
+
+mod types;
+
+pub use types::{Mismatch, Place};
+use types::{Rules, TypeError, Typed};
 
 /// The newest PTX ISA the GPU machine's driver (580, CUDA 13.0) JIT-compiles. A module
 /// declaring a newer one would load nowhere we run.
@@ -52,6 +60,32 @@ pub enum ErrorKind {
     VersionTooNew { major: u32, minor: u32 },
     #[error("the module has no .version directive")]
     MissingVersion,
+    /// A register of another size than the instruction type takes (`add.s32` on a `.b64`),
+    /// or narrower than `ld`/`st`/`cvt` allow.
+    #[error("{}", TypeError::Width(.0.clone()))]
+    OperandWidth(Mismatch),
+    /// A register whose type class the instruction type does not take (`add.s32` on an
+    /// `.f32`, `add.f32` on a `.u32`).
+    #[error("{}", TypeError::Type(.0.clone()))]
+    OperandType(Mismatch),
+    /// A value register where a predicate is wanted (a guard, `setp`'s destination, `selp`'s
+    /// selector).
+    #[error("{}", TypeError::NotAPredicate(.0.clone()))]
+    NotAPredicate(Mismatch),
+    /// A predicate register where a value is wanted.
+    #[error("{}", TypeError::UnexpectedPredicate(.0.clone()))]
+    UnexpectedPredicate(Mismatch),
+}
+
+impl From<TypeError> for ErrorKind {
+    fn from(e: TypeError) -> ErrorKind {
+        match e {
+            TypeError::Width(m) => ErrorKind::OperandWidth(m),
+            TypeError::Type(m) => ErrorKind::OperandType(m),
+            TypeError::NotAPredicate(m) => ErrorKind::NotAPredicate(m),
+            TypeError::UnexpectedPredicate(m) => ErrorKind::UnexpectedPredicate(m),
+        }
+    }
 }
 
 /// One error, with where it is.
@@ -104,7 +138,8 @@ pub fn verify(module: &Module) -> Result<(), VerifierErrors> {
         symbols: NameMap::default(),
         all_symbols: NameSet::default(),
         numbered: Numbered::default(),
-        spare_known: NameSet::default(),
+        spare_known: NameMap::default(),
+        rules: Rules::default(),
     };
     v.module(module);
     if v.errors.is_empty() {
@@ -131,7 +166,9 @@ struct Verifier {
     numbered: Numbered,
     /// The last function's `known` set, emptied: the next function's starts with its
     /// capacity instead of growing (and rehashing) from nothing again.
-    spare_known: NameSet,
+    spare_known: NameMap<Typed>,
+    /// The operand-type rules of the instruction forms met so far.
+    rules: Rules,
 }
 
 impl Verifier {
@@ -242,12 +279,12 @@ impl Verifier {
             known,
             all_decls: None,
             reported: NameSet::default(),
-            recent: Box::new([None; RECENT]),
+            recent: Box::new([(None, None); RECENT]),
         };
         // Parameters live in the body's scope: `.reg .b64 p;` in a kernel taking `p` is a
         // duplicate definition to ptxas.
         for p in f.returns.iter().flatten().chain(f.params.iter().flatten()) {
-            fc.declare(p.name, None, f.span);
+            fc.declare(p.name, None, f.span, types::declared(p.space, p.vector, &p.array, p.ty));
         }
         fc.block(body, true);
         let mut known = std::mem::take(&mut fc.known);
@@ -311,20 +348,20 @@ fn collect_decls(stmts: &[Statement], out: &mut Scope) {
         match s {
             Statement::Decl(d) => match d.count {
                 Some(n) => {
-                    let max = out.ranges.entry(d.name).or_insert(n);
-                    *max = (*max).max(n);
+                    let max = out.ranges.entry(d.name).or_insert((n, None));
+                    max.0 = max.0.max(n);
                 }
                 None => {
-                    out.names.insert(d.name);
+                    out.names.insert(d.name, None);
                 }
             },
             Statement::Label(l, _) => {
-                out.names.insert(*l);
+                out.names.insert(*l, None);
             }
             Statement::BranchTargets { label, .. }
             | Statement::CallTargets { label, .. }
             | Statement::CallPrototype { label, .. } => {
-                out.names.insert(*label);
+                out.names.insert(*label, None);
             }
             Statement::Block(b) => collect_decls(b, out),
             _ => {}
@@ -335,10 +372,10 @@ fn collect_decls(stmts: &[Statement], out: &mut Scope) {
 /// The names one `{ }` scope has declared so far.
 #[derive(Default)]
 struct Scope {
-    /// Plain declarations: registers, variables, parameters.
-    names: NameSet,
-    /// `%r<N>`: prefix → N.
-    ranges: NameMap<u32>,
+    /// Plain declarations: registers, variables, parameters, with the register's type.
+    names: NameMap<Typed>,
+    /// `%r<N>`: prefix → N and the registers' type.
+    ranges: NameMap<(u32, Typed)>,
     /// For each prefix, the lowest number of a plain name `prefix<number>`, which a later
     /// range declaration of that prefix would declare again.
     lowest_numbered: NameMap<u64>,
@@ -350,11 +387,24 @@ struct Scope {
 impl Scope {
     /// `numbered` is the name split by [`Numbered::get`].
     fn contains(&self, name: Name, numbered: Option<(Name, u64)>) -> bool {
-        self.names.contains(&name) || self.labels.contains(&name) || self.in_range(numbered)
+        self.lookup(name, numbered).is_some()
     }
 
-    fn in_range(&self, numbered: Option<(Name, u64)>) -> bool {
-        numbered.is_some_and(|(prefix, n)| self.ranges.get(&prefix).is_some_and(|&count| n < count as u64))
+    /// What this scope declares `name` as: `Some` with its register type when it does.
+    fn lookup(&self, name: Name, numbered: Option<(Name, u64)>) -> Option<Typed> {
+        if let Some(&t) = self.names.get(&name) {
+            return Some(t);
+        }
+        if self.labels.contains(&name) {
+            return Some(None);
+        }
+        self.in_range(numbered)
+    }
+
+    fn in_range(&self, numbered: Option<(Name, u64)>) -> Option<Typed> {
+        let (prefix, n) = numbered?;
+        let &(count, t) = self.ranges.get(&prefix)?;
+        (n < count as u64).then_some(t)
     }
 }
 
@@ -389,9 +439,10 @@ struct FunctionChecker<'v, 'b> {
     body: &'b [Statement],
     /// The scopes enclosing the statement being checked, innermost last.
     scopes: Vec<Scope>,
-    /// Names found in the body's scope, the module or the predefined ones: they resolve
-    /// until the end of the function, so the scopes need not be searched for them again.
-    known: NameSet,
+    /// Names found in the body's scope, the module or the predefined ones, with their
+    /// register type: they resolve until the end of the function, so the scopes need not be
+    /// searched for them again.
+    known: NameMap<Typed>,
     /// Everything the function declares, in any scope: only wanted to word an error, so
     /// collected at the first one.
     all_decls: Option<Scope>,
@@ -400,7 +451,8 @@ struct FunctionChecker<'v, 'b> {
     /// The last names of `known` looked up, by their address: an instrumented body names
     /// the same few registers millions of times, and comparing one slot costs a fraction
     /// of a hash-set probe.
-    recent: Box<[Option<Name>; RECENT]>,
+    /// Each slot holds the name's type too, for the operand type check that follows.
+    recent: Box<[(Option<Name>, Typed); RECENT]>,
 }
 
 /// Slots of [`FunctionChecker::recent`].
@@ -434,7 +486,7 @@ impl FunctionChecker<'_, '_> {
             };
             let numbered = self.v.numbered.get(label);
             let scope = self.scopes.last_mut().unwrap();
-            if !scope.labels.insert(label) || scope.names.contains(&label) || scope.in_range(numbered) {
+            if !scope.labels.insert(label) || scope.names.contains_key(&label) || scope.in_range(numbered).is_some() {
                 self.error(ErrorKind::DuplicateDeclaration(label.to_string()), span, None);
             }
         }
@@ -444,7 +496,7 @@ impl FunctionChecker<'_, '_> {
                     if let Some(init) = &d.init {
                         for_each_init_symbol(init, &mut |n| self.use_name(n, d.span, None));
                     }
-                    self.declare(d.name, d.count, d.span);
+                    self.declare(d.name, d.count, d.span, types::declared(d.space, d.vector, &d.array, d.ty));
                 }
                 Statement::Inst(i) => {
                     if let Some(g) = &i.guard {
@@ -457,11 +509,12 @@ impl FunctionChecker<'_, '_> {
                             _ => op.for_each_name(&mut |n| self.use_name(n, i.span, Some(i))),
                         }
                     }
+                    self.types(i);
                 }
                 Statement::Block(b) => self.block(b, false),
                 Statement::BranchTargets { label, targets, span } => {
                     for &t in targets {
-                        if !self.resolves(t) {
+                        if self.resolves(t).is_none() {
                             let e = CfgError::UndefinedTarget { table: *label, label: t, span: *span };
                             self.error(ErrorKind::ControlFlow(e), *span, None);
                         }
@@ -484,16 +537,57 @@ impl FunctionChecker<'_, '_> {
         }
     }
 
-    fn declare(&mut self, name: Name, count: Option<u32>, span: Span) {
+    /// The operand-type errors of `i`, each at `i`.
+    fn types(&mut self, i: &Instruction) {
+        let rule = self.v.rules.get(i);
+        if rule.is_none() && i.guard.is_none() {
+            return;
+        }
+        // Empty, and so not allocated, for nearly every instruction.
+        let mut found = Vec::new();
+        types::check(i, rule.as_ref(), &mut |n| self.type_of(n), &mut |e| found.push(e));
+        for e in found {
+            self.error(e.into(), i.span, Some(i));
+        }
+    }
+
+    /// The register type of `name` here: the walk has just resolved it (and cached it in
+    /// [`Self::recent`] unless it lives in an inner scope).
+    #[inline]
+    fn type_of(&mut self, name: Name) -> Typed {
+        // The caches hold what a name is in the body's scope; an inner `{ }` may declare it
+        // again with another type.
+        if self.scopes.len() > 1 {
+            if let Some(t) = self.inner_type(name) {
+                return t;
+            }
+        }
+        match self.recent[recent_slot(name)] {
+            (Some(n), t) if n == name => t,
+            _ => self.resolves(name).flatten(),
+        }
+    }
+
+    /// What the innermost `{ }` inside the body that declares `name` makes it, if one does.
+    #[inline(never)]
+    fn inner_type(&mut self, name: Name) -> Option<Typed> {
+        let numbered =
+            if self.scopes[1..].iter().any(|s| !s.ranges.is_empty()) { self.v.numbered.get(name) } else { None };
+        self.scopes[1..].iter().rev().find_map(|s| s.lookup(name, numbered))
+    }
+
+    fn declare(&mut self, name: Name, count: Option<u32>, span: Span, ty: Typed) {
         let numbered = if count.is_none() { self.v.numbered.get(name) } else { None };
         let scope = self.scopes.last_mut().unwrap();
         let duplicate = match count {
             Some(n) => {
-                let again = scope.ranges.insert(name, n).is_some();
+                let again = scope.ranges.insert(name, (n, ty)).is_some();
                 again || scope.lowest_numbered.get(&name).is_some_and(|&low| low < n as u64)
             }
             None => {
-                let dup = !scope.names.insert(name) || scope.labels.contains(&name) || scope.in_range(numbered);
+                let dup = scope.names.insert(name, ty).is_some()
+                    || scope.labels.contains(&name)
+                    || scope.in_range(numbered).is_some();
                 if let Some((prefix, n)) = split_number(&name) {
                     let low = scope.lowest_numbered.entry(Name::from(prefix)).or_insert(n);
                     *low = (*low).min(n);
@@ -510,31 +604,34 @@ impl FunctionChecker<'_, '_> {
         }
     }
 
-    fn resolves(&mut self, name: Name) -> bool {
+    /// `Some` with the register type of `name` if it resolves here.
+    fn resolves(&mut self, name: Name) -> Option<Typed> {
         let slot = recent_slot(name);
-        if self.recent[slot] == Some(name) {
-            return true;
+        match self.recent[slot] {
+            (Some(n), t) if n == name => return Some(t),
+            _ => {}
         }
-        if self.known.contains(&name) {
-            self.recent[slot] = Some(name);
-            return true;
+        if let Some(&t) = self.known.get(&name) {
+            self.recent[slot] = (Some(name), t);
+            return Some(t);
         }
         let numbered = self.v.numbered.get(name);
-        let lasting = match self.scopes.iter().rposition(|s| s.contains(name, numbered)) {
-            Some(0) => true,
-            Some(_) => return true,
-            None => self.v.symbols.contains_key(&name) || gpusan_ptx::semantics::is_predefined(&name),
+        let found = self.scopes.iter().enumerate().rev().find_map(|(i, s)| Some((i, s.lookup(name, numbered)?)));
+        let t = match found {
+            Some((0, t)) => t,
+            Some((_, t)) => return Some(t),
+            None if self.v.symbols.contains_key(&name) || gpusan_ptx::semantics::is_predefined(&name) => None,
+            None => return None,
         };
-        if lasting {
-            self.known.insert(name);
-        }
-        lasting
+        self.known.insert(name, t);
+        self.recent[slot] = (Some(name), t);
+        Some(t)
     }
 
     /// A branch's label or a `brx.idx`'s table: reported as the graph would, but every one
     /// of them rather than the graph's first.
     fn use_target(&mut self, name: Name, table: bool, inst: &Instruction) {
-        if self.resolves(name) {
+        if self.resolves(name).is_some() {
             return;
         }
         let text = Ptx(inst).to_string().replace(" \t", " ");
@@ -551,7 +648,7 @@ impl FunctionChecker<'_, '_> {
     fn use_name(&mut self, name: Name, span: Span, inst: Option<&Instruction>) {
         // Nearly every use is of a name seen a moment before: that test inline, the
         // rest out of line, so the per-operand loop stays small.
-        if self.recent[recent_slot(name)] == Some(name) {
+        if self.recent[recent_slot(name)].0 == Some(name) {
             return;
         }
         self.use_name_searched(name, span, inst);
@@ -559,7 +656,7 @@ impl FunctionChecker<'_, '_> {
 
     #[inline(never)]
     fn use_name_searched(&mut self, name: Name, span: Span, inst: Option<&Instruction>) {
-        if name == "_" || self.resolves(name) {
+        if name == "_" || self.resolves(name).is_some() {
             return;
         }
         // `%tid.x`, and the `.x` components of vector registers.
@@ -567,10 +664,10 @@ impl FunctionChecker<'_, '_> {
             // A predefined register's component resolves everywhere: known from now on,
             // rather than searched for at each of its uses.
             if gpusan_ptx::semantics::is_predefined(base) {
-                self.known.insert(name);
+                self.known.insert(name, None);
                 return;
             }
-            if Name::from_existing(base).is_some_and(|b| self.resolves(b)) {
+            if Name::from_existing(base).is_some_and(|b| self.resolves(b).is_some()) {
                 return;
             }
         }
