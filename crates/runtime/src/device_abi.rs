@@ -9,20 +9,6 @@ use serde::{Deserialize, Serialize};
 use crate::registry::{Lookup, Registry};
 use crate::report::{Access, DeviceDetails, ErrorKind, HeapBlock, Nearest, Report, SourceLoc, Space, Stack};
 
-// The ABI under the names the injected library and the check pass's agreement test still
-// use; they go when those take them from `gpusan_abi` directly.
-pub use gpusan_abi::heap::{
-    BLOCK_TAG as HEAP_BLOCK_TAG, CAPACITY as HEAP_CAPACITY, ENTRY_BYTES as HEAP_ENTRY_BYTES,
-    HEADER_BYTES as HEAP_HEADER_BYTES, STATE_FREED as HEAP_STATE_FREED, STATE_LIVE as HEAP_STATE_LIVE,
-};
-pub use gpusan_abi::record::{ErrorBufferHeader, ERROR_CAPACITY};
-pub use gpusan_abi::table::{LOOKUP_CACHE_BYTES, LOOKUP_CACHE_HASH};
-pub use gpusan_abi::{
-    CODE_DOUBLE_FREE, CODE_INVALID_FREE, CODE_LOCAL_OUT_OF_BOUNDS, CODE_LOCAL_USE_AFTER_SCOPE, CODE_MISALIGNED,
-    CODE_OUT_OF_BOUNDS, CODE_SHARED_OUT_OF_BOUNDS, CODE_USE_AFTER_FREE, ERRORS_SYMBOL, HEAP_SYMBOL, MODULE_SYMBOL,
-    N_ACCESS_SYMBOL, N_CHECK_SYMBOL, N_GROUP_SYMBOL, N_SPAN_SYMBOL, TABLE_SYMBOL,
-};
-
 /// One error, as a kernel writes it ([`gpusan_abi::record`] has the layout).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -29,7 +29,7 @@ use crate::state::{quietly, state, FORKED_CHILD};
 
 /// Whether this run instruments kernels: every mode but `api` names a pass.
 fn substituting() -> bool {
-    state().options.mode.substitutes()
+    state().options.mode != gpusan_abi::Mode::Api
 }
 
 /// Loads `image` through `load`, instrumented when the mode asks for it and possible,

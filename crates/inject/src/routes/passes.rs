@@ -7,7 +7,7 @@ use gpusan_passes::check::{self, CheckConfig, CheckReport};
 use gpusan_passes::{Pass, PassError, PassReport};
 use gpusan_ptx::Module;
 
-use crate::state::Mode;
+use gpusan_abi::{Mode, Reaction};
 
 /// An instrumented module, and for `check` what the pass did in detail.
 pub struct Instrumented {
@@ -68,5 +68,13 @@ pub fn cache_name(mode: Mode) -> String {
 
 fn check_config() -> CheckConfig {
     let options = &crate::state::state().options;
-    CheckConfig { reaction: options.check_reaction, counting: options.check_counting }
+    CheckConfig { reaction: pass_reaction(options.check_reaction), counting: options.check_counting }
+}
+
+/// The pass's own spelling of the reaction, while it still has one.
+fn pass_reaction(r: Reaction) -> check::Reaction {
+    match r {
+        Reaction::Report => check::Reaction::Report,
+        Reaction::Abort => check::Reaction::Abort,
+    }
 }

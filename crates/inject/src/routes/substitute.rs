@@ -25,7 +25,7 @@ use std::sync::Mutex;
 
 use crate::driver::Loaded;
 use crate::routes::passes;
-use crate::state::Mode;
+use gpusan_abi::{env, Mode};
 
 /// What a load became.
 pub enum Image {
@@ -46,7 +46,7 @@ pub struct Modules {
     pub substituted: u64,
     pub cache_hits: u64,
     /// Counting builds (`check/counting.rs`): the latest counters read from each module, in
-    /// the order of `check::COUNTER_SYMBOLS`.
+    /// the order of `gpusan_abi::COUNTER_SYMBOLS`.
     pub check_dynamic: BTreeMap<Loaded, [u64; 4]>,
     /// Counting builds: the static counts of every module instrumented.
     pub check_static: gpusan_runtime::report::CheckCounts,
@@ -85,10 +85,10 @@ pub fn with<R>(f: impl FnOnce(&mut Modules) -> R) -> R {
 }
 
 /// The counter the `count` pass adds to every module it instruments.
-const COUNTER: &CStr = c"__gpusan_count";
+const COUNTER: &str = gpusan_abi::COUNT_SYMBOL;
 
 fn cache_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("GPUSAN_CACHE_DIR") {
+    if let Some(d) = std::env::var_os(env::CACHE_DIR) {
         return Some(PathBuf::from(d));
     }
     let base = std::env::var_os("XDG_CACHE_HOME")
@@ -198,14 +198,14 @@ pub fn read_counters() {
     for l in loaded {
         if counting {
             let mut values = [0u64; 4];
-            let read = gpusan_passes::check::COUNTER_SYMBOLS
+            let read = gpusan_abi::COUNTER_SYMBOLS
                 .iter()
                 .zip(&mut values)
                 .all(|(name, v)| read_u64(l, name).map(|x| *v = x).is_some());
             if read {
                 with(|m| m.check_dynamic.insert(l, values));
             }
-        } else if let Some(value) = COUNTER.to_str().ok().and_then(|name| read_u64(l, name)) {
+        } else if let Some(value) = read_u64(l, COUNTER) {
             with(|m| m.counts.insert(l, value));
         }
     }
