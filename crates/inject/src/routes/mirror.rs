@@ -34,6 +34,7 @@ use std::sync::Mutex;
 use gpusan_abi::record::{self, ErrorBufferHeader, ERROR_CAPACITY};
 use gpusan_abi::table::{self, table_bytes};
 use gpusan_abi::{RuntimeVar, ERRORS_SYMBOL, MODULE_SYMBOL, RUNTIME_VARS, TABLE_SYMBOL};
+use gpusan_passes::meta::ModuleMeta;
 use gpusan_runtime::device_abi::{ErrorRecord, SourceLines};
 use gpusan_runtime::registry::DeviceTable;
 
@@ -45,9 +46,9 @@ use crate::state::state;
 struct AbiModule {
     loaded: Loaded,
     id: u32,
-    /// Functions defined by the module, sorted by name: `ErrorRecord::function` indexes it.
+    /// Functions defined by the module in number order: `ErrorRecord::function` indexes it.
     names: Vec<String>,
-    /// PTX line → CUDA source line, from the module's `.loc` directives.
+    /// PTX line → CUDA source line, from the module's `.loc` directives (its metadata).
     lines: SourceLines,
     label: String,
 }
@@ -160,26 +161,14 @@ unsafe fn upload(abi: &mut Abi) {
 /// Unchanged entries an upload may resend to save its second copy (64 KiB).
 const ONE_COPY_ENTRIES: usize = 2048;
 
-/// The functions a module defines, sorted by name (what `ErrorRecord::function` indexes).
-fn function_names(ptx: &str) -> Vec<String> {
-    let mut names: Vec<String> = gpusan_ptx::Items::new(ptx)
-        .filter_map(|i| match i {
-            Ok(gpusan_ptx::ast::Item::Function(f)) if f.body.is_some() => Some(f.name.to_string()),
-            _ => None,
-        })
-        .collect();
-    names.sort();
-    names
-}
-
 /// After a module loaded: if it declares the ABI, give it its number and the buffers.
-pub fn on_module_loaded(loaded: Loaded, ptx: impl FnOnce() -> Option<String>) {
+/// `meta` says what its records' function numbers and PTX lines name; asked only then.
+pub fn on_module_loaded(loaded: Loaded, meta: impl FnOnce() -> Option<ModuleMeta>) {
     if global_of(loaded, ERRORS_SYMBOL).is_none() {
         return;
     }
-    let ptx = ptx();
-    let names = ptx.as_deref().map(function_names).unwrap_or_default();
-    let lines = ptx.as_deref().map(SourceLines::from_ptx).unwrap_or_default();
+    let ModuleMeta { functions: names, files, lines } = meta().unwrap_or_default();
+    let lines = SourceLines::new(files, lines.iter().map(|e| (e.ptx_line, e.file, e.line)).collect());
     let (context, device) = current_context();
     let mut guard = lock();
     let contexts = guard.get_or_insert_with(Contexts::default);
