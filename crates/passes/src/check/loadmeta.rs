@@ -1,9 +1,30 @@
 //! LOADMETA: the lookup of a root's allocation in the runtime's table, into the root's
 //! metadata registers.
 
-use super::abi::{STATE_LIVE, TABLE_SYMBOL};
+use gpusan_abi::table::{
+    self, ENTRY_BASE, ENTRY_BYTES, ENTRY_FLAGS, ENTRY_ID, ENTRY_SIZE, HEADER_LEN, LOOKUP_CACHE_BITS,
+    LOOKUP_CACHE_BYTES, LOOKUP_CACHE_HASH, STATE_LIVE, STATE_MASK,
+};
+use gpusan_abi::TABLE_SYMBOL;
+
 use super::heap;
 use super::plan::{Layout, DEAD_BIT};
+
+// Entry `lo - 1` is at `table + ENTRY_BYTES * lo` only because the header is one entry
+// long; an index becomes an offset by a shift.
+const _: () = assert!(table::HEADER_BYTES == ENTRY_BYTES && ENTRY_BYTES.is_power_of_two());
+// An entry's base and size load as one `v2.u64` from its start, its id and flags (in the
+// low half of the second `u64`, little-endian) as another.
+const _: () = assert!(ENTRY_BASE.offset == 0 && ENTRY_SIZE.offset == 8 && ENTRY_FLAGS.offset == ENTRY_ID.offset + 8);
+
+/// log2 of [`ENTRY_BYTES`]: an entry index shifted left by it is the entry's offset.
+const ENTRY_SHIFT: u32 = ENTRY_BYTES.trailing_zeros();
+/// The first entry's offset from the header, where the search's entry `mid` starts from.
+const FIRST_ENTRY: u64 = table::entry_offset(0);
+/// From an entry to the one below it.
+const ENTRY_BELOW: i64 = -(ENTRY_BYTES as i64);
+/// log2 of a cache slot's bytes (a `u32` entry index).
+const SLOT_SHIFT: u32 = (LOOKUP_CACHE_BYTES >> LOOKUP_CACHE_BITS).trailing_zeros();
 
 /// Root `k` found nowhere: nothing of it is judged.
 pub(super) fn found_nothing(k: usize, layout: Layout) -> String {
@@ -48,9 +69,10 @@ pub(super) fn root_meta_k(
 /// if addr - e[lo-1].base < e[lo-1].size (unsigned) { hit e[lo-1] } else { miss }
 /// ```
 ///
-/// The table is a 32-byte header (`len` at offset 8) followed by 32-byte entries
-/// (`base`, `size`, `id`, `flags`), so entry `i` is at `table + 32 + 32 * i` and entry
-/// `lo - 1` at `table + 32 * lo`. After a hit, `low` is the entry's base, or the base of
+/// The table is a header (`len` at [`HEADER_LEN`]) followed by entries (`base`, `size`,
+/// `id`, `flags`) of the header's size, [`ENTRY_BYTES`] (the layout is
+/// [`gpusan_abi::table`]'s), so entry `i` is at `table + ENTRY_BYTES * (1 + i)` and entry
+/// `lo - 1` at `table + ENTRY_BYTES * lo`. After a hit, `low` is the entry's base, or the base of
 /// entry `lo - 2` when the value is the entry's base and entry `lo - 2` ends there (a
 /// pointer one past the end of that neighbour).
 ///
@@ -63,23 +85,30 @@ pub(super) fn root_meta_k(
 /// writes the slot. A kernel parameter or a pointer read from a table is looked up by
 /// every block or thread with the same value, so after the first search it costs two
 /// dependent loads (slot and length, then the entry) instead of `log2(len) + 2`.
+///
+/// Why 2^18 slots (1 MiB, [`LOOKUP_CACHE_BITS`]): of 20,000 allocations a kernel touches
+/// (`bench/workloads/many_allocs.cu`), about 96 % own their slot where 2^14 slots leave
+/// 58 % (a uniform hash's expectation, `m (1 - e^(-n/m)) / n`, not a measurement), and each
+/// miss is a binary search of the table; measured, many_allocs went from 1.48x to 1.23x
+/// native (`bench/results/h200-run5/check-overhead-call2.json`).
 pub(super) fn loadmeta(k: usize, value: &str, layout: Layout, label: &mut dyn FnMut() -> String) -> String {
     let (search, head, end, found, done) = (label(), label(), label(), label(), label());
     // Entry `lo - 1` at `%__gs_x`: its bounds, its id and flags, and (when there is one) the
     // entry below, all in one round of loads.
     let entry = |x: &str| match layout {
         Layout::Folded => format!(
-            "\tshl.b64 %__gs_x, %__gs_lo, 5;\n\
+            "\tshl.b64 %__gs_x, %__gs_lo, {ENTRY_SHIFT};\n\
              \tadd.s64 %__gs_x, %__gs_t, %__gs_x;\n\
              \tld.global.v2.u64 {{%__gs_mid, %__gs_sz}}, [%__gs_x];\n\
-             \tld.global.v2.u64 {{%__gs_id{k}, %__gs_r}}, [%__gs_x+16];\n\
+             \tld.global.v2.u64 {{%__gs_id{k}, %__gs_r}}, [%__gs_x+{id}];\n\
              \tsetp.ge.u64 %__gs_nb, %__gs_lo, 2;\n\
-             \t@%__gs_nb ld.global.v2.u64 {{%__gs_a, %__gs_e}}, [%__gs_x+-32];\n\
+             \t@%__gs_nb ld.global.v2.u64 {{%__gs_a, %__gs_e}}, [%__gs_x+{ENTRY_BELOW}];\n\
              \tsub.s64 %__gs_y, {value}, %__gs_mid;\n\
-             {x}"
+             {x}",
+            id = ENTRY_ID.offset,
         ),
         Layout::Heap => format!(
-            "\tshl.b64 %__gs_x, %__gs_lo, 5;\n\
+            "\tshl.b64 %__gs_x, %__gs_lo, {ENTRY_SHIFT};\n\
              \tadd.s64 %__gs_x, %__gs_t, %__gs_x;\n\
              \tld.global.v2.u64 {{%__gs_mid, %__gs_sz}}, [%__gs_x];\n\
              \tsub.s64 %__gs_y, {value}, %__gs_mid;\n\
@@ -99,7 +128,7 @@ pub(super) fn loadmeta(k: usize, value: &str, layout: Layout, label: &mut dyn Fn
         // for the record's code (ids count up from 1 and never reach it).
         Layout::Folded => format!(
             "\tcvt.u32.u64 %__gs_c, %__gs_r;\n\
-             \tand.b32 %__gs_c, %__gs_c, 255;\n\
+             \tand.b32 %__gs_c, %__gs_c, {STATE_MASK};\n\
              \tsetp.ne.u32 %__gs_q, %__gs_c, {STATE_LIVE};\n\
              \tadd.s64 %__gs_lim{k}, %__gs_mid, %__gs_sz;\n\
              \t@%__gs_q mov.b64 %__gs_lim{k}, %__gs_mid;\n\
@@ -113,9 +142,9 @@ pub(super) fn loadmeta(k: usize, value: &str, layout: Layout, label: &mut dyn Fn
         ),
         Layout::Heap => format!(
             "\tmov.b64 %__gs_base{k}, %__gs_mid;\n\
-             \tld.global.u64 %__gs_id{k}, [%__gs_x+16];\n\
-             \tld.global.u32 %__gs_st{k}, [%__gs_x+24];\n\
-             \tand.b32 %__gs_st{k}, %__gs_st{k}, 255;\n\
+             \tld.global.u64 %__gs_id{k}, [%__gs_x+{id}];\n\
+             \tld.global.u32 %__gs_st{k}, [%__gs_x+{flags}];\n\
+             \tand.b32 %__gs_st{k}, %__gs_st{k}, {STATE_MASK};\n\
              \tadd.s64 %__gs_lim{k}, %__gs_base{k}, %__gs_sz;\n\
              \tsub.s64 %__gs_y, {value}, %__gs_base{k};\n\
              \tsetp.lt.u64 %__gs_ok{k}, %__gs_y, %__gs_sz;\n\
@@ -124,10 +153,12 @@ pub(super) fn loadmeta(k: usize, value: &str, layout: Layout, label: &mut dyn Fn
              \t@%__gs_q bra {done};\n\
              \tsetp.lt.u64 %__gs_q, %__gs_lo, 2;\n\
              \t@%__gs_q bra {done};\n\
-             \tld.global.v2.u64 {{%__gs_y, %__gs_sz}}, [%__gs_x+-32];\n\
+             \tld.global.v2.u64 {{%__gs_y, %__gs_sz}}, [%__gs_x+{ENTRY_BELOW}];\n\
              \tadd.s64 %__gs_sz, %__gs_y, %__gs_sz;\n\
              \tsetp.eq.u64 %__gs_q, %__gs_sz, %__gs_mid;\n\
-             \t@%__gs_q mov.b64 %__gs_low{k}, %__gs_y;\n"
+             \t@%__gs_q mov.b64 %__gs_low{k}, %__gs_y;\n",
+            id = ENTRY_ID.offset,
+            flags = ENTRY_FLAGS.offset,
         ),
     };
     format!(
@@ -137,11 +168,11 @@ pub(super) fn loadmeta(k: usize, value: &str, layout: Layout, label: &mut dyn Fn
          \t@%__gs_q bra {done};\n\
          \tmul.lo.u64 %__gs_h, {value}, {LOOKUP_CACHE_HASH:#x};\n\
          \tshr.u64 %__gs_h, %__gs_h, {shift};\n\
-         \tshl.b64 %__gs_h, %__gs_h, 2;\n\
+         \tshl.b64 %__gs_h, %__gs_h, {SLOT_SHIFT};\n\
          \tadd.s64 %__gs_h, %__gs_t, %__gs_h;\n\
          \tld.global.u32 %__gs_c, [%__gs_h+-{LOOKUP_CACHE_BYTES}];\n\
-         \tld.global.u64 %__gs_hi, [%__gs_t+8];\n\
-         \tld.global.u64 %__gs_f, [%__gs_t+32];\n\
+         \tld.global.u64 %__gs_hi, [%__gs_t+{len}];\n\
+         \tld.global.u64 %__gs_f, [%__gs_t+{FIRST_ENTRY}];\n\
          \tcvt.u64.u32 %__gs_lo, %__gs_c;\n\
          \tadd.s64 %__gs_lo, %__gs_lo, 1;\n\
          \tsetp.gt.u64 %__gs_q, %__gs_lo, %__gs_hi;\n\
@@ -157,9 +188,9 @@ pub(super) fn loadmeta(k: usize, value: &str, layout: Layout, label: &mut dyn Fn
          \tsub.s64 %__gs_mid, %__gs_hi, %__gs_lo;\n\
          \tshr.u64 %__gs_mid, %__gs_mid, 1;\n\
          \tadd.s64 %__gs_mid, %__gs_lo, %__gs_mid;\n\
-         \tshl.b64 %__gs_x, %__gs_mid, 5;\n\
+         \tshl.b64 %__gs_x, %__gs_mid, {ENTRY_SHIFT};\n\
          \tadd.s64 %__gs_x, %__gs_t, %__gs_x;\n\
-         \tld.global.u64 %__gs_x, [%__gs_x+32];\n\
+         \tld.global.u64 %__gs_x, [%__gs_x+{FIRST_ENTRY}];\n\
          \tsetp.le.u64 %__gs_q, %__gs_x, {value};\n\
          \t@%__gs_q add.s64 %__gs_lo, %__gs_mid, 1;\n\
          \t@!%__gs_q mov.u64 %__gs_hi, %__gs_mid;\n\
@@ -176,20 +207,9 @@ pub(super) fn loadmeta(k: usize, value: &str, layout: Layout, label: &mut dyn Fn
          {done}:\n",
         reset = found_nothing(k, layout),
         shift = 64 - LOOKUP_CACHE_BITS,
+        len = HEADER_LEN.offset,
     )
 }
-
-/// `device_abi::LOOKUP_CACHE_BYTES`: the lookup cache below the table header.
-pub const LOOKUP_CACHE_BYTES: u64 = 4 << LOOKUP_CACHE_BITS;
-/// `device_abi::LOOKUP_CACHE_HASH`: a slot is `(value * LOOKUP_CACHE_HASH) >> (64 - 18)`
-/// (Fibonacci hashing: the top bits of the product depend on every bit of the value).
-pub const LOOKUP_CACHE_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
-/// 2^18 slots (1 MiB): of 20,000 allocations a kernel touches (`bench/workloads/
-/// many_allocs.cu`), about 96 % own their slot where 2^14 slots leave 58 % (a uniform hash's
-/// expectation, `m (1 - e^(-n/m)) / n`, not a measurement), and each miss is a binary
-/// search of the table; measured, many_allocs went from 1.48x to 1.23x native
-/// (`bench/results/h200-run5/check-overhead-call2.json`).
-pub(super) const LOOKUP_CACHE_BITS: u32 = 18;
 
 #[cfg(test)]
 mod tests {
