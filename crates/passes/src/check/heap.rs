@@ -77,8 +77,10 @@ use gpusan_abi::{record, CODE_DOUBLE_FREE, CODE_INVALID_FREE, HEAP_SYMBOL};
 use super::plan::Insertion;
 use super::records::{claim_text, field, kernel_text, memory_operand};
 
-// A slot number becomes its entry's offset by a shift.
+// A slot number becomes its entry's offset by a shift; the code reads and writes each
+// field at its width.
 const _: () = assert!(ENTRY_BYTES.is_power_of_two());
+const _: () = assert!(ENTRY_BASE.bytes == 8 && ENTRY_SIZE.bytes == 8 && ENTRY_STATE.bytes == 4 && OVERFLOW.bytes == 4);
 
 /// Slots an insert or lookup visits before giving up.
 pub(super) const PROBES: u32 = 32;
@@ -614,6 +616,19 @@ mod tests {
         // Declaring malloc without calling it needs no table.
         let without = gpusan_ptx::parse(&format!("{HEAD}.visible .entry k()\n{{\n\tret;\n}}\n")).unwrap();
         assert!(!module_uses_heap(&without));
+    }
+
+    /// A bad free's record is a whole record: every field stored once, where the ABI puts it.
+    #[test]
+    fn a_bad_free_fills_every_field_of_the_record() {
+        use super::super::records::tests::{every_field, stored_offsets};
+        let text = free_record(12, 3, &mut || "$__gs_L1".to_string());
+        let (mut got, mut want) = (stored_offsets(&text), every_field());
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "{text}");
+        let code = format!("st.global.u32 [%__gs_r+{}], %__gs_hk;", field(record::CODE));
+        assert!(text.contains(&code), "{text}");
     }
 
     #[test]

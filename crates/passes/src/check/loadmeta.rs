@@ -15,7 +15,8 @@ use super::plan::{Layout, DEAD_BIT};
 const _: () = assert!(table::HEADER_BYTES == ENTRY_BYTES && ENTRY_BYTES.is_power_of_two());
 // An entry's base and size load as one `v2.u64` from its start, its id and flags (in the
 // low half of the second `u64`, little-endian) as another.
-const _: () = assert!(ENTRY_BASE.offset == 0 && ENTRY_SIZE.offset == 8 && ENTRY_FLAGS.offset == ENTRY_ID.offset + 8);
+const _: () = assert!(ENTRY_BASE.offset == 0 && ENTRY_SIZE.offset == ENTRY_BASE.end() && ENTRY_SIZE.bytes == 8);
+const _: () = assert!(ENTRY_ID.offset % 16 == 0 && ENTRY_ID.bytes == 8 && ENTRY_FLAGS.offset == ENTRY_ID.end());
 
 /// log2 of [`ENTRY_BYTES`]: an entry index shifted left by it is the entry's offset.
 const ENTRY_SHIFT: u32 = ENTRY_BYTES.trailing_zeros();
@@ -72,9 +73,9 @@ pub(super) fn root_meta_k(
 /// The table is a header (`len` at [`HEADER_LEN`]) followed by entries (`base`, `size`,
 /// `id`, `flags`) of the header's size, [`ENTRY_BYTES`] (the layout is
 /// [`gpusan_abi::table`]'s), so entry `i` is at `table + ENTRY_BYTES * (1 + i)` and entry
-/// `lo - 1` at `table + ENTRY_BYTES * lo`. After a hit, `low` is the entry's base, or the base of
-/// entry `lo - 2` when the value is the entry's base and entry `lo - 2` ends there (a
-/// pointer one past the end of that neighbour).
+/// `lo - 1` at `table + ENTRY_BYTES * lo`. After a hit, `low` is the entry's base, or the
+/// base of entry `lo - 2` when the value is the entry's base and entry `lo - 2` ends there
+/// (a pointer one past the end of that neighbour).
 ///
 /// **The cache** is [`LOOKUP_CACHE_BYTES`] of `u32` entry indices right below the header,
 /// indexed by a multiplicative hash of the value ([`LOOKUP_CACHE_HASH`]). It is only a

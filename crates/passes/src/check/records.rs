@@ -15,6 +15,12 @@ use super::config::Reaction;
 use super::plan::{Layout, BLOCK_META_BYTES, DEAD_BIT};
 use super::snippet;
 
+// The writers store each field at its width: `u64` address and allocation, `u32` the
+// rest (three of them for block and thread), `u32` count and capacity in the header.
+const _: () = assert!(ADDRESS.bytes == 8 && ALLOCATION.bytes == 8 && BLOCK.bytes == 3 * 4 && THREAD.bytes == 3 * 4);
+const _: () = assert!(KERNEL.bytes == 4 && CODE.bytes == 4 && SIZE.bytes == 4 && PTX_LINE.bytes == 4);
+const _: () = assert!(SPACE.bytes == 4 && ACCESS.bytes == 4 && record::COUNT.bytes == 4 && record::CAPACITY.bytes == 4);
+
 /// A record's [`record::ACCESS`] for an access kind.
 pub(super) fn access_code(kind: AccessKind) -> u32 {
     match kind {
@@ -249,7 +255,7 @@ pub(super) fn label_name(label: &str) -> Name {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// Each kind of error record, filled from its template, is its text with the labels
@@ -281,6 +287,45 @@ mod tests {
                     assert_eq!(got, snippet::parse(&text), "{blame:?} {reaction:?}");
                 }
             }
+        }
+    }
+
+    /// The offsets from `%__gs_r` of a writer's stores, in order.
+    pub(in crate::check) fn stored_offsets(text: &str) -> Vec<usize> {
+        text.match_indices("st.global.")
+            .filter_map(|(i, _)| text[i..].split_once("[%__gs_r+").map(|(_, rest)| rest))
+            .filter_map(|rest| rest.split_once(']').and_then(|(n, _)| n.parse().ok()))
+            .collect()
+    }
+
+    /// Every `u32` and `u64` of a record in the layout's order, from `%__gs_r`.
+    pub(in crate::check) fn every_field() -> Vec<usize> {
+        record::FIELDS
+            .iter()
+            .flat_map(|f| {
+                let unit = if f.bytes == 12 { 4 } else { f.bytes };
+                (0..f.bytes / unit).map(move |i| field(*f) + unit * i)
+            })
+            .collect()
+    }
+
+    /// Each kind of writer stores every field of the record once, where the ABI puts it.
+    #[test]
+    fn records_fill_every_field_of_the_layout() {
+        let mut want = every_field();
+        want.sort();
+        assert_eq!(want.len(), 14);
+        for blame in [
+            Blame::Root { k: 2, layout: Layout::Folded, block_slot: None },
+            Blame::Root { k: 0, layout: Layout::Folded, block_slot: Some(3) },
+            Blame::Root { k: 5, layout: Layout::Heap, block_slot: None },
+            Blame::Window(7),
+        ] {
+            let text = record_text(blame, false);
+            let mut got = stored_offsets(&text);
+            got.sort();
+            assert_eq!(got, want, "{blame:?}:\n{text}");
+            assert!(text.contains(&format!("mul.wide.u32 %__gs_r, %__gs_i, {};", record::RECORD_BYTES)));
         }
     }
 
