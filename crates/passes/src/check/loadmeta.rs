@@ -16,7 +16,8 @@ const _: () = assert!(table::HEADER_BYTES == ENTRY_BYTES && ENTRY_BYTES.is_power
 // An entry's base and size load as one `v2.u64` from its start, its id and flags (in the
 // low half of the second `u64`, little-endian) as another.
 const _: () = assert!(ENTRY_BASE.offset == 0 && ENTRY_SIZE.offset == ENTRY_BASE.end() && ENTRY_SIZE.bytes == 8);
-const _: () = assert!(ENTRY_ID.offset % 16 == 0 && ENTRY_ID.bytes == 8 && ENTRY_FLAGS.offset == ENTRY_ID.end());
+const _: () =
+    assert!(ENTRY_ID.offset.is_multiple_of(16) && ENTRY_ID.bytes == 8 && ENTRY_FLAGS.offset == ENTRY_ID.end());
 
 /// log2 of [`ENTRY_BYTES`]: an entry index shifted left by it is the entry's offset.
 const ENTRY_SHIFT: u32 = ENTRY_BYTES.trailing_zeros();
