@@ -165,6 +165,32 @@ thread_local! {
     static RECORDS: std::cell::RefCell<HashMap<(Blame, bool), snippet::Template>> = std::cell::RefCell::new(HashMap::new());
 }
 
+/// What every record writer's text has around its allocation and code, with the holes of
+/// [`record_text`], written once: before the allocation (the skip, the claim, the address),
+/// between it and the code (the kernel), and after the code.
+static RECORD_FIXED: LazyLock<(String, String, String)> = LazyLock::new(|| {
+    let head = format!(
+        "\t@!%__gs_bad bra __gs_hole0;\n\
+         {claim}\
+         \tst.global.u64 [%__gs_r+{address}], %__gs_a;\n",
+        claim = claim_text("%__gs_q", "__gs_hole1"),
+        address = field(ADDRESS),
+    );
+    let tail = format!(
+        "\tst.global.u32 [%__gs_r+{size}], __gs_hole3;\n\
+         \tst.global.u32 [%__gs_r+{line}], __gs_hole4;\n\
+         {where}\
+         \tst.global.u32 [%__gs_r+{space}], __gs_hole5;\n\
+         \tst.global.u32 [%__gs_r+{access}], __gs_hole6;\n",
+        size = field(SIZE),
+        line = field(PTX_LINE),
+        where = record_where(),
+        space = field(SPACE),
+        access = field(ACCESS),
+    );
+    (head, kernel_text("__gs_hole2"), tail)
+});
+
 /// The text of an error record's writer for `blame`, with holes ([`snippet::Template`]):
 /// 0 the skip label, 1 the label it ends at when stored (the stop label with `abort`, else
 /// the skip label), 2 the function's index, 3 the access's width, 4 its line, 5 its space,
@@ -204,27 +230,8 @@ pub(super) fn record_text(blame: Blame, abort: bool) -> String {
             format!("\tst.global.u32 [%__gs_r+{at_code}], {window_code};\n"),
         ),
     };
-    let mut t = format!(
-        "\t@!%__gs_bad bra __gs_hole0;\n\
-         {claim}\
-         \tst.global.u64 [%__gs_r+{address}], %__gs_a;\n\
-         {alloc}\
-         {kernel}\
-         {code}\
-         \tst.global.u32 [%__gs_r+{size}], __gs_hole3;\n\
-         \tst.global.u32 [%__gs_r+{line}], __gs_hole4;\n\
-         {where}\
-         \tst.global.u32 [%__gs_r+{space}], __gs_hole5;\n\
-         \tst.global.u32 [%__gs_r+{access}], __gs_hole6;\n",
-        claim = claim_text("%__gs_q", "__gs_hole1"),
-        address = field(ADDRESS),
-        kernel = kernel_text("__gs_hole2"),
-        size = field(SIZE),
-        line = field(PTX_LINE),
-        where = record_where(),
-        space = field(SPACE),
-        access = field(ACCESS),
-    );
+    let fixed = &*RECORD_FIXED;
+    let mut t = format!("{head}{alloc}{kernel}{code}{tail}", head = fixed.0, kernel = fixed.1, tail = fixed.2);
     if abort {
         t.push_str("__gs_hole1:\n\tmembar.sys;\n\ttrap;\n");
     }
