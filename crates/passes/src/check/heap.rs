@@ -621,7 +621,7 @@ mod tests {
     /// A bad free's record is a whole record: every field stored once, where the ABI puts it.
     #[test]
     fn a_bad_free_fills_every_field_of_the_record() {
-        use super::super::records::tests::{every_field, stored_offsets};
+        use super::super::records::{every_field, stored_offsets};
         let text = free_record(12, 3, &mut || "$__gs_L1".to_string());
         let (mut got, mut want) = (stored_offsets(&text), every_field());
         got.sort();

@@ -261,8 +261,30 @@ pub(super) fn label_name(label: &str) -> Name {
     })
 }
 
+/// The offsets from `%__gs_r` of a writer's stores, in order: what the tests of every
+/// record writer compare with [`every_field`].
 #[cfg(test)]
-pub(super) mod tests {
+pub(super) fn stored_offsets(text: &str) -> Vec<usize> {
+    text.match_indices("st.global.")
+        .filter_map(|(i, _)| text[i..].lines().next()?.split_once("[%__gs_r+").map(|(_, rest)| rest))
+        .filter_map(|rest| rest.split_once(']').and_then(|(n, _)| n.parse().ok()))
+        .collect()
+}
+
+/// Every `u32` and `u64` of a record in the layout's order, from `%__gs_r`.
+#[cfg(test)]
+pub(super) fn every_field() -> Vec<usize> {
+    record::FIELDS
+        .iter()
+        .flat_map(|f| {
+            let unit = if f.bytes == 12 { 4 } else { f.bytes };
+            (0..f.bytes / unit).map(move |i| field(*f) + unit * i)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
     use super::*;
 
     /// Each kind of error record, filled from its template, is its text with the labels
@@ -295,25 +317,6 @@ pub(super) mod tests {
                 }
             }
         }
-    }
-
-    /// The offsets from `%__gs_r` of a writer's stores, in order.
-    pub(in crate::check) fn stored_offsets(text: &str) -> Vec<usize> {
-        text.match_indices("st.global.")
-            .filter_map(|(i, _)| text[i..].split_once("[%__gs_r+").map(|(_, rest)| rest))
-            .filter_map(|rest| rest.split_once(']').and_then(|(n, _)| n.parse().ok()))
-            .collect()
-    }
-
-    /// Every `u32` and `u64` of a record in the layout's order, from `%__gs_r`.
-    pub(in crate::check) fn every_field() -> Vec<usize> {
-        record::FIELDS
-            .iter()
-            .flat_map(|f| {
-                let unit = if f.bytes == 12 { 4 } else { f.bytes };
-                (0..f.bytes / unit).map(move |i| field(*f) + unit * i)
-            })
-            .collect()
     }
 
     /// Each kind of writer stores every field of the record once, where the ABI puts it.
