@@ -8,7 +8,7 @@ use gpusan_passes::meta::ModuleMeta;
 use gpusan_passes::{Pass, PassError, PassReport};
 use gpusan_ptx::Module;
 
-use gpusan_abi::{Mode, Reaction};
+use gpusan_abi::Mode;
 
 /// An instrumented module, its metadata, and for `check` what the pass did in detail.
 pub struct Instrumented {
@@ -70,13 +70,5 @@ pub fn cache_name(mode: Mode) -> String {
 
 fn check_config() -> CheckConfig {
     let options = &crate::state::state().options;
-    CheckConfig { reaction: pass_reaction(options.check_reaction), counting: options.check_counting }
-}
-
-/// The pass's own spelling of the reaction, while it still has one.
-fn pass_reaction(r: Reaction) -> check::Reaction {
-    match r {
-        Reaction::Report => check::Reaction::Report,
-        Reaction::Abort => check::Reaction::Abort,
-    }
+    CheckConfig { reaction: options.check_reaction, counting: options.check_counting }
 }

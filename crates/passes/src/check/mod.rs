@@ -168,7 +168,6 @@ pub use config::{CheckConfig, Reaction};
 pub use counting::Counting;
 /// The injected library reads the counters back by this path; everything else of the
 /// device ABI the pass speaks is [`gpusan_abi`]'s, under its own names.
-pub use gpusan_abi::COUNTER_SYMBOLS;
 pub use report::{CheckFunction, CheckReport};
 
 use module::{check_unused, declare_abi_variables, keep_launchable, ModuleFacts};
