@@ -166,8 +166,6 @@ mod spans;
 
 pub use config::{CheckConfig, Reaction};
 pub use counting::Counting;
-/// The injected library reads the counters back by this path; everything else of the
-/// device ABI the pass speaks is [`gpusan_abi`]'s, under its own names.
 pub use report::{CheckFunction, CheckReport};
 
 use module::{check_unused, declare_abi_variables, keep_launchable, ModuleFacts};
