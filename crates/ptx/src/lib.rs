@@ -12,6 +12,7 @@
 pub mod ast;
 pub mod cfg;
 pub mod dataflow;
+pub mod excerpt;
 pub mod lexer;
 pub mod parser;
 pub mod printer;

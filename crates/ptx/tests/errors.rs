@@ -123,3 +123,34 @@ fn long_expression_chains_are_refused_not_overflowed() {
     let e = err(&format!("{HEAD}.global .u64 x = {chain};\n"));
     assert!(e.message.contains("expression nesting deeper"), "{}", e.message);
 }
+
+#[test]
+fn an_error_past_column_65535_displays_a_cut_line() {
+    let e = err(&kernel(&format!("\t{}ret #;", " ".repeat(70_000))));
+    assert_eq!((e.line, e.column), (9, 70_006));
+    let shown = e.to_string();
+    assert!(shown.lines().all(|l| l.len() < 300), "{shown}");
+    let caret = shown.lines().last().unwrap().find('^').unwrap();
+    let text = shown.lines().nth(2).unwrap();
+    assert_eq!(text.chars().nth(caret), Some('#'), "{shown}");
+}
+
+#[test]
+fn control_characters_of_the_input_are_escaped_in_the_message_and_snippet() {
+    let e = err(&kernel("\tmov.u32 %r1, \"\u{1b}[2J\u{7}\";"));
+    let shown = e.to_string();
+    assert!(!shown.contains('\u{1b}') && !shown.contains('\u{7}'), "{shown:?}");
+    assert!(shown.contains("\\u{1b}[2J\\u{7}"), "{shown}");
+    let e = err(&kernel("\t\u{1b}ret;"));
+    assert!(e.message.contains("`\\u{1b}`, which starts no PTX token"), "{}", e.message);
+}
+
+#[test]
+fn a_lex_error_carries_its_byte_offset() {
+    let src = kernel("\tadd.s32 %r1, %r2, #3;");
+    let e = err(&src);
+    assert_eq!(e.span.start as usize, src.find('#').unwrap());
+    // Random bytes that are text but no PTX: an error at a byte, never a panic.
+    let e = err("\u{0}\u{1}garbage");
+    assert_eq!((e.span.start, e.line, e.column), (0, 1, 1));
+}

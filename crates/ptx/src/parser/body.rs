@@ -87,7 +87,10 @@ impl<'s> Parser<'s> {
                 if t.tok == Token::Dot && is_var_space(name) {
                     out.extend(self.var_decls(linkage)?.into_iter().map(|d| Statement::Decl(Box::new(d))));
                 } else if t.tok == Token::Dot {
-                    return Err(self.error_at(t, format!("unknown directive `{name}` in a function body")));
+                    return Err(self.error_at(
+                        t,
+                        format!("unknown directive `{}` in a function body", crate::excerpt::quote(name)),
+                    ));
                 } else {
                     return self.expected("a declaration after the linkage directive");
                 }
@@ -124,7 +127,10 @@ impl<'s> Parser<'s> {
                 let returns = if self.at(Token::LParen) { Some(self.param_list()?) } else { None };
                 let sink = self.ident("`_` naming the prototype")?;
                 if sink != "_" {
-                    return Err(self.error_at(n, format!("expected `_` in the call prototype, found `{sink}`")));
+                    return Err(self.error_at(
+                        n,
+                        format!("expected `_` in the call prototype, found `{}`", crate::excerpt::quote(&sink)),
+                    ));
                 }
                 let params = if self.at(Token::LParen) { self.param_list()? } else { Vec::new() };
                 let attributes = self.attributes()?;

@@ -94,7 +94,8 @@ impl<'s> Parser<'s> {
                         }
                         Ok(Item::Var(decls.pop().expect("one")))
                     }
-                    (Token::Dot, name) => Err(self.error_at(t, format!("unknown directive `{name}` at module level"))),
+                    (Token::Dot, name) => Err(self
+                        .error_at(t, format!("unknown directive `{}` at module level", crate::excerpt::quote(name)))),
                     _ => self.expected("`.entry`, `.func` or a variable declaration"),
                 }
             }
@@ -141,7 +142,11 @@ impl<'s> Parser<'s> {
                         self.error_at(t, "expected `}` closing the `.section`, found the end of the file".into())
                     )
                 }
-                Token::Invalid => return Err(self.error_at(t, format!("`{}` starts no PTX token", self.text(t)))),
+                Token::Invalid => {
+                    return Err(
+                        self.error_at(t, format!("`{}` starts no PTX token", crate::excerpt::quote(self.text(t))))
+                    )
+                }
                 _ => {}
             }
         }
@@ -260,7 +265,10 @@ impl<'s> Parser<'s> {
                 v @ (".v2" | ".v4" | ".v8") => vector = Some(v[2..].parse().expect("digit")),
                 other => {
                     if ty.is_some() {
-                        return Err(self.error_at(t, format!("unexpected `{other}`: the parameter already has a type")));
+                        return Err(self.error_at(
+                            t,
+                            format!("unexpected `{}`: the parameter already has a type", crate::excerpt::quote(other)),
+                        ));
                     }
                     ty = Some(self.names.get(&other[1..]));
                 }
@@ -319,9 +327,13 @@ impl<'s> Parser<'s> {
                 v @ (".v2" | ".v4" | ".v8") => vector = Some(v[2..].parse().expect("digit")),
                 other => {
                     if ty.is_some() {
-                        return Err(
-                            self.error_at(t, format!("unexpected `{other}`: the declaration already has a type"))
-                        );
+                        return Err(self.error_at(
+                            t,
+                            format!(
+                                "unexpected `{}`: the declaration already has a type",
+                                crate::excerpt::quote(other)
+                            ),
+                        ));
                     }
                     ty = Some(self.names.get(&other[1..]));
                 }

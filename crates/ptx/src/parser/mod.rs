@@ -16,6 +16,7 @@ use std::fmt;
 use logos::Logos;
 
 use crate::ast::*;
+use crate::excerpt::{self, Window};
 use crate::lexer::{Spanned, Token};
 
 mod body;
@@ -25,26 +26,32 @@ mod expressions;
 /// Why a source is not valid PTX, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParseError {
-    /// What was expected and what was found.
+    /// What was expected and what was found; quoted input is escaped
+    /// ([`crate::excerpt::escape`]).
     pub message: String,
+    /// Byte offsets into the source.
     pub span: Span,
     /// 1-based line and column (in characters) of `span.start`.
     pub line: u32,
     pub column: u32,
-    /// The source line that holds the error, for the snippet.
-    pub source_line: String,
+    /// The part of the source line around the error, escaped and cut to a window
+    /// ([`crate::excerpt::window`]), with where the marker goes in it.
+    pub source_line: Window,
     /// The file name, when the caller knows it ([`ParseError::with_path`]).
     pub path: Option<String>,
 }
 
 impl ParseError {
     fn new(src: &str, span: Span, message: String) -> ParseError {
-        let start = (span.start as usize).min(src.len());
+        let start = floor_char(src, (span.start as usize).min(src.len()));
         let line_start = src[..start].rfind('\n').map_or(0, |i| i + 1);
         let line_end = src[start..].find('\n').map_or(src.len(), |i| start + i);
-        let line = src[..line_start].bytes().filter(|&b| b == b'\n').count() as u32 + 1;
+        let line = src.as_bytes()[..line_start].iter().filter(|&&b| b == b'\n').count() as u32 + 1;
         let column = src[line_start..start].chars().count() as u32 + 1;
-        ParseError { message, span, line, column, source_line: src[line_start..line_end].to_string(), path: None }
+        let end = (span.end as usize).clamp(start, line_end);
+        let source_line = excerpt::window(&src[line_start..line_end], start - line_start, end - line_start);
+        // Messages quote tokens of the input; escaping here covers every message at once.
+        ParseError { message: excerpt::escape(&message), span, line, column, source_line, path: None }
     }
 
     pub fn with_path(mut self, path: impl Into<String>) -> ParseError {
@@ -53,17 +60,24 @@ impl ParseError {
     }
 }
 
+fn floor_char(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let path = self.path.as_deref().unwrap_or("<input>");
+        let path = self.path.as_deref().map_or("<input>".into(), excerpt::escape);
         writeln!(f, "{path}:{}:{}: {}", self.line, self.column, self.message)?;
-        let gutter = self.line.to_string().len();
-        let text = self.source_line.replace('\t', " ");
-        writeln!(f, "{:gutter$} |", "")?;
-        writeln!(f, "{} | {}", self.line, text)?;
-        let width = (self.span.end.saturating_sub(self.span.start) as usize)
-            .clamp(1, text.len().saturating_sub(self.column as usize - 1).max(1));
-        write!(f, "{:gutter$} | {:col$}{}", "", "", "^".repeat(width), col = self.column as usize - 1)
+        // Padding is written out rather than with a `{:width$}` argument: formatting widths
+        // are limited to 65,535 and the window keeps these short anyway.
+        let gutter = " ".repeat(self.line.to_string().len());
+        let w = &self.source_line;
+        writeln!(f, "{gutter} |")?;
+        writeln!(f, "{} | {}", self.line, w.text)?;
+        write!(f, "{gutter} | {}{}", " ".repeat(w.marker_indent()), "^".repeat(w.marker_width()))
     }
 }
 
@@ -266,8 +280,8 @@ impl<'s> Parser<'s> {
         let t = self.peek();
         let found = match t.tok {
             Token::Eof => "the end of the file".to_string(),
-            Token::Invalid => format!("`{}`, which starts no PTX token", self.text(t)),
-            _ => format!("`{}`", self.text(t)),
+            Token::Invalid => format!("`{}`, which starts no PTX token", excerpt::quote(self.text(t))),
+            _ => format!("`{}`", excerpt::quote(self.text(t))),
         };
         Err(self.error_at(t, format!("expected {what}, found {found}")))
     }
@@ -306,8 +320,12 @@ impl<'s> Parser<'s> {
     fn int_lit(&mut self, negative: bool) -> PResult<IntLit> {
         let t = self.expect(Token::Int, "an integer")?;
         let text = self.text(t);
-        parse_int(text, negative)
-            .ok_or_else(|| self.error_at(t, format!("`{text}` is no valid integer literal or does not fit in 64 bits")))
+        parse_int(text, negative).ok_or_else(|| {
+            self.error_at(
+                t,
+                format!("`{}` is no valid integer literal or does not fit in 64 bits", excerpt::quote(text)),
+            )
+        })
     }
 
     fn u32_lit(&mut self, what: &str) -> PResult<u32> {
