@@ -163,3 +163,22 @@ fn bytes_that_are_not_utf8_are_refused_at_their_offset() {
         assert!(err.contains(&format!("binary.ptx:23:2: byte {at} is not UTF-8 text")), "{cmd:?}: {err}");
     }
 }
+
+/// `.reg .b64 %rd<100000000>;` (a 100-byte file) once took `instrument` past 20 s and
+/// 4 GB: a count over the limit is a located error, and one at the limit costs what the
+/// registers the body uses cost.
+#[test]
+fn huge_register_counts_are_refused_or_cost_only_what_is_used() {
+    let over = KERNEL.replace(".reg .b64 %rd<4>;", ".reg .b64 %rd<100000000>;");
+    let input = write_tmp("over.ptx", &over);
+    let out = gpusan(&["instrument", input.to_str().unwrap()], None);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("over.ptx:11:16: register count 100000000 is over the limit"), "{err}");
+    let at = KERNEL.replace(".reg .b64 %rd<4>;", &format!(".reg .b64 %rd<{}>;", gpusan_ptx::MAX_REGISTER_COUNT));
+    let input = write_tmp("at.ptx", &at);
+    let started = std::time::Instant::now();
+    let out = gpusan(&["instrument", input.to_str().unwrap()], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+}

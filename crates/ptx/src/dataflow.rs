@@ -394,7 +394,9 @@ impl Registers {
             let r = regs.declare(0, p.name);
             regs.returns.push(r);
         }
-        let scopes = walk(f.body.as_deref().unwrap_or_default(), |s, scope, _| {
+        let body = f.body.as_deref().unwrap_or_default();
+        let members = RangeMembers::of(body);
+        let scopes = walk(body, |s, scope, _| {
             let Statement::Decl(d) = s else { return };
             if d.space != StateSpace::Reg {
                 return;
@@ -403,11 +405,14 @@ impl Registers {
                 None => {
                     regs.declare(scope, d.name);
                 }
-                Some(n) => {
+                Some(n) if n <= NUMBERED_KEPT => {
                     for_each_numbered(d.name, n, |name| {
                         regs.declare(scope, name);
                     });
                 }
+                Some(n) => members.for_each(d.name, n, |name| {
+                    regs.declare(scope, name);
+                }),
             }
         });
         assert_eq!(scopes.len(), cfg.num_scopes(), "the graph was built from another body");
@@ -462,9 +467,73 @@ impl Registers {
     }
 }
 
-/// Ranges of names numbered from one prefix that [`for_each_numbered`] remembers: beyond
-/// this a range's names are interned one by one (a range this long is hostile, or rare).
+/// Ranges of names numbered from one prefix that [`for_each_numbered`] remembers, and the
+/// longest range whose every name is a register here. A longer range (rare, or hostile:
+/// `%rd<100000000>` is a 27-byte line) gets a register only for the names the body uses
+/// ([`RangeMembers`]), so time and memory follow the body, not the declared count.
 const NUMBERED_KEPT: u32 = 1 << 16;
+
+/// The names of long register ranges ([`NUMBERED_KEPT`]) that the body's instructions
+/// name, by range prefix and ascending index: declaring only these keeps register
+/// numbers in declaration order (a subset of the full numbering, so every analysis sees
+/// the registers in the same order) without a name per declared register.
+#[derive(Default)]
+struct RangeMembers {
+    by_prefix: NameMap<Vec<(u32, Name)>>,
+}
+
+impl RangeMembers {
+    fn of(body: &[Statement]) -> RangeMembers {
+        let mut prefixes = crate::ast::NameSet::default();
+        walk(body, |s, _, _| {
+            if let Statement::Decl(d) = s {
+                if d.space == StateSpace::Reg && d.count.is_some_and(|n| n > NUMBERED_KEPT) {
+                    prefixes.insert(d.name);
+                }
+            }
+        });
+        let mut out = RangeMembers::default();
+        if prefixes.is_empty() {
+            return out;
+        }
+        let mut named = crate::ast::NameSet::default();
+        walk(body, |s, _, _| {
+            if let Statement::Inst(i) = s {
+                semantics::for_each_def(i, |n| {
+                    named.insert(n);
+                });
+                semantics::for_each_use(i, |n| {
+                    named.insert(n);
+                });
+            }
+        });
+        for name in named {
+            let text = name.as_str();
+            let digits = text.bytes().rev().take_while(u8::is_ascii_digit).count();
+            // `%x12` may be `%x1` index 2 or `%x` index 12: every split is a candidate.
+            for split in text.len() - digits..text.len() {
+                let index = &text[split..];
+                if index.len() > 1 && index.starts_with('0') {
+                    continue;
+                }
+                let (Some(prefix), Ok(i)) =
+                    (Name::from_existing(&text[..split]).filter(|p| prefixes.contains(p)), index.parse::<u32>())
+                else {
+                    continue;
+                };
+                out.by_prefix.entry(prefix).or_default().push((i, name));
+            }
+        }
+        out.by_prefix.values_mut().for_each(|v| v.sort_unstable());
+        out
+    }
+
+    /// Calls `f` with the names of `prefix<n>` the body uses, in index order.
+    fn for_each(&self, prefix: Name, n: u32, mut f: impl FnMut(Name)) {
+        let Some(members) = self.by_prefix.get(&prefix) else { return };
+        members.iter().take_while(|(i, _)| *i < n).for_each(|(_, name)| f(*name));
+    }
+}
 
 thread_local! {
     /// `%r0`, `%r1`, … by prefix: a function declares `%r<N>`, and every function of a

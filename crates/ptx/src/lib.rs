@@ -19,5 +19,5 @@ pub mod printer;
 pub mod semantics;
 
 pub use ast::Module;
-pub use parser::{parse, Items, ParseError};
+pub use parser::{parse, Items, ParseError, MAX_REGISTER_COUNT};
 pub use printer::print;

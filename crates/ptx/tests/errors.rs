@@ -154,3 +154,12 @@ fn a_lex_error_carries_its_byte_offset() {
     let e = err("\u{0}\u{1}garbage");
     assert_eq!((e.span.start, e.line, e.column), (0, 1, 1));
 }
+
+#[test]
+fn a_register_count_over_the_limit_is_refused_at_the_count() {
+    let src = format!("{HEAD}.visible .entry k()\n{{\n\t.reg .b64 %rd<100000000>;\n\tret;\n}}\n");
+    assert_err(&src, 6, 16, "register count 100000000 is over the limit of 4194304");
+    let at_limit =
+        format!("{HEAD}.visible .entry k()\n{{\n\t.reg .b64 %rd<{}>;\n\tret;\n}}\n", gpusan_ptx::MAX_REGISTER_COUNT);
+    parse(&at_limit).unwrap();
+}

@@ -2,7 +2,7 @@
 //! signatures with their parameters and attributes, and variable declarations with their
 //! initializers (the declarations of a body use the same code).
 
-use super::{is_var_space, PResult, Parser};
+use super::{is_var_space, PResult, Parser, MAX_REGISTER_COUNT};
 use crate::ast::*;
 use crate::lexer::Token;
 
@@ -345,7 +345,14 @@ impl<'s> Parser<'s> {
             let name_tok = self.peek();
             let name = self.ident("the variable name")?;
             let count = if self.eat(Token::Lt) {
+                let at = self.peek();
                 let n = self.u32_lit("a register count")?;
+                if n > MAX_REGISTER_COUNT {
+                    return Err(self.error_at(
+                        at,
+                        format!("register count {n} is over the limit of {MAX_REGISTER_COUNT} registers a declaration may name"),
+                    ));
+                }
                 self.expect(Token::Gt, "`>`")?;
                 Some(n)
             } else {

@@ -133,6 +133,12 @@ type PResult<T> = Result<T, ParseError>;
 /// Tokens the parser may look ahead (`peek_nth(LOOKAHEAD - 1)` at most).
 const LOOKAHEAD: usize = 4;
 
+/// The most registers one `.reg .T %r<N>;` may declare: 4,194,304. nvcc and Triton number
+/// registers densely from 0, and their largest modules declare some thousands (1,403 in
+/// the corpus); ptxas takes seconds and hundreds of MB per ten million. A count past this
+/// is refused, at the count, before any pass sees it.
+pub const MAX_REGISTER_COUNT: u32 = 1 << 22;
+
 /// Nesting deeper than this is rejected rather than risking the stack on hostile input.
 const MAX_DEPTH: u32 = 256;
 
