@@ -19,5 +19,5 @@ pub mod printer;
 pub mod semantics;
 
 pub use ast::Module;
-pub use parser::{parse, Items, ParseError, MAX_REGISTER_COUNT};
+pub use parser::{parse, Items, ParseError, MAX_REGISTER_COUNT, MAX_VARIABLE_BYTES};
 pub use printer::print;

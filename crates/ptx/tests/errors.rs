@@ -163,3 +163,57 @@ fn a_register_count_over_the_limit_is_refused_at_the_count() {
         format!("{HEAD}.visible .entry k()\n{{\n\t.reg .b64 %rd<{}>;\n\tret;\n}}\n", gpusan_ptx::MAX_REGISTER_COUNT);
     parse(&at_limit).unwrap();
 }
+
+/// ptxas refuses a file without `.version` first ("Missing .version directive at start
+/// of file") and one whose `.target` does not follow; so does the parser, an empty file
+/// included.
+#[test]
+fn a_module_starts_with_version_then_target() {
+    for empty in ["", "// only a comment\n", "\n\n"] {
+        let e = err(empty);
+        assert!(e.message.contains("expected `.version`"), "{empty:?}: {}", e.message);
+        assert!(e.message.contains("found the end of the file"), "{}", e.message);
+    }
+    assert_err(".target sm_90\n.version 9.0\n", 1, 1, "expected `.version`: a PTX module starts with");
+    assert_err(".version 9.0\n.address_size 64\n.target sm_90\n", 2, 1, "expected `.target`");
+    parse(".version 9.0\n.target sm_90\n").unwrap();
+}
+
+#[test]
+fn an_array_whose_size_overflows_is_refused_at_the_dimension() {
+    assert_err(
+        &format!("{HEAD}.global .b8 arr[18446744073709551615];\n"),
+        4,
+        17,
+        "larger than 9223372036854775807 bytes",
+    );
+    // Eight-byte elements: the product overflows 64 bits though the count does not.
+    assert_err(&format!("{HEAD}.global .u64 arr[4][2305843009213693952];\n"), 4, 21, "larger than");
+    assert_err(
+        &format!("{HEAD}.visible .entry k(.param .align 8 .b8 p[9223372036854775808])\n{{\n\tret;\n}}\n"),
+        4,
+        41,
+        "larger than",
+    );
+    parse(&format!("{HEAD}.global .b8 arr[9223372036854775807];\n")).unwrap();
+    parse(&format!("{HEAD}.extern .shared .align 16 .b8 dyn[];\n")).unwrap();
+}
+
+/// A misspelt state space (`ld.globl`) once parsed and was instrumented as a generic
+/// access; every modifier of a memory instruction must be one PTX defines.
+#[test]
+fn an_unknown_modifier_of_a_memory_instruction_is_refused_at_it() {
+    assert_err(&kernel("\tld.globl.u32 %r1, [p];"), 9, 4, "unknown modifier `.globl` of `ld`");
+    assert_err(&kernel("\tst.global.v4.u23 [p], {%r1, %r1, %r1, %r1};"), 9, 14, "unknown modifier `.u23` of `st`");
+    assert_err(&kernel("\tatom.shared::cta.adds.u32 %r1, [p], 1;"), 9, 18, "unknown modifier `.adds` of `atom`");
+    assert_err(&kernel("\tcvta.to.gobal.u64 %r1, %r1;"), 9, 9, "unknown modifier `.gobal` of `cvta`");
+    assert_err(&kernel("\tisspacep.shard %r1, %r1;"), 9, 10, "unknown modifier `.shard` of `isspacep`");
+    // Other instructions keep their open grammar: a new modifier parses without a table.
+    parse(&kernel("\tadd.newthing.s32 %r1, %r1, 1;\n\tret;")).unwrap();
+    parse(&kernel(
+        "\tld.global.nc.L1::no_allocate.L2::256B.v4.f32 {%r1, %r1, %r1, %r1}, [p];\n\
+         \tst.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [p], %r1, [p];\n\
+         \tatom.relaxed.gpu.global.add.noftz.bf16x2 %r1, [p], %r1;\n\tret;",
+    ))
+    .unwrap();
+}

@@ -2,13 +2,25 @@
 //! signatures with their parameters and attributes, and variable declarations with their
 //! initializers (the declarations of a body use the same code).
 
-use super::{is_var_space, PResult, Parser, MAX_REGISTER_COUNT};
+use super::{is_var_space, PResult, Parser, MAX_REGISTER_COUNT, MAX_VARIABLE_BYTES};
 use crate::ast::*;
 use crate::lexer::Token;
 
 impl<'s> Parser<'s> {
     pub(super) fn item(&mut self) -> PResult<Option<Item>> {
         let t = self.peek();
+        let header = match self.items {
+            0 => Some(".version"),
+            1 => Some(".target"),
+            _ => None,
+        };
+        if let Some(first) = header {
+            if t.tok != Token::Dot || self.text(t) != first {
+                let what = format!("`{first}`: a PTX module starts with `.version` and then `.target`");
+                return self.expected(&what);
+            }
+        }
+        self.items += 1;
         match t.tok {
             Token::Eof => Ok(None),
             Token::Dwarf => {
@@ -276,17 +288,31 @@ impl<'s> Parser<'s> {
         }
         let Some(ty) = ty else { return self.expected("the parameter's type, such as `.u64`") };
         let name = self.ident("the parameter name")?;
-        let array = self.array_dims()?;
+        let array = self.array_dims(ty, vector)?;
         Ok(Param { space, align, vector, ty, ptr, name, array })
     }
 
-    fn array_dims(&mut self) -> PResult<Vec<Option<u64>>> {
+    /// `[4][8]`, `[]`: the dimensions of a variable or parameter of element type `ty`
+    /// (vectors of `vector`), refused where the whole would be over
+    /// [`MAX_VARIABLE_BYTES`](super::MAX_VARIABLE_BYTES).
+    fn array_dims(&mut self, ty: Name, vector: Option<u32>) -> PResult<Vec<Option<u64>>> {
+        let element = u64::from(type_width(&ty).unwrap_or(1)) * u64::from(vector.unwrap_or(1));
+        let mut bytes = Some(element);
         let mut dims = Vec::new();
         while self.eat(Token::LBracket) {
             if self.eat(Token::RBracket) {
                 dims.push(None);
             } else {
-                dims.push(Some(self.int_lit(false)?.value));
+                let at = self.peek();
+                let n = self.int_lit(false)?.value;
+                bytes = bytes.and_then(|b| b.checked_mul(n)).filter(|&b| b <= MAX_VARIABLE_BYTES);
+                if bytes.is_none() {
+                    let message = format!(
+                        "an array of {n} elements makes the variable larger than {MAX_VARIABLE_BYTES} bytes, the most a signed 64-bit offset reaches"
+                    );
+                    return Err(self.error_at(at, message));
+                }
+                dims.push(Some(n));
                 self.expect(Token::RBracket, "`]`")?;
             }
         }
@@ -358,7 +384,7 @@ impl<'s> Parser<'s> {
             } else {
                 None
             };
-            let array = self.array_dims()?;
+            let array = self.array_dims(ty, vector)?;
             let init = if self.eat(Token::Eq) { Some(self.initializer()?) } else { None };
             let span_start = if decls.is_empty() { start.start } else { name_tok.start };
             decls.push(VarDecl {

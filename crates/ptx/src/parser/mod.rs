@@ -139,6 +139,12 @@ const LOOKAHEAD: usize = 4;
 /// is refused, at the count, before any pass sees it.
 pub const MAX_REGISTER_COUNT: u32 = 1 << 22;
 
+/// The largest variable, in bytes: `i64::MAX`. Address offsets in PTX are signed 64-bit,
+/// so no byte past this could be addressed, and sizes and end offsets of variables stay
+/// sums that cannot overflow. (`.b8 a[18446744073709551615]` once parsed, and summing
+/// such sizes wrapped.)
+pub const MAX_VARIABLE_BYTES: u64 = i64::MAX as u64;
+
 /// Nesting deeper than this is rejected rather than risking the stack on hostile input.
 const MAX_DEPTH: u32 = 256;
 
@@ -154,6 +160,12 @@ struct Parser<'s> {
     prev_end: u32,
     depth: u32,
     names: NameCache,
+    /// Module items parsed so far, for the header rule: as ptxas requires, a module
+    /// starts with `.version` and then `.target` (an empty file is no module).
+    items: u32,
+    /// Opcode and modifiers of memory instructions already found valid: a module repeats
+    /// a few dozen spellings, so each is checked once.
+    checked_modifiers: std::collections::HashSet<(Name, Name), std::hash::BuildHasherDefault<ahash::AHasher>>,
 }
 
 /// A direct-mapped cache in front of the global interner: a module names the same few
@@ -209,6 +221,8 @@ impl<'s> Parser<'s> {
             prev_end: 0,
             depth: 0,
             names: NameCache::new(name_slots),
+            items: 0,
+            checked_modifiers: Default::default(),
         }
     }
 
