@@ -24,23 +24,36 @@ use std::hash::BuildHasherDefault;
 
 use crate::ast::{Function, Name, NameMap, StateSpace, Statement};
 use crate::cfg::{walk, BlockId, Cfg, InstId, ScopeId};
+use crate::runs::{self, Runs};
 use crate::semantics;
 
 /// A fixed-size set of small integers: the fact type of bit-vector problems.
+///
+/// Over a domain up to [`DENSE_MAX`] it is a plain bit vector; over a larger one, sorted
+/// runs ([`crate::runs`]), so that per-block facts of a huge function cost what they hold
+/// rather than blocks × domain bits. The choice follows the domain alone, so two sets of
+/// one domain always compare and hash alike.
 #[derive(PartialEq, Eq, Hash, Default)]
 pub struct BitSet {
     words: Vec<u64>,
+    runs: Runs,
     domain: usize,
 }
 
+/// The largest domain held as a bit vector: 16,384 members, 2 KiB a set. Every function
+/// of the corpus fits (so their speed is the bit vector's); past this, facts per block
+/// times domain grows quadratically with function size.
+pub const DENSE_MAX: usize = 1 << 14;
+
 impl Clone for BitSet {
     fn clone(&self) -> BitSet {
-        BitSet { words: self.words.clone(), domain: self.domain }
+        BitSet { words: self.words.clone(), runs: self.runs.clone(), domain: self.domain }
     }
 
     // The solver and the replays copy facts per instruction; reusing the allocation matters.
     fn clone_from(&mut self, source: &BitSet) {
         self.words.clone_from(&source.words);
+        self.runs.clone_from(&source.runs);
         self.domain = source.domain;
     }
 }
@@ -48,7 +61,14 @@ impl Clone for BitSet {
 impl BitSet {
     /// The empty set over `0..domain`.
     pub fn new(domain: usize) -> BitSet {
-        BitSet { words: vec![0; domain.div_ceil(64)], domain }
+        assert!(domain <= u32::MAX as usize, "a set's domain is at most u32::MAX");
+        let words = if domain > DENSE_MAX { Vec::new() } else { vec![0; domain.div_ceil(64)] };
+        BitSet { words, runs: Runs::new(), domain }
+    }
+
+    #[inline]
+    fn sparse(&self) -> bool {
+        self.domain > DENSE_MAX
     }
 
     pub fn domain_size(&self) -> usize {
@@ -58,6 +78,9 @@ impl BitSet {
     /// Adds `i`; whether it was absent.
     pub fn insert(&mut self, i: usize) -> bool {
         assert!(i < self.domain, "{i} is outside the set's domain 0..{}", self.domain);
+        if self.sparse() {
+            return runs::insert(&mut self.runs, i as u32);
+        }
         let (w, m) = (i / 64, 1u64 << (i % 64));
         let absent = self.words[w] & m == 0;
         self.words[w] |= m;
@@ -66,6 +89,9 @@ impl BitSet {
 
     /// Removes `i`; whether it was present.
     pub fn remove(&mut self, i: usize) -> bool {
+        if self.sparse() {
+            return i < self.domain && runs::remove(&mut self.runs, i as u32);
+        }
         let (w, m) = (i / 64, 1u64 << (i % 64));
         let present = self.words[w] & m != 0;
         self.words[w] &= !m;
@@ -73,12 +99,25 @@ impl BitSet {
     }
 
     pub fn contains(&self, i: usize) -> bool {
+        if self.sparse() {
+            return i < self.domain && runs::contains(&self.runs, i as u32);
+        }
         i < self.domain && self.words[i / 64] & (1u64 << (i % 64)) != 0
+    }
+
+    /// Replaces the runs of a sparse set with `new`; whether they changed.
+    fn replace_runs(&mut self, new: Runs) -> bool {
+        let changed = new != self.runs;
+        self.runs = new;
+        changed
     }
 
     /// `self ∪= other`; whether `self` grew.
     pub fn union_with(&mut self, other: &BitSet) -> bool {
         debug_assert_eq!(self.domain, other.domain);
+        if self.sparse() {
+            return self.replace_runs(runs::union(&self.runs, &other.runs));
+        }
         let mut changed = 0;
         for (a, b) in self.words.iter_mut().zip(&other.words) {
             let new = *a | b;
@@ -91,6 +130,9 @@ impl BitSet {
     /// `self ∩= other`; whether `self` shrank.
     pub fn intersect_with(&mut self, other: &BitSet) -> bool {
         debug_assert_eq!(self.domain, other.domain);
+        if self.sparse() {
+            return self.replace_runs(runs::intersection(&self.runs, &other.runs));
+        }
         let mut changed = 0;
         for (a, b) in self.words.iter_mut().zip(&other.words) {
             let new = *a & b;
@@ -103,6 +145,9 @@ impl BitSet {
     /// `self -= other`; whether `self` shrank.
     pub fn subtract(&mut self, other: &BitSet) -> bool {
         debug_assert_eq!(self.domain, other.domain);
+        if self.sparse() {
+            return self.replace_runs(runs::difference(&self.runs, &other.runs));
+        }
         let mut changed = 0;
         for (a, b) in self.words.iter_mut().zip(&other.words) {
             let new = *a & !b;
@@ -114,19 +159,20 @@ impl BitSet {
 
     pub fn clear(&mut self) {
         self.words.iter_mut().for_each(|w| *w = 0);
+        self.runs.clear();
     }
 
     pub fn count(&self) -> usize {
-        self.words.iter().map(|w| w.count_ones() as usize).sum()
+        self.words.iter().map(|w| w.count_ones() as usize).sum::<usize>() + runs::count(&self.runs)
     }
 
     pub fn is_empty(&self) -> bool {
-        self.words.iter().all(|&w| w == 0)
+        self.words.iter().all(|&w| w == 0) && self.runs.is_empty()
     }
 
     /// The members in increasing order.
     pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        self.words.iter().enumerate().flat_map(|(i, &w)| {
+        let dense = self.words.iter().enumerate().flat_map(|(i, &w)| {
             let mut w = w;
             std::iter::from_fn(move || {
                 (w != 0).then(|| {
@@ -135,7 +181,9 @@ impl BitSet {
                     i * 64 + b
                 })
             })
-        })
+        });
+        // One of the two is empty: the domain picked the representation.
+        dense.chain(self.runs.iter().flat_map(|&(s, e)| s as usize..e as usize))
     }
 }
 

@@ -16,6 +16,7 @@ pub mod excerpt;
 pub mod lexer;
 pub mod parser;
 pub mod printer;
+mod runs;
 pub mod semantics;
 
 pub use ast::Module;

@@ -277,3 +277,37 @@ fn a_huge_register_range_makes_registers_only_for_the_names_used() {
     assert!(live_names(&l, l.live_in(BlockId(0))).is_empty());
     assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
 }
+
+/// A set over a domain past `DENSE_MAX` (held as runs) answers as the bit vector does.
+#[test]
+fn large_domain_sets_behave_as_bit_vectors() {
+    let n = gpusan_ptx::dataflow::DENSE_MAX + 1000;
+    let (mut a, mut b) = (BitSet::new(n), BitSet::new(n));
+    for i in (0..n).step_by(3).chain([n - 1, 5, 6]) {
+        a.insert(i);
+    }
+    for i in 100..n - 100 {
+        b.insert(i);
+    }
+    let expected: Vec<usize> = (0..n).filter(|i| i % 3 == 0 || [n - 1, 5, 6].contains(i)).collect();
+    assert_eq!(a.iter().collect::<Vec<_>>(), expected);
+    assert_eq!(a.count(), expected.len());
+    assert!(a.contains(n - 1) && !a.contains(n) && !a.contains(1));
+    let mut u = a.clone();
+    assert!(u.union_with(&b));
+    assert!(!u.union_with(&b), "nothing new the second time");
+    assert_eq!(u.count(), b.count() + expected.iter().filter(|&&i| !(100..n - 100).contains(&i)).count());
+    let mut i = a.clone();
+    assert!(i.intersect_with(&b));
+    assert_eq!(
+        i.iter().collect::<Vec<_>>(),
+        expected.iter().copied().filter(|i| (100..n - 100).contains(i)).collect::<Vec<_>>()
+    );
+    let mut d = a.clone();
+    assert!(d.subtract(&b));
+    assert_eq!(d.count(), a.count() - i.count());
+    assert!(a.remove(n - 1) && !a.remove(n - 1));
+    assert_ne!(a, d);
+    a.clear();
+    assert!(a.is_empty() && a == BitSet::new(n));
+}
