@@ -64,13 +64,22 @@ pub(crate) fn read_text(path: &Path) -> Result<String, InputError> {
     } else {
         let name = excerpt::escape(&path.display().to_string());
         let file = std::fs::File::open(path).map_err(|error| InputError::Io { name: name.clone(), error })?;
-        read_bounded(file, &name, MAX_INPUT_BYTES)
+        // The size a regular file says it has, to read it into one allocation; a device or
+        // pipe says 0 and grows the buffer as it goes, up to the limit.
+        let hint = file.metadata().map_or(0, |m| m.len().min(MAX_INPUT_BYTES));
+        read_bounded_with(file, &name, MAX_INPUT_BYTES, hint as usize)
     }
 }
 
 /// Reads `reader` to its end as text, or stops one byte past `limit`.
 fn read_bounded(reader: impl Read, name: &str, limit: u64) -> Result<String, InputError> {
-    let mut bytes = Vec::new();
+    read_bounded_with(reader, name, limit, 0)
+}
+
+/// [`read_bounded`] into a buffer of `capacity` bytes to start with.
+fn read_bounded_with(reader: impl Read, name: &str, limit: u64, capacity: usize) -> Result<String, InputError> {
+    // One byte more than the text, so reading to the end needs no second allocation.
+    let mut bytes = Vec::with_capacity(capacity + 1);
     reader.take(limit + 1).read_to_end(&mut bytes).map_err(|error| InputError::Io { name: name.to_string(), error })?;
     if bytes.len() as u64 > limit {
         return Err(InputError::TooLarge { name: name.to_string(), limit });

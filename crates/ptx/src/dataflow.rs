@@ -443,7 +443,7 @@ impl Registers {
             regs.returns.push(r);
         }
         let body = f.body.as_deref().unwrap_or_default();
-        let members = RangeMembers::of(body);
+        let mut members = None;
         let scopes = walk(body, |s, scope, _| {
             let Statement::Decl(d) = s else { return };
             if d.space != StateSpace::Reg {
@@ -458,7 +458,7 @@ impl Registers {
                         regs.declare(scope, name);
                     });
                 }
-                Some(n) => members.for_each(d.name, n, |name| {
+                Some(n) => members.get_or_insert_with(|| RangeMembers::of(body)).for_each(d.name, n, |name| {
                     regs.declare(scope, name);
                 }),
             }

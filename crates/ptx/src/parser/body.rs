@@ -171,8 +171,9 @@ impl<'s> Parser<'s> {
             let src = self.src;
             self.names.get(&src[mods_start as usize + 1..mods_end as usize])
         };
-        if is_memory_opcode(text) && self.checked_modifiers.insert((opcode, modifiers)) {
+        if is_memory_opcode(text) && !super::checked_before(opcode, modifiers) {
             self.check_memory_modifiers(text, mods_start)?;
+            super::remember_checked(opcode, modifiers);
         }
         let mut operands = SmallVec::new();
         let starts_operand = matches!(

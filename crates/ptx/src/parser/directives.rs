@@ -296,9 +296,12 @@ impl<'s> Parser<'s> {
     /// (vectors of `vector`), refused where the whole would be over
     /// [`MAX_VARIABLE_BYTES`](super::MAX_VARIABLE_BYTES).
     fn array_dims(&mut self, ty: Name, vector: Option<u32>) -> PResult<Vec<Option<u64>>> {
+        let mut dims = Vec::new();
+        if !self.at(Token::LBracket) {
+            return Ok(dims);
+        }
         let element = u64::from(type_width(&ty).unwrap_or(1)) * u64::from(vector.unwrap_or(1));
         let mut bytes = Some(element);
-        let mut dims = Vec::new();
         while self.eat(Token::LBracket) {
             if self.eat(Token::RBracket) {
                 dims.push(None);

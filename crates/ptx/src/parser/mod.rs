@@ -163,9 +163,31 @@ struct Parser<'s> {
     /// Module items parsed so far, for the header rule: as ptxas requires, a module
     /// starts with `.version` and then `.target` (an empty file is no module).
     items: u32,
-    /// Opcode and modifiers of memory instructions already found valid: a module repeats
-    /// a few dozen spellings, so each is checked once.
-    checked_modifiers: std::collections::HashSet<(Name, Name), std::hash::BuildHasherDefault<ahash::AHasher>>,
+}
+
+/// Slots of [`checked_before`].
+const CHECKED_SLOTS: usize = 64;
+
+thread_local! {
+    /// Opcode-and-modifier spellings of memory instructions already found valid, direct
+    /// mapped. Per thread rather than per parser: the passes parse their own snippets by
+    /// the thousand, each with a fresh parser, and the answer never changes.
+    static CHECKED: std::cell::RefCell<[(Name, Name); CHECKED_SLOTS]> =
+        std::cell::RefCell::new([(Name::default(), Name::default()); CHECKED_SLOTS]);
+}
+
+/// Whether `opcode` with `modifiers` was found valid before; a module repeats a few dozen
+/// spellings, so nearly every memory instruction is one compare of two interned names.
+#[inline]
+fn checked_before(opcode: Name, modifiers: Name) -> bool {
+    let slot = (opcode.precomputed_hash() ^ modifiers.precomputed_hash()) as usize % CHECKED_SLOTS;
+    CHECKED.with(|c| c.borrow()[slot] == (opcode, modifiers))
+}
+
+/// Remembers that `opcode` with `modifiers` is valid.
+fn remember_checked(opcode: Name, modifiers: Name) {
+    let slot = (opcode.precomputed_hash() ^ modifiers.precomputed_hash()) as usize % CHECKED_SLOTS;
+    CHECKED.with(|c| c.borrow_mut()[slot] = (opcode, modifiers));
 }
 
 /// A direct-mapped cache in front of the global interner: a module names the same few
@@ -222,7 +244,6 @@ impl<'s> Parser<'s> {
             depth: 0,
             names: NameCache::new(name_slots),
             items: 0,
-            checked_modifiers: Default::default(),
         }
     }
 
