@@ -58,7 +58,7 @@ CUDA_WORKLOADS = ("saxpy", "stencil2d", "sgemm", "reduction", "histogram", "gath
 # header), crates/abi/src/record.rs (error buffer: 16-byte header + ERROR_CAPACITY 64-byte
 # records), crates/abi/src/heap.rs (a module that calls device malloc declares its own heap
 # table, HEADER_BYTES + CAPACITY entries of 32 bytes, a module variable) and
-# crates/inject/src/table_memory.rs (one virtual range
+# crates/inject/src/routes/table_memory.rs (one virtual range
 # per context for RESERVED_ENTRIES entries, physical memory mapped as the table grows in
 # multiples of the allocation granularity, never moved; without VMM, cuMemAlloc buffers of
 # the cache plus next_power_of_two(32 + 32 n) bytes, at least for 1024 entries, outgrown ones
@@ -140,7 +140,7 @@ def metadata_model(n):
     fallback = lambda k: {"held_bytes": fallback_table_bytes(k)}  # noqa: E731
     return {
         "source": "computed from the layout in crates/abi/src + crates/runtime/src/registry.rs and the growth policy "
-                  "of crates/inject/src/table_memory.rs (a run's report has the table's bytes as the counter "
+                  "of crates/inject/src/routes/table_memory.rs (a run's report has the table's bytes as the counter "
                   "device_table_bytes)",
         "allocations": n,
         "entry_bytes_per_allocation": ENTRY_BYTES,

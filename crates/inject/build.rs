@@ -1,5 +1,5 @@
 //! A fingerprint of the code that decides what an instrumented module looks like (the
-//! `ptx` and `passes` crates), for the key of the on-disk cache of instrumented PTX: a
+//! `abi`, `ptx` and `passes` crates), for the key of the on-disk cache of instrumented PTX: a
 //! rebuilt gpusan whose pass changed must not load what the old one wrote, and the
 //! package version alone does not change between builds.
 
@@ -21,7 +21,7 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut all = Vec::new();
-    for krate in ["ptx/src", "passes/src"] {
+    for krate in ["abi/src", "ptx/src", "passes/src"] {
         let dir = root.join(krate);
         println!("cargo:rerun-if-changed={}", dir.display());
         files(&dir, &mut all);

@@ -331,8 +331,12 @@ fn a_second_run_loads_the_instrumented_ptx_from_the_cache() {
     assert!(loaded[0].contains("__gpusan_count") && loaded[0].contains(".version"), "{}", loaded[0]);
     assert_eq!(loaded[0], loaded[1]);
     assert_eq!(from_cache, [0, 1]);
-    let files: Vec<_> = std::fs::read_dir(&cache).unwrap().flatten().map(|e| e.file_name()).collect();
-    assert!(files.len() == 1 && files[0].to_string_lossy().ends_with(".ptx"), "{files:?}");
+    // One entry: the PTX and its metadata.
+    let mut files: Vec<_> = std::fs::read_dir(&cache).unwrap().flatten().map(|e| e.path()).collect();
+    files.sort();
+    let ext = |p: &PathBuf| p.extension().unwrap_or_default().to_string_lossy().into_owned();
+    assert!(files.len() == 2 && files[0].with_extension("ptx") == files[1], "{files:?}");
+    assert_eq!((ext(&files[0]), ext(&files[1])), ("meta".into(), "ptx".into()), "{files:?}");
 }
 
 /// A cached file the driver refuses (cut short) costs one run: that run loads the
@@ -346,7 +350,12 @@ fn a_cached_file_the_driver_refuses_is_dropped() {
     let env = [("GPUSAN_CACHE_DIR", cache.as_path())];
     let run = || gpusan_run_env(&["--mode", "count"], &[prog(), "link", "load_ptx"], &env);
     assert_eq!(run().code, Some(0));
-    let file = std::fs::read_dir(&cache).unwrap().flatten().next().unwrap().path();
+    let file = std::fs::read_dir(&cache)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "ptx"))
+        .unwrap();
     std::fs::write(&file, ".version 9.0\n.target sm_90\n").unwrap();
     let o = run();
     assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
@@ -356,6 +365,7 @@ fn a_cached_file_the_driver_refuses_is_dropped() {
         o.report
     );
     assert!(!file.exists(), "the refused file is still cached");
+    assert!(!file.with_extension("meta").exists(), "its metadata is still cached");
     let o = run();
     assert_eq!(o.report["counters"]["modules_instrumented"], 1, "{:#}", o.report);
     assert!(std::fs::read_to_string(&file).unwrap().contains('}'));
@@ -479,6 +489,62 @@ fn device_abi_error_drain_without_mapped_host_memory() {
     assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
     assert_eq!(o.kinds(), vec!["out_of_bounds_write"], "{:#}", o.report);
     assert_eq!(o.report["errors"][0]["details"]["thread"], serde_json::json!([5, 0, 0]));
+}
+
+/// A checked module's reports name its kernel and source line from the metadata cached
+/// next to its instrumented PTX (`<key>.meta`), on a run from the cache as on the first;
+/// an entry without its metadata is no entry.
+#[test]
+fn check_mode_names_kernel_and_line_from_the_cached_meta() {
+    let f = fake();
+    let cache = f.dir.join("cache-checked-kernel");
+    let seen = f.dir.join("loaded-checked-kernel.txt");
+    let _ = std::fs::remove_dir_all(&cache);
+    let run = || {
+        let env = [("GPUSAN_CACHE_DIR", cache.as_path()), ("FAKE_CUDA_LOADED", seen.as_path())];
+        let o = gpusan_run_env(&["--mode", "check"], &[prog(), "link", "checked_kernel"], &env);
+        assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+        assert_eq!(o.kinds(), vec!["out_of_bounds_write"], "{:#}", o.report);
+        let loaded = std::fs::read_to_string(&seen).unwrap();
+        assert!(loaded.contains("__gpusan_errors"), "not the instrumented module: {loaded}");
+        let d = &o.report["errors"][0]["details"];
+        // What the metadata names (addresses differ from run to run).
+        let named = serde_json::json!({"kernel": d["kernel"], "ptx": d["ptx"], "source": d["source"]});
+        (named, loaded)
+    };
+    let entry = |ext: &str| {
+        let found: Vec<PathBuf> = std::fs::read_dir(&cache)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == ext))
+            .collect();
+        assert_eq!(found.len(), 1, "{ext}: {found:?}");
+        found[0].clone()
+    };
+
+    let (first, _) = run();
+    assert_eq!(first["kernel"], "zeta", "function 1 by name: {first:#}");
+    assert_eq!(first["ptx"]["line"], 11);
+    assert_eq!(first["source"], serde_json::json!({"file": "checked.cu", "line": 21}), "{first:#}");
+    let (ptx, meta) = (entry("ptx"), entry("meta"));
+    assert_eq!(meta.with_extension("ptx"), ptx);
+    assert_eq!(run().0, first, "from the cache");
+
+    // The cached metadata is what names the line, not the image.
+    let text = std::fs::read_to_string(&meta).unwrap();
+    std::fs::write(&meta, text.replace("checked.cu", "cached.cu")).unwrap();
+    assert_eq!(run().0["source"], serde_json::json!({"file": "cached.cu", "line": 21}));
+
+    // PTX without its metadata: instrumented again (the marked PTX is not loaded), both
+    // written again.
+    std::fs::remove_file(&meta).unwrap();
+    let marked = std::fs::read_to_string(&ptx).unwrap() + "// stale\n";
+    std::fs::write(&ptx, marked).unwrap();
+    let (again, loaded) = run();
+    assert_eq!(again, first);
+    assert!(!loaded.contains("// stale"), "{loaded}");
+    assert_eq!(entry("meta"), meta);
+    assert!(!std::fs::read_to_string(&ptx).unwrap().contains("// stale"));
 }
 
 #[test]

@@ -5,11 +5,12 @@
 
 use std::sync::atomic::Ordering;
 
+use gpusan_abi::{env, Mode};
 use gpusan_runtime::checks;
 use gpusan_runtime::registry;
 
 use crate::routes::{mirror, substitute};
-use crate::state::{Mode, State, FORKED_CHILD};
+use crate::state::{State, FORKED_CHILD};
 use crate::{doors, families, probe, state};
 
 /// Writes the final document: findings, and leaks when `--leak-check full`.
@@ -23,7 +24,7 @@ fn finish(st: &State) {
     let mut doc = collector.finish(st.options.mode.name(), leaks, registry::symbolize);
     // `gpusan run` named the sanitizer library, but this process (which used CUDA) never
     // got the runtime-API callbacks: say so rather than pass for clean.
-    let asked = std::env::var_os("GPUSAN_SANITIZER_LIB").is_some_and(|v| !v.is_empty())
+    let asked = std::env::var_os(env::SANITIZER_LIB).is_some_and(|v| !v.is_empty())
         && std::env::var_os("CUDA_INJECTION64_PATH").is_some_and(|v| !v.is_empty());
     if asked && !doors::sanitizer::RUNTIME_API_OBSERVED.load(Ordering::Relaxed) && !families::call_counts().is_empty() {
         doc.notes.push("runtime API errors were not observed (the Compute Sanitizer API did not start)".into());
@@ -90,7 +91,7 @@ static ON_LOAD: extern "C" fn() = on_load;
 /// The probe's record, at exit (registered from the library constructor).
 extern "C" fn write_probe_at_exit() {
     let _ = std::panic::catch_unwind(|| {
-        let Some(path) = std::env::var_os("GPUSAN_PROBE_OUT") else { return };
+        let Some(path) = std::env::var_os(env::PROBE_OUT) else { return };
         let calls = families::call_counts();
         if calls.is_empty() && probe::with(|s| s.resolved.is_empty() && s.callbacks.is_empty() && s.notes.is_empty()) {
             return; // a process that never touched CUDA (shells, compilers the program starts)

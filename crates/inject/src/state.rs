@@ -7,51 +7,17 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
+use gpusan_abi::{env, Mode, Reaction};
 use gpusan_runtime::checks::Finding;
 use gpusan_runtime::registry::{self, Config as RegistryConfig, Registry, SiteId};
 use gpusan_runtime::report::{Collector, CollectorConfig, Report};
-
-/// What a run does to the program's kernels (`GPUSAN_MODE`): `api` checks API calls only,
-/// `count` and `check` also substitute every module for one instrumented by that pass.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Mode {
-    #[default]
-    Api,
-    Count,
-    Check,
-}
-
-impl Mode {
-    pub fn from_name(name: &str) -> Option<Mode> {
-        match name {
-            "api" => Some(Mode::Api),
-            "count" => Some(Mode::Count),
-            "check" => Some(Mode::Check),
-            _ => None,
-        }
-    }
-
-    /// The name `gpusan run` passes and the report shows (also the pass's name).
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Api => "api",
-            Mode::Count => "count",
-            Mode::Check => "check",
-        }
-    }
-
-    /// Whether the run instruments kernels: every mode but `api` names a pass.
-    pub fn substitutes(self) -> bool {
-        self != Mode::Api
-    }
-}
 
 /// Options, from `GPUSAN_*` variables set by `gpusan run`.
 pub struct Options {
     pub mode: Mode,
     pub leak_check: bool,
     /// `GPUSAN_CHECK_REACTION`: what checked kernels do at an error.
-    pub check_reaction: gpusan_passes::check::Reaction,
+    pub check_reaction: Reaction,
     /// `GPUSAN_CHECK_COUNT=1`: checked kernels also count their checks (a measurement
     /// build, `check/counting.rs`); the sums go into the report's `check_counts`.
     pub check_counting: gpusan_passes::check::Counting,
@@ -66,22 +32,20 @@ impl Options {
     fn from_env() -> Options {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let mut registry = RegistryConfig::default();
-        if let Some(b) = var("GPUSAN_QUARANTINE_BYTES").and_then(|v| v.parse().ok()) {
+        if let Some(b) = var(env::QUARANTINE_BYTES).and_then(|v| v.parse().ok()) {
             registry.quarantine_bytes = b;
         }
         Options {
-            mode: var("GPUSAN_MODE").and_then(|v| Mode::from_name(&v)).unwrap_or_default(),
-            leak_check: var("GPUSAN_LEAK_CHECK").is_some_and(|v| v == "full"),
-            check_reaction: var("GPUSAN_CHECK_REACTION")
-                .and_then(|v| gpusan_passes::check::Reaction::from_name(&v))
-                .unwrap_or_default(),
-            check_counting: if var("GPUSAN_CHECK_COUNT").is_some_and(|v| v == "1") {
+            // An unknown mode or reaction is the default one (`api`, `report`).
+            mode: var(env::MODE).and_then(|v| Mode::from_name(&v)).unwrap_or_default(),
+            leak_check: var(env::LEAK_CHECK).is_some_and(|v| v == env::LEAK_CHECK_FULL),
+            check_reaction: var(env::CHECK_REACTION).and_then(|v| Reaction::from_name(&v)).unwrap_or_default(),
+            check_counting: if var(env::CHECK_COUNT).is_some_and(|v| v == env::CHECK_COUNT_ON) {
                 gpusan_passes::check::Counting::Dynamic
             } else {
                 gpusan_passes::check::Counting::Off
             },
-            report: var("GPUSAN_REPORT_DIR")
-                .map(|d| PathBuf::from(d).join(format!("report-{}.json", std::process::id()))),
+            report: var(env::REPORT_DIR).map(|d| PathBuf::from(d).join(format!("report-{}.json", std::process::id()))),
             registry,
         }
     }
@@ -162,19 +126,4 @@ pub fn quietly<R>(f: impl FnOnce() -> R) -> Option<R> {
         return None;
     }
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Mode;
-
-    #[test]
-    fn modes_parse_from_the_names_gpusan_run_passes() {
-        for mode in [Mode::Api, Mode::Count, Mode::Check] {
-            assert_eq!(Mode::from_name(mode.name()), Some(mode));
-        }
-        assert_eq!(Mode::from_name("memcheck"), None);
-        assert_eq!(Mode::default(), Mode::Api);
-        assert!(!Mode::Api.substitutes() && Mode::Count.substitutes() && Mode::Check.substitutes());
-    }
 }

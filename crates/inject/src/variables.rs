@@ -59,7 +59,7 @@ fn with<R>(f: impl FnOnce(&mut Variables) -> R) -> R {
 
 /// Names gpusan's own instrumentation declares: not the program's variables.
 fn is_own(name: &str) -> bool {
-    name.starts_with("__gpusan_")
+    name.starts_with(gpusan_abi::SYMBOL_PREFIX)
 }
 
 /// The size of an ELF image at `p` from its header (the API passes cubins without a size).

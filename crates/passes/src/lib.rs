@@ -18,6 +18,8 @@
 //! ```
 //!
 //! Passes, one module each (ZLUDA's layout): [`count`], [`check`]. The verifier: [`mod@verify`].
+//! What the runtime needs to know of an instrumented module, taken from the text
+//! instrumented ([`instrument_with_meta`]): [`meta`].
 
 use std::fmt;
 
@@ -26,6 +28,7 @@ use gpusan_ptx::{Module, ParseError};
 
 pub mod check;
 pub mod count;
+pub mod meta;
 pub mod verify;
 
 pub use verify::{verify, VerifierError, VerifierErrors};
@@ -281,11 +284,31 @@ pub fn instrument(src: &str, pass: &dyn Pass) -> Result<Instrumented, Error> {
 /// instrument`: freeing an instrumented module's millions of nodes takes about a tenth of
 /// its instrumentation).
 pub fn instrument_tree(src: &str, pass: &dyn Pass) -> Result<(Module, PassReport), Error> {
-    let mut module = gpusan_ptx::parse(src)?;
-    verify(&module).map_err(|e| Error::verify(src, Stage::Input, e))?;
-    let report = pass.run_with_source(&mut module, src).map_err(|e| Error::pass(src, pass.name(), e))?;
-    verify(&module).map_err(|e| Error::verify(src, Stage::After(pass.name()), e))?;
+    let mut module = parse_verified(src)?;
+    let report = run_verified(src, &mut module, pass)?;
     Ok((module, report))
+}
+
+/// [`instrument`], with the module's metadata ([`meta::ModuleMeta`]: its functions'
+/// numbers and its line map), taken from the same text and parsed module the pass
+/// instruments, before the pass changes it.
+pub fn instrument_with_meta(src: &str, pass: &dyn Pass) -> Result<(Instrumented, meta::ModuleMeta), Error> {
+    let mut module = parse_verified(src)?;
+    let meta = meta::ModuleMeta::of_module(&module, src);
+    let report = run_verified(src, &mut module, pass)?;
+    Ok((Instrumented { ptx: gpusan_ptx::print(&module), report }, meta))
+}
+
+fn parse_verified(src: &str) -> Result<Module, Error> {
+    let module = gpusan_ptx::parse(src)?;
+    verify(&module).map_err(|e| Error::verify(src, Stage::Input, e))?;
+    Ok(module)
+}
+
+fn run_verified(src: &str, module: &mut Module, pass: &dyn Pass) -> Result<PassReport, Error> {
+    let report = pass.run_with_source(module, src).map_err(|e| Error::pass(src, pass.name(), e))?;
+    verify(module).map_err(|e| Error::verify(src, Stage::After(pass.name()), e))?;
+    Ok(report)
 }
 
 /// The names [`pass_by_name`] knows.

@@ -1,6 +1,6 @@
 //! The runtime's side of the device ABI ([`gpusan_abi`], where names, codes and layouts are
 //! defined): error records decoded from the buffer kernels write and turned into reports,
-//! and the line map from a module's `.loc` directives that gives them a source line.
+//! and the line map (from a module's `.loc` directives) that gives them a source line.
 
 use gpusan_abi::ErrorCode;
 use gpusan_abi::{heap, record};
@@ -8,20 +8,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::registry::{Lookup, Registry};
 use crate::report::{Access, DeviceDetails, ErrorKind, HeapBlock, Nearest, Report, SourceLoc, Space, Stack};
-
-// The ABI under the names the injected library and the check pass's agreement test still
-// use; they go when those take them from `gpusan_abi` directly.
-pub use gpusan_abi::heap::{
-    BLOCK_TAG as HEAP_BLOCK_TAG, CAPACITY as HEAP_CAPACITY, ENTRY_BYTES as HEAP_ENTRY_BYTES,
-    HEADER_BYTES as HEAP_HEADER_BYTES, STATE_FREED as HEAP_STATE_FREED, STATE_LIVE as HEAP_STATE_LIVE,
-};
-pub use gpusan_abi::record::{ErrorBufferHeader, ERROR_CAPACITY};
-pub use gpusan_abi::table::{LOOKUP_CACHE_BYTES, LOOKUP_CACHE_HASH};
-pub use gpusan_abi::{
-    CODE_DOUBLE_FREE, CODE_INVALID_FREE, CODE_LOCAL_OUT_OF_BOUNDS, CODE_LOCAL_USE_AFTER_SCOPE, CODE_MISALIGNED,
-    CODE_OUT_OF_BOUNDS, CODE_SHARED_OUT_OF_BOUNDS, CODE_USE_AFTER_FREE, ERRORS_SYMBOL, HEAP_SYMBOL, MODULE_SYMBOL,
-    N_ACCESS_SYMBOL, N_CHECK_SYMBOL, N_GROUP_SYMBOL, N_SPAN_SYMBOL, TABLE_SYMBOL,
-};
 
 /// One error, as a kernel writes it ([`gpusan_abi::record`] has the layout).
 #[repr(C)]
@@ -178,39 +164,24 @@ impl ErrorRecord {
 }
 
 /// Which CUDA source line each PTX line came from, as the module's `.file` and `.loc`
-/// directives say (nvcc writes them with `-lineinfo` and `-G`).
+/// directives say (nvcc writes them with `-lineinfo` and `-G`). The passes read them from
+/// the module they instrument (`gpusan_passes::meta`); this only looks lines up.
 #[derive(Clone, Debug, Default)]
 pub struct SourceLines {
     files: Vec<(u32, String)>,
-    /// (PTX line of a `.loc`, file index, source line), in PTX line order.
+    /// (first PTX line, file index, source line), in PTX line order.
     locs: Vec<(u32, u32, u32)>,
 }
 
 impl SourceLines {
-    /// Reads the directives from PTX text. Malformed ones are skipped: this only enriches
-    /// reports, it never decides anything.
-    pub fn from_ptx(ptx: &str) -> SourceLines {
-        let mut t = SourceLines::default();
-        for (i, line) in ptx.lines().enumerate() {
-            let line = line.trim_start();
-            if let Some(rest) = line.strip_prefix(".loc") {
-                let mut n = rest.split(|c: char| c.is_whitespace() || c == ',').filter(|w| !w.is_empty());
-                if let (Some(Ok(file)), Some(Ok(src))) = (n.next().map(str::parse), n.next().map(str::parse)) {
-                    t.locs.push((i as u32 + 1, file, src));
-                }
-            } else if let Some(rest) = line.strip_prefix(".file") {
-                let mut parts = rest.trim_start().splitn(2, char::is_whitespace);
-                if let (Some(Ok(index)), Some(name)) = (parts.next().map(str::parse), parts.next()) {
-                    if let Some(name) = name.split('"').nth(1) {
-                        t.files.push((index, name.to_string()));
-                    }
-                }
-            }
-        }
-        t
+    /// `files`: the module's `.file` table, (index, path). `locs`: (PTX line, file index,
+    /// source line), in PTX line order: the lines from each PTX line on came from that
+    /// source line.
+    pub fn new(files: Vec<(u32, String)>, locs: Vec<(u32, u32, u32)>) -> SourceLines {
+        SourceLines { files, locs }
     }
 
-    /// The source line of PTX line `ptx_line`: the last `.loc` before it.
+    /// The source line of PTX line `ptx_line`: that of the last entry at or before it.
     pub fn source_of(&self, ptx_line: u32) -> Option<SourceLoc> {
         let at = self.locs.partition_point(|&(l, _, _)| l <= ptx_line);
         let &(_, file, line) = self.locs.get(at.checked_sub(1)?)?;
@@ -312,14 +283,16 @@ mod tests {
     }
 
     #[test]
-    fn ptx_lines_map_to_the_last_loc_before_them() {
-        let ptx = ".version 9.0\n.file 1 \"/src/a.cu\", 1700000000, 12\n.file 2 \"b.h\"\n.entry k()\n{\n\
-                   \t.loc 1 7 3\n\tld.global.u32 %r1, [%rd1];\n\t.loc 2 40 1, function_name $L__info_string0\n\tret;\n}\n";
-        let t = SourceLines::from_ptx(ptx);
-        assert_eq!(t.source_of(4), None, "before any .loc");
+    fn ptx_lines_map_to_the_last_entry_at_or_before_them() {
+        let files = vec![(1, "/src/a.cu".to_string()), (2, "b.h".to_string())];
+        let t = SourceLines::new(files, vec![(7, 1, 7), (9, 2, 40), (12, 3, 5), (14, 1, 0)]);
+        assert_eq!(t.source_of(4), None, "before any entry");
         assert_eq!(t.source_of(7), Some(SourceLoc { file: "/src/a.cu".into(), line: 7 }));
+        assert_eq!(t.source_of(8), Some(SourceLoc { file: "/src/a.cu".into(), line: 7 }));
         assert_eq!(t.source_of(9), Some(SourceLoc { file: "b.h".into(), line: 40 }));
-        assert_eq!(SourceLines::from_ptx(".loc x y\n.file z").source_of(5), None, "malformed directives are skipped");
+        assert_eq!(t.source_of(12), None, "a file the table lacks");
+        assert_eq!(t.source_of(20), None, "source line 0: none");
+        assert_eq!(SourceLines::default().source_of(5), None);
     }
 
     #[test]

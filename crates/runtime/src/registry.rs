@@ -702,7 +702,7 @@ impl DeviceTableHeader {
 
 /// The host copy of the device table, kept in step with one registry by
 /// [`DeviceTable::update`]. The runtime uploads what changed before each launch, in place
-/// (`crates/inject/src/mirror.rs`), so a kernel never starts with a table older than the
+/// (`crates/inject/src/routes/mirror.rs`), so a kernel never starts with a table older than the
 /// allocations made before its launch. It is not double-buffered: a kernel still running on
 /// another stream while the program allocates can see entries change under it.
 #[derive(Clone, Debug, Default)]

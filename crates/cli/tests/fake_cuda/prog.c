@@ -40,6 +40,30 @@ static uint64_t global_value(void *m, const char *name) {
     return size == 4 ? *(uint32_t *)(uintptr_t)addr : *(uint64_t *)(uintptr_t)addr;
 }
 
+/* A module check mode instruments (it declares no ABI variables); functions numbered by
+ * name: alpha 0, zeta 1. */
+static const char *checked_ptx =
+    ".version 9.0\n.target sm_90\n.address_size 64\n.file 1 \"checked.cu\"\n"
+    ".visible .entry zeta(.param .u64 p)\n{\n\t.reg .b64 %rd<3>;\n\tld.param.u64 %rd1, [p];\n"
+    "\tcvta.to.global.u64 %rd2, %rd1;\n\t.loc 1 21 5\n\tst.global.u32 [%rd2], 0;\n\tret;\n}\n"
+    ".visible .entry alpha(.param .u64 p)\n{\n\t.reg .b64 %rd<3>;\n\tld.param.u64 %rd1, [p];\n"
+    "\tcvta.to.global.u64 %rd2, %rd1;\n\t.loc 1 9 5\n\tst.global.u32 [%rd2], 1;\n\tret;\n}\n";
+
+/* Writes the error record an instrumented kernel of module `m` would: a 4-byte write at
+ * `addr` by function `function`, at PTX line `ptx_line`, block 2, thread 5. */
+static int play_record(void *m, uint64_t addr, uint32_t function, uint32_t ptx_line) {
+    unsigned char *errors = (unsigned char *)(uintptr_t)global_value(m, "__gpusan_errors");
+    uint32_t module = (uint32_t)global_value(m, "__gpusan_module");
+    if (!errors || module == 0) return 16;
+    uint32_t *count = (uint32_t *)errors, i = (*count)++;
+    unsigned char *r = errors + 16 + 64 * i;
+    uint32_t f[12] = {module << 16 | function, 1, 4, ptx_line, 2, 0, 0, 5, 0, 0, 0, 1};
+    memcpy(r, &addr, 8);
+    memset(r + 8, 0, 8);
+    memcpy(r + 16, f, sizeof f);
+    return 0;
+}
+
 static const char *ptx =
     ".version 9.0\n.target sm_90\n.address_size 64\n"
     ".visible .entry k(.param .u64 p)\n{\n\t.reg .b64 %rd<3>;\n\t.reg .b32 %r<2>;\n"
@@ -313,6 +337,15 @@ int main(int argc, char **argv) {
             memset(r + 8, 0, 8);
             memcpy(r + 16, f, sizeof f);
         }
+        rc |= cuCtxSynchronize();
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "checked_kernel")) {
+        /* Plays kernel `zeta` of the instrumented module: its store at PTX line 11 (after
+         * `.loc 1 21 5`) 4 bytes past `a`'s end. */
+        void *m = 0;
+        rc |= cuModuleLoadData(&m, checked_ptx);
+        rc |= cuLaunchKernel(0, 4, 1, 1, 32, 1, 1, 0, 0, 0, 0);
+        rc |= play_record(m, a + 1024 + 4, 1, 11);
         rc |= cuCtxSynchronize();
         rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "abi_two_contexts")) {

@@ -259,7 +259,7 @@ fn symbol_overflow(
 
 /// Next to this library, or `$GPUSAN_SANITIZER_LIB`.
 fn sanitizer_library() -> Option<CString> {
-    if let Some(p) = std::env::var_os("GPUSAN_SANITIZER_LIB") {
+    if let Some(p) = std::env::var_os(gpusan_abi::env::SANITIZER_LIB) {
         return CString::new(p.into_encoded_bytes()).ok();
     }
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
@@ -301,7 +301,7 @@ pub extern "C" fn InitializeInjection() -> c_int {
             return;
         };
         let mut handle = std::ptr::null_mut();
-        if std::env::var_os("GPUSAN_PROBE_OUT").is_some() {
+        if std::env::var_os(gpusan_abi::env::PROBE_OUT).is_some() {
             let r1 = sub(&mut handle, callback, std::ptr::null_mut());
             let r2 = all(1, handle);
             probe::note(format!("sanitizerSubscribe={r1} sanitizerEnableAllDomains={r2}"));

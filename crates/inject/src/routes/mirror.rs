@@ -31,22 +31,24 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use gpusan_runtime::device_abi::{
-    ErrorBufferHeader, ErrorRecord, SourceLines, ERRORS_SYMBOL, ERROR_CAPACITY, MODULE_SYMBOL, TABLE_SYMBOL,
-};
+use gpusan_abi::record::{self, ErrorBufferHeader, ERROR_CAPACITY};
+use gpusan_abi::table::{self, table_bytes};
+use gpusan_abi::{RuntimeVar, ERRORS_SYMBOL, MODULE_SYMBOL, RUNTIME_VARS, TABLE_SYMBOL};
+use gpusan_passes::meta::ModuleMeta;
+use gpusan_runtime::device_abi::{ErrorRecord, SourceLines};
 use gpusan_runtime::registry::DeviceTable;
 
 use crate::capture::{self, dtoh, global_of, htod};
 use crate::driver::{current_context, real, Loaded, CUDA_SUCCESS};
-use crate::routes::table_memory::{table_bytes, TableMemory};
+use crate::routes::table_memory::TableMemory;
 use crate::state::state;
 
 struct AbiModule {
     loaded: Loaded,
     id: u32,
-    /// Functions defined by the module, sorted by name: `ErrorRecord::function` indexes it.
+    /// Functions defined by the module in number order: `ErrorRecord::function` indexes it.
     names: Vec<String>,
-    /// PTX line → CUDA source line, from the module's `.loc` directives.
+    /// PTX line → CUDA source line, from the module's `.loc` directives (its metadata).
     lines: SourceLines,
     label: String,
 }
@@ -107,13 +109,17 @@ unsafe fn call_host_alloc(bytes: usize) -> Option<(usize, u64)> {
 
 /// Points one module's ABI variables at the buffers.
 unsafe fn point(abi: &Abi, m: &AbiModule) {
-    for (name, value, width) in [
-        (TABLE_SYMBOL, abi.memory.table(), 8usize),
-        (ERRORS_SYMBOL, abi.errors_ptr, 8),
-        (MODULE_SYMBOL, u64::from(m.id), 4),
-    ] {
+    for RuntimeVar { name, bytes, .. } in RUNTIME_VARS {
+        let value = match name {
+            TABLE_SYMBOL => abi.memory.table(),
+            ERRORS_SYMBOL => abi.errors_ptr,
+            MODULE_SYMBOL => u64::from(m.id),
+            _ => continue,
+        };
+        let width = bytes as usize;
         if let Some((addr, size)) = global_of(m.loaded, name) {
             if size >= width {
+                // Little-endian: the low `width` bytes of the value are the variable's.
                 htod(addr, &value as *const u64 as *const c_void, width);
             }
         }
@@ -141,7 +147,7 @@ unsafe fn upload(abi: &mut Abi) {
     // each synchronous copy is some 10 µs in the launch that waits for it, and programs that
     // allocate before every launch (PolyBench's timed regions) pay it at each.
     if range.start <= ONE_COPY_ENTRIES {
-        let mut bytes = Vec::with_capacity(32 + 32 * range.end);
+        let mut bytes = Vec::with_capacity(table_bytes(range.end as u64) as usize);
         bytes.extend_from_slice(&header);
         bytes.extend_from_slice(abi.table.entry_bytes(0..range.end));
         htod(placed.table, bytes.as_ptr() as *const c_void, bytes.len());
@@ -149,32 +155,20 @@ unsafe fn upload(abi: &mut Abi) {
     }
     htod(placed.table, header.as_ptr() as *const c_void, header.len());
     let bytes = abi.table.entry_bytes(range.clone());
-    htod(placed.table + 32 + 32 * range.start as u64, bytes.as_ptr() as *const c_void, bytes.len());
+    htod(placed.table + table::entry_offset(range.start as u64), bytes.as_ptr() as *const c_void, bytes.len());
 }
 
 /// Unchanged entries an upload may resend to save its second copy (64 KiB).
 const ONE_COPY_ENTRIES: usize = 2048;
 
-/// The functions a module defines, sorted by name (what `ErrorRecord::function` indexes).
-fn function_names(ptx: &str) -> Vec<String> {
-    let mut names: Vec<String> = gpusan_ptx::Items::new(ptx)
-        .filter_map(|i| match i {
-            Ok(gpusan_ptx::ast::Item::Function(f)) if f.body.is_some() => Some(f.name.to_string()),
-            _ => None,
-        })
-        .collect();
-    names.sort();
-    names
-}
-
 /// After a module loaded: if it declares the ABI, give it its number and the buffers.
-pub fn on_module_loaded(loaded: Loaded, ptx: impl FnOnce() -> Option<String>) {
+/// `meta` says what its records' function numbers and PTX lines name; asked only then.
+pub fn on_module_loaded(loaded: Loaded, meta: impl FnOnce() -> Option<ModuleMeta>) {
     if global_of(loaded, ERRORS_SYMBOL).is_none() {
         return;
     }
-    let ptx = ptx();
-    let names = ptx.as_deref().map(function_names).unwrap_or_default();
-    let lines = ptx.as_deref().map(SourceLines::from_ptx).unwrap_or_default();
+    let ModuleMeta { functions: names, files, lines } = meta().unwrap_or_default();
+    let lines = SourceLines::new(files, lines.iter().map(|e| (e.ptx_line, e.file, e.line)).collect());
     let (context, device) = current_context();
     let mut guard = lock();
     let contexts = guard.get_or_insert_with(Contexts::default);
@@ -182,7 +176,7 @@ pub fn on_module_loaded(loaded: Loaded, ptx: impl FnOnce() -> Option<String>) {
         // gpusan's stream in this context, made now: this is seldom during a capture.
         capture::own_stream();
         // Allocated in `context` (current): its kernels find their buffers on their device.
-        let bytes = 16 + ERROR_CAPACITY as usize * ErrorRecord::SIZE;
+        let bytes = record::buffer_bytes(ERROR_CAPACITY);
         let header = ErrorBufferHeader { count: 0, capacity: ERROR_CAPACITY, reserved: 0 };
         let (errors_ptr, errors_host) = match unsafe { call_host_alloc(bytes) } {
             Some((host, dev)) => {
@@ -191,7 +185,7 @@ pub fn on_module_loaded(loaded: Loaded, ptx: impl FnOnce() -> Option<String>) {
             }
             None => {
                 let Some(p) = (unsafe { call_alloc(bytes) }) else { return };
-                unsafe { htod(p, &header as *const _ as *const c_void, 16) };
+                unsafe { htod(p, &header as *const _ as *const c_void, record::HEADER_BYTES) };
                 (p, None)
             }
         };
@@ -275,17 +269,17 @@ fn drain_one(abi: &mut Abi) -> Vec<ErrorRecord> {
         },
         None => unsafe { dtoh(dst, abi.errors_ptr + offset, n) },
     };
-    if !read(&mut header as *mut _ as *mut c_void, 0, 16) || header.count <= abi.drained {
+    if !read(&mut header as *mut _ as *mut c_void, 0, record::HEADER_BYTES) || header.count <= abi.drained {
         return Vec::new();
     }
-    let (from, to) = (abi.drained.min(ERROR_CAPACITY), header.count.min(ERROR_CAPACITY));
-    abi.not_stored += u64::from(header.count - abi.drained) - u64::from(to - from);
+    let stored = record::stored_between(abi.drained, header.count, ERROR_CAPACITY);
+    abi.not_stored += u64::from(header.count - abi.drained) - u64::from(stored.end - stored.start);
     abi.drained = header.count;
-    if to <= from {
+    if stored.is_empty() {
         return Vec::new();
     }
-    let mut bytes = vec![0u8; (to - from) as usize * ErrorRecord::SIZE];
-    let at = 16 + u64::from(from) * ErrorRecord::SIZE as u64;
+    let mut bytes = vec![0u8; stored.len() * record::RECORD_BYTES];
+    let at = record::record_offset(stored.start);
     if !read(bytes.as_mut_ptr() as *mut c_void, at, bytes.len()) {
         return Vec::new();
     }

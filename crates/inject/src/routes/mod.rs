@@ -29,7 +29,7 @@ use crate::state::{quietly, state, FORKED_CHILD};
 
 /// Whether this run instruments kernels: every mode but `api` names a pass.
 fn substituting() -> bool {
-    state().options.mode.substitutes()
+    state().options.mode != gpusan_abi::Mode::Api
 }
 
 /// Loads `image` through `load`, instrumented when the mode asks for it and possible,
@@ -40,17 +40,20 @@ pub unsafe fn load_module(
     mut load: impl FnMut(*const c_void) -> CUresult,
     handle: impl Fn() -> Loaded,
 ) -> CUresult {
+    // What reports need to know of the module loaded, when gpusan instrumented it.
+    let mut meta = None;
     let r = if !substituting() {
         load(image)
     } else {
         match quietly(|| substitute::substitute(image, state().options.mode)) {
-            Some(substitute::Image::Substitute(bytes)) => {
+            Some(substitute::Image::Substitute { bytes, meta: instrumented }) => {
                 let r = load(bytes.as_ptr() as *const c_void);
                 if r == CUDA_SUCCESS {
                     substitute::with(|m| {
                         m.substituted += 1;
                         m.instrumented.push(handle());
                     });
+                    meta = Some(instrumented);
                     r
                 } else {
                     substitute::with(|m| {
@@ -82,7 +85,7 @@ pub unsafe fn load_module(
     };
     if r == CUDA_SUCCESS {
         quietly(|| crate::variables::on_module_loaded(handle(), image));
-        quietly(|| mirror::on_module_loaded(handle(), || substitute::ptx_of(image, u32::MAX).ok()));
+        quietly(|| mirror::on_module_loaded(handle(), || meta.or_else(|| substitute::meta_of_image(image))));
     }
     r
 }

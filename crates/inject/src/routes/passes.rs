@@ -4,14 +4,16 @@
 use std::cell::RefCell;
 
 use gpusan_passes::check::{self, CheckConfig, CheckReport};
+use gpusan_passes::meta::ModuleMeta;
 use gpusan_passes::{Pass, PassError, PassReport};
 use gpusan_ptx::Module;
 
-use crate::state::Mode;
+use gpusan_abi::{Mode, Reaction};
 
-/// An instrumented module, and for `check` what the pass did in detail.
+/// An instrumented module, its metadata, and for `check` what the pass did in detail.
 pub struct Instrumented {
     pub ptx: String,
+    pub meta: ModuleMeta,
     pub check: Option<CheckReport>,
 }
 
@@ -19,12 +21,12 @@ pub struct Instrumented {
 pub fn instrument(ptx: &str, mode: Mode) -> Result<Instrumented, String> {
     if mode == Mode::Check {
         let pass = KeepReport { config: check_config(), report: RefCell::new(None) };
-        let out = gpusan_passes::instrument(ptx, &pass).map_err(|e| e.to_string())?;
-        return Ok(Instrumented { ptx: out.ptx, check: pass.report.into_inner() });
+        let (out, meta) = gpusan_passes::instrument_with_meta(ptx, &pass).map_err(|e| e.to_string())?;
+        return Ok(Instrumented { ptx: out.ptx, meta, check: pass.report.into_inner() });
     }
     let pass = gpusan_passes::pass_by_name(mode.name()).ok_or_else(|| format!("no pass for mode `{}`", mode.name()))?;
-    let out = gpusan_passes::instrument(ptx, &*pass).map_err(|e| e.to_string())?;
-    Ok(Instrumented { ptx: out.ptx, check: None })
+    let (out, meta) = gpusan_passes::instrument_with_meta(ptx, &*pass).map_err(|e| e.to_string())?;
+    Ok(Instrumented { ptx: out.ptx, meta, check: None })
 }
 
 /// The check pass, keeping its detailed report (the static counts of `check_counts`).
@@ -68,5 +70,13 @@ pub fn cache_name(mode: Mode) -> String {
 
 fn check_config() -> CheckConfig {
     let options = &crate::state::state().options;
-    CheckConfig { reaction: options.check_reaction, counting: options.check_counting }
+    CheckConfig { reaction: pass_reaction(options.check_reaction), counting: options.check_counting }
+}
+
+/// The pass's own spelling of the reaction, while it still has one.
+fn pass_reaction(r: Reaction) -> check::Reaction {
+    match r {
+        Reaction::Report => check::Reaction::Report,
+        Reaction::Abort => check::Reaction::Abort,
+    }
 }

@@ -6,7 +6,9 @@
 //! current mode, and the driver gets the instrumented PTX to load as the program's own,
 //! JIT-compiled like any PTX module (and kept in the driver's JIT cache). The instrumented
 //! PTX is kept on disk keyed by a hash of the input, the pass's options and a fingerprint
-//! of the pass's code, so a second run neither instruments nor compiles again. Whatever
+//! of the pass's code, so a second run neither instruments nor compiles again; the
+//! module's metadata (`gpusan_passes::meta`: function numbers, line map) lies next to it
+//! (`<key>.ptx`, `<key>.meta`), and one without the other is no cache entry. Whatever
 //! goes wrong — no PTX (machine code only), a parse error — the original module is loaded
 //! unchanged and listed as unchecked: a program never fails because gpusan could not
 //! instrument it.
@@ -23,14 +25,17 @@ use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+use gpusan_passes::meta::ModuleMeta;
+
 use crate::driver::Loaded;
 use crate::routes::passes;
-use crate::state::Mode;
+use gpusan_abi::{env, Mode};
 
 /// What a load became.
 pub enum Image {
-    /// Load this instead (leaked: the driver may read a lazily loaded image later).
-    Substitute(&'static [u8]),
+    /// Load `bytes` instead (leaked: the driver may read a lazily loaded image later);
+    /// `meta` is what reports of its kernels need to know of it.
+    Substitute { bytes: &'static [u8], meta: ModuleMeta },
     /// Load the original; the reason goes into the report.
     Original(String),
 }
@@ -46,7 +51,7 @@ pub struct Modules {
     pub substituted: u64,
     pub cache_hits: u64,
     /// Counting builds (`check/counting.rs`): the latest counters read from each module, in
-    /// the order of `check::COUNTER_SYMBOLS`.
+    /// the order of `gpusan_abi::COUNTER_SYMBOLS`.
     pub check_dynamic: BTreeMap<Loaded, [u64; 4]>,
     /// Counting builds: the static counts of every module instrumented.
     pub check_static: gpusan_runtime::report::CheckCounts,
@@ -85,10 +90,10 @@ pub fn with<R>(f: impl FnOnce(&mut Modules) -> R) -> R {
 }
 
 /// The counter the `count` pass adds to every module it instruments.
-const COUNTER: &CStr = c"__gpusan_count";
+const COUNTER: &str = gpusan_abi::COUNT_SYMBOL;
 
 fn cache_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("GPUSAN_CACHE_DIR") {
+    if let Some(d) = std::env::var_os(env::CACHE_DIR) {
         return Some(PathBuf::from(d));
     }
     let base = std::env::var_os("XDG_CACHE_HOME")
@@ -142,36 +147,59 @@ pub unsafe fn substitute(image: *const c_void, mode: Mode) -> Image {
     // A counting build is instrumented at every load: the report needs its static counts.
     let counting = mode == Mode::Check && passes::counting();
     let cached = if counting { None } else { cache_dir().map(|d| d.join(format!("{k:016x}.ptx"))) };
-    // The driver reads PTX up to its NUL: a file with one inside, or no `.version`, is not
-    // what this cache wrote.
-    let ptx_text = |b: &Vec<u8>| !b.contains(&0) && b.windows(8).any(|w| w == b".version");
-    if let Some(mut text) = cached.as_ref().and_then(|p| std::fs::read(p).ok()).filter(ptx_text) {
+    if let Some((mut text, meta)) = cached.as_deref().and_then(read_cached) {
         with(|m| m.cache_hits += 1);
         text.push(0);
-        return Image::Substitute(Box::leak(text.into_boxed_slice()));
+        return Image::Substitute { bytes: Box::leak(text.into_boxed_slice()), meta };
     }
-    let instrumented = match passes::instrument(&ptx, mode) {
+    let (mut text, meta) = match passes::instrument(&ptx, mode) {
         Ok(out) => {
             if let (true, Some(r)) = (counting, &out.check) {
                 with(|m| m.add_static(r));
             }
-            out.ptx
+            (out.ptx.into_bytes(), out.meta)
         }
         Err(why) => return Image::Original(format!("not instrumented: {why}")),
     };
-    let mut text = instrumented.into_bytes();
     if let Some(p) = &cached {
         if let Some(dir) = p.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        // Write then rename: a concurrent reader never sees half a file.
-        let tmp = p.with_extension(format!("tmp{}", std::process::id()));
-        if std::fs::write(&tmp, &text).is_ok() {
-            let _ = std::fs::rename(&tmp, p);
-        }
+        // The metadata first: a reader that finds the PTX mostly finds its metadata too.
+        write_whole(&p.with_extension("meta"), meta.to_text().as_bytes());
+        write_whole(p, &text);
     }
     text.push(0);
-    Image::Substitute(Box::leak(text.into_boxed_slice()))
+    Image::Substitute { bytes: Box::leak(text.into_boxed_slice()), meta }
+}
+
+/// The cached PTX at `ptx` and its metadata; `None` (instrument again) when either is
+/// missing or not what this cache writes.
+fn read_cached(ptx: &std::path::Path) -> Option<(Vec<u8>, ModuleMeta)> {
+    let text = std::fs::read(ptx).ok()?;
+    // The driver reads PTX up to its NUL: a file with one inside, or no `.version`, is not
+    // what this cache wrote.
+    if text.contains(&0) || !text.windows(8).any(|w| w == b".version") {
+        return None;
+    }
+    let meta = std::fs::read_to_string(ptx.with_extension("meta")).ok()?;
+    Some((text, ModuleMeta::from_text(&meta).ok()?))
+}
+
+/// Write then rename: a concurrent reader never sees half a file.
+fn write_whole(path: &std::path::Path, bytes: &[u8]) {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp{}", std::process::id()));
+    if std::fs::write(&tmp, bytes).is_ok() {
+        let _ = std::fs::rename(&tmp, path);
+    }
+}
+
+/// What reports of a module gpusan did not instrument need to know of it: read from the
+/// newest PTX in its image, if any (modules that declare the device ABI themselves, built
+/// by the `ptxas` stand-in, whose records number functions alike).
+pub unsafe fn meta_of_image(image: *const c_void) -> Option<ModuleMeta> {
+    ptx_of(image, u32::MAX).ok().map(|ptx| ModuleMeta::of_ptx(&ptx))
 }
 
 /// The driver refused what [`substitute`] gave for `image`. A cached file is the likely
@@ -180,7 +208,9 @@ pub unsafe fn substitute(image: *const c_void, mode: Mode) -> Image {
 pub unsafe fn refused(image: *const c_void, mode: Mode) {
     let Ok(ptx) = ptx_of(image, 90) else { return };
     if let Some(dir) = cache_dir() {
-        let _ = std::fs::remove_file(dir.join(format!("{:016x}.ptx", key(&ptx, &passes::cache_name(mode)))));
+        let ptx = dir.join(format!("{:016x}.ptx", key(&ptx, &passes::cache_name(mode))));
+        let _ = std::fs::remove_file(ptx.with_extension("meta"));
+        let _ = std::fs::remove_file(ptx);
     }
 }
 
@@ -198,14 +228,14 @@ pub fn read_counters() {
     for l in loaded {
         if counting {
             let mut values = [0u64; 4];
-            let read = gpusan_passes::check::COUNTER_SYMBOLS
+            let read = gpusan_abi::COUNTER_SYMBOLS
                 .iter()
                 .zip(&mut values)
                 .all(|(name, v)| read_u64(l, name).map(|x| *v = x).is_some());
             if read {
                 with(|m| m.check_dynamic.insert(l, values));
             }
-        } else if let Some(value) = COUNTER.to_str().ok().and_then(|name| read_u64(l, name)) {
+        } else if let Some(value) = read_u64(l, COUNTER) {
             with(|m| m.counts.insert(l, value));
         }
     }

@@ -26,7 +26,7 @@
 //! stream captures) and through [`crate::driver::real`], so none of them reaches gpusan's own
 //! hooks of the program's `cuMemMap`/`cuMemUnmap`. Nothing here panics: a failed call falls back.
 
-use gpusan_runtime::device_abi::LOOKUP_CACHE_BYTES;
+use gpusan_abi::table::{table_bytes, LOOKUP_CACHE_BYTES};
 
 use crate::capture;
 use crate::driver::{real, MemAccessDesc, MemAllocationProp, MemLocation, CUDA_SUCCESS};
@@ -34,8 +34,6 @@ use crate::driver::{real, MemAccessDesc, MemAllocationProp, MemLocation, CUDA_SU
 /// Entries the reserved range has room for (2 GiB of entries, far beyond the allocation
 /// counts of real programs; address space only). A larger table moves to `cuMemAlloc`.
 const RESERVED_ENTRIES: u64 = 1 << 26;
-const HEADER_BYTES: u64 = 32;
-const ENTRY_BYTES: u64 = 32;
 /// Entries the first `cuMemAlloc` buffer of the fallback has room for.
 const MIN_BUFFER_ENTRIES: u64 = 1024;
 
@@ -54,11 +52,6 @@ fn pinned_on(device: i32) -> MemAllocationProp {
         win32_handle_meta_data: std::ptr::null_mut(),
         alloc_flags: [0; 8],
     }
-}
-
-/// Bytes of a table (header and entries) of `entries` entries, without the cache.
-pub fn table_bytes(entries: u64) -> u64 {
-    HEADER_BYTES + ENTRY_BYTES * entries
 }
 
 fn round_up(n: u64, to: u64) -> u64 {
