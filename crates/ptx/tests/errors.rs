@@ -217,3 +217,30 @@ fn an_unknown_modifier_of_a_memory_instruction_is_refused_at_it() {
     ))
     .unwrap();
 }
+
+proptest::proptest! {
+    /// Any text, valid PTX spliced with arbitrary characters included: the parser returns,
+    /// and an error points inside the text, at the line and column of its byte offset, and
+    /// shows no raw control character.
+    #[test]
+    fn any_text_gets_a_located_escaped_error_or_parses(
+        junk in "(\\PC|[\\x00-\\x1f\\x7f\\u{202e}]){0,40}",
+        at in 0usize..400,
+        wide in 0usize..3,
+    ) {
+        let base = kernel("\tld.global.u32 %r1, [p];\n\tret;");
+        let at = (0..=at.min(base.len())).rev().find(|&i| base.is_char_boundary(i)).unwrap();
+        let src = format!("{}{}{}{}", &base[..at], " ".repeat(wide * 40_000), junk, &base[at..]);
+        if let Err(e) = parse(&src) {
+            let start = e.span.start as usize;
+            proptest::prop_assert!(start <= src.len());
+            let before = &src[..start];
+            proptest::prop_assert_eq!(e.line as usize, before.matches('\n').count() + 1);
+            let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+            proptest::prop_assert_eq!(e.column as usize, before[line_start..].chars().count() + 1);
+            let shown = e.to_string();
+            proptest::prop_assert!(!shown.chars().any(|c| c.is_control() && c != '\n' || c == '\u{202e}'), "{:?}", shown);
+            proptest::prop_assert!(shown.lines().all(|l| l.chars().count() < 400));
+        }
+    }
+}
