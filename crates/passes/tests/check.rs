@@ -120,7 +120,7 @@ fn counting_adds_only_counters() {
     let counter_line = |l: &str| {
         l.contains("%__gs_n_")
             || l.contains("[__gpusan_n_")
-            || check::COUNTER_SYMBOLS.iter().any(|s| l.starts_with(".visible .global") && l.contains(s))
+            || gpusan_abi::COUNTER_SYMBOLS.iter().any(|s| l.starts_with(".visible .global") && l.contains(s))
     };
     let mut counted = 0;
     for path in all_fixtures() {
@@ -149,4 +149,32 @@ fn counting_adds_only_counters() {
     }
     let _ = std::fs::remove_dir_all(&tmp);
     assert!(counted >= 10, "only {counted} fixtures got counters");
+}
+
+/// Records name their function by the number `gpusan_abi::function_numbers` gives it (by
+/// sorted name, not module order), which is how the runtime names the kernel of a record:
+/// the report says so, and so does each function's record writer.
+#[test]
+fn functions_are_numbered_as_the_abi_numbers_them() {
+    let mut src = String::from(".version 9.0\n.target sm_90\n.address_size 64\n");
+    let names = ["zeta", "_Z4axpyPfi", "alpha", "Beta", "k10", "k2"];
+    for n in names {
+        src.push_str(&format!(
+            ".visible .entry {n}(.param .u64 p)\n{{\n\t.reg .b64 %rd<2>;\n\tld.param.u64 %rd1, [p];\n\
+             \tst.global.u32 [%rd1], 0;\n\tret;\n}}\n"
+        ));
+    }
+    let numbers = gpusan_abi::function_numbers(&names);
+    assert_eq!(numbers, [5, 1, 2, 0, 3, 4], "byte order: upper case and `_` first");
+    let mut module = gpusan_ptx::parse(&src).unwrap();
+    let report = check::run_with(&mut module, Some(&src), &CheckConfig::default()).unwrap();
+    let by_pass: Vec<(&str, u32)> = report.functions.iter().map(|f| (f.name.as_str(), f.index)).collect();
+    let by_abi: Vec<(&str, u32)> = names.into_iter().zip(numbers.iter().copied()).collect();
+    assert_eq!(by_pass, by_abi);
+    let out = gpusan_passes::instrument(&src, &CheckWith(CheckConfig::default())).unwrap().ptx;
+    for (name, number) in by_abi {
+        let body = out.split(".visible .entry ").find(|f| f.starts_with(&format!("{name}("))).unwrap();
+        let writes = format!("\tor.b32 \t%__gs_k, %__gs_k, {number};\n");
+        assert!(body.contains(&writes), "{name}'s records do not carry function number {number}:\n{body}");
+    }
 }

@@ -100,14 +100,25 @@ fn on_chip_cases_are_checked_and_assemble() {
         std::fs::write(&file, &out.ptx).unwrap();
         common::assemble(&ptxas, &file, &dir.join(format!("{case}.cubin")))
             .unwrap_or_else(|e| panic!("{case}: instrumented, it does not assemble:\n{e}"));
-        // The bug cases' checks name the right code.
+        // The bug cases' checks name the right code (`%__gs_r` is the record less the
+        // buffer's header).
+        let code_at = gpusan_abi::record::HEADER_BYTES + gpusan_abi::record::CODE.offset;
         if case.contains("shared") && !case.contains("clean") {
-            assert!(out.ptx.contains(&format!("[%__gs_r+36], {};", check::CODE_SHARED_OUT_OF_BOUNDS)), "{case}");
+            assert!(
+                out.ptx.contains(&format!("[%__gs_r+{code_at}], {};", gpusan_abi::CODE_SHARED_OUT_OF_BOUNDS)),
+                "{case}"
+            );
         }
         if case.contains("scope") && !case.contains("clean") {
-            assert!(out.ptx.contains(&format!("[%__gs_r+36], {};", check::CODE_LOCAL_USE_AFTER_SCOPE)), "{case}");
+            assert!(
+                out.ptx.contains(&format!("[%__gs_r+{code_at}], {};", gpusan_abi::CODE_LOCAL_USE_AFTER_SCOPE)),
+                "{case}"
+            );
         } else if case.contains("local") && !case.contains("clean") {
-            assert!(out.ptx.contains(&format!("[%__gs_r+36], {};", check::CODE_LOCAL_OUT_OF_BOUNDS)), "{case}");
+            assert!(
+                out.ptx.contains(&format!("[%__gs_r+{code_at}], {};", gpusan_abi::CODE_LOCAL_OUT_OF_BOUNDS)),
+                "{case}"
+            );
         }
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -2,35 +2,9 @@
 
 use super::counting::Counting;
 
-/// What a checked access does once it is found bad.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Reaction {
-    /// Write the error record and skip the access; the kernel goes on (and may report more).
-    #[default]
-    Report,
-    /// Write the error record, then `trap`: the kernel stops at its first error, where a
-    /// debugger (cuda-gdb) shows it. The record is made visible system-wide first
-    /// (`membar.sys`) for a runtime that can still read it.
-    Abort,
-}
-
-impl Reaction {
-    /// By the name the command line and `GPUSAN_CHECK_REACTION` use: `report`, `abort`.
-    pub fn from_name(name: &str) -> Option<Reaction> {
-        match name {
-            "report" => Some(Reaction::Report),
-            "abort" => Some(Reaction::Abort),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Reaction::Report => "report",
-            Reaction::Abort => "abort",
-        }
-    }
-}
+/// What a checked access does once it is found bad: the device ABI's, since
+/// `gpusan run --check-reaction` and the injected library name it too.
+pub use gpusan_abi::Reaction;
 
 /// How the pass instruments.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

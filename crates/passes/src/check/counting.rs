@@ -4,7 +4,7 @@
 //! definition replaces one check per iteration).
 //!
 //! The module gets four more variables next to the device ABI's, which the runtime reads
-//! back at synchronizations and at exit (`crates/runtime/src/device_abi.rs` names them too):
+//! back at synchronizations and at exit ([`gpusan_abi::COUNTER_SYMBOLS`], in this order):
 //!
 //! ```ptx
 //! .visible .global .align 8 .u64 __gpusan_n_access; // checks a naive checker would run
@@ -38,17 +38,7 @@
 //! one `red` per thread. The counters use registers of their own, so no predicate or value
 //! of the checks changes: a counting build reports exactly what a plain build reports.
 
-/// `device_abi::N_ACCESS_SYMBOL`.
-pub const N_ACCESS_SYMBOL: &str = "__gpusan_n_access";
-/// `device_abi::N_CHECK_SYMBOL`.
-pub const N_CHECK_SYMBOL: &str = "__gpusan_n_check";
-/// `device_abi::N_GROUP_SYMBOL`.
-pub const N_GROUP_SYMBOL: &str = "__gpusan_n_group";
-/// `device_abi::N_SPAN_SYMBOL`.
-pub const N_SPAN_SYMBOL: &str = "__gpusan_n_span";
-
-/// Every counter, in the order the module declares them.
-pub const COUNTER_SYMBOLS: [&str; 4] = [N_ACCESS_SYMBOL, N_CHECK_SYMBOL, N_GROUP_SYMBOL, N_SPAN_SYMBOL];
+use gpusan_abi::{N_ACCESS_SYMBOL, N_CHECK_SYMBOL, N_GROUP_SYMBOL, N_SPAN_SYMBOL};
 
 /// Whether the pass also counts, at run time, the checks it emits ([`super::CheckConfig`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

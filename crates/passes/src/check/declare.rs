@@ -1,16 +1,13 @@
 //! The declaration of a variable of the device ABI the pass adds to a module.
 
+use gpusan_abi::RuntimeVar;
 use gpusan_ptx::ast::{Linkage, Span, StateSpace, VarDecl};
 
-use super::abi::TABLE_SYMBOL;
-
+/// A `.global` variable of the ABI that only kernels write (counters, the heap's table).
 pub(super) fn abi_var(name: &str, ty: &str, align: u32) -> VarDecl {
     VarDecl {
         linkage: vec![Linkage::Visible],
-        // The table's address is read at every lookup, which the constant cache serves
-        // when streaming kernels have long evicted it from L1; it changes only between
-        // launches (the runtime writes it like `cudaMemcpyToSymbol` does a `__constant__`).
-        space: if name == TABLE_SYMBOL { StateSpace::Const } else { StateSpace::Global },
+        space: StateSpace::Global,
         attributes: Vec::new(),
         align: Some(align),
         vector: None,
@@ -20,5 +17,14 @@ pub(super) fn abi_var(name: &str, ty: &str, align: u32) -> VarDecl {
         array: Vec::new(),
         init: None,
         span: Span::NONE,
+    }
+}
+
+/// A variable the runtime sets after loading the module ([`gpusan_abi::RUNTIME_VARS`]),
+/// aligned to its width.
+pub(super) fn runtime_var(v: &RuntimeVar) -> VarDecl {
+    VarDecl {
+        space: StateSpace::from_name(v.space).expect("the ABI names a state space"),
+        ..abi_var(v.name, v.ty, v.bytes)
     }
 }

@@ -48,7 +48,7 @@ pub(super) struct FunctionPlan {
 
 /// What the code of a function needs besides its plan.
 pub(super) struct Context<'x> {
-    /// The function's number (`ErrorRecord::kernel`).
+    /// The function's number ([`gpusan_abi::function_numbers`]).
     pub(super) function: u32,
     pub(super) line_of: &'x dyn Fn(Span) -> u32,
     pub(super) reaction: Reaction,

@@ -8,10 +8,11 @@
 //! .visible .global .align 16 .b8 __gpusan_heap[2097168];  // 16-byte header, 65536 entries of 32 bytes
 //! ```
 //!
-//! The header's first word is set to 1 when an insert found no free slot (the table
-//! *overflowed*). Entry `h` is at `__gpusan_heap + 16 + 32 * h`: the block's base (the key;
-//! 0 marks an empty slot), its size as asked of `malloc` (+8), and its state (+24, `u32`:
-//! [`STATE_LIVE`], [`STATE_FREED`]). It is an open-addressing hash with linear probing over
+//! (The layout is [`gpusan_abi::heap`]'s.) The header's first word is set to 1 when an
+//! insert found no free slot (the table *overflowed*). Entry `h` is at
+//! `__gpusan_heap + 16 + 32 * h`: the block's base (the key; 0 marks an empty slot), its
+//! size as asked of `malloc` (+8), and its state (+24, `u32`: [`STATE_LIVE`],
+//! [`STATE_FREED`]). It is an open-addressing hash with linear probing over
 //! at most [`PROBES`] slots from the Fibonacci hash of `base >> 4`. Keys are never removed:
 //! when `malloc` returns a block at a base it returned before, the entry of that base is
 //! reused (the insert's `atom.cas` finds the key already there), so the number of entries is
@@ -41,7 +42,7 @@
 //!   this thread or another), so for roots that can be heap blocks each check re-reads the
 //!   state word of the entry the root found (one predicated load; no search).
 //!
-//! Error records of heap blocks carry [`HEAP_BLOCK_TAG`]` | base` as their allocation, which
+//! Error records of heap blocks carry [`BLOCK_TAG`]` | base` as their allocation, which
 //! the runtime shows as a device-heap block instead of looking for a host allocation.
 //!
 //! # Limits
@@ -67,32 +68,24 @@ use gpusan_ptx::ast::{Function, Instruction, Item, Name, Operand, Statement};
 use gpusan_ptx::cfg::{Cfg, InstId};
 use gpusan_ptx::Module;
 
-use super::abi::{ERRORS_SYMBOL, MODULE_SYMBOL, STATE_LIVE};
+use gpusan_abi::heap::{
+    BITS, BLOCK_TAG, CAPACITY, ENTRY_BASE, ENTRY_BYTES, ENTRY_SIZE, ENTRY_STATE, HEADER_BYTES, OVERFLOW, STATE_FREED,
+    STATE_LIVE, TABLE_BYTES,
+};
+use gpusan_abi::{record, CODE_DOUBLE_FREE, CODE_INVALID_FREE, HEAP_SYMBOL};
+
 use super::plan::Insertion;
+use super::records::{claim_text, field, kernel_text, memory_operand};
 
-/// The heap table's symbol; `device_abi::HEAP_SYMBOL`.
-pub const HEAP_SYMBOL: &str = "__gpusan_heap";
-/// Entries in the heap table.
-pub const HEAP_CAPACITY: u64 = 1 << HEAP_BITS;
-const HEAP_BITS: u32 = 16;
-/// Bytes before the first entry: the overflow flag (`u32`) and padding.
-pub const HEAP_HEADER_BYTES: u64 = 16;
-pub const HEAP_ENTRY_BYTES: u64 = 32;
+// A slot number becomes its entry's offset by a shift; the code reads and writes each
+// field at its width.
+const _: () = assert!(ENTRY_BYTES.is_power_of_two());
+const _: () = assert!(ENTRY_BASE.bytes == 8 && ENTRY_SIZE.bytes == 8 && ENTRY_STATE.bytes == 4 && OVERFLOW.bytes == 4);
+
 /// Slots an insert or lookup visits before giving up.
-pub const PROBES: u32 = 32;
+pub(super) const PROBES: u32 = 32;
 /// How many 16-byte steps below a freed pointer the search for a containing block goes.
-pub const SEARCH_STEPS: u32 = 64;
-/// `device_abi::HEAP_BLOCK_TAG`: set in `ErrorRecord::allocation` when it is a heap block's base.
-pub const HEAP_BLOCK_TAG: u64 = 1 << 63;
-/// `device_abi::CODE_DOUBLE_FREE`.
-pub const CODE_DOUBLE_FREE: u32 = 7;
-/// `device_abi::CODE_INVALID_FREE`.
-pub const CODE_INVALID_FREE: u32 = 8;
-/// State word of an entry whose block was freed (live is the runtime's [`STATE_LIVE`]).
-pub const STATE_FREED: u32 = 2;
-
-/// [`HEAP_BLOCK_TAG`] as PTX writes it.
-const TAG_HEX: &str = "0x8000000000000000U";
+pub(super) const SEARCH_STEPS: u32 = 64;
 
 /// 2^64 / φ, for Fibonacci hashing.
 const FIB: &str = "0x9E3779B97F4A7C15U";
@@ -113,7 +106,7 @@ pub(super) fn module_uses_heap(module: &Module) -> bool {
 /// The declaration of the heap table.
 pub(super) fn table_decl() -> gpusan_ptx::ast::VarDecl {
     let mut v = super::declare::abi_var(HEAP_SYMBOL, "b8", 16);
-    v.array = vec![Some(HEAP_HEADER_BYTES + HEAP_CAPACITY * HEAP_ENTRY_BYTES)];
+    v.array = vec![Some(TABLE_BYTES)];
     v
 }
 
@@ -347,16 +340,17 @@ fn hash(value: &str) -> String {
          \tmul.lo.u64 %__gs_hx, %__gs_hx, {FIB};\n\
          \tshr.u64 %__gs_hx, %__gs_hx, {shift};\n\
          \tmov.u32 %__gs_hn, 0;\n",
-        shift = 64 - HEAP_BITS
+        shift = 64 - BITS
     )
 }
 
 /// `%__gs_hc` = slot `%__gs_hx`'s entry address; and the step to the next slot.
 fn slot() -> String {
     format!(
-        "\tshl.b64 %__gs_hc, %__gs_hx, 5;\n\
+        "\tshl.b64 %__gs_hc, %__gs_hx, {shift};\n\
          \tadd.s64 %__gs_hc, %__gs_hh, %__gs_hc;\n\
-         \tadd.s64 %__gs_hc, %__gs_hc, {HEAP_HEADER_BYTES};\n"
+         \tadd.s64 %__gs_hc, %__gs_hc, {HEADER_BYTES};\n",
+        shift = ENTRY_BYTES.trailing_zeros()
     )
 }
 
@@ -367,7 +361,7 @@ fn next_slot(head: &str) -> String {
          \tadd.u32 %__gs_hn, %__gs_hn, 1;\n\
          \tsetp.lt.u32 %__gs_hq, %__gs_hn, {PROBES};\n\
          \t@%__gs_hq bra {head};\n",
-        mask = HEAP_CAPACITY - 1
+        mask = CAPACITY - 1
     )
 }
 
@@ -382,7 +376,7 @@ fn lookup(value: &str, label: &mut dyn FnMut() -> String) -> String {
          {hash}\
          {head}:\n\
          {slot}\
-         \tld.volatile.global.u64 %__gs_hid, [%__gs_hc];\n\
+         \tld.volatile.global.u64 %__gs_hid, {base};\n\
          \tsetp.eq.u64 %__gs_hq, %__gs_hid, {value};\n\
          \t@%__gs_hq mov.b64 %__gs_he, %__gs_hc;\n\
          \t@%__gs_hq bra {done};\n\
@@ -392,7 +386,8 @@ fn lookup(value: &str, label: &mut dyn FnMut() -> String) -> String {
          {done}:\n",
         hash = hash(value),
         slot = slot(),
-        next = next_slot(&head)
+        next = next_slot(&head),
+        base = memory_operand("%__gs_hc", ENTRY_BASE.offset),
     )
 }
 
@@ -407,21 +402,25 @@ fn insert(label: &mut dyn FnMut() -> String) -> String {
          {hash}\
          {head}:\n\
          {slot}\
-         \tatom.global.cas.b64 %__gs_hid, [%__gs_hc], 0, %__gs_hb;\n\
+         \tatom.global.cas.b64 %__gs_hid, {base}, 0, %__gs_hb;\n\
          \tsetp.eq.u64 %__gs_hq, %__gs_hid, 0;\n\
          \tsetp.eq.or.u64 %__gs_hq, %__gs_hid, %__gs_hb, %__gs_hq;\n\
          \t@%__gs_hq bra {found};\n\
          {next}\
-         \tst.global.u32 [%__gs_hh], 1;\n\
+         \tst.global.u32 {overflow}, 1;\n\
          \tbra.uni {done};\n\
          {found}:\n\
          \tmov.b64 %__gs_he, %__gs_hc;\n\
-         \tst.global.u64 [%__gs_he+8], %__gs_hs;\n\
-         \tst.volatile.global.u32 [%__gs_he+24], {STATE_LIVE};\n\
+         \tst.global.u64 [%__gs_he+{size}], %__gs_hs;\n\
+         \tst.volatile.global.u32 [%__gs_he+{state}], {STATE_LIVE};\n\
          {done}:\n",
         hash = hash("%__gs_hb"),
         slot = slot(),
-        next = next_slot(&head)
+        next = next_slot(&head),
+        base = memory_operand("%__gs_hc", ENTRY_BASE.offset),
+        overflow = memory_operand("%__gs_hh", OVERFLOW.offset),
+        size = ENTRY_SIZE.offset,
+        state = ENTRY_STATE.offset,
     )
 }
 
@@ -432,7 +431,7 @@ pub(super) fn loadmeta_result(k: usize, value: &str) -> String {
         "\tmov.b64 %__gs_base{k}, {value};\n\
          \tmov.b64 %__gs_low{k}, {value};\n\
          \tadd.s64 %__gs_lim{k}, {value}, %__gs_hs;\n\
-         \tor.b64 %__gs_id{k}, {value}, {TAG_HEX};\n\
+         \tor.b64 %__gs_id{k}, {value}, {BLOCK_TAG:#x}U;\n\
          \tmov.u32 %__gs_st{k}, {STATE_LIVE};\n\
          \tmov.b64 %__gs_hp{k}, %__gs_he;\n\
          \tsetp.ne.u64 %__gs_ok{k}, {value}, 0;\n"
@@ -451,18 +450,20 @@ pub(super) fn loadmeta_fallback(k: usize, value: &str, label: &mut dyn FnMut() -
          {lookup}\
          \tsetp.eq.u64 %__gs_hq, %__gs_he, 0;\n\
          \t@%__gs_hq bra {done};\n\
-         \tld.volatile.global.u32 %__gs_st{k}, [%__gs_he+24];\n\
+         \tld.volatile.global.u32 %__gs_st{k}, [%__gs_he+{state}];\n\
          \tsetp.ne.u32 %__gs_hq, %__gs_st{k}, {STATE_LIVE};\n\
          \t@%__gs_hq bra {done};\n\
          \tmov.b64 %__gs_base{k}, {value};\n\
          \tmov.b64 %__gs_low{k}, {value};\n\
-         \tld.global.u64 %__gs_hs, [%__gs_he+8];\n\
+         \tld.global.u64 %__gs_hs, [%__gs_he+{size}];\n\
          \tadd.s64 %__gs_lim{k}, {value}, %__gs_hs;\n\
-         \tor.b64 %__gs_id{k}, {value}, {TAG_HEX};\n\
+         \tor.b64 %__gs_id{k}, {value}, {BLOCK_TAG:#x}U;\n\
          \tmov.b64 %__gs_hp{k}, %__gs_he;\n\
          \tmov.pred %__gs_ok{k}, 1;\n\
          {done}:\n",
-        lookup = lookup(value, label)
+        lookup = lookup(value, label),
+        size = ENTRY_SIZE.offset,
+        state = ENTRY_STATE.offset,
     )
 }
 
@@ -470,7 +471,8 @@ pub(super) fn loadmeta_fallback(k: usize, value: &str, label: &mut dyn FnMut() -
 pub(super) fn reload_state(k: usize) -> String {
     format!(
         "\tsetp.ne.u64 %__gs_hq, %__gs_hp{k}, 0;\n\
-         \t@%__gs_hq ld.volatile.global.u32 %__gs_st{k}, [%__gs_hp{k}+24];\n"
+         \t@%__gs_hq ld.volatile.global.u32 %__gs_st{k}, [%__gs_hp{k}+{state}];\n",
+        state = ENTRY_STATE.offset,
     )
 }
 
@@ -487,10 +489,10 @@ fn free_check(ptr: &str, label: &mut dyn FnMut() -> String) -> String {
          {lookup}\
          \tsetp.eq.u64 %__gs_hq, %__gs_he, 0;\n\
          \t@%__gs_hq bra {search};\n\
-         \tatom.global.cas.b32 %__gs_hn, [%__gs_he+24], {STATE_LIVE}, {STATE_FREED};\n\
+         \tatom.global.cas.b32 %__gs_hn, [%__gs_he+{state}], {STATE_LIVE}, {STATE_FREED};\n\
          \tsetp.eq.u32 %__gs_hbad, %__gs_hn, {STATE_FREED};\n\
          \tmov.u32 %__gs_hk, {CODE_DOUBLE_FREE};\n\
-         \tor.b64 %__gs_hid, %__gs_hb, {TAG_HEX};\n\
+         \tor.b64 %__gs_hid, %__gs_hb, {BLOCK_TAG:#x}U;\n\
          \tmembar.gl;\n\
          \tbra.uni {done};\n\
          {search}:\n\
@@ -501,10 +503,10 @@ fn free_check(ptr: &str, label: &mut dyn FnMut() -> String) -> String {
          {lookup_v}\
          \tsetp.eq.u64 %__gs_hq, %__gs_he, 0;\n\
          \t@%__gs_hq bra {next};\n\
-         \tld.volatile.global.u32 %__gs_hn, [%__gs_he+24];\n\
+         \tld.volatile.global.u32 %__gs_hn, [%__gs_he+{state}];\n\
          \tsetp.ne.u32 %__gs_hq, %__gs_hn, {STATE_LIVE};\n\
          \t@%__gs_hq bra {next};\n\
-         \tld.global.u64 %__gs_hs, [%__gs_he+8];\n\
+         \tld.global.u64 %__gs_hs, [%__gs_he+{size}];\n\
          \tsub.s64 %__gs_hc, %__gs_hb, %__gs_hv;\n\
          \tsetp.lt.u64 %__gs_hq, %__gs_hc, %__gs_hs;\n\
          \t@%__gs_hq bra {found};\n\
@@ -519,42 +521,45 @@ fn free_check(ptr: &str, label: &mut dyn FnMut() -> String) -> String {
          \tbra.uni {done};\n\
          {found}:\n\
          \tmov.pred %__gs_hbad, 1;\n\
-         \tor.b64 %__gs_hid, %__gs_hv, {TAG_HEX};\n\
+         \tor.b64 %__gs_hid, %__gs_hv, {BLOCK_TAG:#x}U;\n\
          {done}:\n",
         lookup = lookup("%__gs_hb", label),
         lookup_v = lookup("%__gs_hv", label),
+        size = ENTRY_SIZE.offset,
+        state = ENTRY_STATE.offset,
     )
 }
 
-/// One `ErrorRecord` for a bad free (when `%__gs_hbad`): as `check::report_record` writes
-/// them, with the pointer as address, size 0, global space.
+/// One error record for a bad free (when `%__gs_hbad`): as `records` writes them, with
+/// the pointer as address, size 0, global space (and the access field a read's: the
+/// runtime tells a free by its code).
 fn free_record(line: u32, function: u32, label: &mut dyn FnMut() -> String) -> String {
     let skip = label();
     format!(
         "\t@!%__gs_hbad bra {skip};\n\
-         \tld.global.u64 %__gs_eb, [{ERRORS_SYMBOL}];\n\
-         \tsetp.eq.u64 %__gs_hq, %__gs_eb, 0;\n\
-         \t@%__gs_hq bra {skip};\n\
-         \tatom.global.add.u32 %__gs_i, [%__gs_eb], 1;\n\
-         \tld.global.u32 %__gs_c, [%__gs_eb+4];\n\
-         \tsetp.ge.u32 %__gs_hq, %__gs_i, %__gs_c;\n\
-         \t@%__gs_hq bra {skip};\n\
-         \tmul.wide.u32 %__gs_r, %__gs_i, 64;\n\
-         \tadd.s64 %__gs_r, %__gs_eb, %__gs_r;\n\
-         \tst.global.u64 [%__gs_r+16], %__gs_hb;\n\
-         \tst.global.u64 [%__gs_r+24], %__gs_hid;\n\
-         \tld.global.u32 %__gs_k, [{MODULE_SYMBOL}];\n\
-         \tshl.b32 %__gs_k, %__gs_k, 16;\n\
-         \tor.b32 %__gs_k, %__gs_k, {function};\n\
-         \tst.global.u32 [%__gs_r+32], %__gs_k;\n\
-         \tst.global.u32 [%__gs_r+36], %__gs_hk;\n\
-         \tst.global.u32 [%__gs_r+40], 0;\n\
-         \tst.global.u32 [%__gs_r+44], {line};\n\
+         {claim}\
+         \tst.global.u64 [%__gs_r+{address}], %__gs_hb;\n\
+         \tst.global.u64 [%__gs_r+{allocation}], %__gs_hid;\n\
+         {kernel}\
+         \tst.global.u32 [%__gs_r+{code}], %__gs_hk;\n\
+         \tst.global.u32 [%__gs_r+{size}], 0;\n\
+         \tst.global.u32 [%__gs_r+{ptx_line}], {line};\n\
          {where}\
-         \tst.global.u32 [%__gs_r+72], 0;\n\
-         \tst.global.u32 [%__gs_r+76], 0;\n\
+         \tst.global.u32 [%__gs_r+{space}], {global};\n\
+         \tst.global.u32 [%__gs_r+{access}], {read};\n\
          {skip}:\n",
-        where = super::records::record_where()
+        claim = claim_text("%__gs_hq", &skip),
+        address = field(record::ADDRESS),
+        allocation = field(record::ALLOCATION),
+        kernel = kernel_text(&function.to_string()),
+        code = field(record::CODE),
+        size = field(record::SIZE),
+        ptx_line = field(record::PTX_LINE),
+        where = super::records::record_where(),
+        space = field(record::SPACE),
+        global = record::SPACE_GLOBAL,
+        access = field(record::ACCESS),
+        read = record::ACCESS_READ,
     )
 }
 
@@ -613,11 +618,24 @@ mod tests {
         assert!(!module_uses_heap(&without));
     }
 
+    /// A bad free's record is a whole record: every field stored once, where the ABI puts it.
+    #[test]
+    fn a_bad_free_fills_every_field_of_the_record() {
+        use super::super::records::{every_field, stored_offsets};
+        let text = free_record(12, 3, &mut || "$__gs_L1".to_string());
+        let (mut got, mut want) = (stored_offsets(&text), every_field());
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "{text}");
+        let code = format!("st.global.u32 [%__gs_r+{}], %__gs_hk;", field(record::CODE));
+        assert!(text.contains(&code), "{text}");
+    }
+
     #[test]
     fn the_table_stays_well_under_16_mib() {
         let d = table_decl();
         let bytes = d.array[0].unwrap();
-        assert_eq!(bytes, HEAP_HEADER_BYTES + HEAP_CAPACITY * HEAP_ENTRY_BYTES);
+        assert_eq!(bytes, HEADER_BYTES + CAPACITY * ENTRY_BYTES);
         assert!(bytes <= 4 << 20, "{bytes} bytes");
     }
 }

@@ -4,11 +4,12 @@
 //!
 //! # What the pass adds
 //!
-//! Once per module, the three variables of the device ABI (`crates/runtime/src/device_abi.rs`),
-//! which the runtime sets after loading the module and which stay 0 when it does not:
+//! Once per module, the three variables of the device ABI ([`gpusan_abi::RUNTIME_VARS`];
+//! every name, code and layout the added code uses is [`gpusan_abi`]'s), which the runtime
+//! sets after loading the module and which stay 0 when it does not:
 //!
 //! ```ptx
-//! .visible .global .align 8 .u64 __gpusan_table;   // device address of the allocation table
+//! .visible .const .align 8 .u64 __gpusan_table;    // device address of the allocation table
 //! .visible .global .align 8 .u64 __gpusan_errors;  // device address of the error buffer
 //! .visible .global .align 4 .u32 __gpusan_module;  // this module's number
 //! ```
@@ -44,7 +45,8 @@
 //!    access's constant width: bad when an entry was found and `a < low` or
 //!    `a + w > base + size` (`CODE_OUT_OF_BOUNDS`), or `a >= base` and the entry is not
 //!    live (`CODE_USE_AFTER_FREE`; the code is that whenever the entry is not live); a
-//!    generic access is judged only when `isspacep.global` holds for `a`. A bad access writes an `ErrorRecord` (the sequence of
+//!    generic access is judged only when `isspacep.global` holds for `a`. A bad access
+//!    writes an error record ([`gpusan_abi::record`]; the sequence of
 //!    `bench/injection/abi_test.cpp`) and is skipped: its guard becomes "not bad" (and its
 //!    old guard, composed with `and.pred`).
 //!
@@ -115,7 +117,8 @@
 //! `instrument_function` for the per-function pipeline):
 //!
 //! - module: `module` (the facts every function reads, the ABI variables declared first, the
-//!   names refused), `declare`, `abi` (the constants the runtime shares);
+//!   names refused), `declare`; names, codes and layouts of the device ABI come from
+//!   [`gpusan_abi`], the pass keeps no copy;
 //! - analysis, per function: `roots` (the root pointer analysis on reaching definitions),
 //!   `sites` (every access classified: against a root, a shadow, a window, or unchecked →
 //!   `SitePlan`), `shadows` (multi-root values → `ShadowPlan`), `onchip` (windows), `groups`
@@ -137,7 +140,6 @@ use gpusan_ptx::Module;
 
 use crate::{Pass, PassError, PassReport};
 
-mod abi;
 mod block;
 mod config;
 mod counting;
@@ -162,15 +164,11 @@ mod sites;
 mod snippet;
 mod spans;
 
-pub use abi::*;
 pub use config::{CheckConfig, Reaction};
-pub use counting::{Counting, COUNTER_SYMBOLS, N_ACCESS_SYMBOL, N_CHECK_SYMBOL, N_GROUP_SYMBOL, N_SPAN_SYMBOL};
-pub use heap::{
-    CODE_DOUBLE_FREE, CODE_INVALID_FREE, HEAP_BLOCK_TAG, HEAP_CAPACITY, HEAP_ENTRY_BYTES, HEAP_HEADER_BYTES,
-    HEAP_SYMBOL, STATE_FREED,
-};
-pub use loadmeta::{LOOKUP_CACHE_BYTES, LOOKUP_CACHE_HASH};
-pub use onchip::{CODE_LOCAL_OUT_OF_BOUNDS, CODE_LOCAL_USE_AFTER_SCOPE, CODE_SHARED_OUT_OF_BOUNDS};
+pub use counting::Counting;
+/// The injected library reads the counters back by this path; everything else of the
+/// device ABI the pass speaks is [`gpusan_abi`]'s, under its own names.
+pub use gpusan_abi::COUNTER_SYMBOLS;
 pub use report::{CheckFunction, CheckReport};
 
 use module::{check_unused, declare_abi_variables, keep_launchable, ModuleFacts};
@@ -271,15 +269,16 @@ fn instrument_module(
         }
     };
 
-    let mut defined: Vec<Name> = module
+    // Records name their function by number, numbered as the runtime numbers them.
+    let defined: Vec<&str> = module
         .items
         .iter()
         .filter_map(|i| match i {
-            Item::Function(f) if f.body.is_some() => Some(f.name),
+            Item::Function(f) if f.body.is_some() => Some(f.name.as_str()),
             _ => None,
         })
         .collect();
-    defined.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    let mut numbers = gpusan_abi::function_numbers(&defined).into_iter();
 
     let facts = ModuleFacts::of(module);
     let windows = onchip::Windows::of_module(module);
@@ -293,7 +292,7 @@ fn instrument_module(
         if f.body.is_none() {
             continue;
         }
-        let index = defined.iter().position(|n| *n == f.name).unwrap_or(0) as u32;
+        let index = numbers.next().expect("a number for every defined function");
         let stage = Stage { index, line_of: &line_of, config, counters, windows: &windows, facts: &facts };
         let function_report = instrument_function(f, &stage, explain.as_deref_mut())?;
         if function_report.inserted > 0 {
@@ -318,7 +317,8 @@ fn verify_stage(module: &Module, stage: &str) -> Result<(), PassError> {
 
 /// What every function's pipeline shares.
 struct Stage<'x> {
-    /// The function's number (`ErrorRecord::kernel`).
+    /// The function's number ([`gpusan_abi::function_numbers`]), the low bits of a
+    /// record's [`gpusan_abi::record::KERNEL`].
     index: u32,
     line_of: &'x dyn Fn(Span) -> u32,
     config: &'x CheckConfig,

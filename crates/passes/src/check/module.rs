@@ -4,10 +4,11 @@
 use gpusan_ptx::ast::{Function, Item, Linkage, Span, Statement, VarDecl};
 use gpusan_ptx::Module;
 
-use super::abi::{ERRORS_SYMBOL, MODULE_SYMBOL, TABLE_SYMBOL};
-use super::counting::{Counting, COUNTER_SYMBOLS};
-use super::declare::abi_var;
-use super::heap::{self, HEAP_SYMBOL};
+use gpusan_abi::{COUNTER_SYMBOLS, HEAP_SYMBOL, RUNTIME_VARS};
+
+use super::counting::Counting;
+use super::declare::{abi_var, runtime_var};
+use super::heap;
 use super::plan::PREFIX;
 use crate::PassError;
 
@@ -79,11 +80,10 @@ pub(super) fn declare_abi_variables(module: &mut Module, counting: Counting, use
         .iter()
         .position(|i| !matches!(i, Item::Version { .. } | Item::Target(_) | Item::AddressSize(_)))
         .unwrap_or(module.items.len());
-    let vars = [(TABLE_SYMBOL, "u64", 8), (ERRORS_SYMBOL, "u64", 8), (MODULE_SYMBOL, "u32", 4)];
-    for (k, (name, ty, align)) in vars.into_iter().enumerate() {
-        module.items.insert(at + k, Item::Var(abi_var(name, ty, align)));
+    for (k, v) in RUNTIME_VARS.iter().enumerate() {
+        module.items.insert(at + k, Item::Var(runtime_var(v)));
     }
-    let mut next = at + vars.len();
+    let mut next = at + RUNTIME_VARS.len();
     if counting.is_on() {
         for name in COUNTER_SYMBOLS {
             module.items.insert(next, Item::Var(abi_var(name, "u64", 8)));
@@ -123,7 +123,7 @@ pub(super) fn keep_launchable(f: &mut Function) {
 /// Refuses a module already declaring one of the ABI variables (instrumented PTX, or a
 /// clash), or using the pass's name prefix.
 pub(super) fn check_unused(module: &Module, counting: Counting) -> Result<(), PassError> {
-    let mut abi = vec![TABLE_SYMBOL, ERRORS_SYMBOL, MODULE_SYMBOL, HEAP_SYMBOL];
+    let mut abi: Vec<&str> = RUNTIME_VARS.iter().map(|v| v.name).chain([HEAP_SYMBOL]).collect();
     if counting.is_on() {
         abi.extend(COUNTER_SYMBOLS);
     }

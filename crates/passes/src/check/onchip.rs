@@ -45,6 +45,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+use gpusan_abi::{record, CODE_LOCAL_USE_AFTER_SCOPE};
 use gpusan_ptx::ast::{Function, Instruction, Item, Name, Operand, StateSpace, Statement, VarDecl};
 use gpusan_ptx::cfg::InstId;
 use gpusan_ptx::dataflow::DefSite;
@@ -57,9 +58,7 @@ use super::roots::RootAnalysis;
 mod scope;
 mod window;
 use scope::LiveFrame;
-pub use scope::CODE_LOCAL_USE_AFTER_SCOPE;
 use window::{Extent, Region, Window};
-pub use window::{CODE_LOCAL_OUT_OF_BOUNDS, CODE_SHARED_OUT_OF_BOUNDS};
 
 /// The windows a function sees, and what the use-after-scope check knows of it.
 #[derive(Debug, Default, Clone)]
@@ -222,16 +221,16 @@ impl WindowCheck {
         WindowCheck { offset: min, width: u32::try_from(end - min).unwrap_or(u32::MAX), ..self.clone() }
     }
 
-    /// `ErrorRecord::space`.
+    /// A record's [`record::SPACE`].
     pub(super) fn record_space(&self) -> u32 {
         match &self.bound {
-            _ if self.space == Space::Generic => 3,
+            _ if self.space == Space::Generic => record::SPACE_GENERIC,
             Bound::Window { window, .. } => window.region.record_space(),
             Bound::Live(_) => Region::Local.record_space(),
         }
     }
 
-    /// `ErrorRecord::code` of a bad access.
+    /// A record's [`record::CODE`] for a bad access.
     pub(super) fn code(&self) -> u32 {
         match &self.bound {
             Bound::Window { window, .. } => window.region.code(),

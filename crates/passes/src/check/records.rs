@@ -1,22 +1,80 @@
-//! Error records: the code that writes one `ErrorRecord` when an access is bad.
+//! Error records: the code that writes one record of the error buffer
+//! ([`gpusan_abi::record`]) when an access is bad.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::LazyLock;
 
+use gpusan_abi::record::{self, ACCESS, ADDRESS, ALLOCATION, BLOCK, CODE, KERNEL, PTX_LINE, SIZE, SPACE, THREAD};
+use gpusan_abi::table::STATE_LIVE;
+use gpusan_abi::{Field, CODE_OUT_OF_BOUNDS, CODE_USE_AFTER_FREE, ERRORS_SYMBOL, MODULE_SYMBOL};
 use gpusan_ptx::ast::{Name, Operand, Statement};
 use gpusan_ptx::semantics::AccessKind;
 
-use super::abi::{CODE_OUT_OF_BOUNDS, CODE_USE_AFTER_FREE, ERRORS_SYMBOL, MODULE_SYMBOL, STATE_LIVE};
 use super::config::Reaction;
 use super::plan::{Layout, BLOCK_META_BYTES, DEAD_BIT};
 use super::snippet;
 
-/// `ErrorRecord::access` of an access kind.
+// The writers store each field at its width: `u64` address and allocation, `u32` the
+// rest (three of them for block and thread), `u32` count and capacity in the header.
+const _: () = assert!(ADDRESS.bytes == 8 && ALLOCATION.bytes == 8 && BLOCK.bytes == 3 * 4 && THREAD.bytes == 3 * 4);
+const _: () = assert!(KERNEL.bytes == 4 && CODE.bytes == 4 && SIZE.bytes == 4 && PTX_LINE.bytes == 4);
+const _: () = assert!(SPACE.bytes == 4 && ACCESS.bytes == 4 && record::COUNT.bytes == 4 && record::CAPACITY.bytes == 4);
+
+/// A record's [`record::ACCESS`] for an access kind.
 pub(super) fn access_code(kind: AccessKind) -> u32 {
     match kind {
-        AccessKind::Read => 0,
-        AccessKind::Write => 1,
-        _ => 2,
+        AccessKind::Read => record::ACCESS_READ,
+        AccessKind::Write => record::ACCESS_WRITE,
+        _ => record::ACCESS_ATOMIC,
     }
+}
+
+/// Where a field of the record being written lies from `%__gs_r`, which holds the buffer's
+/// address plus [`record::RECORD_BYTES`] times the record's index: past the buffer's header.
+pub(super) const fn field(f: Field) -> usize {
+    record::HEADER_BYTES + f.offset
+}
+
+/// A memory operand `[reg+offset]`, as PTX writes it without an offset of 0.
+pub(super) fn memory_operand(reg: &str, offset: usize) -> String {
+    match offset {
+        0 => format!("[{reg}]"),
+        _ => format!("[{reg}+{offset}]"),
+    }
+}
+
+/// The start of every record writer: the buffer's address into `%__gs_eb` (on to `full`
+/// when the runtime set none), a record claimed (`i = atom.add(count, 1)`), on to `full`
+/// when `i` is past the capacity, and record `i`'s address less the header into `%__gs_r`
+/// (so fields lie at [`field`]). `q` is the predicate register it may clobber.
+pub(super) fn claim_text(q: &str, full: &str) -> String {
+    format!(
+        "\tld.global.u64 %__gs_eb, [{ERRORS_SYMBOL}];\n\
+         \tsetp.eq.u64 {q}, %__gs_eb, 0;\n\
+         \t@{q} bra {full};\n\
+         \tatom.global.add.u32 %__gs_i, {count}, 1;\n\
+         \tld.global.u32 %__gs_c, {capacity};\n\
+         \tsetp.ge.u32 {q}, %__gs_i, %__gs_c;\n\
+         \t@{q} bra {full};\n\
+         \tmul.wide.u32 %__gs_r, %__gs_i, {bytes};\n\
+         \tadd.s64 %__gs_r, %__gs_eb, %__gs_r;\n",
+        count = memory_operand("%__gs_eb", record::COUNT.offset),
+        capacity = memory_operand("%__gs_eb", record::CAPACITY.offset),
+        bytes = record::RECORD_BYTES,
+    )
+}
+
+/// The record's [`KERNEL`]: this module's number (`__gpusan_module`) above `function`.
+pub(super) fn kernel_text(function: &str) -> String {
+    format!(
+        "\tld.global.u32 %__gs_k, [{MODULE_SYMBOL}];\n\
+         \tshl.b32 %__gs_k, %__gs_k, {bits};\n\
+         \tor.b32 %__gs_k, %__gs_k, {function};\n\
+         \tst.global.u32 [%__gs_r+{at}], %__gs_k;\n",
+        bits = record::FUNCTION_BITS,
+        at = field(KERNEL),
+    )
 }
 
 /// Whom an error record blames, and so its code.
@@ -46,27 +104,25 @@ pub(super) fn stop_label(reaction: Reaction, label: &mut dyn FnMut() -> String) 
     (reaction == Reaction::Abort).then(label)
 }
 
-/// Stores of an error record's block and thread (offsets 48–68 from `%__gs_r`, the
-/// record's address minus 16), shared by every record writer.
+/// Stores of an error record's [`BLOCK`] and [`THREAD`] (`%ctaid` and `%tid`, x, y, z),
+/// shared by every record writer: written once, for every writer of every module.
 pub(super) fn record_where() -> &'static str {
-    "\tmov.u32 %__gs_k, %ctaid.x;\n\
-     \tst.global.u32 [%__gs_r+48], %__gs_k;\n\
-     \tmov.u32 %__gs_k, %ctaid.y;\n\
-     \tst.global.u32 [%__gs_r+52], %__gs_k;\n\
-     \tmov.u32 %__gs_k, %ctaid.z;\n\
-     \tst.global.u32 [%__gs_r+56], %__gs_k;\n\
-     \tmov.u32 %__gs_k, %tid.x;\n\
-     \tst.global.u32 [%__gs_r+60], %__gs_k;\n\
-     \tmov.u32 %__gs_k, %tid.y;\n\
-     \tst.global.u32 [%__gs_r+64], %__gs_k;\n\
-     \tmov.u32 %__gs_k, %tid.z;\n\
-     \tst.global.u32 [%__gs_r+68], %__gs_k;\n"
+    static WHERE: LazyLock<String> = LazyLock::new(|| {
+        let mut t = String::new();
+        for (f, sreg) in [(BLOCK, "%ctaid"), (THREAD, "%tid")] {
+            for (d, dim) in ["x", "y", "z"].into_iter().enumerate() {
+                let at = field(f) + 4 * d;
+                let _ = write!(t, "\tmov.u32 %__gs_k, {sreg}.{dim};\n\tst.global.u32 [%__gs_r+{at}], %__gs_k;\n");
+            }
+        }
+        t
+    });
+    &WHERE
 }
 
-/// Writes one `ErrorRecord` when `%__gs_bad` holds: `i = atom.add(count, 1)`, and if
-/// `i < capacity`, record `i` at `errors + 16 + 64 * i` (bench/injection/abi_test.cpp).
-/// Offsets in the record: address 0, allocation 8, kernel 16, code 20, size 24,
-/// ptx_line 28, block 32/36/40, thread 44/48/52, space 56, access 60. Under
+/// Writes one error record when `%__gs_bad` holds: `i = atom.add(count, 1)`, and if
+/// `i < capacity`, record `i` ([`record::record_offset`]; bench/injection/abi_test.cpp
+/// writes the same), every field of it. Under
 /// [`Reaction::Abort`] every bad access then reaches `stop` and traps, stored or not (no
 /// runtime, or a full buffer).
 ///
@@ -109,11 +165,38 @@ thread_local! {
     static RECORDS: std::cell::RefCell<HashMap<(Blame, bool), snippet::Template>> = std::cell::RefCell::new(HashMap::new());
 }
 
+/// What every record writer's text has around its allocation and code, with the holes of
+/// [`record_text`], written once: before the allocation (the skip, the claim, the address),
+/// between it and the code (the kernel), and after the code.
+static RECORD_FIXED: LazyLock<(String, String, String)> = LazyLock::new(|| {
+    let head = format!(
+        "\t@!%__gs_bad bra __gs_hole0;\n\
+         {claim}\
+         \tst.global.u64 [%__gs_r+{address}], %__gs_a;\n",
+        claim = claim_text("%__gs_q", "__gs_hole1"),
+        address = field(ADDRESS),
+    );
+    let tail = format!(
+        "\tst.global.u32 [%__gs_r+{size}], __gs_hole3;\n\
+         \tst.global.u32 [%__gs_r+{line}], __gs_hole4;\n\
+         {where}\
+         \tst.global.u32 [%__gs_r+{space}], __gs_hole5;\n\
+         \tst.global.u32 [%__gs_r+{access}], __gs_hole6;\n",
+        size = field(SIZE),
+        line = field(PTX_LINE),
+        where = record_where(),
+        space = field(SPACE),
+        access = field(ACCESS),
+    );
+    (head, kernel_text("__gs_hole2"), tail)
+});
+
 /// The text of an error record's writer for `blame`, with holes ([`snippet::Template`]):
 /// 0 the skip label, 1 the label it ends at when stored (the stop label with `abort`, else
 /// the skip label), 2 the function's index, 3 the access's width, 4 its line, 5 its space,
 /// 6 its kind.
 pub(super) fn record_text(blame: Blame, abort: bool) -> String {
+    let (at_allocation, at_code) = (field(ALLOCATION), field(CODE));
     let (alloc, code) = match blame {
         Blame::Root { k, layout: Layout::Folded, block_slot } => {
             let id = match block_slot {
@@ -123,51 +206,32 @@ pub(super) fn record_text(blame: Blame, abort: bool) -> String {
                 None => format!("\tmov.b64 %__gs_x, %__gs_id{k};\n"),
             };
             (
-                format!("{id}\tand.b64 %__gs_y, %__gs_x, {:#x};\n\tst.global.u64 [%__gs_r+24], %__gs_y;\n", !DEAD_BIT),
+                format!(
+                    "{id}\tand.b64 %__gs_y, %__gs_x, {:#x};\n\tst.global.u64 [%__gs_r+{at_allocation}], %__gs_y;\n",
+                    !DEAD_BIT
+                ),
                 format!(
                     "\tsetp.lt.s64 %__gs_q, %__gs_x, 0;\n\
                      \tselp.u32 %__gs_k, {CODE_USE_AFTER_FREE}, {CODE_OUT_OF_BOUNDS}, %__gs_q;\n\
-                     \tst.global.u32 [%__gs_r+36], %__gs_k;\n"
+                     \tst.global.u32 [%__gs_r+{at_code}], %__gs_k;\n"
                 ),
             )
         }
         Blame::Root { k, layout: Layout::Heap, .. } => (
-            format!("\tst.global.u64 [%__gs_r+24], %__gs_id{k};\n"),
+            format!("\tst.global.u64 [%__gs_r+{at_allocation}], %__gs_id{k};\n"),
             format!(
                 "\tsetp.ne.u32 %__gs_q, %__gs_st{k}, {STATE_LIVE};\n\
                  \tselp.u32 %__gs_k, {CODE_USE_AFTER_FREE}, {CODE_OUT_OF_BOUNDS}, %__gs_q;\n\
-                 \tst.global.u32 [%__gs_r+36], %__gs_k;\n"
+                 \tst.global.u32 [%__gs_r+{at_code}], %__gs_k;\n"
             ),
         ),
-        Blame::Window(code) => {
-            ("\tst.global.u64 [%__gs_r+24], 0;\n".to_string(), format!("\tst.global.u32 [%__gs_r+36], {code};\n"))
-        }
+        Blame::Window(window_code) => (
+            format!("\tst.global.u64 [%__gs_r+{at_allocation}], 0;\n"),
+            format!("\tst.global.u32 [%__gs_r+{at_code}], {window_code};\n"),
+        ),
     };
-    let mut t = format!(
-        "\t@!%__gs_bad bra __gs_hole0;\n\
-         \tld.global.u64 %__gs_eb, [{ERRORS_SYMBOL}];\n\
-         \tsetp.eq.u64 %__gs_q, %__gs_eb, 0;\n\
-         \t@%__gs_q bra __gs_hole1;\n\
-         \tatom.global.add.u32 %__gs_i, [%__gs_eb], 1;\n\
-         \tld.global.u32 %__gs_c, [%__gs_eb+4];\n\
-         \tsetp.ge.u32 %__gs_q, %__gs_i, %__gs_c;\n\
-         \t@%__gs_q bra __gs_hole1;\n\
-         \tmul.wide.u32 %__gs_r, %__gs_i, 64;\n\
-         \tadd.s64 %__gs_r, %__gs_eb, %__gs_r;\n\
-         \tst.global.u64 [%__gs_r+16], %__gs_a;\n\
-         {alloc}\
-         \tld.global.u32 %__gs_k, [{MODULE_SYMBOL}];\n\
-         \tshl.b32 %__gs_k, %__gs_k, 16;\n\
-         \tor.b32 %__gs_k, %__gs_k, __gs_hole2;\n\
-         \tst.global.u32 [%__gs_r+32], %__gs_k;\n\
-         {code}\
-         \tst.global.u32 [%__gs_r+40], __gs_hole3;\n\
-         \tst.global.u32 [%__gs_r+44], __gs_hole4;\n\
-         {where}\
-         \tst.global.u32 [%__gs_r+72], __gs_hole5;\n\
-         \tst.global.u32 [%__gs_r+76], __gs_hole6;\n",
-        where = record_where()
-    );
+    let fixed = &*RECORD_FIXED;
+    let mut t = format!("{head}{alloc}{kernel}{code}{tail}", head = fixed.0, kernel = fixed.1, tail = fixed.2);
     if abort {
         t.push_str("__gs_hole1:\n\tmembar.sys;\n\ttrap;\n");
     }
@@ -195,6 +259,28 @@ pub(super) fn label_name(label: &str) -> Name {
         }
         names[n]
     })
+}
+
+/// The offsets from `%__gs_r` of a writer's stores, in order: what the tests of every
+/// record writer compare with [`every_field`].
+#[cfg(test)]
+pub(super) fn stored_offsets(text: &str) -> Vec<usize> {
+    text.match_indices("st.global.")
+        .filter_map(|(i, _)| text[i..].lines().next()?.split_once("[%__gs_r+").map(|(_, rest)| rest))
+        .filter_map(|rest| rest.split_once(']').and_then(|(n, _)| n.parse().ok()))
+        .collect()
+}
+
+/// Every `u32` and `u64` of a record in the layout's order, from `%__gs_r`.
+#[cfg(test)]
+pub(super) fn every_field() -> Vec<usize> {
+    record::FIELDS
+        .iter()
+        .flat_map(|f| {
+            let unit = if f.bytes == 12 { 4 } else { f.bytes };
+            (0..f.bytes / unit).map(move |i| field(*f) + unit * i)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -230,6 +316,26 @@ mod tests {
                     assert_eq!(got, snippet::parse(&text), "{blame:?} {reaction:?}");
                 }
             }
+        }
+    }
+
+    /// Each kind of writer stores every field of the record once, where the ABI puts it.
+    #[test]
+    fn records_fill_every_field_of_the_layout() {
+        let mut want = every_field();
+        want.sort();
+        assert_eq!(want.len(), 14);
+        for blame in [
+            Blame::Root { k: 2, layout: Layout::Folded, block_slot: None },
+            Blame::Root { k: 0, layout: Layout::Folded, block_slot: Some(3) },
+            Blame::Root { k: 5, layout: Layout::Heap, block_slot: None },
+            Blame::Window(7),
+        ] {
+            let text = record_text(blame, false);
+            let mut got = stored_offsets(&text);
+            got.sort();
+            assert_eq!(got, want, "{blame:?}:\n{text}");
+            assert!(text.contains(&format!("mul.wide.u32 %__gs_r, %__gs_i, {};", record::RECORD_BYTES)));
         }
     }
 

@@ -33,8 +33,9 @@ impl CheckReport {
 pub struct CheckFunction {
     pub name: Name,
     pub kind: gpusan_ptx::ast::FunctionKind,
-    /// Index among the module's defined functions sorted by name: the low 16 bits of
-    /// `ErrorRecord::kernel`.
+    /// Index among the module's defined functions sorted by name
+    /// ([`gpusan_abi::function_numbers`]): the low bits of a record's
+    /// [`gpusan_abi::record::KERNEL`].
     pub index: u32,
     /// Global and generic accesses checked against the allocation table.
     pub checked: u32,

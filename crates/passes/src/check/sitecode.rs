@@ -7,13 +7,14 @@ use std::fmt::Write as _;
 use gpusan_ptx::ast::{Name, Operand, Span, Statement};
 use gpusan_ptx::semantics::Space;
 
-use super::abi::STATE_LIVE;
 use super::config::Reaction;
 use super::plan::Layout;
 use super::records::{access_code, label_name, report_record_into, stop_label, Blame, Record};
 use super::regs::RegBits;
 use super::sites::{Access, Site};
 use super::{counting, heap, onchip, snippet, spans};
+use gpusan_abi::record;
+use gpusan_abi::table::STATE_LIVE;
 
 /// What one site gets: `before` goes before the instruction, `after` right after it (the
 /// label a faulting access skips to), `slow` (reporting, then the skip) where it runs only
@@ -132,7 +133,7 @@ impl SiteGen<'_> {
                 width: w,
                 line,
                 function: self.function,
-                space: if space == Space::Generic { 3 } else { 0 },
+                space: if space == Space::Generic { record::SPACE_GENERIC } else { record::SPACE_GLOBAL },
                 access: access_code(kind),
             };
             let (done, stop) = (label(), stop_label(self.reaction, label));

@@ -46,9 +46,6 @@ use gpusan_ptx::semantics::{address_conversion, Conversion, Space};
 
 use super::window::{Extent, Window};
 
-/// `device_abi::CODE_LOCAL_USE_AFTER_SCOPE`.
-pub const CODE_LOCAL_USE_AFTER_SCOPE: u32 = 3;
-
 /// The local memory a kernel may legally reach: its one frame variable, or none.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(in crate::check) struct LiveFrame {

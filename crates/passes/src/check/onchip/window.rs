@@ -1,13 +1,9 @@
 //! A window: the bounds of one shared or local variable, and the region it lives in. A
 //! leaf of `onchip`, which classifies accesses against windows, and of `scope`.
 
+use gpusan_abi::{record, CODE_LOCAL_OUT_OF_BOUNDS, CODE_SHARED_OUT_OF_BOUNDS};
 use gpusan_ptx::ast::{Linkage, StateSpace, VarDecl};
 use gpusan_ptx::semantics::{type_width, Space};
-
-/// `device_abi::CODE_SHARED_OUT_OF_BOUNDS`.
-pub const CODE_SHARED_OUT_OF_BOUNDS: u32 = 4;
-/// `device_abi::CODE_LOCAL_OUT_OF_BOUNDS`.
-pub const CODE_LOCAL_OUT_OF_BOUNDS: u32 = 5;
 
 /// The on-chip memory a window lives in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -40,11 +36,11 @@ impl Region {
         }
     }
 
-    /// `ErrorRecord::space` of an access made in the window's own space.
+    /// A record's [`record::SPACE`] for an access made in the window's own space.
     pub(in crate::check) fn record_space(self) -> u32 {
         match self {
-            Region::Shared => 1,
-            Region::Local => 2,
+            Region::Shared => record::SPACE_SHARED,
+            Region::Local => record::SPACE_LOCAL,
         }
     }
 }
