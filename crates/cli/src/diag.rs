@@ -4,27 +4,28 @@
 //! Triton sees which line of which PTX file gpusan refused and why.
 
 use gpusan_passes::{Diagnostic, Error, Stage};
+use std::ops::Range;
+
+use gpusan_ptx::excerpt;
 use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteDiagnostic, NamedSource, Report};
 
 /// `err` (from instrumenting `src`, read from `path`) as text for standard error: the
 /// message, then the snippet with its `path:line:column` header.
 pub fn render(err: &Error, path: &str, src: &str) -> String {
-    let diagnostic = match err {
+    let mut labels = Vec::new();
+    let mut diagnostic = match err {
         Error::Parse(e) => {
             let (start, len) = clamp(src, e.span.start as usize, e.span.end.saturating_sub(e.span.start) as usize);
+            labels.push((start..start + len, "here".to_string()));
             MietteDiagnostic::new(format!("{}: {}", position(path, e.line, e.column), e.message))
-                .with_label(LabeledSpan::at(start..start + len, "here"))
         }
         Error::Pass { pass, diagnostic } => {
-            let mut d = MietteDiagnostic::new(format!(
+            labels.extend(label(src, diagnostic, "here"));
+            MietteDiagnostic::new(format!(
                 "{}pass `{pass}` cannot instrument this module: {}",
                 prefix(path, diagnostic),
                 in_function(diagnostic)
-            ));
-            if let Some(l) = label(src, diagnostic, "here") {
-                d = d.with_label(l);
-            }
-            d
+            ))
         }
         Error::Verify { stage, diagnostics } => {
             let what = match stage {
@@ -36,8 +37,8 @@ pub fn render(err: &Error, path: &str, src: &str) -> String {
             let mut unlocated = Vec::new();
             for diag in diagnostics {
                 match label(src, diag, &in_function(diag)) {
-                    Some(l) => d = d.with_label(l),
-                    None => unlocated.push(diag.to_string()),
+                    Some(l) => labels.push(l),
+                    None => unlocated.push(excerpt::escape(&diag.to_string())),
                 }
             }
             if !unlocated.is_empty() {
@@ -46,7 +47,10 @@ pub fn render(err: &Error, path: &str, src: &str) -> String {
             d
         }
     };
-    let report = Report::new(diagnostic).with_source_code(NamedSource::new(path, src.to_string()));
+    diagnostic.message = excerpt::escape(&diagnostic.message);
+    let (shown, labels) = view(src, &labels);
+    let diagnostic = diagnostic.with_labels(labels);
+    let report = Report::new(diagnostic).with_source_code(NamedSource::new(excerpt::escape(path), shown));
     let theme = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         GraphicalTheme::unicode()
     } else {
@@ -60,9 +64,43 @@ pub fn render(err: &Error, path: &str, src: &str) -> String {
         .render_report(&mut out, report.as_ref())
         .is_err()
     {
-        out = format!("{err}\n");
+        out = excerpt::escape(&format!("{err}")) + "\n";
     }
     out
+}
+
+/// Lines shown around a label, before and after it.
+const CONTEXT_LINES: usize = 3;
+
+/// The source miette is given in place of `src`: the lines it may show (those near a
+/// label) escaped and cut to a window around the label by [`excerpt::window`], every
+/// other line empty so line numbers stay the file's, and the labels moved into it. The
+/// file is the user's input: raw, it could drive the terminal, and a long line would
+/// overflow miette's column arithmetic (a formatting width past 65,535 panics).
+fn view(src: &str, labels: &[(Range<usize>, String)]) -> (String, Vec<LabeledSpan>) {
+    let line_of = |offset: usize| src.as_bytes()[..offset].iter().filter(|&&b| b == b'\n').count();
+    let located: Vec<(usize, &Range<usize>, &String)> = labels.iter().map(|(r, t)| (line_of(r.start), r, t)).collect();
+    let mut shown = String::new();
+    let mut moved = Vec::new();
+    let mut line_start = 0;
+    for (n, line) in src.split('\n').enumerate() {
+        if n > 0 {
+            shown.push('\n');
+        }
+        let on_line: Vec<_> = located.iter().filter(|(l, _, _)| *l == n).collect();
+        if let Some((_, first, _)) = on_line.first() {
+            let w = excerpt::window(line, first.start - line_start, first.end - line_start);
+            for (_, _, text) in &on_line {
+                let start = shown.len() + w.marked.start;
+                moved.push(LabeledSpan::at(start..start + w.marked.len(), text.as_str()));
+            }
+            shown.push_str(&w.text);
+        } else if located.iter().any(|(l, _, _)| l.abs_diff(n) <= CONTEXT_LINES) {
+            shown.push_str(&excerpt::window(line, 0, 0).text);
+        }
+        line_start += line.len() + 1;
+    }
+    (shown, moved)
 }
 
 fn position(path: &str, line: u32, column: u32) -> String {
@@ -83,14 +121,14 @@ fn in_function(d: &Diagnostic) -> String {
 }
 
 /// A label on the word the diagnostic's line and column point at.
-fn label(src: &str, d: &Diagnostic, text: &str) -> Option<LabeledSpan> {
+fn label(src: &str, d: &Diagnostic, text: &str) -> Option<(Range<usize>, String)> {
     let l = d.location.as_ref()?;
     let line_start = if l.line <= 1 { 0 } else { src.match_indices('\n').nth(l.line as usize - 2)?.0 + 1 };
     let line = &src[line_start..src[line_start..].find('\n').map_or(src.len(), |i| line_start + i)];
     let col = line.char_indices().nth(l.column.saturating_sub(1) as usize).map_or(line.len(), |(i, _)| i);
     let word = line[col..].find(|c: char| c.is_whitespace() || c == ';' || c == ',').unwrap_or(line.len() - col);
     let (start, len) = clamp(src, line_start + col, word);
-    Some(LabeledSpan::at(start..start + len, text))
+    Some((start..start + len, text.to_string()))
 }
 
 /// A span inside `src` of at least one character where there is one.

@@ -120,8 +120,13 @@ fn run(args: Vec<OsString>) -> Result<u8> {
     let relocatable = args.iter().any(|a| a == "-c" || a == "--compile-only");
     for i in inputs(&args) {
         let path = PathBuf::from(&args[i]);
-        // An unreadable input is the real ptxas's to report, in its own words.
-        let Ok(src) = std::fs::read_to_string(&path) else { continue };
+        // An unreadable input is the real ptxas's to report, in its own words; one past
+        // the size limit is refused rather than passed on uninstrumented.
+        let src = match crate::input::read_text(&path) {
+            Ok(src) => src,
+            Err(e @ crate::input::InputError::TooLarge { .. }) => return Err(e.into()),
+            Err(_) => continue,
+        };
         let Some(mut ptx) = instrument(&config, &path, &src, verbose)? else { continue };
         if relocatable {
             ptx = weak_abi(&ptx);

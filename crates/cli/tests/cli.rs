@@ -115,3 +115,70 @@ fn instrument_applies_the_count_pass() {
     let out = gpusan(&["ptx", "instrument", "--pass", "nope", input.to_str().unwrap()], None);
     assert!(!out.status.success());
 }
+
+/// A parse error past column 65,535 (a minified module) is a located error in every
+/// command that parses, not a panic: formatting widths that large overflow `std::fmt`.
+#[test]
+fn an_error_far_along_a_long_line_is_reported_not_a_panic() {
+    let wide = KERNEL.replace("\tret;", &format!("\t{}ret #;", " ".repeat(70_000)));
+    let input = write_tmp("wide.ptx", &wide);
+    for cmd in [&["ptx", "fmt"][..], &["ptx", "stats"], &["instrument"]] {
+        let out = gpusan(&[cmd, &[input.to_str().unwrap()]].concat(), None);
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{cmd:?}: {err}");
+        assert!(err.contains("wide.ptx:23:70006: expected an operand"), "{cmd:?}: {err}");
+        assert!(err.lines().all(|l| l.chars().count() < 400), "{cmd:?}: the snippet is not cut:\n{err}");
+    }
+}
+
+/// Control bytes of a hostile file never reach the terminal raw, in the message or the
+/// snippet, whichever command shows them.
+#[test]
+fn control_bytes_of_the_input_are_escaped_in_errors() {
+    let hostile = KERNEL.replace("\tret;", "\t\u{1b}]0;owned\u{7}\u{1b}[31m \"\u{1b}[2J\" \u{202e}ret;");
+    let input = write_tmp("ctl.ptx", &hostile);
+    for cmd in [&["ptx", "fmt"][..], &["ptx", "stats"], &["instrument"]] {
+        let out = gpusan(&[cmd, &[input.to_str().unwrap()]].concat(), None);
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{cmd:?}: {err}");
+        assert!(!err.contains('\u{1b}') && !err.contains('\u{7}') && !err.contains('\u{202e}'), "{cmd:?}: {err:?}");
+        assert!(err.contains("\\u{1b}"), "{cmd:?}: {err}");
+    }
+}
+
+/// Bytes that are not text are refused at their byte offset, line and column.
+#[test]
+fn bytes_that_are_not_utf8_are_refused_at_their_offset() {
+    let dir = std::env::temp_dir().join(format!("gpusan-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("binary.ptx");
+    let mut bytes = KERNEL.as_bytes().to_vec();
+    let at = KERNEL.find("ret;").unwrap();
+    bytes[at] = 0xff;
+    std::fs::write(&input, &bytes).unwrap();
+    for cmd in [&["ptx", "fmt"][..], &["instrument"]] {
+        let out = gpusan(&[cmd, &[input.to_str().unwrap()]].concat(), None);
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{cmd:?}: {err}");
+        assert!(err.contains(&format!("binary.ptx:23:2: byte {at} is not UTF-8 text")), "{cmd:?}: {err}");
+    }
+}
+
+/// `.reg .b64 %rd<100000000>;` (a 100-byte file) once took `instrument` past 20 s and
+/// 4 GB: a count over the limit is a located error, and one at the limit costs what the
+/// registers the body uses cost.
+#[test]
+fn huge_register_counts_are_refused_or_cost_only_what_is_used() {
+    let over = KERNEL.replace(".reg .b64 %rd<4>;", ".reg .b64 %rd<100000000>;");
+    let input = write_tmp("over.ptx", &over);
+    let out = gpusan(&["instrument", input.to_str().unwrap()], None);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("over.ptx:11:16: register count 100000000 is over the limit"), "{err}");
+    let at = KERNEL.replace(".reg .b64 %rd<4>;", &format!(".reg .b64 %rd<{}>;", gpusan_ptx::MAX_REGISTER_COUNT));
+    let input = write_tmp("at.ptx", &at);
+    let started = std::time::Instant::now();
+    let out = gpusan(&["instrument", input.to_str().unwrap()], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+}

@@ -24,23 +24,36 @@ use std::hash::BuildHasherDefault;
 
 use crate::ast::{Function, Name, NameMap, StateSpace, Statement};
 use crate::cfg::{walk, BlockId, Cfg, InstId, ScopeId};
+use crate::runs::{self, Runs};
 use crate::semantics;
 
 /// A fixed-size set of small integers: the fact type of bit-vector problems.
+///
+/// Over a domain up to [`DENSE_MAX`] it is a plain bit vector; over a larger one, sorted
+/// runs ([`crate::runs`]), so that per-block facts of a huge function cost what they hold
+/// rather than blocks × domain bits. The choice follows the domain alone, so two sets of
+/// one domain always compare and hash alike.
 #[derive(PartialEq, Eq, Hash, Default)]
 pub struct BitSet {
     words: Vec<u64>,
+    runs: Runs,
     domain: usize,
 }
 
+/// The largest domain held as a bit vector: 16,384 members, 2 KiB a set. Every function
+/// of the corpus fits (so their speed is the bit vector's); past this, facts per block
+/// times domain grows quadratically with function size.
+pub const DENSE_MAX: usize = 1 << 14;
+
 impl Clone for BitSet {
     fn clone(&self) -> BitSet {
-        BitSet { words: self.words.clone(), domain: self.domain }
+        BitSet { words: self.words.clone(), runs: self.runs.clone(), domain: self.domain }
     }
 
     // The solver and the replays copy facts per instruction; reusing the allocation matters.
     fn clone_from(&mut self, source: &BitSet) {
         self.words.clone_from(&source.words);
+        self.runs.clone_from(&source.runs);
         self.domain = source.domain;
     }
 }
@@ -48,7 +61,14 @@ impl Clone for BitSet {
 impl BitSet {
     /// The empty set over `0..domain`.
     pub fn new(domain: usize) -> BitSet {
-        BitSet { words: vec![0; domain.div_ceil(64)], domain }
+        assert!(domain <= u32::MAX as usize, "a set's domain is at most u32::MAX");
+        let words = if domain > DENSE_MAX { Vec::new() } else { vec![0; domain.div_ceil(64)] };
+        BitSet { words, runs: Runs::new(), domain }
+    }
+
+    #[inline]
+    fn sparse(&self) -> bool {
+        self.domain > DENSE_MAX
     }
 
     pub fn domain_size(&self) -> usize {
@@ -58,6 +78,9 @@ impl BitSet {
     /// Adds `i`; whether it was absent.
     pub fn insert(&mut self, i: usize) -> bool {
         assert!(i < self.domain, "{i} is outside the set's domain 0..{}", self.domain);
+        if self.sparse() {
+            return runs::insert(&mut self.runs, i as u32);
+        }
         let (w, m) = (i / 64, 1u64 << (i % 64));
         let absent = self.words[w] & m == 0;
         self.words[w] |= m;
@@ -66,6 +89,9 @@ impl BitSet {
 
     /// Removes `i`; whether it was present.
     pub fn remove(&mut self, i: usize) -> bool {
+        if self.sparse() {
+            return i < self.domain && runs::remove(&mut self.runs, i as u32);
+        }
         let (w, m) = (i / 64, 1u64 << (i % 64));
         let present = self.words[w] & m != 0;
         self.words[w] &= !m;
@@ -73,12 +99,25 @@ impl BitSet {
     }
 
     pub fn contains(&self, i: usize) -> bool {
+        if self.sparse() {
+            return i < self.domain && runs::contains(&self.runs, i as u32);
+        }
         i < self.domain && self.words[i / 64] & (1u64 << (i % 64)) != 0
+    }
+
+    /// Replaces the runs of a sparse set with `new`; whether they changed.
+    fn replace_runs(&mut self, new: Runs) -> bool {
+        let changed = new != self.runs;
+        self.runs = new;
+        changed
     }
 
     /// `self ∪= other`; whether `self` grew.
     pub fn union_with(&mut self, other: &BitSet) -> bool {
         debug_assert_eq!(self.domain, other.domain);
+        if self.sparse() {
+            return self.replace_runs(runs::union(&self.runs, &other.runs));
+        }
         let mut changed = 0;
         for (a, b) in self.words.iter_mut().zip(&other.words) {
             let new = *a | b;
@@ -91,6 +130,9 @@ impl BitSet {
     /// `self ∩= other`; whether `self` shrank.
     pub fn intersect_with(&mut self, other: &BitSet) -> bool {
         debug_assert_eq!(self.domain, other.domain);
+        if self.sparse() {
+            return self.replace_runs(runs::intersection(&self.runs, &other.runs));
+        }
         let mut changed = 0;
         for (a, b) in self.words.iter_mut().zip(&other.words) {
             let new = *a & b;
@@ -103,6 +145,9 @@ impl BitSet {
     /// `self -= other`; whether `self` shrank.
     pub fn subtract(&mut self, other: &BitSet) -> bool {
         debug_assert_eq!(self.domain, other.domain);
+        if self.sparse() {
+            return self.replace_runs(runs::difference(&self.runs, &other.runs));
+        }
         let mut changed = 0;
         for (a, b) in self.words.iter_mut().zip(&other.words) {
             let new = *a & !b;
@@ -114,19 +159,20 @@ impl BitSet {
 
     pub fn clear(&mut self) {
         self.words.iter_mut().for_each(|w| *w = 0);
+        self.runs.clear();
     }
 
     pub fn count(&self) -> usize {
-        self.words.iter().map(|w| w.count_ones() as usize).sum()
+        self.words.iter().map(|w| w.count_ones() as usize).sum::<usize>() + runs::count(&self.runs)
     }
 
     pub fn is_empty(&self) -> bool {
-        self.words.iter().all(|&w| w == 0)
+        self.words.iter().all(|&w| w == 0) && self.runs.is_empty()
     }
 
     /// The members in increasing order.
     pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        self.words.iter().enumerate().flat_map(|(i, &w)| {
+        let dense = self.words.iter().enumerate().flat_map(|(i, &w)| {
             let mut w = w;
             std::iter::from_fn(move || {
                 (w != 0).then(|| {
@@ -135,7 +181,9 @@ impl BitSet {
                     i * 64 + b
                 })
             })
-        })
+        });
+        // One of the two is empty: the domain picked the representation.
+        dense.chain(self.runs.iter().flat_map(|&(s, e)| s as usize..e as usize))
     }
 }
 
@@ -394,7 +442,9 @@ impl Registers {
             let r = regs.declare(0, p.name);
             regs.returns.push(r);
         }
-        let scopes = walk(f.body.as_deref().unwrap_or_default(), |s, scope, _| {
+        let body = f.body.as_deref().unwrap_or_default();
+        let mut members = None;
+        let scopes = walk(body, |s, scope, _| {
             let Statement::Decl(d) = s else { return };
             if d.space != StateSpace::Reg {
                 return;
@@ -403,11 +453,14 @@ impl Registers {
                 None => {
                     regs.declare(scope, d.name);
                 }
-                Some(n) => {
+                Some(n) if n <= NUMBERED_KEPT => {
                     for_each_numbered(d.name, n, |name| {
                         regs.declare(scope, name);
                     });
                 }
+                Some(n) => members.get_or_insert_with(|| RangeMembers::of(body)).for_each(d.name, n, |name| {
+                    regs.declare(scope, name);
+                }),
             }
         });
         assert_eq!(scopes.len(), cfg.num_scopes(), "the graph was built from another body");
@@ -462,9 +515,73 @@ impl Registers {
     }
 }
 
-/// Ranges of names numbered from one prefix that [`for_each_numbered`] remembers: beyond
-/// this a range's names are interned one by one (a range this long is hostile, or rare).
+/// Ranges of names numbered from one prefix that [`for_each_numbered`] remembers, and the
+/// longest range whose every name is a register here. A longer range (rare, or hostile:
+/// `%rd<100000000>` is a 27-byte line) gets a register only for the names the body uses
+/// ([`RangeMembers`]), so time and memory follow the body, not the declared count.
 const NUMBERED_KEPT: u32 = 1 << 16;
+
+/// The names of long register ranges ([`NUMBERED_KEPT`]) that the body's instructions
+/// name, by range prefix and ascending index: declaring only these keeps register
+/// numbers in declaration order (a subset of the full numbering, so every analysis sees
+/// the registers in the same order) without a name per declared register.
+#[derive(Default)]
+struct RangeMembers {
+    by_prefix: NameMap<Vec<(u32, Name)>>,
+}
+
+impl RangeMembers {
+    fn of(body: &[Statement]) -> RangeMembers {
+        let mut prefixes = crate::ast::NameSet::default();
+        walk(body, |s, _, _| {
+            if let Statement::Decl(d) = s {
+                if d.space == StateSpace::Reg && d.count.is_some_and(|n| n > NUMBERED_KEPT) {
+                    prefixes.insert(d.name);
+                }
+            }
+        });
+        let mut out = RangeMembers::default();
+        if prefixes.is_empty() {
+            return out;
+        }
+        let mut named = crate::ast::NameSet::default();
+        walk(body, |s, _, _| {
+            if let Statement::Inst(i) = s {
+                semantics::for_each_def(i, |n| {
+                    named.insert(n);
+                });
+                semantics::for_each_use(i, |n| {
+                    named.insert(n);
+                });
+            }
+        });
+        for name in named {
+            let text = name.as_str();
+            let digits = text.bytes().rev().take_while(u8::is_ascii_digit).count();
+            // `%x12` may be `%x1` index 2 or `%x` index 12: every split is a candidate.
+            for split in text.len() - digits..text.len() {
+                let index = &text[split..];
+                if index.len() > 1 && index.starts_with('0') {
+                    continue;
+                }
+                let (Some(prefix), Ok(i)) =
+                    (Name::from_existing(&text[..split]).filter(|p| prefixes.contains(p)), index.parse::<u32>())
+                else {
+                    continue;
+                };
+                out.by_prefix.entry(prefix).or_default().push((i, name));
+            }
+        }
+        out.by_prefix.values_mut().for_each(|v| v.sort_unstable());
+        out
+    }
+
+    /// Calls `f` with the names of `prefix<n>` the body uses, in index order.
+    fn for_each(&self, prefix: Name, n: u32, mut f: impl FnMut(Name)) {
+        let Some(members) = self.by_prefix.get(&prefix) else { return };
+        members.iter().take_while(|(i, _)| *i < n).for_each(|(_, name)| f(*name));
+    }
+}
 
 thread_local! {
     /// `%r0`, `%r1`, … by prefix: a function declares `%r<N>`, and every function of a

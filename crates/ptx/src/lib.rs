@@ -12,11 +12,13 @@
 pub mod ast;
 pub mod cfg;
 pub mod dataflow;
+pub mod excerpt;
 pub mod lexer;
 pub mod parser;
 pub mod printer;
+mod runs;
 pub mod semantics;
 
 pub use ast::Module;
-pub use parser::{parse, Items, ParseError};
+pub use parser::{parse, Items, ParseError, MAX_REGISTER_COUNT, MAX_VARIABLE_BYTES};
 pub use printer::print;

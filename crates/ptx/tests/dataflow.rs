@@ -255,3 +255,59 @@ fn the_solver_runs_a_must_analysis_with_intersection() {
     let lp = inst(&cfg, &f, "mov.u32 %r3");
     assert_eq!(names(&r.after(lp)), ["%p1", "%r2", "%r3", "%rd1"]);
 }
+
+/// A declared-but-unused range costs nothing: the largest count the parser allows, of
+/// which the body names two, makes two registers (in index order) and the analyses run
+/// in the time of a two-register function.
+#[test]
+fn a_huge_register_range_makes_registers_only_for_the_names_used() {
+    let n = gpusan_ptx::MAX_REGISTER_COUNT;
+    let f = kernel(&format!(
+        ".reg .b64 %rd<{n}>;\n.reg .b32 %x1<{n}>;\nmov.u64 %rd9, 0;\nmov.u64 %rd{}, %rd9;\nmov.u32 %x12, 1;\nret;",
+        n - 1
+    ));
+    let started = std::time::Instant::now();
+    let cfg = Cfg::build(&f).unwrap();
+    let regs = Registers::collect(&cfg, &f);
+    assert_eq!(regs.len(), 3, "%rd9, %rd{} and %x12", n - 1);
+    let names: Vec<String> = (0..3).map(|i| regs.name(gpusan_ptx::dataflow::RegId(i)).to_string()).collect();
+    assert_eq!(names, ["%rd9", &format!("%rd{}", n - 1), "%x12"]);
+    assert!(regs.resolve(&cfg, 0, "%rd10".into()).is_none(), "unused, so never asked for");
+    let l = liveness(&cfg, &f);
+    assert!(live_names(&l, l.live_in(BlockId(0))).is_empty());
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
+}
+
+/// A set over a domain past `DENSE_MAX` (held as runs) answers as the bit vector does.
+#[test]
+fn large_domain_sets_behave_as_bit_vectors() {
+    let n = gpusan_ptx::dataflow::DENSE_MAX + 1000;
+    let (mut a, mut b) = (BitSet::new(n), BitSet::new(n));
+    for i in (0..n).step_by(3).chain([n - 1, 5, 6]) {
+        a.insert(i);
+    }
+    for i in 100..n - 100 {
+        b.insert(i);
+    }
+    let expected: Vec<usize> = (0..n).filter(|i| i % 3 == 0 || [n - 1, 5, 6].contains(i)).collect();
+    assert_eq!(a.iter().collect::<Vec<_>>(), expected);
+    assert_eq!(a.count(), expected.len());
+    assert!(a.contains(n - 1) && !a.contains(n) && !a.contains(1));
+    let mut u = a.clone();
+    assert!(u.union_with(&b));
+    assert!(!u.union_with(&b), "nothing new the second time");
+    assert_eq!(u.count(), b.count() + expected.iter().filter(|&&i| !(100..n - 100).contains(&i)).count());
+    let mut i = a.clone();
+    assert!(i.intersect_with(&b));
+    assert_eq!(
+        i.iter().collect::<Vec<_>>(),
+        expected.iter().copied().filter(|i| (100..n - 100).contains(i)).collect::<Vec<_>>()
+    );
+    let mut d = a.clone();
+    assert!(d.subtract(&b));
+    assert_eq!(d.count(), a.count() - i.count());
+    assert!(a.remove(n - 1) && !a.remove(n - 1));
+    assert_ne!(a, d);
+    a.clear();
+    assert!(a.is_empty() && a == BitSet::new(n));
+}

@@ -164,3 +164,34 @@ fn dir_hash(dir: &Path) -> u64 {
     dir.hash(&mut h);
     h.finish()
 }
+
+/// A kernel of `blocks` basic blocks in one chain: each a guarded branch around a global
+/// load and store through fresh registers (three definitions a block), the shape of long
+/// straight-line code with many branches. Analyses and passes must stay linear on it.
+pub fn chain_kernel(blocks: usize) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(blocks * 200 + 512);
+    let _ = write!(
+        s,
+        ".version 9.0\n.target sm_90\n.address_size 64\n\n.visible .entry chain(\n\t.param .u64 p,\n\t.param .u32 n\n)\n{{\n\
+         \t.reg .pred %p<{}>;\n\t.reg .b32 %r<{}>;\n\t.reg .b64 %rd<{}>;\n\
+         \tld.param.u64 %rd1, [p];\n\tcvta.to.global.u64 %rd2, %rd1;\n\tld.param.u32 %r1, [n];\n",
+        blocks + 1,
+        2 * blocks + 2,
+        blocks + 3
+    );
+    for i in 0..blocks {
+        let _ = write!(
+            s,
+            "\tsetp.le.u32 %p{p}, %r1, {i};\n\t@%p{p} bra $L__BB0_{i};\n\tadd.s64 %rd{d}, %rd2, {off};\n\
+             \tld.global.u32 %r{a}, [%rd{d}];\n\tadd.s32 %r{b}, %r{a}, 1;\n\tst.global.u32 [%rd{d}+4], %r{b};\n$L__BB0_{i}:\n",
+            p = i + 1,
+            d = i + 3,
+            off = 4 * (i % 1000),
+            a = 2 * i + 2,
+            b = 2 * i + 3
+        );
+    }
+    s.push_str("\tret;\n}\n");
+    s
+}

@@ -146,7 +146,7 @@ pub fn run(a: RegsArgs) -> Result<()> {
 /// Both builds of one file, kernel by kernel.
 fn measure(input: &Path, pass: &str, ptxas: &Path, work: &Path) -> Result<Vec<Kernel>> {
     std::fs::create_dir_all(work)?;
-    let src = std::fs::read_to_string(input).with_context(|| format!("reading {}", input.display()))?;
+    let src = crate::input::read_text(input)?;
     let target = src.lines().find(|l| l.trim_start().starts_with(".target")).context("no .target directive")?;
     let arch = if target.contains("sm_90a") { "sm_90a" } else { "sm_90" };
     let debug = target.contains("debug");

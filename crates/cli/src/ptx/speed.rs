@@ -95,7 +95,7 @@ pub fn run(a: SpeedArgs) -> Result<()> {
     let mut files = Vec::new();
     let mut total = Stages::default();
     for input in &a.inputs {
-        let src = std::fs::read_to_string(input).with_context(|| format!("reading {}", input.display()))?;
+        let src = crate::input::read_text(input)?;
         let mut best: Option<(Stages, usize, u64)> = None;
         for _ in 0..a.runs.max(1) {
             let r = once(&src, &*pass).with_context(|| input.display().to_string())?;

@@ -36,7 +36,9 @@ pub(super) fn insert_all(body: &mut Vec<Statement>, insertions: Vec<Insertion>) 
         let mut group = group.iter_mut().peekable();
         let mut put = |new: &mut Vec<Statement>, ins: &mut Insertion| {
             inserted += ins.stmts.iter().filter(|s| matches!(s, Statement::Inst(_))).count() as u32;
-            new.append(&mut ins.stmts);
+            // Moved out and freed at once, not when every insertion is done: the inserted
+            // code of a large kernel is most of its instrumented size, held twice otherwise.
+            new.extend(std::mem::take(&mut ins.stmts));
         };
         for (k, s) in old.into_iter().enumerate() {
             while let Some((_, ins)) = group.next_if(|(_, i)| *i.at.last().unwrap() as usize == k) {

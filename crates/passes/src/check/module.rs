@@ -42,7 +42,7 @@ impl ModuleFacts {
             for s in stmts {
                 match s {
                     Statement::Decl(d) if d.space.is_shared() => {
-                        *total = total.zip(bytes(d)).map(|(a, b)| a + b);
+                        *total = total.zip(bytes(d)).and_then(|(a, b)| a.checked_add(b));
                     }
                     Statement::Block(b) => walk(b, total),
                     _ => {}

@@ -87,7 +87,10 @@ impl<'s> Parser<'s> {
                 if t.tok == Token::Dot && is_var_space(name) {
                     out.extend(self.var_decls(linkage)?.into_iter().map(|d| Statement::Decl(Box::new(d))));
                 } else if t.tok == Token::Dot {
-                    return Err(self.error_at(t, format!("unknown directive `{name}` in a function body")));
+                    return Err(self.error_at(
+                        t,
+                        format!("unknown directive `{}` in a function body", crate::excerpt::quote(name)),
+                    ));
                 } else {
                     return self.expected("a declaration after the linkage directive");
                 }
@@ -124,7 +127,10 @@ impl<'s> Parser<'s> {
                 let returns = if self.at(Token::LParen) { Some(self.param_list()?) } else { None };
                 let sink = self.ident("`_` naming the prototype")?;
                 if sink != "_" {
-                    return Err(self.error_at(n, format!("expected `_` in the call prototype, found `{sink}`")));
+                    return Err(self.error_at(
+                        n,
+                        format!("expected `_` in the call prototype, found `{}`", crate::excerpt::quote(&sink)),
+                    ));
                 }
                 let params = if self.at(Token::LParen) { self.param_list()? } else { Vec::new() };
                 let attributes = self.attributes()?;
@@ -165,6 +171,10 @@ impl<'s> Parser<'s> {
             let src = self.src;
             self.names.get(&src[mods_start as usize + 1..mods_end as usize])
         };
+        if is_memory_opcode(text) && !super::checked_before(opcode, modifiers) {
+            self.check_memory_modifiers(text, mods_start)?;
+            super::remember_checked(opcode, modifiers);
+        }
         let mut operands = SmallVec::new();
         let starts_operand = matches!(
             self.peek().tok,
@@ -195,6 +205,28 @@ impl<'s> Parser<'s> {
         }
         self.bump();
         Ok(Instruction { guard, opcode, modifiers, operands, span: Span { start, end: self.prev_end } })
+    }
+
+    /// Refuses a modifier of a memory instruction that PTX does not define (`ld.globl`):
+    /// the state space decides how an access is checked, and a misspelt one would
+    /// otherwise read as no space at all, a generic access.
+    #[cold]
+    fn check_memory_modifiers(&mut self, opcode: &str, mods_start: u32) -> PResult<()> {
+        let mut at = mods_start as usize;
+        let src = self.src;
+        let end =
+            src[at..].find(|c: char| !(c == '.' || c == ':' || c == '_' || c == '$' || c.is_ascii_alphanumeric()));
+        let mods = &src[at..end.map_or(src.len(), |e| at + e)];
+        for m in mods.split('.').skip(1) {
+            at += 1;
+            if !MEMORY_MODIFIERS.contains(&m) {
+                let t = crate::lexer::Spanned { tok: Token::Dot, start: at as u32 - 1, end: (at + m.len()) as u32 };
+                let message = format!("unknown modifier `.{}` of `{opcode}`", crate::excerpt::quote(m));
+                return Err(self.error_at(t, message));
+            }
+            at += m.len();
+        }
+        Ok(())
     }
 
     fn operand_list(&mut self, close: Token, what: &str) -> PResult<ThinVec<Operand>> {
@@ -345,3 +377,112 @@ impl<'s> Parser<'s> {
         }
     }
 }
+
+/// Instructions whose modifiers name a state space, checked against
+/// [`MEMORY_MODIFIERS`].
+fn is_memory_opcode(opcode: &str) -> bool {
+    matches!(opcode, "ld" | "ldu" | "st" | "atom" | "red" | "cvta" | "isspacep" | "prefetch" | "prefetchu")
+}
+
+/// Every modifier the PTX ISA defines for `ld`, `ldu`, `st`, `atom`, `red`, `cvta`,
+/// `isspacep`, `prefetch` and `prefetchu` (PTX ISA 9.0, "Data Movement and Conversion
+/// Instructions" and "Parallel Synchronization and Communication Instructions"): state
+/// spaces, memory-model semantics and scopes, cache operators and eviction priorities,
+/// atomic operations, vector widths and types. One list for all of them keeps it short;
+/// the mistake it catches is a word PTX has nowhere here.
+const MEMORY_MODIFIERS: &[&str] = &[
+    // State spaces (and `cvta.to`).
+    "global",
+    "shared",
+    "shared::cta",
+    "shared::cluster",
+    "local",
+    "const",
+    "param",
+    "param::entry",
+    "param::func",
+    "to",
+    "tensormap",
+    // Memory-model semantics and scopes.
+    "weak",
+    "relaxed",
+    "acquire",
+    "release",
+    "acq_rel",
+    "volatile",
+    "mmio",
+    "cta",
+    "cluster",
+    "gpu",
+    "sys",
+    // Cache operators, eviction priorities, prefetch sizes and levels.
+    "ca",
+    "cg",
+    "cs",
+    "lu",
+    "cv",
+    "wb",
+    "wt",
+    "nc",
+    "L1",
+    "L2",
+    "L1::evict_normal",
+    "L1::evict_unchanged",
+    "L1::evict_first",
+    "L1::evict_last",
+    "L1::no_allocate",
+    "L2::evict_normal",
+    "L2::evict_first",
+    "L2::evict_last",
+    "L2::evict_unchanged",
+    "L2::cache_hint",
+    "L2::64B",
+    "L2::128B",
+    "L2::256B",
+    // Asynchronous stores and reductions (`st.async`, `red.async`) and bulk stores.
+    "async",
+    "bulk",
+    "mbarrier::complete_tx::bytes",
+    // Atomic and reduction operations.
+    "and",
+    "or",
+    "xor",
+    "cas",
+    "exch",
+    "add",
+    "inc",
+    "dec",
+    "min",
+    "max",
+    "noftz",
+    // Vectors and types.
+    "v2",
+    "v4",
+    "v8",
+    "b8",
+    "b16",
+    "b32",
+    "b64",
+    "b128",
+    "u8",
+    "u16",
+    "u32",
+    "u64",
+    "s8",
+    "s16",
+    "s32",
+    "s64",
+    "f16",
+    "f16x2",
+    "bf16",
+    "bf16x2",
+    "f32",
+    "f64",
+    "e4m3",
+    "e5m2",
+    "e4m3x2",
+    "e5m2x2",
+    "e4m3x4",
+    "e5m2x4",
+    "pred",
+];

@@ -2,13 +2,25 @@
 //! signatures with their parameters and attributes, and variable declarations with their
 //! initializers (the declarations of a body use the same code).
 
-use super::{is_var_space, PResult, Parser};
+use super::{is_var_space, PResult, Parser, MAX_REGISTER_COUNT, MAX_VARIABLE_BYTES};
 use crate::ast::*;
 use crate::lexer::Token;
 
 impl<'s> Parser<'s> {
     pub(super) fn item(&mut self) -> PResult<Option<Item>> {
         let t = self.peek();
+        let header = match self.items {
+            0 => Some(".version"),
+            1 => Some(".target"),
+            _ => None,
+        };
+        if let Some(first) = header {
+            if t.tok != Token::Dot || self.text(t) != first {
+                let what = format!("`{first}`: a PTX module starts with `.version` and then `.target`");
+                return self.expected(&what);
+            }
+        }
+        self.items += 1;
         match t.tok {
             Token::Eof => Ok(None),
             Token::Dwarf => {
@@ -94,7 +106,8 @@ impl<'s> Parser<'s> {
                         }
                         Ok(Item::Var(decls.pop().expect("one")))
                     }
-                    (Token::Dot, name) => Err(self.error_at(t, format!("unknown directive `{name}` at module level"))),
+                    (Token::Dot, name) => Err(self
+                        .error_at(t, format!("unknown directive `{}` at module level", crate::excerpt::quote(name)))),
                     _ => self.expected("`.entry`, `.func` or a variable declaration"),
                 }
             }
@@ -141,7 +154,11 @@ impl<'s> Parser<'s> {
                         self.error_at(t, "expected `}` closing the `.section`, found the end of the file".into())
                     )
                 }
-                Token::Invalid => return Err(self.error_at(t, format!("`{}` starts no PTX token", self.text(t)))),
+                Token::Invalid => {
+                    return Err(
+                        self.error_at(t, format!("`{}` starts no PTX token", crate::excerpt::quote(self.text(t))))
+                    )
+                }
                 _ => {}
             }
         }
@@ -260,7 +277,10 @@ impl<'s> Parser<'s> {
                 v @ (".v2" | ".v4" | ".v8") => vector = Some(v[2..].parse().expect("digit")),
                 other => {
                     if ty.is_some() {
-                        return Err(self.error_at(t, format!("unexpected `{other}`: the parameter already has a type")));
+                        return Err(self.error_at(
+                            t,
+                            format!("unexpected `{}`: the parameter already has a type", crate::excerpt::quote(other)),
+                        ));
                     }
                     ty = Some(self.names.get(&other[1..]));
                 }
@@ -268,17 +288,34 @@ impl<'s> Parser<'s> {
         }
         let Some(ty) = ty else { return self.expected("the parameter's type, such as `.u64`") };
         let name = self.ident("the parameter name")?;
-        let array = self.array_dims()?;
+        let array = self.array_dims(ty, vector)?;
         Ok(Param { space, align, vector, ty, ptr, name, array })
     }
 
-    fn array_dims(&mut self) -> PResult<Vec<Option<u64>>> {
+    /// `[4][8]`, `[]`: the dimensions of a variable or parameter of element type `ty`
+    /// (vectors of `vector`), refused where the whole would be over
+    /// [`MAX_VARIABLE_BYTES`](super::MAX_VARIABLE_BYTES).
+    fn array_dims(&mut self, ty: Name, vector: Option<u32>) -> PResult<Vec<Option<u64>>> {
         let mut dims = Vec::new();
+        if !self.at(Token::LBracket) {
+            return Ok(dims);
+        }
+        let element = u64::from(type_width(&ty).unwrap_or(1)) * u64::from(vector.unwrap_or(1));
+        let mut bytes = Some(element);
         while self.eat(Token::LBracket) {
             if self.eat(Token::RBracket) {
                 dims.push(None);
             } else {
-                dims.push(Some(self.int_lit(false)?.value));
+                let at = self.peek();
+                let n = self.int_lit(false)?.value;
+                bytes = bytes.and_then(|b| b.checked_mul(n)).filter(|&b| b <= MAX_VARIABLE_BYTES);
+                if bytes.is_none() {
+                    let message = format!(
+                        "an array of {n} elements makes the variable larger than {MAX_VARIABLE_BYTES} bytes, the most a signed 64-bit offset reaches"
+                    );
+                    return Err(self.error_at(at, message));
+                }
+                dims.push(Some(n));
                 self.expect(Token::RBracket, "`]`")?;
             }
         }
@@ -319,9 +356,13 @@ impl<'s> Parser<'s> {
                 v @ (".v2" | ".v4" | ".v8") => vector = Some(v[2..].parse().expect("digit")),
                 other => {
                     if ty.is_some() {
-                        return Err(
-                            self.error_at(t, format!("unexpected `{other}`: the declaration already has a type"))
-                        );
+                        return Err(self.error_at(
+                            t,
+                            format!(
+                                "unexpected `{}`: the declaration already has a type",
+                                crate::excerpt::quote(other)
+                            ),
+                        ));
                     }
                     ty = Some(self.names.get(&other[1..]));
                 }
@@ -333,13 +374,20 @@ impl<'s> Parser<'s> {
             let name_tok = self.peek();
             let name = self.ident("the variable name")?;
             let count = if self.eat(Token::Lt) {
+                let at = self.peek();
                 let n = self.u32_lit("a register count")?;
+                if n > MAX_REGISTER_COUNT {
+                    return Err(self.error_at(
+                        at,
+                        format!("register count {n} is over the limit of {MAX_REGISTER_COUNT} registers a declaration may name"),
+                    ));
+                }
                 self.expect(Token::Gt, "`>`")?;
                 Some(n)
             } else {
                 None
             };
-            let array = self.array_dims()?;
+            let array = self.array_dims(ty, vector)?;
             let init = if self.eat(Token::Eq) { Some(self.initializer()?) } else { None };
             let span_start = if decls.is_empty() { start.start } else { name_tok.start };
             decls.push(VarDecl {

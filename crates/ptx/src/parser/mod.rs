@@ -16,6 +16,7 @@ use std::fmt;
 use logos::Logos;
 
 use crate::ast::*;
+use crate::excerpt::{self, Window};
 use crate::lexer::{Spanned, Token};
 
 mod body;
@@ -25,26 +26,32 @@ mod expressions;
 /// Why a source is not valid PTX, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParseError {
-    /// What was expected and what was found.
+    /// What was expected and what was found; quoted input is escaped
+    /// ([`crate::excerpt::escape`]).
     pub message: String,
+    /// Byte offsets into the source.
     pub span: Span,
     /// 1-based line and column (in characters) of `span.start`.
     pub line: u32,
     pub column: u32,
-    /// The source line that holds the error, for the snippet.
-    pub source_line: String,
+    /// The part of the source line around the error, escaped and cut to a window
+    /// ([`crate::excerpt::window`]), with where the marker goes in it.
+    pub source_line: Window,
     /// The file name, when the caller knows it ([`ParseError::with_path`]).
     pub path: Option<String>,
 }
 
 impl ParseError {
     fn new(src: &str, span: Span, message: String) -> ParseError {
-        let start = (span.start as usize).min(src.len());
+        let start = floor_char(src, (span.start as usize).min(src.len()));
         let line_start = src[..start].rfind('\n').map_or(0, |i| i + 1);
         let line_end = src[start..].find('\n').map_or(src.len(), |i| start + i);
-        let line = src[..line_start].bytes().filter(|&b| b == b'\n').count() as u32 + 1;
+        let line = src.as_bytes()[..line_start].iter().filter(|&&b| b == b'\n').count() as u32 + 1;
         let column = src[line_start..start].chars().count() as u32 + 1;
-        ParseError { message, span, line, column, source_line: src[line_start..line_end].to_string(), path: None }
+        let end = (span.end as usize).clamp(start, line_end);
+        let source_line = excerpt::window(&src[line_start..line_end], start - line_start, end - line_start);
+        // Messages quote tokens of the input; escaping here covers every message at once.
+        ParseError { message: excerpt::escape(&message), span, line, column, source_line, path: None }
     }
 
     pub fn with_path(mut self, path: impl Into<String>) -> ParseError {
@@ -53,17 +60,24 @@ impl ParseError {
     }
 }
 
+fn floor_char(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let path = self.path.as_deref().unwrap_or("<input>");
+        let path = self.path.as_deref().map_or("<input>".into(), excerpt::escape);
         writeln!(f, "{path}:{}:{}: {}", self.line, self.column, self.message)?;
-        let gutter = self.line.to_string().len();
-        let text = self.source_line.replace('\t', " ");
-        writeln!(f, "{:gutter$} |", "")?;
-        writeln!(f, "{} | {}", self.line, text)?;
-        let width = (self.span.end.saturating_sub(self.span.start) as usize)
-            .clamp(1, text.len().saturating_sub(self.column as usize - 1).max(1));
-        write!(f, "{:gutter$} | {:col$}{}", "", "", "^".repeat(width), col = self.column as usize - 1)
+        // Padding is written out rather than with a `{:width$}` argument: formatting widths
+        // are limited to 65,535 and the window keeps these short anyway.
+        let gutter = " ".repeat(self.line.to_string().len());
+        let w = &self.source_line;
+        writeln!(f, "{gutter} |")?;
+        writeln!(f, "{} | {}", self.line, w.text)?;
+        write!(f, "{gutter} | {}{}", " ".repeat(w.marker_indent()), "^".repeat(w.marker_width()))
     }
 }
 
@@ -119,6 +133,18 @@ type PResult<T> = Result<T, ParseError>;
 /// Tokens the parser may look ahead (`peek_nth(LOOKAHEAD - 1)` at most).
 const LOOKAHEAD: usize = 4;
 
+/// The most registers one `.reg .T %r<N>;` may declare: 4,194,304. nvcc and Triton number
+/// registers densely from 0, and their largest modules declare some thousands (1,403 in
+/// the corpus); ptxas takes seconds and hundreds of MB per ten million. A count past this
+/// is refused, at the count, before any pass sees it.
+pub const MAX_REGISTER_COUNT: u32 = 1 << 22;
+
+/// The largest variable, in bytes: `i64::MAX`. Address offsets in PTX are signed 64-bit,
+/// so no byte past this could be addressed, and sizes and end offsets of variables stay
+/// sums that cannot overflow. (`.b8 a[18446744073709551615]` once parsed, and summing
+/// such sizes wrapped.)
+pub const MAX_VARIABLE_BYTES: u64 = i64::MAX as u64;
+
 /// Nesting deeper than this is rejected rather than risking the stack on hostile input.
 const MAX_DEPTH: u32 = 256;
 
@@ -134,6 +160,34 @@ struct Parser<'s> {
     prev_end: u32,
     depth: u32,
     names: NameCache,
+    /// Module items parsed so far, for the header rule: as ptxas requires, a module
+    /// starts with `.version` and then `.target` (an empty file is no module).
+    items: u32,
+}
+
+/// Slots of [`checked_before`].
+const CHECKED_SLOTS: usize = 64;
+
+thread_local! {
+    /// Opcode-and-modifier spellings of memory instructions already found valid, direct
+    /// mapped. Per thread rather than per parser: the passes parse their own snippets by
+    /// the thousand, each with a fresh parser, and the answer never changes.
+    static CHECKED: std::cell::RefCell<[(Name, Name); CHECKED_SLOTS]> =
+        std::cell::RefCell::new([(Name::default(), Name::default()); CHECKED_SLOTS]);
+}
+
+/// Whether `opcode` with `modifiers` was found valid before; a module repeats a few dozen
+/// spellings, so nearly every memory instruction is one compare of two interned names.
+#[inline]
+fn checked_before(opcode: Name, modifiers: Name) -> bool {
+    let slot = (opcode.precomputed_hash() ^ modifiers.precomputed_hash()) as usize % CHECKED_SLOTS;
+    CHECKED.with(|c| c.borrow()[slot] == (opcode, modifiers))
+}
+
+/// Remembers that `opcode` with `modifiers` is valid.
+fn remember_checked(opcode: Name, modifiers: Name) {
+    let slot = (opcode.precomputed_hash() ^ modifiers.precomputed_hash()) as usize % CHECKED_SLOTS;
+    CHECKED.with(|c| c.borrow_mut()[slot] = (opcode, modifiers));
 }
 
 /// A direct-mapped cache in front of the global interner: a module names the same few
@@ -189,6 +243,7 @@ impl<'s> Parser<'s> {
             prev_end: 0,
             depth: 0,
             names: NameCache::new(name_slots),
+            items: 0,
         }
     }
 
@@ -266,8 +321,8 @@ impl<'s> Parser<'s> {
         let t = self.peek();
         let found = match t.tok {
             Token::Eof => "the end of the file".to_string(),
-            Token::Invalid => format!("`{}`, which starts no PTX token", self.text(t)),
-            _ => format!("`{}`", self.text(t)),
+            Token::Invalid => format!("`{}`, which starts no PTX token", excerpt::quote(self.text(t))),
+            _ => format!("`{}`", excerpt::quote(self.text(t))),
         };
         Err(self.error_at(t, format!("expected {what}, found {found}")))
     }
@@ -306,8 +361,12 @@ impl<'s> Parser<'s> {
     fn int_lit(&mut self, negative: bool) -> PResult<IntLit> {
         let t = self.expect(Token::Int, "an integer")?;
         let text = self.text(t);
-        parse_int(text, negative)
-            .ok_or_else(|| self.error_at(t, format!("`{text}` is no valid integer literal or does not fit in 64 bits")))
+        parse_int(text, negative).ok_or_else(|| {
+            self.error_at(
+                t,
+                format!("`{}` is no valid integer literal or does not fit in 64 bits", excerpt::quote(text)),
+            )
+        })
     }
 
     fn u32_lit(&mut self, what: &str) -> PResult<u32> {
