@@ -12,6 +12,10 @@ use gpusan_abi::table::{table_bytes, LOOKUP_CACHE_BYTES};
 struct Fake {
     dir: PathBuf,
     prog: PathBuf,
+    /// A preloadable shim forwarding `getenv` through `dlsym(RTLD_NEXT)`, and a program
+    /// that prints what `getenv` answers.
+    getenv_shim: PathBuf,
+    getenv_prog: PathBuf,
 }
 
 /// Builds the fake driver and the program once per test process.
@@ -57,7 +61,18 @@ fn fake() -> &'static Fake {
             "-lpthread",
             &rpath,
         ]);
-        Fake { dir, prog }
+        let getenv_shim = dir.join("getenv_shim.so");
+        cc(&[
+            "-shared",
+            "-fPIC",
+            "-o",
+            getenv_shim.to_str().unwrap(),
+            src.join("getenv_shim.c").to_str().unwrap(),
+            "-ldl",
+        ]);
+        let getenv_prog = dir.join("getenv_prog");
+        cc(&["-o", getenv_prog.to_str().unwrap(), src.join("getenv_prog.c").to_str().unwrap()]);
+        Fake { dir, prog, getenv_shim, getenv_prog }
     })
 }
 
@@ -717,4 +732,24 @@ fn device_table_moves_to_a_buffer_when_mapping_fails() {
     let buffer = n["gpusan_alloc_bytes"] - ERROR_BUFFER_BYTES;
     assert!(buffer >= LOOKUP_CACHE_BYTES + table_bytes(TABLE_ENTRIES), "{n:?}");
     assert_eq!(counter(&o, "device_table_bytes"), n["vmm_bytes"] + buffer, "{n:?}");
+}
+
+/// A shim the user preloads (after gpusan's library) that forwards `getenv` with
+/// `dlsym(RTLD_NEXT)` must get the C library's `getenv`, as natively: `RTLD_NEXT` is
+/// relative to the caller, not to gpusan's `dlsym`.
+#[test]
+fn rtld_next_is_resolved_relative_to_the_caller() {
+    let f = fake();
+    let native = Command::new(&f.getenv_prog).env("LD_PRELOAD", &f.getenv_shim).output().unwrap();
+    let home = std::env::var("HOME").unwrap_or_else(|_| "(unset)".into());
+    assert_eq!(String::from_utf8_lossy(&native.stdout), format!("shimmed {home}\n"));
+    for program in [f.getenv_prog.to_str().unwrap(), prog()] {
+        let args: &[&str] = if program == prog() { &[program, "link", "clean"] } else { &[program] };
+        let o = gpusan_run_env(&[], args, &[("LD_PRELOAD", &f.getenv_shim)]);
+        assert_eq!(o.code, Some(0), "{program}: {}{}", o.stdout, o.stderr);
+        assert!(!o.stderr.contains("getenv_shim"), "{}", o.stderr);
+        if program != prog() {
+            assert_eq!(o.stdout, format!("shimmed {home}\n"));
+        }
+    }
 }

@@ -4,14 +4,26 @@
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 
-use crate::driver::resolve::real_dlsym;
+use crate::driver::resolve::{real_dlsym, real_dlsym_next};
 use crate::driver::{typed, Slot, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS};
 use crate::families;
 use crate::probe;
 
+/// The exported `dlsym`: passes its caller's address (the return address, on the stack or
+/// in the link register at entry) on to [`dlsym_from`], which returns straight to the
+/// caller. `dlsym(RTLD_NEXT, …)` means "after the caller's object", and only the entry
+/// of the function knows who the caller is.
 #[no_mangle]
+#[unsafe(naked)]
 pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
-    let real = real_dlsym(handle, symbol);
+    #[cfg(target_arch = "x86_64")]
+    core::arch::naked_asm!("mov rdx, [rsp]", "jmp {f}", f = sym dlsym_from);
+    #[cfg(target_arch = "aarch64")]
+    core::arch::naked_asm!("mov x2, x30", "b {f}", f = sym dlsym_from);
+}
+
+unsafe extern "C" fn dlsym_from(handle: *mut c_void, symbol: *const c_char, caller: usize) -> *mut c_void {
+    let real = if handle == libc::RTLD_NEXT { real_dlsym_next(caller, symbol) } else { real_dlsym(handle, symbol) };
     if real.is_null() || symbol.is_null() {
         return real;
     }

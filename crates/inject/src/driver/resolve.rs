@@ -1,7 +1,7 @@
 //! Where the real driver functions are, found without ever finding gpusan's own stand-ins,
 //! and [`Slot`]: the one resolve-once cell every real function pointer lives in.
 
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A function's address, resolved at its first use and kept: `UNRESOLVED` until then,
@@ -70,6 +70,64 @@ pub unsafe fn real_dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_v
         Some(f) => f(handle, symbol),
         None => std::ptr::null_mut(),
     }
+}
+
+/// The start of glibc's `struct link_map` (`<link.h>`): the fields that are its ABI.
+#[repr(C)]
+struct LinkMap {
+    l_addr: usize,
+    l_name: *const c_char,
+    l_ld: *mut c_void,
+    l_next: *mut LinkMap,
+    l_prev: *mut LinkMap,
+}
+
+/// `dladdr1`'s request for the object's link map (`<dlfcn.h>`).
+const RTLD_DL_LINKMAP: c_int = 2;
+
+/// The link map of the object holding `address`, if any.
+unsafe fn object_of(address: *const c_void) -> *mut LinkMap {
+    let mut info: libc::Dl_info = std::mem::zeroed();
+    let mut map: *mut LinkMap = std::ptr::null_mut();
+    if libc::dladdr1(address, &mut info, (&raw mut map).cast(), RTLD_DL_LINKMAP) == 0 {
+        return std::ptr::null_mut();
+    }
+    map
+}
+
+/// What `dlsym(RTLD_NEXT, symbol)` answers to code at `caller`: the first definition in
+/// an object after the caller's, in load order (which, for the objects of the program's
+/// start, is the global search order: program, preloads, their dependencies).
+///
+/// glibc finds the caller from its own return address, which inside our `dlsym` is gpusan:
+/// passed on as it is, `RTLD_NEXT` would mean "after gpusan", and a library preloaded after
+/// gpusan that forwards to the next definition would be given its own back.
+pub unsafe fn real_dlsym_next(caller: usize, symbol: *const c_char) -> *mut c_void {
+    let mut map = object_of(caller as *const c_void);
+    if map.is_null() {
+        // glibc takes an address in no object for the program's.
+        let mut main: *mut LinkMap = std::ptr::null_mut();
+        let h = libc::dlopen(std::ptr::null(), libc::RTLD_LAZY);
+        if h.is_null() || libc::dlinfo(h, libc::RTLD_DI_LINKMAP, (&raw mut main).cast()) != 0 {
+            return std::ptr::null_mut();
+        }
+        map = main;
+    }
+    let mut next = (*map).l_next;
+    while !next.is_null() {
+        // A handle searches its object first, then the object's dependencies: only an
+        // answer from the object itself is its definition.
+        let h = libc::dlopen((*next).l_name, libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+        if !h.is_null() {
+            let p = real_dlsym(h, symbol);
+            libc::dlclose(h);
+            if !p.is_null() && object_of(p) == next {
+                return p;
+            }
+        }
+        next = (*next).l_next;
+    }
+    std::ptr::null_mut()
 }
 
 /// The driver library, if the process has loaded it (never loads it ourselves).
