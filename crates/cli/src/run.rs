@@ -217,6 +217,8 @@ fn collect_process(report: &Path, mode: &str) -> Result<Document> {
 /// The findings of every process of the run (each writes `report-<pid>.json[.events]`).
 pub fn collect(dir: &Path, mode: &str) -> Result<Document> {
     let mut doc = Collector::new(CollectorConfig::default()).finish(mode, Vec::new(), |_| Vec::new());
+    // Only the processes' documents count: none means no CUDA activity was seen.
+    doc.cuda_processes = 0;
     let mut reports: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))

@@ -753,3 +753,25 @@ fn rtld_next_is_resolved_relative_to_the_caller() {
         }
     }
 }
+
+/// A program that never uses CUDA gets no clean verdict: the text and the JSON say that
+/// nothing was seen, and its exit code passes through.
+#[test]
+fn a_run_without_cuda_activity_says_nothing_was_checked() {
+    for (program, code) in [(&["true"][..], 0), (&["sh", "-c", "exit 3"][..], 3)] {
+        let o = gpusan_run(&[], program);
+        assert_eq!(o.code, Some(code), "{}", o.stderr);
+        assert_eq!(o.report["cuda_processes"], 0, "{:#}", o.report);
+        assert!(
+            o.stderr.contains("ERROR SUMMARY: 0 errors; no CUDA activity seen: nothing was checked"),
+            "{}",
+            o.stderr
+        );
+        assert!(o.stderr.contains("NOTE: no CUDA activity seen"), "{}", o.stderr);
+    }
+    // A CUDA program, and one started from a shell, are seen.
+    let o = gpusan_run(&[], &["sh", "-c", &format!("{} link clean", prog())]);
+    assert_eq!(o.report["cuda_processes"], 1, "{:#}", o.report);
+    assert!(!o.stderr.contains("no CUDA activity"), "{}", o.stderr);
+    assert!(o.stderr.contains("ERROR SUMMARY: 0 errors\n"), "{}", o.stderr);
+}

@@ -69,7 +69,9 @@ extern "C" fn at_exit() {
         return;
     }
     let _ = std::panic::catch_unwind(|| {
-        if let Some(s) = state::existing() {
+        // A process whose driver calls never needed the state (`cuInit` alone) used CUDA
+        // all the same: its report says it was seen.
+        if let Some(s) = state::existing().or_else(|| (!families::call_counts().is_empty()).then(state::state)) {
             finish(s);
         }
     });
