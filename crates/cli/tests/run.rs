@@ -106,12 +106,21 @@ fn gpusan_run(options: &[&str], program: &[&str]) -> Outcome {
 }
 
 fn gpusan_run_env(options: &[&str], program: &[&str], env: &[(&str, &Path)]) -> Outcome {
+    gpusan_run_in(None, options, program, env)
+}
+
+/// `gpusan run` in working folder `cwd` (this process's when `None`).
+fn gpusan_run_in(cwd: Option<&Path>, options: &[&str], program: &[&str], env: &[(&str, &Path)]) -> Outcome {
     let f = fake();
     static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let json = f.dir.join(format!("report-{n}.json"));
     let _ = std::fs::remove_file(&json);
-    let out = Command::new(env!("CARGO_BIN_EXE_gpusan"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpusan"));
+    if let Some(d) = cwd {
+        cmd.current_dir(d);
+    }
+    let out = cmd
         .arg("run")
         .args(options)
         .args(["--report-json", json.to_str().unwrap(), "--"])
@@ -128,6 +137,21 @@ fn gpusan_run_env(options: &[&str], program: &[&str], env: &[(&str, &Path)]) -> 
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         report,
     }
+}
+
+/// A cache file's body, under its header (`// gpusan cache <key> sha256 <digest of body>`).
+fn cached_body(file: &Path) -> String {
+    let text = std::fs::read_to_string(file).unwrap();
+    text.split_once('\n').unwrap().1.to_string()
+}
+
+/// Writes `body` into cache file `file` as gpusan would: under a header naming its entry's
+/// key (the file's stem) and the body's SHA-256. Only such a file is taken from the cache.
+fn reseal(file: &Path, body: &str) {
+    use sha2::Digest;
+    let key = file.file_stem().unwrap().to_str().unwrap();
+    let digest: String = sha2::Sha256::digest(body.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::write(file, format!("// gpusan cache {key} sha256 {digest}\n{body}")).unwrap();
 }
 
 fn prog() -> &'static str {
@@ -371,7 +395,7 @@ fn a_cached_file_the_driver_refuses_is_dropped() {
         .map(|e| e.path())
         .find(|p| p.extension().is_some_and(|x| x == "ptx"))
         .unwrap();
-    std::fs::write(&file, ".version 9.0\n.target sm_90\n").unwrap();
+    reseal(&file, ".version 9.0\n.target sm_90\n");
     let o = run();
     assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
     assert_eq!(
@@ -546,20 +570,19 @@ fn check_mode_names_kernel_and_line_from_the_cached_meta() {
     assert_eq!(run().0, first, "from the cache");
 
     // The cached metadata is what names the line, not the image.
-    let text = std::fs::read_to_string(&meta).unwrap();
-    std::fs::write(&meta, text.replace("checked.cu", "cached.cu")).unwrap();
+    let text = cached_body(&meta);
+    reseal(&meta, &text.replace("checked.cu", "cached.cu"));
     assert_eq!(run().0["source"], serde_json::json!({"file": "cached.cu", "line": 21}));
 
     // PTX without its metadata: instrumented again (the marked PTX is not loaded), both
     // written again.
     std::fs::remove_file(&meta).unwrap();
-    let marked = std::fs::read_to_string(&ptx).unwrap() + "// stale\n";
-    std::fs::write(&ptx, marked).unwrap();
+    reseal(&ptx, &(cached_body(&ptx) + "// stale\n"));
     let (again, loaded) = run();
     assert_eq!(again, first);
     assert!(!loaded.contains("// stale"), "{loaded}");
     assert_eq!(entry("meta"), meta);
-    assert!(!std::fs::read_to_string(&ptx).unwrap().contains("// stale"));
+    assert!(!cached_body(&ptx).contains("// stale"));
 }
 
 #[test]
@@ -774,4 +797,137 @@ fn a_run_without_cuda_activity_says_nothing_was_checked() {
     assert_eq!(o.report["cuda_processes"], 1, "{:#}", o.report);
     assert!(!o.stderr.contains("no CUDA activity"), "{}", o.stderr);
     assert!(o.stderr.contains("ERROR SUMMARY: 0 errors\n"), "{}", o.stderr);
+}
+
+/// Runs `prog link load_ptx` in count mode with cache `cache`: what the driver loaded, and
+/// the outcome.
+fn count_cached(cache: &Path, tag: &str) -> (String, Outcome) {
+    let seen = fake().dir.join(format!("loaded-{tag}.txt"));
+    let _ = std::fs::remove_file(&seen);
+    let env = [("FAKE_CUDA_LOADED", seen.as_path()), ("GPUSAN_CACHE_DIR", cache)];
+    let o = gpusan_run_env(&["--mode", "count"], &[prog(), "link", "load_ptx"], &env);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    (std::fs::read_to_string(&seen).unwrap_or_default(), o)
+}
+
+fn cache_entry(cache: &Path, ext: &str) -> PathBuf {
+    let found: Vec<PathBuf> = std::fs::read_dir(cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
+        .collect();
+    assert_eq!(found.len(), 1, "{ext}: {found:?}");
+    found[0].clone()
+}
+
+/// Cached PTX runs as the program's code: an entry is named by a SHA-256 of its input and
+/// used only if its body is the one its header's digest names, under its own key, read
+/// from a file (no symlink) of the user's that no one else can write, in a folder the
+/// same. Anything else is a miss: instrumented again and written anew.
+#[test]
+fn a_cache_entry_is_used_only_when_verified_and_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fake();
+    let cache = f.dir.join("cache-verified");
+    let _ = std::fs::remove_dir_all(&cache);
+    let (first, o) = count_cached(&cache, "verified");
+    assert_eq!(o.report["counters"]["modules_from_cache"], 0);
+    assert_eq!(std::fs::metadata(&cache).unwrap().permissions().mode() & 0o777, 0o700, "a private folder");
+    let ptx = cache_entry(&cache, "ptx");
+    let stem = ptx.file_stem().unwrap().to_str().unwrap().to_string();
+    assert!(stem.len() == 64 && stem.chars().all(|c| c.is_ascii_hexdigit()), "not a SHA-256 key: {stem}");
+    assert_eq!(count_cached(&cache, "verified").1.report["counters"]["modules_from_cache"], 1);
+
+    let planted = ".version 8.0\n.target sm_90\n.address_size 64\n// planted\n";
+    let refused = |what: &str, plant: &dyn Fn()| {
+        plant();
+        let (loaded, o) = count_cached(&cache, "verified");
+        assert!(!loaded.contains("planted"), "{what}: the planted PTX was loaded");
+        assert_eq!(loaded, first, "{what}: not the instrumented module");
+        assert_eq!(o.report["counters"]["modules_from_cache"], 0, "{what}: {:#}", o.report);
+        assert!(cached_body(&ptx).contains("__gpusan_count"), "{what}: the entry was not written anew");
+    };
+    refused("a swapped body", &|| {
+        let text = std::fs::read_to_string(&ptx).unwrap();
+        let header = text.split_once('\n').unwrap().0;
+        std::fs::write(&ptx, format!("{header}\n{planted}")).unwrap();
+    });
+    refused("a body without a header", &|| std::fs::write(&ptx, planted).unwrap());
+    refused("another entry's file", &|| {
+        let other = cache.join(format!("{}.ptx", "0".repeat(64)));
+        reseal(&other, planted);
+        std::fs::rename(&other, &ptx).unwrap();
+    });
+    refused("a symlink", &|| {
+        let elsewhere = f.dir.join(format!("{stem}.ptx"));
+        reseal(&elsewhere, planted);
+        std::fs::remove_file(&ptx).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &ptx).unwrap();
+    });
+    refused("a file others can write", &|| {
+        reseal(&ptx, planted);
+        std::fs::set_permissions(&ptx, std::fs::Permissions::from_mode(0o666)).unwrap();
+    });
+    assert_eq!(std::fs::metadata(&ptx).unwrap().permissions().mode() & 0o077, 0, "written anew, private");
+
+    // A folder others can write: nothing read from it, nothing written to it.
+    reseal(&ptx, planted);
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (loaded, o) = count_cached(&cache, "verified");
+    assert_eq!(loaded, first);
+    assert_eq!(o.report["counters"]["modules_from_cache"], 0);
+    assert!(cached_body(&ptx).contains("planted"), "written into a folder others can write");
+}
+
+/// `GPUSAN_CACHE_DIR=` (empty) is unset: the cache goes to `$XDG_CACHE_HOME/gpusan`, never
+/// into the program's working folder.
+#[test]
+fn an_empty_cache_dir_is_not_the_working_folder() {
+    let f = fake();
+    let (work, xdg) = (f.dir.join("cwd-empty-cache"), f.dir.join("xdg-empty-cache"));
+    for d in [&work, &xdg] {
+        let _ = std::fs::remove_dir_all(d);
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let env = [("GPUSAN_CACHE_DIR", Path::new("")), ("XDG_CACHE_HOME", xdg.as_path())];
+    let o = gpusan_run_in(Some(&work), &["--mode", "count"], &[prog(), "link", "load_ptx"], &env);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0, "files in the working folder");
+    cache_entry(&xdg.join("gpusan"), "ptx");
+}
+
+/// The runtime's report files are never written through a symlink planted at their names
+/// (the report folder may be one others can write): the planted target stays as it was.
+#[test]
+fn report_files_are_not_written_through_symlinks() {
+    let f = fake();
+    let dir = f.dir.join("reports-symlinked");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let victim = f.dir.join("victim-of-reports");
+    std::fs::write(&victim, "precious\n").unwrap();
+    // `exec` keeps the shell's pid: the names are known before the program starts.
+    let script = format!(
+        "ln -s {v} {d}/report-$$.json.events && ln -s {v} {d}/report-$$.json && ln -s {v} {d}/report-$$.tmp && exec {p} link double_free",
+        v = victim.display(),
+        d = dir.display(),
+        p = prog()
+    );
+    let out = Command::new("sh")
+        .args(["-c", &script])
+        .env("LD_PRELOAD", inject_lib())
+        .env("LD_LIBRARY_PATH", &f.dir)
+        .env("GPUSAN_REPORT_DIR", &dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    // The final report replaced its symlink, with the finding.
+    let report = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap();
+    assert!(!std::fs::symlink_metadata(&report).unwrap().file_type().is_symlink());
+    assert!(std::fs::read_to_string(&report).unwrap().contains("double_free"));
 }

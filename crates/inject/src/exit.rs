@@ -54,10 +54,7 @@ fn finish(st: &State) {
             doc.unchecked_modules = m.unchecked.clone();
         });
     }
-    let tmp = path.with_extension("tmp");
-    if std::fs::write(&tmp, doc.to_json()).is_ok() {
-        let _ = std::fs::rename(&tmp, path);
-    }
+    state::write_no_follow(path, doc.to_json().as_bytes());
 }
 
 extern "C" fn in_forked_child() {
