@@ -173,25 +173,21 @@ pub fn runtime_api(lib: &Path, env: &dyn Fn(&str) -> Option<OsString>) -> Runtim
     }
 }
 
-/// A private folder for the runtime's files, removed when dropped.
-struct Scratch(PathBuf);
+/// A private folder for the runtime's files (0700, an unpredictable name in the temporary
+/// folder: a name made of gpusan's pid could be taken first by anyone), removed when
+/// dropped.
+struct Scratch(tempfile::TempDir);
 
 impl Scratch {
     fn new() -> Result<Scratch> {
-        let base = std::env::temp_dir();
-        for n in 0..100u32 {
-            let dir = base.join(format!("gpusan-{}-{n}", std::process::id()));
-            if std::fs::create_dir(&dir).is_ok() {
-                return Ok(Scratch(dir));
-            }
-        }
-        bail!("cannot create a folder in {}", base.display())
+        use std::os::unix::fs::PermissionsExt;
+        let private = std::fs::Permissions::from_mode(0o700);
+        let dir = tempfile::Builder::new().prefix("gpusan-").permissions(private).tempdir();
+        Ok(Scratch(dir.with_context(|| format!("cannot create a folder in {}", std::env::temp_dir().display()))?))
     }
-}
 
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+    fn path(&self) -> &Path {
+        self.0.path()
     }
 }
 
@@ -277,7 +273,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     cmd.args(&a.command[1..])
         .env("LD_PRELOAD", preload)
         .env(env::MODE, mode.name())
-        .env(env::REPORT_DIR, &scratch.0)
+        .env(env::REPORT_DIR, scratch.path())
         .env(env::LEAK_CHECK, leak_check)
         .env(env::CHECK_REACTION, a.check_reaction.abi().name())
         .env(env::QUARANTINE_BYTES, a.quarantine_bytes.to_string())
@@ -296,7 +292,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         }
     };
     if mode == gpusan_abi::Mode::Check {
-        triton_ptxas(&mut cmd, &scratch.0);
+        triton_ptxas(&mut cmd, scratch.path());
     }
     let mut child = cmd.spawn().with_context(|| format!("starting {}", a.command[0].to_string_lossy()))?;
     // Ctrl-C reaches the program (same process group); gpusan waits to report on it.
@@ -305,7 +301,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     unsafe { libc::signal(libc::SIGINT, old_int) };
     let status = status.context("waiting for the program")?;
 
-    let mut doc = collect(&scratch.0, mode.name())?;
+    let mut doc = collect(scratch.path(), mode.name())?;
     doc.notes.extend(note);
     let mut text = doc.to_text();
     use std::os::unix::process::ExitStatusExt;

@@ -931,3 +931,21 @@ fn report_files_are_not_written_through_symlinks() {
     assert!(!std::fs::symlink_metadata(&report).unwrap().file_type().is_symlink());
     assert!(std::fs::read_to_string(&report).unwrap().contains("double_free"));
 }
+
+/// The runtime's folder is private (0700) and unpredictable (not named after gpusan's
+/// pid, which anyone could pre-create to make the run fail), and gone after the run.
+#[test]
+fn the_scratch_folder_is_private_unpredictable_and_removed() {
+    let f = fake();
+    let tmp = f.dir.join("tmpdir-scratch");
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let script = r#"d="$GPUSAN_REPORT_DIR"; echo "$(stat -c %a "$d") ${d##*/} gpusan-$PPID-0""#;
+    let o = gpusan_run_env(&[], &["sh", "-c", script], &[("TMPDIR", tmp.as_path())]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let words: Vec<&str> = o.stdout.split_whitespace().collect();
+    assert_eq!(words.len(), 3, "{}", o.stdout);
+    assert_eq!(words[0], "700", "{}", o.stdout);
+    assert_ne!(words[1], words[2], "named after gpusan's pid");
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "the folder is left behind");
+}
