@@ -111,26 +111,33 @@ fn gpusan_run_env(options: &[&str], program: &[&str], env: &[(&str, &Path)]) -> 
 
 /// `gpusan run` in working folder `cwd` (this process's when `None`).
 fn gpusan_run_in(cwd: Option<&Path>, options: &[&str], program: &[&str], env: &[(&str, &Path)]) -> Outcome {
+    let (mut cmd, json) = gpusan_command(options, program, env);
+    if let Some(d) = cwd {
+        cmd.current_dir(d);
+    }
+    outcome(cmd.output().unwrap(), &json)
+}
+
+/// The `gpusan run` command line of a test, and where its JSON report goes.
+fn gpusan_command(options: &[&str], program: &[&str], env: &[(&str, &Path)]) -> (Command, PathBuf) {
     let f = fake();
     static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let json = f.dir.join(format!("report-{n}.json"));
     let _ = std::fs::remove_file(&json);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpusan"));
-    if let Some(d) = cwd {
-        cmd.current_dir(d);
-    }
-    let out = cmd
-        .arg("run")
+    cmd.arg("run")
         .args(options)
         .args(["--report-json", json.to_str().unwrap(), "--"])
         .args(program)
         .env("GPUSAN_INJECT_LIB", inject_lib())
         .env("LD_LIBRARY_PATH", &f.dir)
-        .envs(env.iter().map(|(k, v)| (*k, *v)))
-        .output()
-        .unwrap();
-    let report = serde_json::from_str(&std::fs::read_to_string(&json).expect("report written")).unwrap();
+        .envs(env.iter().map(|(k, v)| (*k, *v)));
+    (cmd, json)
+}
+
+fn outcome(out: std::process::Output, json: &Path) -> Outcome {
+    let report = serde_json::from_str(&std::fs::read_to_string(json).expect("report written")).unwrap();
     Outcome {
         code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -948,4 +955,85 @@ fn the_scratch_folder_is_private_unpredictable_and_removed() {
     assert_eq!(words[0], "700", "{}", o.stdout);
     assert_ne!(words[1], words[2], "named after gpusan's pid");
     assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "the folder is left behind");
+}
+
+/// One process's report that cannot be read costs only that file: every other process's
+/// findings are reported, with the damaged file named and why.
+#[test]
+fn a_damaged_report_is_named_and_the_others_are_merged() {
+    let script = format!(
+        "{p} link double_free; printf '{{broken' > \"$GPUSAN_REPORT_DIR/report-1.json\"; \
+         printf 'not json\\n' > \"$GPUSAN_REPORT_DIR/report-2.json.events\"; {p} link memcpy_overflow",
+        p = prog()
+    );
+    let o = gpusan_run(&[], &["sh", "-c", &script]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(o.kinds(), vec!["double_free", "memcpy_out_of_bounds"], "{:#}", o.report);
+    let notes = o.report["notes"].to_string();
+    assert!(notes.contains("damaged report: report-1.json is damaged ("), "{notes}");
+    assert!(notes.contains("damaged report: report-2.json.events has 1 unreadable line(s)"), "{notes}");
+    assert!(o.stderr.contains("NOTE: damaged report: report-1.json"), "{}", o.stderr);
+}
+
+/// Starts `gpusan run` on a program that finds a double free, then sleeps (its pid in
+/// `ready` once the finding is written); what the run ended with, and the sleeper's pid.
+fn cut_short(options: &[&str], cut: impl FnOnce(u32), tag: &str) -> (Outcome, i32, PathBuf) {
+    let f = fake();
+    let (ready, tmp) = (f.dir.join(format!("ready-{tag}")), f.dir.join(format!("tmpdir-{tag}")));
+    let _ = std::fs::remove_file(&ready);
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let script = format!(
+        "{p} link double_free; echo $$ > {r}.part && mv {r}.part {r}; exec sleep 60",
+        p = prog(),
+        r = ready.display()
+    );
+    let (mut cmd, json) = gpusan_command(options, &["sh", "-c", &script], &[("TMPDIR", tmp.as_path())]);
+    let child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let start = std::time::Instant::now();
+    while !ready.exists() {
+        assert!(start.elapsed() < std::time::Duration::from_secs(20), "the program never got ready");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let sleeper: i32 = std::fs::read_to_string(&ready).unwrap().trim().parse().unwrap();
+    cut(child.id());
+    let out = child.wait_with_output().unwrap();
+    assert!(start.elapsed() < std::time::Duration::from_secs(30), "gpusan waited for the whole program");
+    (outcome(out, &json), sleeper, tmp)
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie (not yet reaped by init) has finished too.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+}
+
+/// SIGTERM, SIGINT or SIGHUP sent to `gpusan run` reaches the program, gpusan waits for
+/// it, reports what its processes left, removes its folder and exits 128 + the signal.
+#[test]
+fn a_signalled_run_stops_the_program_and_still_reports() {
+    for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT"), (libc::SIGHUP, "SIGHUP")] {
+        let (o, sleeper, tmp) = cut_short(&[], |pid| unsafe { assert_eq!(libc::kill(pid as i32, sig), 0) }, name);
+        assert_eq!(o.code, Some(128 + sig), "{name}: {}", o.stderr);
+        assert_eq!(o.kinds(), vec!["double_free"], "{name}: {:#}", o.report);
+        assert!(!alive(sleeper), "{name}: the program was left running");
+        assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "{name}: the folder was left behind");
+        let note = format!("gpusan run received {name}: passed on to the program");
+        assert!(o.report["notes"].to_string().contains(&note), "{name}: {:#}", o.report);
+        assert!(o.stderr.contains(&note), "{name}: {}", o.stderr);
+    }
+}
+
+/// `--timeout` stops the program the same way, and the run exits 124.
+#[test]
+fn a_timeout_stops_the_program_and_still_reports() {
+    let (o, sleeper, tmp) = cut_short(&["--timeout", "2"], |_| {}, "timeout");
+    assert_eq!(o.code, Some(124), "{}", o.stderr);
+    assert_eq!(o.kinds(), vec!["double_free"], "{:#}", o.report);
+    assert!(!alive(sleeper), "the program was left running");
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "the folder was left behind");
+    assert!(o.stderr.contains("the program ran past --timeout 2 s: stopped with SIGTERM"), "{}", o.stderr);
+    // A program that ends in time is not touched.
+    let o = gpusan_run(&["--timeout", "60"], &[prog(), "link", "clean"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(!o.stderr.contains("--timeout"), "{}", o.stderr);
 }
