@@ -1037,3 +1037,17 @@ fn a_timeout_stops_the_program_and_still_reports() {
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     assert!(!o.stderr.contains("--timeout"), "{}", o.stderr);
 }
+
+/// The program's own `dlsym(RTLD_NEXT)` and `dlsym(RTLD_DEFAULT)` find gpusan's exported
+/// stand-ins first: they must work as stand-ins (judging, then calling the driver), never
+/// take themselves for the real function and recurse.
+#[test]
+fn the_programs_own_global_lookups_get_working_stand_ins() {
+    for door in ["next", "default"] {
+        for (scenario, want) in [("clean", &[][..]), ("double_free", &["double_free"][..])] {
+            let o = gpusan_run(&[], &[prog(), door, scenario]);
+            assert_eq!(o.code, Some(0), "{door} {scenario}: {}{}", o.stdout, o.stderr);
+            assert_eq!(o.kinds(), want, "{door} {scenario}: {:#}", o.report);
+        }
+    }
+}

@@ -34,22 +34,22 @@ unsafe extern "C" fn dlsym_from(handle: *mut c_void, symbol: *const c_char, call
     probe::with(|s| *s.resolved.entry(("dlsym".into(), String::from_utf8_lossy(name).into_owned())).or_default() += 1);
     // cudart (static or shared) asks for the resolver itself, then resolves everything
     // through it: hand out ours.
+    // A lookup in the global scope (`RTLD_DEFAULT`, or `RTLD_NEXT` from the program) finds
+    // gpusan's own export first: that is no real function to remember (the stand-in would
+    // call itself), and the stand-in finds the real one itself.
+    let keep = |slot: &Slot, ours: usize| {
+        if real as usize != ours {
+            slot.set(real as usize);
+        }
+        ours as *mut c_void
+    };
     match name {
-        b"cuGetProcAddress_v2" => {
-            REAL_GETPROC_V2.set(real as usize);
-            return cuGetProcAddress_v2 as *mut c_void;
-        }
-        b"cuGetProcAddress" => {
-            REAL_GETPROC_V1.set(real as usize);
-            return cuGetProcAddress as *mut c_void;
-        }
+        b"cuGetProcAddress_v2" => return keep(&REAL_GETPROC_V2, cuGetProcAddress_v2 as *const () as usize),
+        b"cuGetProcAddress" => return keep(&REAL_GETPROC_V1, cuGetProcAddress as *const () as usize),
         _ => {}
     }
     match families::by_name(name) {
-        Some(hook) => {
-            hook.real.set(real as usize);
-            hook.wrapper as *mut c_void
-        }
+        Some(hook) => keep(hook.real, hook.wrapper),
         None => real,
     }
 }
