@@ -8,6 +8,7 @@ mod instrument;
 mod ptx;
 mod ptxas;
 mod run;
+mod supervise;
 mod toolkit;
 
 use std::ffi::OsString;

@@ -23,6 +23,8 @@ use clap::{Args, ValueEnum};
 use gpusan_abi::env::{self, INJECT_LIB, REAL_PTXAS, SANITIZER_LIB as SANITIZER_LIB_VAR};
 use gpusan_runtime::report::{Collector, CollectorConfig, Document, Report};
 
+use crate::supervise::{self, Cut};
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum Mode {
     /// Host API checks: every allocation, free, copy and set judged against the
@@ -99,6 +101,10 @@ pub struct RunArgs {
     /// Write the text report to FILE instead of standard error.
     #[arg(long, value_name = "FILE")]
     log_file: Option<PathBuf>,
+    /// Stop the program after SECONDS (SIGTERM, then SIGKILL 5 s later), report what its
+    /// processes left, and exit with 124.
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<u64>,
     /// Freed bytes held back from reuse so use-after-free stays detectable.
     #[arg(long, value_name = "BYTES", default_value_t = 256 << 20)]
     quarantine_bytes: u64,
@@ -173,50 +179,77 @@ pub fn runtime_api(lib: &Path, env: &dyn Fn(&str) -> Option<OsString>) -> Runtim
     }
 }
 
-/// A private folder for the runtime's files, removed when dropped.
-struct Scratch(PathBuf);
+/// A private folder for the runtime's files (0700, an unpredictable name in the temporary
+/// folder: a name made of gpusan's pid could be taken first by anyone), removed when
+/// dropped.
+struct Scratch(tempfile::TempDir);
 
 impl Scratch {
     fn new() -> Result<Scratch> {
-        let base = std::env::temp_dir();
-        for n in 0..100u32 {
-            let dir = base.join(format!("gpusan-{}-{n}", std::process::id()));
-            if std::fs::create_dir(&dir).is_ok() {
-                return Ok(Scratch(dir));
+        use std::os::unix::fs::PermissionsExt;
+        let private = std::fs::Permissions::from_mode(0o700);
+        let dir = tempfile::Builder::new().prefix("gpusan-").permissions(private).tempdir();
+        Ok(Scratch(dir.with_context(|| format!("cannot create a folder in {}", std::env::temp_dir().display()))?))
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+/// What one process left: its final document, or, if it died first (or its document is
+/// damaged), the findings its events file holds. Damage found on the way is added to
+/// `damage` (which file, why), to be reported: it must not cost the other processes'
+/// findings.
+fn collect_process(report: &Path, mode: &str, damage: &mut Vec<String>) -> Document {
+    let name = |p: &Path| p.file_name().unwrap_or_default().to_string_lossy().into_owned();
+    match std::fs::read(report) {
+        Ok(bytes) => match std::str::from_utf8(&bytes)
+            .map_err(|e| e.to_string())
+            .and_then(|t| Document::from_json(t).map_err(|e| e.to_string()))
+        {
+            Ok(doc) => return doc,
+            Err(why) => {
+                damage.push(format!("{} is damaged ({why}): its findings are those of its events file", name(report)))
             }
+        },
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            damage.push(format!("{} could not be read ({e}): its findings are those of its events file", name(report)))
         }
-        bail!("cannot create a folder in {}", base.display())
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// What one process left: its final document, or, if it died first, the findings its
-/// events file holds.
-fn collect_process(report: &Path, mode: &str) -> Result<Document> {
-    if let Ok(text) = std::fs::read_to_string(report) {
-        return Document::from_json(&text)
-            .with_context(|| format!("reading the runtime's report {}", report.display()));
+        Err(_) => {}
     }
     let mut events = report.as_os_str().to_owned();
     events.push(".events");
+    let events = PathBuf::from(events);
     let mut collector = Collector::new(CollectorConfig::default());
-    if let Ok(text) = std::fs::read_to_string(&events) {
-        // A line cut short by a crash is skipped; every complete one counts.
-        for r in text.lines().filter_map(|l| serde_json::from_str::<Report>(l).ok()) {
-            collector.push(r);
+    if let Ok(bytes) = std::fs::read(&events) {
+        let text = String::from_utf8_lossy(&bytes);
+        // A last line cut short by a crash is expected; any other unreadable line is damage.
+        let complete = text.ends_with('\n');
+        let lines: Vec<&str> = text.lines().collect();
+        let mut unreadable = 0;
+        for (i, line) in lines.iter().enumerate() {
+            match serde_json::from_str::<Report>(line) {
+                Ok(r) => {
+                    collector.push(r);
+                }
+                Err(_) if !complete && i + 1 == lines.len() => {}
+                Err(_) => unreadable += 1,
+            }
+        }
+        if unreadable > 0 {
+            damage.push(format!("{} has {unreadable} unreadable line(s), skipped", name(&events)));
         }
     }
-    Ok(collector.finish(mode, Vec::new(), |_| Vec::new()))
+    collector.finish(mode, Vec::new(), |_| Vec::new())
 }
 
-/// The findings of every process of the run (each writes `report-<pid>.json[.events]`).
+/// The findings of every process of the run (each writes `report-<pid>.json[.events]`),
+/// with a note for each damaged file.
 pub fn collect(dir: &Path, mode: &str) -> Result<Document> {
     let mut doc = Collector::new(CollectorConfig::default()).finish(mode, Vec::new(), |_| Vec::new());
+    // Only the processes' documents count: none means no CUDA activity was seen.
+    doc.cuda_processes = 0;
     let mut reports: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -228,9 +261,11 @@ pub fn collect(dir: &Path, mode: &str) -> Result<Document> {
         .collect();
     reports.sort();
     reports.dedup();
+    let mut damage = Vec::new();
     for r in reports {
-        doc.merge(collect_process(&r, mode)?);
+        doc.merge(collect_process(&r, mode, &mut damage));
     }
+    doc.notes.extend(damage.into_iter().map(|d| format!("damaged report: {d}")));
     Ok(doc)
 }
 
@@ -275,7 +310,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     cmd.args(&a.command[1..])
         .env("LD_PRELOAD", preload)
         .env(env::MODE, mode.name())
-        .env(env::REPORT_DIR, &scratch.0)
+        .env(env::REPORT_DIR, scratch.path())
         .env(env::LEAK_CHECK, leak_check)
         .env(env::CHECK_REACTION, a.check_reaction.abi().name())
         .env(env::QUARANTINE_BYTES, a.quarantine_bytes.to_string())
@@ -294,17 +329,26 @@ pub fn run(a: RunArgs) -> Result<i32> {
         }
     };
     if mode == gpusan_abi::Mode::Check {
-        triton_ptxas(&mut cmd, &scratch.0);
+        triton_ptxas(&mut cmd, scratch.path());
     }
+    let handlers = supervise::install();
     let mut child = cmd.spawn().with_context(|| format!("starting {}", a.command[0].to_string_lossy()))?;
-    // Ctrl-C reaches the program (same process group); gpusan waits to report on it.
-    let old_int = unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
-    let status = child.wait();
-    unsafe { libc::signal(libc::SIGINT, old_int) };
-    let status = status.context("waiting for the program")?;
+    let timeout = a.timeout.map(std::time::Duration::from_secs);
+    let (status, cut) = supervise::wait(&mut child, timeout).context("waiting for the program")?;
+    drop(handlers);
 
-    let mut doc = collect(&scratch.0, mode.name())?;
+    let mut doc = collect(scratch.path(), mode.name())?;
     doc.notes.extend(note);
+    doc.notes.extend(cut.map(|c| match c {
+        Cut::Signal(sig) => format!(
+            "gpusan run received {}: passed on to the program; reported what its processes left",
+            supervise::signal_name(sig)
+        ),
+        Cut::Timeout => format!(
+            "the program ran past --timeout {} s: stopped with SIGTERM; reported what its processes left",
+            a.timeout.unwrap_or_default()
+        ),
+    }));
     let mut text = doc.to_text();
     use std::os::unix::process::ExitStatusExt;
     let program_code = match (status.code(), status.signal()) {
@@ -322,9 +366,12 @@ pub fn run(a: RunArgs) -> Result<i32> {
     if let Some(p) = &a.report_json {
         std::fs::write(p, doc.to_json()).with_context(|| format!("writing {}", p.display()))?;
     }
-    Ok(match a.error_exitcode {
-        Some(code) if doc.summary.total > 0 => code,
-        _ => program_code,
+    // A run cut short ends as such runs do: 128 + the signal, or `timeout`'s 124.
+    Ok(match (cut, a.error_exitcode) {
+        (Some(Cut::Signal(sig)), _) => 128 + sig,
+        (Some(Cut::Timeout), _) => 124,
+        (None, Some(code)) if doc.summary.total > 0 => code,
+        (None, _) => program_code,
     })
 }
 

@@ -80,7 +80,8 @@ fn find_toolkit() -> Result<PathBuf> {
 }
 
 fn default_dir(cuda: &Path, me: &Path) -> Result<PathBuf> {
-    let base = match std::env::var_os(gpusan_abi::env::CACHE_DIR) {
+    // Empty is unset, as for the runtime's cache: not the working folder.
+    let base = match std::env::var_os(gpusan_abi::env::CACHE_DIR).filter(|d| !d.is_empty()) {
         Some(d) => PathBuf::from(d),
         None => PathBuf::from(std::env::var_os("HOME").context("HOME is not set: pass --dir")?).join(".cache/gpusan"),
     };

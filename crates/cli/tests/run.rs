@@ -12,6 +12,10 @@ use gpusan_abi::table::{table_bytes, LOOKUP_CACHE_BYTES};
 struct Fake {
     dir: PathBuf,
     prog: PathBuf,
+    /// A preloadable shim forwarding `getenv` through `dlsym(RTLD_NEXT)`, and a program
+    /// that prints what `getenv` answers.
+    getenv_shim: PathBuf,
+    getenv_prog: PathBuf,
 }
 
 /// Builds the fake driver and the program once per test process.
@@ -57,7 +61,18 @@ fn fake() -> &'static Fake {
             "-lpthread",
             &rpath,
         ]);
-        Fake { dir, prog }
+        let getenv_shim = dir.join("getenv_shim.so");
+        cc(&[
+            "-shared",
+            "-fPIC",
+            "-o",
+            getenv_shim.to_str().unwrap(),
+            src.join("getenv_shim.c").to_str().unwrap(),
+            "-ldl",
+        ]);
+        let getenv_prog = dir.join("getenv_prog");
+        cc(&["-o", getenv_prog.to_str().unwrap(), src.join("getenv_prog.c").to_str().unwrap()]);
+        Fake { dir, prog, getenv_shim, getenv_prog }
     })
 }
 
@@ -91,28 +106,59 @@ fn gpusan_run(options: &[&str], program: &[&str]) -> Outcome {
 }
 
 fn gpusan_run_env(options: &[&str], program: &[&str], env: &[(&str, &Path)]) -> Outcome {
+    gpusan_run_in(None, options, program, env)
+}
+
+/// `gpusan run` in working folder `cwd` (this process's when `None`).
+fn gpusan_run_in(cwd: Option<&Path>, options: &[&str], program: &[&str], env: &[(&str, &Path)]) -> Outcome {
+    let (mut cmd, json) = gpusan_command(options, program, env);
+    if let Some(d) = cwd {
+        cmd.current_dir(d);
+    }
+    outcome(cmd.output().unwrap(), &json)
+}
+
+/// The `gpusan run` command line of a test, and where its JSON report goes.
+fn gpusan_command(options: &[&str], program: &[&str], env: &[(&str, &Path)]) -> (Command, PathBuf) {
     let f = fake();
     static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let json = f.dir.join(format!("report-{n}.json"));
     let _ = std::fs::remove_file(&json);
-    let out = Command::new(env!("CARGO_BIN_EXE_gpusan"))
-        .arg("run")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpusan"));
+    cmd.arg("run")
         .args(options)
         .args(["--report-json", json.to_str().unwrap(), "--"])
         .args(program)
         .env("GPUSAN_INJECT_LIB", inject_lib())
         .env("LD_LIBRARY_PATH", &f.dir)
-        .envs(env.iter().map(|(k, v)| (*k, *v)))
-        .output()
-        .unwrap();
-    let report = serde_json::from_str(&std::fs::read_to_string(&json).expect("report written")).unwrap();
+        .envs(env.iter().map(|(k, v)| (*k, *v)));
+    (cmd, json)
+}
+
+fn outcome(out: std::process::Output, json: &Path) -> Outcome {
+    let report = serde_json::from_str(&std::fs::read_to_string(json).expect("report written")).unwrap();
     Outcome {
         code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         report,
     }
+}
+
+/// A cache file's body, under its header (`// gpusan cache <key> sha256 <digest of body>`).
+fn cached_body(file: &Path) -> String {
+    let text = std::fs::read_to_string(file).unwrap();
+    text.split_once('\n').unwrap().1.to_string()
+}
+
+/// Writes `body` into cache file `file` as gpusan would: under a header naming its entry's
+/// key (the file's stem) and the body's SHA-256. Only such a file is taken from the cache.
+fn reseal(file: &Path, body: &str) {
+    use sha2::Digest;
+    let key = file.file_stem().unwrap().to_str().unwrap();
+    let digest: String = sha2::Sha256::digest(body.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::write(file, format!("// gpusan cache {key} sha256 {digest}\n{body}")).unwrap();
 }
 
 fn prog() -> &'static str {
@@ -356,7 +402,7 @@ fn a_cached_file_the_driver_refuses_is_dropped() {
         .map(|e| e.path())
         .find(|p| p.extension().is_some_and(|x| x == "ptx"))
         .unwrap();
-    std::fs::write(&file, ".version 9.0\n.target sm_90\n").unwrap();
+    reseal(&file, ".version 9.0\n.target sm_90\n");
     let o = run();
     assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
     assert_eq!(
@@ -531,20 +577,19 @@ fn check_mode_names_kernel_and_line_from_the_cached_meta() {
     assert_eq!(run().0, first, "from the cache");
 
     // The cached metadata is what names the line, not the image.
-    let text = std::fs::read_to_string(&meta).unwrap();
-    std::fs::write(&meta, text.replace("checked.cu", "cached.cu")).unwrap();
+    let text = cached_body(&meta);
+    reseal(&meta, &text.replace("checked.cu", "cached.cu"));
     assert_eq!(run().0["source"], serde_json::json!({"file": "cached.cu", "line": 21}));
 
     // PTX without its metadata: instrumented again (the marked PTX is not loaded), both
     // written again.
     std::fs::remove_file(&meta).unwrap();
-    let marked = std::fs::read_to_string(&ptx).unwrap() + "// stale\n";
-    std::fs::write(&ptx, marked).unwrap();
+    reseal(&ptx, &(cached_body(&ptx) + "// stale\n"));
     let (again, loaded) = run();
     assert_eq!(again, first);
     assert!(!loaded.contains("// stale"), "{loaded}");
     assert_eq!(entry("meta"), meta);
-    assert!(!std::fs::read_to_string(&ptx).unwrap().contains("// stale"));
+    assert!(!cached_body(&ptx).contains("// stale"));
 }
 
 #[test]
@@ -717,4 +762,299 @@ fn device_table_moves_to_a_buffer_when_mapping_fails() {
     let buffer = n["gpusan_alloc_bytes"] - ERROR_BUFFER_BYTES;
     assert!(buffer >= LOOKUP_CACHE_BYTES + table_bytes(TABLE_ENTRIES), "{n:?}");
     assert_eq!(counter(&o, "device_table_bytes"), n["vmm_bytes"] + buffer, "{n:?}");
+}
+
+/// A shim the user preloads (after gpusan's library) that forwards `getenv` with
+/// `dlsym(RTLD_NEXT)` must get the C library's `getenv`, as natively: `RTLD_NEXT` is
+/// relative to the caller, not to gpusan's `dlsym`.
+#[test]
+fn rtld_next_is_resolved_relative_to_the_caller() {
+    let f = fake();
+    let native = Command::new(&f.getenv_prog).env("LD_PRELOAD", &f.getenv_shim).output().unwrap();
+    let home = std::env::var("HOME").unwrap_or_else(|_| "(unset)".into());
+    assert_eq!(String::from_utf8_lossy(&native.stdout), format!("shimmed {home}\n"));
+    for program in [f.getenv_prog.to_str().unwrap(), prog()] {
+        let args: &[&str] = if program == prog() { &[program, "link", "clean"] } else { &[program] };
+        let o = gpusan_run_env(&[], args, &[("LD_PRELOAD", &f.getenv_shim)]);
+        assert_eq!(o.code, Some(0), "{program}: {}{}", o.stdout, o.stderr);
+        assert!(!o.stderr.contains("getenv_shim"), "{}", o.stderr);
+        if program != prog() {
+            assert_eq!(o.stdout, format!("shimmed {home}\n"));
+        }
+    }
+}
+
+/// A program that never uses CUDA gets no clean verdict: the text and the JSON say that
+/// nothing was seen, and its exit code passes through.
+#[test]
+fn a_run_without_cuda_activity_says_nothing_was_checked() {
+    for (program, code) in [(&["true"][..], 0), (&["sh", "-c", "exit 3"][..], 3)] {
+        let o = gpusan_run(&[], program);
+        assert_eq!(o.code, Some(code), "{}", o.stderr);
+        assert_eq!(o.report["cuda_processes"], 0, "{:#}", o.report);
+        assert!(
+            o.stderr.contains("ERROR SUMMARY: 0 errors; no CUDA activity seen: nothing was checked"),
+            "{}",
+            o.stderr
+        );
+        assert!(o.stderr.contains("NOTE: no CUDA activity seen"), "{}", o.stderr);
+    }
+    // A CUDA program, and one started from a shell, are seen.
+    let o = gpusan_run(&[], &["sh", "-c", &format!("{} link clean", prog())]);
+    assert_eq!(o.report["cuda_processes"], 1, "{:#}", o.report);
+    assert!(!o.stderr.contains("no CUDA activity"), "{}", o.stderr);
+    assert!(o.stderr.contains("ERROR SUMMARY: 0 errors\n"), "{}", o.stderr);
+}
+
+/// Runs `prog link load_ptx` in count mode with cache `cache`: what the driver loaded, and
+/// the outcome.
+fn count_cached(cache: &Path, tag: &str) -> (String, Outcome) {
+    let seen = fake().dir.join(format!("loaded-{tag}.txt"));
+    let _ = std::fs::remove_file(&seen);
+    let env = [("FAKE_CUDA_LOADED", seen.as_path()), ("GPUSAN_CACHE_DIR", cache)];
+    let o = gpusan_run_env(&["--mode", "count"], &[prog(), "link", "load_ptx"], &env);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    (std::fs::read_to_string(&seen).unwrap_or_default(), o)
+}
+
+fn cache_entry(cache: &Path, ext: &str) -> PathBuf {
+    let found: Vec<PathBuf> = std::fs::read_dir(cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
+        .collect();
+    assert_eq!(found.len(), 1, "{ext}: {found:?}");
+    found[0].clone()
+}
+
+/// Cached PTX runs as the program's code: an entry is named by a SHA-256 of its input and
+/// used only if its body is the one its header's digest names, under its own key, read
+/// from a file (no symlink) of the user's that no one else can write, in a folder the
+/// same. Anything else is a miss: instrumented again and written anew.
+#[test]
+fn a_cache_entry_is_used_only_when_verified_and_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fake();
+    let cache = f.dir.join("cache-verified");
+    let _ = std::fs::remove_dir_all(&cache);
+    let (first, o) = count_cached(&cache, "verified");
+    assert_eq!(o.report["counters"]["modules_from_cache"], 0);
+    assert_eq!(std::fs::metadata(&cache).unwrap().permissions().mode() & 0o777, 0o700, "a private folder");
+    let ptx = cache_entry(&cache, "ptx");
+    let stem = ptx.file_stem().unwrap().to_str().unwrap().to_string();
+    assert!(stem.len() == 64 && stem.chars().all(|c| c.is_ascii_hexdigit()), "not a SHA-256 key: {stem}");
+    assert_eq!(count_cached(&cache, "verified").1.report["counters"]["modules_from_cache"], 1);
+
+    let planted = ".version 8.0\n.target sm_90\n.address_size 64\n// planted\n";
+    let refused = |what: &str, plant: &dyn Fn()| {
+        plant();
+        let (loaded, o) = count_cached(&cache, "verified");
+        assert!(!loaded.contains("planted"), "{what}: the planted PTX was loaded");
+        assert_eq!(loaded, first, "{what}: not the instrumented module");
+        assert_eq!(o.report["counters"]["modules_from_cache"], 0, "{what}: {:#}", o.report);
+        assert!(cached_body(&ptx).contains("__gpusan_count"), "{what}: the entry was not written anew");
+    };
+    refused("a swapped body", &|| {
+        let text = std::fs::read_to_string(&ptx).unwrap();
+        let header = text.split_once('\n').unwrap().0;
+        std::fs::write(&ptx, format!("{header}\n{planted}")).unwrap();
+    });
+    refused("a body without a header", &|| std::fs::write(&ptx, planted).unwrap());
+    refused("another entry's file", &|| {
+        let other = cache.join(format!("{}.ptx", "0".repeat(64)));
+        reseal(&other, planted);
+        std::fs::rename(&other, &ptx).unwrap();
+    });
+    refused("a symlink", &|| {
+        let elsewhere = f.dir.join(format!("{stem}.ptx"));
+        reseal(&elsewhere, planted);
+        std::fs::remove_file(&ptx).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &ptx).unwrap();
+    });
+    refused("a file others can write", &|| {
+        reseal(&ptx, planted);
+        std::fs::set_permissions(&ptx, std::fs::Permissions::from_mode(0o666)).unwrap();
+    });
+    assert_eq!(std::fs::metadata(&ptx).unwrap().permissions().mode() & 0o077, 0, "written anew, private");
+    // Only root can give a file away (CI runs as root).
+    if unsafe { libc::geteuid() } == 0 {
+        refused("a file of another user", &|| {
+            reseal(&ptx, planted);
+            std::os::unix::fs::chown(&ptx, Some(65534), Some(65534)).unwrap();
+        });
+    }
+
+    // A folder others can write: nothing read from it, nothing written to it.
+    reseal(&ptx, planted);
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (loaded, o) = count_cached(&cache, "verified");
+    assert_eq!(loaded, first);
+    assert_eq!(o.report["counters"]["modules_from_cache"], 0);
+    assert!(cached_body(&ptx).contains("planted"), "written into a folder others can write");
+}
+
+/// `GPUSAN_CACHE_DIR=` (empty) is unset: the cache goes to `$XDG_CACHE_HOME/gpusan`, never
+/// into the program's working folder.
+#[test]
+fn an_empty_cache_dir_is_not_the_working_folder() {
+    let f = fake();
+    let (work, xdg) = (f.dir.join("cwd-empty-cache"), f.dir.join("xdg-empty-cache"));
+    for d in [&work, &xdg] {
+        let _ = std::fs::remove_dir_all(d);
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let env = [("GPUSAN_CACHE_DIR", Path::new("")), ("XDG_CACHE_HOME", xdg.as_path())];
+    let o = gpusan_run_in(Some(&work), &["--mode", "count"], &[prog(), "link", "load_ptx"], &env);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0, "files in the working folder");
+    cache_entry(&xdg.join("gpusan"), "ptx");
+}
+
+/// The runtime's report files are never written through a symlink planted at their names
+/// (the report folder may be one others can write): the planted target stays as it was.
+#[test]
+fn report_files_are_not_written_through_symlinks() {
+    let f = fake();
+    let dir = f.dir.join("reports-symlinked");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let victim = f.dir.join("victim-of-reports");
+    std::fs::write(&victim, "precious\n").unwrap();
+    // `exec` keeps the shell's pid: the names are known before the program starts.
+    let script = format!(
+        "ln -s {v} {d}/report-$$.json.events && ln -s {v} {d}/report-$$.json && ln -s {v} {d}/report-$$.tmp && exec {p} link double_free",
+        v = victim.display(),
+        d = dir.display(),
+        p = prog()
+    );
+    let out = Command::new("sh")
+        .args(["-c", &script])
+        .env("LD_PRELOAD", inject_lib())
+        .env("LD_LIBRARY_PATH", &f.dir)
+        .env("GPUSAN_REPORT_DIR", &dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    // The final report replaced its symlink, with the finding.
+    let report = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap();
+    assert!(!std::fs::symlink_metadata(&report).unwrap().file_type().is_symlink());
+    assert!(std::fs::read_to_string(&report).unwrap().contains("double_free"));
+}
+
+/// The runtime's folder is private (0700) and unpredictable (not named after gpusan's
+/// pid, which anyone could pre-create to make the run fail), and gone after the run.
+#[test]
+fn the_scratch_folder_is_private_unpredictable_and_removed() {
+    let f = fake();
+    let tmp = f.dir.join("tmpdir-scratch");
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let script = r#"d="$GPUSAN_REPORT_DIR"; echo "$(stat -c %a "$d") ${d##*/} gpusan-$PPID-0""#;
+    let o = gpusan_run_env(&[], &["sh", "-c", script], &[("TMPDIR", tmp.as_path())]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let words: Vec<&str> = o.stdout.split_whitespace().collect();
+    assert_eq!(words.len(), 3, "{}", o.stdout);
+    assert_eq!(words[0], "700", "{}", o.stdout);
+    assert_ne!(words[1], words[2], "named after gpusan's pid");
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "the folder is left behind");
+}
+
+/// One process's report that cannot be read costs only that file: every other process's
+/// findings are reported, with the damaged file named and why.
+#[test]
+fn a_damaged_report_is_named_and_the_others_are_merged() {
+    let script = format!(
+        "{p} link double_free; printf '{{broken' > \"$GPUSAN_REPORT_DIR/report-1.json\"; \
+         printf 'not json\\n' > \"$GPUSAN_REPORT_DIR/report-2.json.events\"; {p} link memcpy_overflow",
+        p = prog()
+    );
+    let o = gpusan_run(&[], &["sh", "-c", &script]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(o.kinds(), vec!["double_free", "memcpy_out_of_bounds"], "{:#}", o.report);
+    let notes = o.report["notes"].to_string();
+    assert!(notes.contains("damaged report: report-1.json is damaged ("), "{notes}");
+    assert!(notes.contains("damaged report: report-2.json.events has 1 unreadable line(s)"), "{notes}");
+    assert!(o.stderr.contains("NOTE: damaged report: report-1.json"), "{}", o.stderr);
+}
+
+/// Starts `gpusan run` on a program that finds a double free, then sleeps (its pid in
+/// `ready` once the finding is written); what the run ended with, and the sleeper's pid.
+fn cut_short(options: &[&str], cut: impl FnOnce(u32), tag: &str) -> (Outcome, i32, PathBuf) {
+    let f = fake();
+    let (ready, tmp) = (f.dir.join(format!("ready-{tag}")), f.dir.join(format!("tmpdir-{tag}")));
+    let _ = std::fs::remove_file(&ready);
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let script = format!(
+        "{p} link double_free; echo $$ > {r}.part && mv {r}.part {r}; exec sleep 60",
+        p = prog(),
+        r = ready.display()
+    );
+    let (mut cmd, json) = gpusan_command(options, &["sh", "-c", &script], &[("TMPDIR", tmp.as_path())]);
+    let child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let start = std::time::Instant::now();
+    while !ready.exists() {
+        assert!(start.elapsed() < std::time::Duration::from_secs(20), "the program never got ready");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let sleeper: i32 = std::fs::read_to_string(&ready).unwrap().trim().parse().unwrap();
+    cut(child.id());
+    let out = child.wait_with_output().unwrap();
+    assert!(start.elapsed() < std::time::Duration::from_secs(30), "gpusan waited for the whole program");
+    (outcome(out, &json), sleeper, tmp)
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie (not yet reaped by init) has finished too.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+}
+
+/// SIGTERM, SIGINT or SIGHUP sent to `gpusan run` reaches the program, gpusan waits for
+/// it, reports what its processes left, removes its folder and exits 128 + the signal.
+#[test]
+fn a_signalled_run_stops_the_program_and_still_reports() {
+    for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT"), (libc::SIGHUP, "SIGHUP")] {
+        let (o, sleeper, tmp) = cut_short(&[], |pid| unsafe { assert_eq!(libc::kill(pid as i32, sig), 0) }, name);
+        assert_eq!(o.code, Some(128 + sig), "{name}: {}", o.stderr);
+        assert_eq!(o.kinds(), vec!["double_free"], "{name}: {:#}", o.report);
+        assert!(!alive(sleeper), "{name}: the program was left running");
+        assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "{name}: the folder was left behind");
+        let note = format!("gpusan run received {name}: passed on to the program");
+        assert!(o.report["notes"].to_string().contains(&note), "{name}: {:#}", o.report);
+        assert!(o.stderr.contains(&note), "{name}: {}", o.stderr);
+    }
+}
+
+/// `--timeout` stops the program the same way, and the run exits 124.
+#[test]
+fn a_timeout_stops_the_program_and_still_reports() {
+    let (o, sleeper, tmp) = cut_short(&["--timeout", "2"], |_| {}, "timeout");
+    assert_eq!(o.code, Some(124), "{}", o.stderr);
+    assert_eq!(o.kinds(), vec!["double_free"], "{:#}", o.report);
+    assert!(!alive(sleeper), "the program was left running");
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "the folder was left behind");
+    assert!(o.stderr.contains("the program ran past --timeout 2 s: stopped with SIGTERM"), "{}", o.stderr);
+    // A program that ends in time is not touched.
+    let o = gpusan_run(&["--timeout", "60"], &[prog(), "link", "clean"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(!o.stderr.contains("--timeout"), "{}", o.stderr);
+}
+
+/// The program's own `dlsym(RTLD_NEXT)` and `dlsym(RTLD_DEFAULT)` find gpusan's exported
+/// stand-ins first: they must work as stand-ins (judging, then calling the driver), never
+/// take themselves for the real function and recurse.
+#[test]
+fn the_programs_own_global_lookups_get_working_stand_ins() {
+    for door in ["next", "default"] {
+        for (scenario, want) in [("clean", &[][..]), ("double_free", &["double_free"][..])] {
+            let o = gpusan_run(&[], &[prog(), door, scenario]);
+            assert_eq!(o.code, Some(0), "{door} {scenario}: {}{}", o.stdout, o.stderr);
+            assert_eq!(o.kinds(), want, "{door} {scenario}: {:#}", o.report);
+        }
+    }
 }

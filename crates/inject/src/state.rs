@@ -71,7 +71,7 @@ pub fn state() -> &'static State {
         let events = options.report.as_ref().and_then(|p| {
             let mut name = p.clone().into_os_string();
             name.push(".events");
-            std::fs::OpenOptions::new().create(true).append(true).open(name).ok()
+            append_no_follow(std::path::Path::new(&name))
         });
         State {
             registry: Registry::new(options.registry),
@@ -111,6 +111,23 @@ impl State {
             Collector::new(CollectorConfig::default()),
         )
     }
+}
+
+/// Opens `path` to append, creating it 0600, never through a symlink: the report folder
+/// may be one others can write (`$GPUSAN_REPORT_DIR`), and a planted symlink would have
+/// gpusan write into a file of the user's.
+fn append_no_follow(path: &std::path::Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().create(true).append(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(path).ok()
+}
+
+/// Writes `path` atomically, through a fresh temporary file beside it (created
+/// exclusively, 0600) renamed into place: a symlink planted at `path` is replaced, never
+/// followed, and a reader never sees half a file. The final report, cache files.
+pub fn write_no_follow(path: &std::path::Path, bytes: &[u8]) -> bool {
+    let Some(dir) = path.parent() else { return false };
+    let Ok(mut tmp) = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir) else { return false };
+    tmp.write_all(bytes).is_ok() && tmp.persist(path).is_ok()
 }
 
 /// Set in a child created by `fork` (without `exec`). The child inherits the state, but

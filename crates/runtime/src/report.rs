@@ -347,7 +347,15 @@ pub struct Document {
     /// What the checks cost, counted by a counting build (`--mode check --count-checks`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check_counts: Option<CheckCounts>,
+    /// Processes in which gpusan saw CUDA activity (a driver call reached it, or a Compute
+    /// Sanitizer callback): a process's document counts 1, a merged one their sum. 0 means
+    /// nothing was checked, and the report says so instead of a clean verdict.
+    #[serde(default)]
+    pub cuda_processes: u64,
 }
+
+/// What the report says where it has no verdict: no process used CUDA under gpusan.
+pub const NO_CUDA_ACTIVITY: &str = "no CUDA activity seen: nothing was checked";
 
 /// The checks a counting build made, against those a naive checker (one check per access)
 /// would make: dynamic counts read from the instrumented modules' counters
@@ -435,6 +443,7 @@ impl Document {
         if let Some(o) = &other.check_counts {
             self.check_counts.get_or_insert_with(CheckCounts::default).merge(o);
         }
+        self.cuda_processes += other.cuda_processes;
         for note in other.notes {
             if !self.notes.contains(&note) {
                 self.notes.push(note);
@@ -453,6 +462,9 @@ const BAR: &str = "=========";
 impl fmt::Display for Document {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{BAR} GPUSAN {} (mode: {})", self.version, self.mode)?;
+        if self.cuda_processes == 0 {
+            writeln!(f, "{BAR} NOTE: {NO_CUDA_ACTIVITY} (no driver call reached gpusan)")?;
+        }
         for note in &self.notes {
             writeln!(f, "{BAR} NOTE: {note}")?;
         }
@@ -501,6 +513,9 @@ impl fmt::Display for Document {
         write!(f, "{BAR} ERROR SUMMARY: {}", plural(s.total, "error"))?;
         if s.not_stored > 0 {
             write!(f, " ({} not shown)", s.not_stored)?;
+        }
+        if self.cuda_processes == 0 {
+            write!(f, "; {NO_CUDA_ACTIVITY}")?;
         }
         writeln!(f)
     }
@@ -787,6 +802,8 @@ impl Collector {
             counters: BTreeMap::new(),
             unchecked_modules: BTreeMap::new(),
             notes: Vec::new(),
+            // A process makes its document only when gpusan saw it use CUDA.
+            cuda_processes: 1,
             check_counts: None,
         }
     }

@@ -161,8 +161,12 @@ int main(int argc, char **argv) {
     if (strcmp(door, "link") == 0) {
         alloc_ = cuMemAlloc_v2; free_ = cuMemFree_v2; htod = cuMemcpyHtoD_v2; dtoh = cuMemcpyDtoH_v2; set = cuMemsetD8_v2;
     } else {
-        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-        if (!h) { fprintf(stderr, "%s\n", dlerror()); return 2; }
+        /* "next" and "default": the program's own lookups in the global scope, which
+         * under gpusan find gpusan's exports first. */
+        void *h = !strcmp(door, "next") ? RTLD_NEXT
+                : !strcmp(door, "default") ? RTLD_DEFAULT
+                : dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!h && strcmp(door, "default")) { fprintf(stderr, "%s\n", dlerror()); return 2; }
         getproc_t gp = strcmp(door, "getproc") == 0 ? (getproc_t)dlsym(h, "cuGetProcAddress_v2") : 0;
         alloc_ = (alloc_t)get(h, gp, "cuMemAlloc", "cuMemAlloc_v2");
         free_ = (free_t)get(h, gp, "cuMemFree", "cuMemFree_v2");

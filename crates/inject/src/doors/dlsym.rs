@@ -4,14 +4,26 @@
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 
-use crate::driver::resolve::real_dlsym;
+use crate::driver::resolve::{real_dlsym, real_dlsym_next};
 use crate::driver::{typed, Slot, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS};
 use crate::families;
 use crate::probe;
 
+/// The exported `dlsym`: passes its caller's address (the return address, on the stack or
+/// in the link register at entry) on to [`dlsym_from`], which returns straight to the
+/// caller. `dlsym(RTLD_NEXT, …)` means "after the caller's object", and only the entry
+/// of the function knows who the caller is.
 #[no_mangle]
+#[unsafe(naked)]
 pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
-    let real = real_dlsym(handle, symbol);
+    #[cfg(target_arch = "x86_64")]
+    core::arch::naked_asm!("mov rdx, [rsp]", "jmp {f}", f = sym dlsym_from);
+    #[cfg(target_arch = "aarch64")]
+    core::arch::naked_asm!("mov x2, x30", "b {f}", f = sym dlsym_from);
+}
+
+unsafe extern "C" fn dlsym_from(handle: *mut c_void, symbol: *const c_char, caller: usize) -> *mut c_void {
+    let real = if handle == libc::RTLD_NEXT { real_dlsym_next(caller, symbol) } else { real_dlsym(handle, symbol) };
     if real.is_null() || symbol.is_null() {
         return real;
     }
@@ -22,22 +34,22 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *m
     probe::with(|s| *s.resolved.entry(("dlsym".into(), String::from_utf8_lossy(name).into_owned())).or_default() += 1);
     // cudart (static or shared) asks for the resolver itself, then resolves everything
     // through it: hand out ours.
+    // A lookup in the global scope (`RTLD_DEFAULT`, or `RTLD_NEXT` from the program) finds
+    // gpusan's own export first: that is no real function to remember (the stand-in would
+    // call itself), and the stand-in finds the real one itself.
+    let keep = |slot: &Slot, ours: usize| {
+        if real as usize != ours {
+            slot.set(real as usize);
+        }
+        ours as *mut c_void
+    };
     match name {
-        b"cuGetProcAddress_v2" => {
-            REAL_GETPROC_V2.set(real as usize);
-            return cuGetProcAddress_v2 as *mut c_void;
-        }
-        b"cuGetProcAddress" => {
-            REAL_GETPROC_V1.set(real as usize);
-            return cuGetProcAddress as *mut c_void;
-        }
+        b"cuGetProcAddress_v2" => return keep(&REAL_GETPROC_V2, cuGetProcAddress_v2 as *const () as usize),
+        b"cuGetProcAddress" => return keep(&REAL_GETPROC_V1, cuGetProcAddress as *const () as usize),
         _ => {}
     }
     match families::by_name(name) {
-        Some(hook) => {
-            hook.real.set(real as usize);
-            hook.wrapper as *mut c_void
-        }
+        Some(hook) => keep(hook.real, hook.wrapper),
         None => real,
     }
 }

@@ -1,7 +1,7 @@
 //! Where the real driver functions are, found without ever finding gpusan's own stand-ins,
 //! and [`Slot`]: the one resolve-once cell every real function pointer lives in.
 
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A function's address, resolved at its first use and kept: `UNRESOLVED` until then,
@@ -70,6 +70,83 @@ pub unsafe fn real_dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_v
         Some(f) => f(handle, symbol),
         None => std::ptr::null_mut(),
     }
+}
+
+/// The start of glibc's `struct link_map` (`<link.h>`): the fields that are its ABI.
+#[repr(C)]
+struct LinkMap {
+    l_addr: usize,
+    l_name: *const c_char,
+}
+
+/// `dladdr1`'s request for the object's link map (`<dlfcn.h>`).
+const RTLD_DL_LINKMAP: c_int = 2;
+
+/// The link map of the object holding `address`, if any.
+unsafe fn object_of(address: *const c_void) -> *mut LinkMap {
+    let mut info: libc::Dl_info = std::mem::zeroed();
+    let mut map: *mut LinkMap = std::ptr::null_mut();
+    if libc::dladdr1(address, &mut info, (&raw mut map).cast(), RTLD_DL_LINKMAP) == 0 {
+        return std::ptr::null_mut();
+    }
+    map
+}
+
+/// The loaded objects in load order, as (load address, name): read by `dl_iterate_phdr`,
+/// under the loader's lock, so an object another thread closes meanwhile is never read.
+unsafe fn objects() -> Vec<(usize, CString)> {
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
+        let list = &mut *(data as *mut Vec<(usize, CString)>);
+        let name = (*info).dlpi_name;
+        list.push((
+            (*info).dlpi_addr as usize,
+            if name.is_null() { CString::default() } else { CStr::from_ptr(name).into() },
+        ));
+        0
+    }
+    let mut list: Vec<(usize, CString)> = Vec::new();
+    libc::dl_iterate_phdr(Some(each), (&raw mut list).cast());
+    list
+}
+
+/// What `dlsym(RTLD_NEXT, symbol)` answers to code at `caller`: the first definition in
+/// an object after the caller's, in load order (which, for the objects of the program's
+/// start, is the global search order: program, preloads, their dependencies).
+///
+/// glibc finds the caller from its own return address, which inside our `dlsym` is gpusan:
+/// passed on as it is, `RTLD_NEXT` would mean "after gpusan", and a library preloaded after
+/// gpusan that forwards to the next definition would be given its own back.
+pub unsafe fn real_dlsym_next(caller: usize, symbol: *const c_char) -> *mut c_void {
+    let list = objects();
+    // glibc takes an address in no object for the program's (the first).
+    let map = object_of(caller as *const c_void);
+    let start = if map.is_null() {
+        0
+    } else {
+        let name = if (*map).l_name.is_null() { c"" } else { CStr::from_ptr((*map).l_name) };
+        match list.iter().position(|(addr, n)| *addr == (*map).l_addr && n.as_c_str() == name) {
+            Some(i) => i,
+            None => return std::ptr::null_mut(),
+        }
+    };
+    for (_, name) in list.iter().skip(start + 1).filter(|(_, n)| !n.is_empty()) {
+        // Opened (not loaded) for the lookup, so it cannot be closed meanwhile. A handle
+        // searches its object first, then the object's dependencies: only an answer from
+        // the object itself is its definition.
+        let h = libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+        if h.is_null() {
+            continue;
+        }
+        let mut own: *mut LinkMap = std::ptr::null_mut();
+        let p = real_dlsym(h, symbol);
+        let found =
+            !p.is_null() && libc::dlinfo(h, libc::RTLD_DI_LINKMAP, (&raw mut own).cast()) == 0 && object_of(p) == own;
+        libc::dlclose(h);
+        if found {
+            return p;
+        }
+    }
+    std::ptr::null_mut()
 }
 
 /// The driver library, if the process has loaded it (never loads it ourselves).

@@ -4,8 +4,8 @@
 //! families.
 //!
 //! Today's routes:
-//! - [`substitute`] (with [`passes`]): in `count` and `check` runs a module's PTX is
-//!   instrumented and loaded in place of the original;
+//! - [`substitute`] (with [`passes`] and [`cache`]): in `count` and `check` runs a module's
+//!   PTX is instrumented and loaded in place of the original;
 //! - [`mirror`] (with [`table_memory`]): the device ABI, for modules that declare it (the
 //!   instrumented `check` builds): the allocation table a kernel reads and the error records
 //!   it writes;
@@ -16,6 +16,7 @@
 //! (NVRTC, `cuLink*`/nvJitLink) is a family that hands what it produced to [`load_module`]
 //! or to [`substitute`] directly.
 
+pub mod cache;
 pub mod mirror;
 pub mod passes;
 pub mod substitute;

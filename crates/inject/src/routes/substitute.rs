@@ -5,10 +5,11 @@
 //! The module's PTX (the newest PTX entry the GPU can JIT) goes through the pass of the
 //! current mode, and the driver gets the instrumented PTX to load as the program's own,
 //! JIT-compiled like any PTX module (and kept in the driver's JIT cache). The instrumented
-//! PTX is kept on disk keyed by a hash of the input, the pass's options and a fingerprint
-//! of the pass's code, so a second run neither instruments nor compiles again; the
-//! module's metadata (`gpusan_passes::meta`: function numbers, line map) lies next to it
-//! (`<key>.ptx`, `<key>.meta`), and one without the other is no cache entry. Whatever
+//! PTX is kept on disk ([`cache`]: keyed by a SHA-256 of the input, the pass's options and
+//! a fingerprint of the pass's code, each file verified before use), so a second run
+//! neither instruments nor compiles again; the module's metadata (`gpusan_passes::meta`:
+//! function numbers, line map) lies next to it (`<key>.ptx`, `<key>.meta`), and one
+//! without the other is no cache entry. Whatever
 //! goes wrong — no PTX (machine code only), a parse error — the original module is loaded
 //! unchanged and listed as unchecked: a program never fails because gpusan could not
 //! instrument it.
@@ -21,15 +22,13 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_void, CStr};
-use std::hash::{Hash, Hasher};
-use std::path::PathBuf;
 use std::sync::Mutex;
 
 use gpusan_passes::meta::ModuleMeta;
 
 use crate::driver::Loaded;
-use crate::routes::passes;
-use gpusan_abi::{env, Mode};
+use crate::routes::{cache, passes};
+use gpusan_abi::Mode;
 
 /// What a load became.
 pub enum Image {
@@ -92,16 +91,6 @@ pub fn with<R>(f: impl FnOnce(&mut Modules) -> R) -> R {
 /// The counter the `count` pass adds to every module it instruments.
 const COUNTER: &str = gpusan_abi::COUNT_SYMBOL;
 
-fn cache_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os(env::CACHE_DIR) {
-        return Some(PathBuf::from(d));
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("gpusan"))
-}
-
 /// The PTX inside a loaded image, if any. `image` is what the program passed: a fatbin
 /// registration wrapper, a fatbin, a cubin, or NUL-terminated PTX text.
 pub unsafe fn ptx_of(image: *const c_void, max_arch: u32) -> Result<String, String> {
@@ -131,10 +120,9 @@ pub unsafe fn ptx_of(image: *const c_void, max_arch: u32) -> Result<String, Stri
     Ok(text.to_string())
 }
 
-fn key(ptx: &str, pass: &str) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (ptx, pass, env!("CARGO_PKG_VERSION"), env!("GPUSAN_PASS_FINGERPRINT")).hash(&mut h);
-    h.finish()
+fn key(ptx: &str, pass: &str) -> String {
+    let parts = [ptx, pass, env!("CARGO_PKG_VERSION"), env!("GPUSAN_PASS_FINGERPRINT")];
+    cache::key(&parts.map(str::as_bytes))
 }
 
 /// Decides what to load for `image` in a run whose mode is `mode` (a pass).
@@ -146,8 +134,8 @@ pub unsafe fn substitute(image: *const c_void, mode: Mode) -> Image {
     let k = key(&ptx, &passes::cache_name(mode));
     // A counting build is instrumented at every load: the report needs its static counts.
     let counting = mode == Mode::Check && passes::counting();
-    let cached = if counting { None } else { cache_dir().map(|d| d.join(format!("{k:016x}.ptx"))) };
-    if let Some((mut text, meta)) = cached.as_deref().and_then(read_cached) {
+    let cached = if counting { None } else { cache::dir() };
+    if let Some((mut text, meta)) = cached.as_deref().and_then(|d| read_cached(d, &k)) {
         with(|m| m.cache_hits += 1);
         text.push(0);
         return Image::Substitute { bytes: Box::leak(text.into_boxed_slice()), meta };
@@ -161,38 +149,26 @@ pub unsafe fn substitute(image: *const c_void, mode: Mode) -> Image {
         }
         Err(why) => return Image::Original(format!("not instrumented: {why}")),
     };
-    if let Some(p) = &cached {
-        if let Some(dir) = p.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
+    if let Some(dir) = &cached {
         // The metadata first: a reader that finds the PTX mostly finds its metadata too.
-        write_whole(&p.with_extension("meta"), meta.to_text().as_bytes());
-        write_whole(p, &text);
+        cache::write(dir, &format!("{k}.meta"), &k, meta.to_text().as_bytes());
+        cache::write(dir, &format!("{k}.ptx"), &k, &text);
     }
     text.push(0);
     Image::Substitute { bytes: Box::leak(text.into_boxed_slice()), meta }
 }
 
-/// The cached PTX at `ptx` and its metadata; `None` (instrument again) when either is
-/// missing or not what this cache writes.
-fn read_cached(ptx: &std::path::Path) -> Option<(Vec<u8>, ModuleMeta)> {
-    let text = std::fs::read(ptx).ok()?;
+/// The cached PTX of entry `key` in `dir` and its metadata; `None` (instrument again)
+/// when either is missing, fails [`cache::read`]'s checks or is not what this cache writes.
+fn read_cached(dir: &std::path::Path, key: &str) -> Option<(Vec<u8>, ModuleMeta)> {
+    let text = cache::read(dir, &format!("{key}.ptx"), key)?;
     // The driver reads PTX up to its NUL: a file with one inside, or no `.version`, is not
     // what this cache wrote.
     if text.contains(&0) || !text.windows(8).any(|w| w == b".version") {
         return None;
     }
-    let meta = std::fs::read_to_string(ptx.with_extension("meta")).ok()?;
+    let meta = String::from_utf8(cache::read(dir, &format!("{key}.meta"), key)?).ok()?;
     Some((text, ModuleMeta::from_text(&meta).ok()?))
-}
-
-/// Write then rename: a concurrent reader never sees half a file.
-fn write_whole(path: &std::path::Path, bytes: &[u8]) {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp{}", std::process::id()));
-    if std::fs::write(&tmp, bytes).is_ok() {
-        let _ = std::fs::rename(&tmp, path);
-    }
 }
 
 /// What reports of a module gpusan did not instrument need to know of it: read from the
@@ -207,10 +183,10 @@ pub unsafe fn meta_of_image(image: *const c_void) -> Option<ModuleMeta> {
 /// instead of refusing forever.
 pub unsafe fn refused(image: *const c_void, mode: Mode) {
     let Ok(ptx) = ptx_of(image, 90) else { return };
-    if let Some(dir) = cache_dir() {
-        let ptx = dir.join(format!("{:016x}.ptx", key(&ptx, &passes::cache_name(mode))));
-        let _ = std::fs::remove_file(ptx.with_extension("meta"));
-        let _ = std::fs::remove_file(ptx);
+    if let Some(dir) = cache::dir() {
+        let k = key(&ptx, &passes::cache_name(mode));
+        let _ = std::fs::remove_file(dir.join(format!("{k}.meta")));
+        let _ = std::fs::remove_file(dir.join(format!("{k}.ptx")));
     }
 }
 
