@@ -12,27 +12,14 @@ mod common;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-use gpusan_passes::check::{self, CheckConfig, CheckWith, Counting, Reaction};
+use gpusan_passes::check::{self, CheckConfig, CheckWith, Counting};
 
 fn fixture_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/check")
 }
 
 fn render(input: &str) -> String {
-    let reaction = input
-        .lines()
-        .find_map(|l| l.strip_prefix("// check-reaction: "))
-        .map(|r| Reaction::from_name(r.trim()).expect("a reaction name"))
-        .unwrap_or_default();
-    let counting = input
-        .lines()
-        .find_map(|l| l.strip_prefix("// check-count: "))
-        .map(|c| match c.trim() {
-            "dynamic" => Counting::Dynamic,
-            other => panic!("`// check-count: {other}`: only `dynamic`"),
-        })
-        .unwrap_or_default();
-    let config = CheckConfig { reaction, counting };
+    let config = common::check_config_of(input);
     // The detailed report, from the same run `instrument` makes.
     let details = gpusan_ptx::parse(input).ok().and_then(|mut m| check::run_with(&mut m, Some(input), &config).ok());
     match gpusan_passes::instrument(input, &CheckWith(config)) {

@@ -15,7 +15,7 @@ mod common;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-use gpusan_passes::check::{self, CheckConfig, CheckReport, Counting, Reaction};
+use gpusan_passes::check::{self, CheckConfig, CheckReport};
 
 /// Each stage's folder, and the sections of the plan its fixtures show.
 const STAGES: &[(&str, &[&str])] = &[
@@ -34,20 +34,7 @@ fn stage_dir(stage: &str) -> PathBuf {
 }
 
 fn config_of(input: &str) -> CheckConfig {
-    let reaction = input
-        .lines()
-        .find_map(|l| l.strip_prefix("// check-reaction: "))
-        .map(|r| Reaction::from_name(r.trim()).expect("a reaction name"))
-        .unwrap_or_default();
-    let counting = input
-        .lines()
-        .find_map(|l| l.strip_prefix("// check-count: "))
-        .map(|c| match c.trim() {
-            "dynamic" => Counting::Dynamic,
-            other => panic!("`// check-count: {other}`: only `dynamic`"),
-        })
-        .unwrap_or_default();
-    CheckConfig { reaction, counting }
+    common::check_config_of(input)
 }
 
 /// The report's counts, as `tests/check.rs` prints them.
