@@ -891,6 +891,8 @@ fn a_cache_entry_is_used_only_when_verified_and_private() {
     assert_eq!(loaded, first);
     assert_eq!(o.report["counters"]["modules_from_cache"], 0);
     assert!(cached_body(&ptx).contains("planted"), "written into a folder others can write");
+    let notes = o.report["notes"].to_string();
+    assert!(notes.contains("cache folder") && notes.contains("writable by group or others"), "no word of it: {notes}");
 }
 
 /// `GPUSAN_CACHE_DIR=` (empty) is unset: the cache goes to `$XDG_CACHE_HOME/gpusan`, never

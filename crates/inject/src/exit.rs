@@ -29,6 +29,9 @@ fn finish(st: &State) {
     if asked && !doors::sanitizer::RUNTIME_API_OBSERVED.load(Ordering::Relaxed) && !families::call_counts().is_empty() {
         doc.notes.push("runtime API errors were not observed (the Compute Sanitizer API did not start)".into());
     }
+    if let Some(note) = crate::routes::cache::refused() {
+        doc.notes.push(note.into());
+    }
     let (table_bytes, table_moves) = mirror::table_memory();
     if table_bytes > 0 {
         doc.counters.insert("device_table_bytes".into(), table_bytes);

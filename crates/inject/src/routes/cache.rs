@@ -64,6 +64,32 @@ pub fn untrusted(owner: u32, mode: u32, me: u32) -> Option<&'static str> {
     }
 }
 
+/// Why the cache folder was not used, the first time it was not: the report says so (a
+/// folder made group-writable by an older gpusan or a umask of 002 would otherwise stop
+/// caching without a word).
+static REFUSED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The note for the report when the cache folder could not be trusted.
+pub fn refused() -> Option<&'static str> {
+    REFUSED.get().map(String::as_str)
+}
+
+fn trusted_folder(dir: &Path) -> bool {
+    let Ok(m) = std::fs::metadata(dir) else { return false };
+    match untrusted(m.uid(), m.mode(), unsafe { libc::geteuid() }) {
+        None if m.is_dir() => true,
+        None => false,
+        Some(why) => {
+            let _ = REFUSED.set(format!(
+                "the cache folder {} is {why}: no instrumented module was read from it or written to it \
+                 (every module was still instrumented; make it the user's own, mode 0700)",
+                dir.display()
+            ));
+            false
+        }
+    }
+}
+
 fn trusted(meta: &std::fs::Metadata) -> bool {
     untrusted(meta.uid(), meta.mode(), unsafe { libc::geteuid() }).is_none()
 }
@@ -71,14 +97,14 @@ fn trusted(meta: &std::fs::Metadata) -> bool {
 /// The folder, if it is (or, created now 0700, becomes) one gpusan may trust.
 fn usable(dir: &Path) -> bool {
     let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir);
-    std::fs::metadata(dir).is_ok_and(|m| m.is_dir() && trusted(&m))
+    trusted_folder(dir)
 }
 
 /// The body of file `name` of entry `key` in `dir`; `None` (a miss) unless the folder and
 /// the file are trusted, the file is no symlink and its header names `key` and its body's
 /// digest.
 pub fn read(dir: &Path, name: &str, key: &str) -> Option<Vec<u8>> {
-    if !std::fs::metadata(dir).is_ok_and(|m| m.is_dir() && trusted(&m)) {
+    if !trusted_folder(dir) {
         return None;
     }
     let mut f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(dir.join(name)).ok()?;
