@@ -180,11 +180,31 @@ fn relative_addends(file: &object::File<'_>) -> HashMap<u64, u64> {
 /// bytes); a wrapper's data pointer must point to a fatbin header; the whole fatbin the
 /// header describes must be readable, and stay unchanged for `'a`.
 pub unsafe fn from_wrapper_ptr<'a>(ptr: *const u8) -> Result<Fatbin<'a>, Error> {
+    // SAFETY: the caller guarantees every range read here is readable.
+    unsafe { from_ptr_checked(ptr, &|_, _| true) }
+}
+
+/// [`from_wrapper_ptr`] for a pointer nothing vouches for (an image a program hands to
+/// `cuModuleLoadData` has no length, and a file cut short still has its whole header):
+/// `readable(p, n)` is asked before `n` bytes at `p` are read, and a range it refuses is an
+/// error, never a read.
+///
+/// # Safety
+///
+/// The ranges `readable` accepts must be readable, and stay unchanged for `'a`.
+pub unsafe fn from_ptr_checked<'a>(
+    ptr: *const u8,
+    readable: &dyn Fn(*const u8, usize) -> bool,
+) -> Result<Fatbin<'a>, Error> {
     let err = |what: String| Error::new("fatbin pointer", 0, what);
     if ptr.is_null() {
         return Err(err("null pointer".into()));
     }
-    // SAFETY: the caller guarantees at least a fatbin header (16 bytes) is readable at `ptr`.
+    // A bare fatbin's header is 16 bytes; only a wrapper (24 bytes) is read further.
+    if !readable(ptr, 16) {
+        return Err(err(format!("{ptr:p} is not readable")));
+    }
+    // SAFETY: 16 bytes at `ptr` are readable (asked above).
     let first: [u8; 16] = unsafe { ptr.cast::<[u8; 16]>().read_unaligned() };
     let (magic, version, data) = wrapper_fields(&first);
     let fatbin = if magic == WRAPPER_MAGIC {
@@ -198,7 +218,10 @@ pub unsafe fn from_wrapper_ptr<'a>(ptr: *const u8) -> Result<Fatbin<'a>, Error> 
     } else {
         ptr
     };
-    // SAFETY: a wrapper's data pointer, or `ptr` itself, points to a readable fatbin header.
+    if !readable(fatbin, 16) {
+        return Err(err(format!("the fatbin header at {fatbin:p} is not readable")));
+    }
+    // SAFETY: 16 bytes at `fatbin` are readable (asked above).
     let header: [u8; 16] = unsafe { fatbin.cast::<[u8; 16]>().read_unaligned() };
     let size = container_size(&header, 0).map_err(|e| err(format!("at {fatbin:p}: {}", e.what)))?;
     if size > MAX_FATBIN_SIZE || (fatbin as usize).checked_add(size as usize).is_none() {
@@ -206,8 +229,14 @@ pub unsafe fn from_wrapper_ptr<'a>(ptr: *const u8) -> Result<Fatbin<'a>, Error> 
             "fatbin at {fatbin:p} claims {size:#x} bytes, over the limit of {MAX_FATBIN_SIZE:#x}"
         )));
     }
-    // SAFETY: the caller guarantees the `size` bytes the header describes are readable and
-    // unchanged for 'a; `size` fits the address space (checked above).
+    // No pointer in this message: reports count unchecked modules by their reason.
+    if !readable(fatbin, size as usize) {
+        return Err(err(format!(
+            "the fatbin's header claims {size:#x} bytes, and not all of them are readable (cut short?)"
+        )));
+    }
+    // SAFETY: the `size` bytes the header describes are readable (asked above) and unchanged
+    // for 'a (the caller's promise); `size` fits the address space (checked above).
     let bytes = unsafe { std::slice::from_raw_parts(fatbin, size as usize) };
     Fatbin::parse(bytes)
 }

@@ -29,7 +29,9 @@ mod host;
 pub use cubin::{Cubin, Function, Param, Variable, STO_CUDA_ENTRY};
 pub use error::Error;
 pub use fatbin::{parse, summary, Compression, Entry, EntryKind, Fatbin, Flags, FATBIN_MAGIC, MAX_DECOMPRESSED_SIZE};
-pub use host::{from_wrapper_ptr, Embedded, HostElf, SectionKind, Wrapper, MAX_FATBIN_SIZE, WRAPPER_MAGIC};
+pub use host::{
+    from_ptr_checked, from_wrapper_ptr, Embedded, HostElf, SectionKind, Wrapper, MAX_FATBIN_SIZE, WRAPPER_MAGIC,
+};
 
 /// Runs `data` through every parser and accessor, as a fuzz target would: as a fatbin, a host
 /// ELF file and a cubin, decompressing and parsing whatever it finds.

@@ -313,3 +313,36 @@ fn bad_pointers_are_refused() {
     huge[8..16].copy_from_slice(&(1u64 << 40).to_le_bytes());
     assert!(refused(huge.as_ptr()).contains("over the limit"));
 }
+
+/// A pointer nothing vouches for (an image handed to `cuModuleLoadData`, which has no length):
+/// every range is asked of the predicate before it is read, and a fatbin whose header claims
+/// more than is readable (a file cut short) is refused without a read past what is.
+#[test]
+fn checked_pointers_read_only_what_the_predicate_allows() {
+    let data = fixture("sm90.fatbin");
+    let within = |n: usize| {
+        let (start, end) = (data.as_ptr() as usize, data.as_ptr() as usize + n);
+        move |p: *const u8, len: usize| p as usize >= start && (p as usize).saturating_add(len) <= end
+    };
+    let whole = within(data.len());
+    // SAFETY: the predicate accepts only ranges inside `data`.
+    let fatbin = unsafe { gpusan_fatbin::from_ptr_checked(data.as_ptr(), &whole) }.unwrap();
+    assert_eq!(fatbin.size(), data.len());
+    for cut in [8, 16, data.len() / 2, data.len() - 1] {
+        let asked = std::cell::RefCell::new(Vec::new());
+        let short = within(cut);
+        let readable = |p: *const u8, n: usize| {
+            asked.borrow_mut().push(n);
+            short(p, n)
+        };
+        // SAFETY: as above, only ranges inside the first `cut` bytes of `data` are read.
+        let err = unsafe { gpusan_fatbin::from_ptr_checked(data.as_ptr(), &readable) }.unwrap_err().to_string();
+        let expected = if cut < 16 { "is not readable" } else { "not all of them are readable" };
+        assert!(err.contains(expected), "cut at {cut}: {err}");
+        assert!(!asked.borrow().is_empty());
+    }
+    // A wrapper whose fatbin pointer leads nowhere readable.
+    let wrapper: [u64; 3] = [0x0000_0001_4662_43B1, 0x10, 0];
+    let err = unsafe { gpusan_fatbin::from_ptr_checked(wrapper.as_ptr().cast(), &|p, _| p as usize != 0x10) };
+    assert!(err.unwrap_err().to_string().contains("header at 0x10 is not readable"));
+}
