@@ -23,7 +23,8 @@
 //!   memory copies modules launches graphs streams contexts   (judge: what they share)
 //! routes/                   how a kernel is checked: substitute (+ passes), mirror (+ table_memory)
 //! variables  capture  host_symbols   module variables; gpusan's own capture-safe driver calls
-//! state  probe              options and Mode, registry and findings, `quietly`; the probe's data
+//! state  probe  image  peek  options and Mode, registry and findings, `quietly`; the probe's data;
+//!                           a loaded image and how far it may be read; reads that cannot fault
 //! driver/                   FFI types; real functions resolved once, typed (`real`); `hooks!`
 //! ```
 //!
@@ -49,6 +50,8 @@ mod driver;
 mod exit;
 mod families;
 mod host_symbols;
+mod image;
+mod peek;
 mod probe;
 mod routes;
 mod state;

@@ -14,7 +14,7 @@
 //! the driver itself.
 
 use std::collections::{BTreeMap, HashSet};
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::c_void;
 use std::sync::Mutex;
 
 use gpusan_runtime::registry::{AllocKind, Allocation, Lookup, NewAlloc, SiteId};
@@ -62,20 +62,6 @@ fn is_own(name: &str) -> bool {
     name.starts_with(gpusan_abi::SYMBOL_PREFIX)
 }
 
-/// The size of an ELF image at `p` from its header (the API passes cubins without a size).
-unsafe fn elf_size(p: *const u8) -> Option<usize> {
-    let h = std::slice::from_raw_parts(p, 64);
-    if &h[..4] != b"\x7fELF" || h[4] != 2 {
-        return None;
-    }
-    let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().unwrap_or_default());
-    let u16_at = |o: usize| u64::from(u16::from_le_bytes([h[o], h[o + 1]]));
-    let (phoff, shoff) = (u64_at(0x20), u64_at(0x28));
-    let (phentsize, phnum, shentsize, shnum) = (u16_at(0x36), u16_at(0x38), u16_at(0x3a), u16_at(0x3c));
-    let end = (phoff + phentsize * phnum).max(shoff + shentsize * shnum).max(64);
-    (end <= 1 << 30).then_some(end as usize)
-}
-
 fn cubin_names(bytes: &[u8]) -> Vec<String> {
     match gpusan_fatbin::Cubin::parse(bytes) {
         Ok(c) => c.variables.iter().map(|v| v.name.to_string()).filter(|n| !is_own(n)).collect(),
@@ -103,29 +89,21 @@ fn ptx_names(ptx: &str) -> Vec<String> {
 /// The variable names of a loaded image: a fatbin (or registration wrapper), a cubin, or
 /// PTX text. From one entry of a fatbin: every entry is built from the same source.
 unsafe fn image_names(image: *const c_void) -> Vec<String> {
-    if image.is_null() {
-        return Vec::new();
-    }
-    let p = image as *const u8;
-    let head = std::slice::from_raw_parts(p, 4);
-    let magic = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-    if magic == gpusan_fatbin::FATBIN_MAGIC || magic == gpusan_fatbin::WRAPPER_MAGIC {
-        let Ok(fatbin) = gpusan_fatbin::from_wrapper_ptr(p) else { return Vec::new() };
-        use gpusan_fatbin::EntryKind;
-        if let Some(e) = fatbin.entries.iter().find(|e| e.kind == EntryKind::Elf) {
-            return e.contents().map(|c| cubin_names(&c)).unwrap_or_default();
+    use crate::image::Image;
+    use gpusan_fatbin::EntryKind;
+    match crate::image::read(image) {
+        Ok(Image::Fatbin(fatbin)) => {
+            if let Some(e) = fatbin.entries.iter().find(|e| e.kind == EntryKind::Elf) {
+                return e.contents().map(|c| cubin_names(&c)).unwrap_or_default();
+            }
+            if let Some(e) = fatbin.entries.iter().find(|e| e.kind == EntryKind::Ptx) {
+                return e.ptx_text().map(|t| ptx_names(&t)).unwrap_or_default();
+            }
+            Vec::new()
         }
-        if let Some(e) = fatbin.entries.iter().find(|e| e.kind == EntryKind::Ptx) {
-            return e.ptx_text().map(|t| ptx_names(&t)).unwrap_or_default();
-        }
-        return Vec::new();
-    }
-    if head == b"\x7fELF" {
-        return elf_size(p).map(|n| cubin_names(std::slice::from_raw_parts(p, n))).unwrap_or_default();
-    }
-    match CStr::from_ptr(image as *const c_char).to_str() {
-        Ok(text) if text.contains(".version") => ptx_names(text),
-        _ => Vec::new(),
+        Ok(Image::Cubin(bytes)) => cubin_names(bytes),
+        Ok(Image::Text(text)) if text.contains(".version") => ptx_names(text),
+        Ok(Image::Text(_)) | Err(_) => Vec::new(),
     }
 }
 

@@ -21,7 +21,7 @@
 //! ways).
 
 use std::collections::BTreeMap;
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::c_void;
 use std::sync::Mutex;
 
 use gpusan_passes::meta::ModuleMeta;
@@ -91,33 +91,34 @@ pub fn with<R>(f: impl FnOnce(&mut Modules) -> R) -> R {
 /// The counter the `count` pass adds to every module it instruments.
 const COUNTER: &str = gpusan_abi::COUNT_SYMBOL;
 
-/// The PTX inside a loaded image, if any. `image` is what the program passed: a fatbin
-/// registration wrapper, a fatbin, a cubin, or NUL-terminated PTX text.
+/// The PTX inside a loaded image, if any: from a fatbin, the newest entry for `max_arch`
+/// or older. `image` is what the program passed (see [`crate::image`]).
 pub unsafe fn ptx_of(image: *const c_void, max_arch: u32) -> Result<String, String> {
-    if image.is_null() {
-        return Err("null image".into());
+    use gpusan_fatbin::EntryKind;
+    match crate::image::read(image)? {
+        crate::image::Image::Fatbin(fatbin) => {
+            let ptx = || fatbin.entries.iter().filter(|e| e.kind == EntryKind::Ptx);
+            let Some(best) = ptx().filter(|e| e.arch <= max_arch).max_by_key(|e| e.arch) else {
+                return Err(match ptx().map(|e| e.arch).min() {
+                    Some(arch) => format!("no PTX this GPU can compile: its oldest is for compute_{arch}"),
+                    None => "no PTX for this GPU (machine code only)".to_string(),
+                });
+            };
+            best.ptx_text().map(|t| t.into_owned()).map_err(|e| e.to_string())
+        }
+        crate::image::Image::Cubin(_) => Err("machine code only (cubin)".into()),
+        crate::image::Image::Text(text) if text.contains(".version") => Ok(text.to_string()),
+        crate::image::Image::Text(_) => Err("image is not PTX".into()),
     }
-    let head = std::slice::from_raw_parts(image as *const u8, 4);
-    let magic = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-    if magic == gpusan_fatbin::FATBIN_MAGIC || magic == gpusan_fatbin::WRAPPER_MAGIC {
-        let fatbin = gpusan_fatbin::from_wrapper_ptr(image as *const u8).map_err(|e| e.to_string())?;
-        let best = fatbin
-            .entries
-            .iter()
-            .filter(|e| e.kind == gpusan_fatbin::EntryKind::Ptx && e.arch <= max_arch)
-            .max_by_key(|e| e.arch)
-            .ok_or_else(|| "no PTX for this GPU (machine code only)".to_string())?;
-        return best.ptx_text().map(|t| t.into_owned()).map_err(|e| e.to_string());
-    }
-    if head == b"\x7fELF" {
-        return Err("machine code only (cubin)".into());
-    }
-    // PTX text: NUL-terminated by the API's contract.
-    let text = CStr::from_ptr(image as *const c_char).to_str().map_err(|_| "image is neither a fatbin nor text")?;
-    if !text.contains(".version") {
-        return Err("image is not PTX".into());
-    }
-    Ok(text.to_string())
+}
+
+/// The architecture whose PTX a load gets: the current context's device's (a library may
+/// load with no context current: then device 0's, where programs start). Where the driver
+/// does not say, the newest PTX: if that is too new, the driver refuses the instrumented
+/// build and the original is loaded.
+fn target_arch() -> u32 {
+    let (_, device) = crate::driver::current_context();
+    crate::driver::real::device_arch(device.max(0)).unwrap_or(u32::MAX)
 }
 
 fn key(ptx: &str, pass: &str) -> String {
@@ -127,7 +128,7 @@ fn key(ptx: &str, pass: &str) -> String {
 
 /// Decides what to load for `image` in a run whose mode is `mode` (a pass).
 pub unsafe fn substitute(image: *const c_void, mode: Mode) -> Image {
-    let ptx = match ptx_of(image, 90) {
+    let ptx = match ptx_of(image, target_arch()) {
         Ok(p) => p,
         Err(why) => return Image::Original(why),
     };
@@ -182,7 +183,7 @@ pub unsafe fn meta_of_image(image: *const c_void) -> Option<ModuleMeta> {
 /// cause (cut short by a full disk, or edited): it goes, so the next run instruments again
 /// instead of refusing forever.
 pub unsafe fn refused(image: *const c_void, mode: Mode) {
-    let Ok(ptx) = ptx_of(image, 90) else { return };
+    let Ok(ptx) = ptx_of(image, target_arch()) else { return };
     if let Some(dir) = cache::dir() {
         let k = key(&ptx, &passes::cache_name(mode));
         let _ = std::fs::remove_file(dir.join(format!("{k}.meta")));
