@@ -121,6 +121,13 @@ pub fn own_stream() -> Option<CUstream> {
     Some(stream)
 }
 
+/// `context` was destroyed, and gpusan's stream in it with it.
+pub fn context_gone(context: u64) {
+    if let Some(streams) = STREAMS.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        streams.remove(&context);
+    }
+}
+
 /// Waits for gpusan's stream only (never for the program's).
 fn sync_own(stream: CUstream) -> bool {
     let Some(f) = real::cuStreamSynchronize() else { return false };

@@ -18,7 +18,7 @@ fn finish(st: &State) {
     let Some(path) = &st.options.report else { return };
     // Kernels may have written errors after the last synchronization (fails harmlessly
     // once CUDA has torn its contexts down).
-    mirror::drain();
+    mirror::drain_at_exit();
     let collector = st.take_findings();
     let leaks = if st.options.leak_check { checks::leak_summary(&st.registry) } else { Vec::new() };
     let mut doc = collector.finish(st.options.mode.name(), leaks, registry::symbolize);
@@ -54,8 +54,12 @@ fn finish(st: &State) {
             doc.counters.insert("executed_memory_instructions".into(), m.counts.values().sum());
             doc.counters.insert("modules_instrumented".into(), m.substituted);
             doc.counters.insert("modules_from_cache".into(), m.cache_hits);
-            doc.unchecked_modules = m.unchecked.clone();
         });
+    }
+    // Every mode that instruments says which modules it could not: a `check` run that
+    // passed over a machine-code-only module must not read as if that module was clean.
+    if st.options.mode != Mode::Api {
+        doc.unchecked_modules = substitute::with(|m| m.unchecked.clone());
     }
     state::write_no_follow(path, doc.to_json().as_bytes());
 }

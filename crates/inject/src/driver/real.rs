@@ -13,7 +13,7 @@ use std::ffi::{c_char, c_int, c_void};
 use super::resolve::{typed, Slot};
 use super::types::{
     CUcontext, CUdevice, CUdeviceptr, CUgraph, CUgraphNode, CUlibrary, CUmemHandle, CUmodule, CUresult, CUstream,
-    CUstreamCaptureStatus, MemAccessDesc, MemAllocationProp,
+    CUstreamCaptureStatus, MemAccessDesc, MemAllocationProp, CUDA_SUCCESS,
 };
 
 /// `fn name(arg: type, …);` declares `pub fn name() -> Option<unsafe extern "C" fn(type, …) ->
@@ -38,6 +38,10 @@ real_functions! {
     fn cuCtxGetDevice(device: *mut CUdevice);
     fn cuCtxSynchronize();
     fn cuPointerGetAttribute(data: *mut c_void, attribute: c_int, ptr: CUdeviceptr);
+    fn cuDeviceGetAttribute(value: *mut c_int, attribute: c_int, device: CUdevice);
+    fn cuDevicePrimaryCtxGetState(device: CUdevice, flags: *mut u32, active: *mut c_int);
+    fn cuDevicePrimaryCtxRetain(ctx: *mut CUcontext, device: CUdevice);
+    fn cuDevicePrimaryCtxRelease_v2(device: CUdevice);
 
     // Memory.
     fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytes: usize);
@@ -94,4 +98,42 @@ pub fn current_context() -> (u64, i32) {
         }
     }
     (ctx as u64, dev)
+}
+
+/// The compute capability of `device` as one number (90 for 9.0), if the driver says.
+pub fn device_arch(device: CUdevice) -> Option<u32> {
+    const MAJOR: c_int = 75; // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+    const MINOR: c_int = 76;
+    let f = cuDeviceGetAttribute()?;
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: two out-parameters of ours, the driver's signature.
+    let ok = unsafe { f(&mut major, MAJOR, device) == CUDA_SUCCESS && f(&mut minor, MINOR, device) == CUDA_SUCCESS };
+    (ok && major > 0 && minor >= 0).then(|| major as u32 * 10 + minor as u32)
+}
+
+/// Whether the primary context of `device` exists now (`None`: the driver did not say).
+pub fn primary_active(device: CUdevice) -> Option<bool> {
+    let f = cuDevicePrimaryCtxGetState()?;
+    let (mut flags, mut active) = (0u32, 0);
+    // SAFETY: two out-parameters of ours, the driver's signature.
+    (unsafe { f(device, &mut flags, &mut active) } == CUDA_SUCCESS).then_some(active != 0)
+}
+
+/// The primary context of `device` while it exists: its handle, asked for with a reference
+/// taken and given back at once (never the last one, so the context stays as it was; and
+/// none is taken when the context does not exist, which retaining would create).
+pub fn primary_context(device: CUdevice) -> Option<u64> {
+    if primary_active(device) != Some(true) {
+        return None;
+    }
+    let (retain, release) = (cuDevicePrimaryCtxRetain()?, cuDevicePrimaryCtxRelease_v2()?);
+    let mut ctx: CUcontext = std::ptr::null_mut();
+    // SAFETY: an out-parameter of ours; the reference taken is given back below.
+    unsafe {
+        if retain(&mut ctx, device) != CUDA_SUCCESS {
+            return None;
+        }
+        release(device);
+    }
+    (!ctx.is_null()).then_some(ctx as u64)
 }

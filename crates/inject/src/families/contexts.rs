@@ -1,14 +1,19 @@
 //! Contexts: a context-wide synchronization (after which what kernels wrote is final), and
-//! the calls that tear a context down (before which it must be read).
+//! the calls that tear a context down (before which it must be read, and after which
+//! nothing of it may be: the driver freed its memory and modules with it).
 
 use crate::driver::hook::hooks;
-use crate::driver::{CUcontext, CUdevice, CUresult};
-use crate::routes::{after_sync, before_teardown};
+use crate::driver::{real, CUcontext, CUdevice, CUresult, CUDA_SUCCESS};
+use crate::routes::{after_sync, before_teardown, context_gone};
+use crate::state::quietly;
 
 hooks! {
     fn cuCtxSynchronize() => |real| ctx_synchronize(real);
     fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) => |real| primary_ctx_release(real, dev);
     fn cuDevicePrimaryCtxReset_v2(dev: CUdevice) => |real| primary_ctx_reset(real, dev);
+    // The names programs built before CUDA 11 call: the same teardown.
+    fn cuDevicePrimaryCtxRelease(dev: CUdevice) => |real| primary_ctx_release(real, dev);
+    fn cuDevicePrimaryCtxReset(dev: CUdevice) => |real| primary_ctx_reset(real, dev);
     fn cuCtxDestroy_v2(ctx: CUcontext) => |real| ctx_destroy(real, ctx);
 }
 
@@ -16,17 +21,40 @@ unsafe fn ctx_synchronize(real: unsafe extern "C" fn() -> CUresult) -> CUresult 
     after_sync(real())
 }
 
+/// The primary context of `dev`, asked before a call that may end it (afterwards it is
+/// gone, handle and all).
+fn primary_of(dev: CUdevice) -> Option<u64> {
+    quietly(|| real::primary_context(dev)).flatten()
+}
+
 unsafe fn primary_ctx_release(real: unsafe extern "C" fn(CUdevice) -> CUresult, dev: CUdevice) -> CUresult {
     before_teardown();
-    real(dev)
+    let primary = primary_of(dev);
+    let r = real(dev);
+    // Only the last release destroys the context.
+    if let (CUDA_SUCCESS, Some(ctx)) = (r, primary) {
+        if quietly(|| real::primary_active(dev)).flatten() == Some(false) {
+            context_gone(ctx);
+        }
+    }
+    r
 }
 
 unsafe fn primary_ctx_reset(real: unsafe extern "C" fn(CUdevice) -> CUresult, dev: CUdevice) -> CUresult {
     before_teardown();
-    real(dev)
+    let primary = primary_of(dev);
+    let r = real(dev);
+    if let (CUDA_SUCCESS, Some(ctx)) = (r, primary) {
+        context_gone(ctx);
+    }
+    r
 }
 
 unsafe fn ctx_destroy(real: unsafe extern "C" fn(CUcontext) -> CUresult, ctx: CUcontext) -> CUresult {
     before_teardown();
-    real(ctx)
+    let r = real(ctx);
+    if r == CUDA_SUCCESS {
+        context_gone(ctx as u64);
+    }
+    r
 }

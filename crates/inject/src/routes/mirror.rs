@@ -72,6 +72,8 @@ struct Abi {
 struct Contexts {
     by_context: std::collections::HashMap<u64, Abi>,
     modules_numbered: u32,
+    /// What contexts that went away counted: records not stored, table memory held, moves.
+    gone: (u64, u64, u64),
 }
 
 static ABI: Mutex<Option<Contexts>> = Mutex::new(None);
@@ -233,6 +235,25 @@ pub fn before_launch() {
 
 /// After a synchronization: turn new error records into reports.
 pub fn drain() {
+    drain_with(Read::InPlace);
+}
+
+/// At exit: as [`drain`], but CUDA may have torn contexts down without a call gpusan saw,
+/// unmapping their error buffers: each read is one that cannot fault.
+pub fn drain_at_exit() {
+    drain_with(Read::Checked);
+}
+
+/// How a drain reads an error buffer that is host memory.
+#[derive(Clone, Copy)]
+enum Read {
+    /// Straight from the mapping: its context is known to exist.
+    InPlace,
+    /// Through [`crate::peek`]: the mapping may be gone.
+    Checked,
+}
+
+fn drain_with(how: Read) {
     if !ACTIVE.load(Ordering::Acquire) {
         return;
     }
@@ -240,7 +261,7 @@ pub fn drain() {
     let Some(contexts) = guard.as_mut() else { return };
     // Reports name modules of any context.
     let mut all: Vec<&mut Abi> = contexts.by_context.values_mut().collect();
-    let records: Vec<ErrorRecord> = all.iter_mut().flat_map(|abi| drain_one(abi)).collect();
+    let records: Vec<ErrorRecord> = all.iter_mut().flat_map(|abi| drain_one(abi, how)).collect();
     let modules: Vec<&AbiModule> = contexts.by_context.values().flat_map(|a| &a.modules).collect();
     let st = state();
     for r in records {
@@ -253,13 +274,30 @@ pub fn drain() {
     }
 }
 
+/// A context went away (destroyed, its primary context released for the last time or
+/// reset), and the driver freed its table, its error buffer and its modules with it: what
+/// gpusan kept of them goes, drained before (see `routes::before_teardown`). A drain would
+/// otherwise read the unmapped error buffer (a driver-API program that releases its
+/// primary context before exit crashed there), and a new context the driver hands the
+/// same handle would be taken for one already set up.
+pub fn context_gone(context: u64) {
+    let mut guard = lock();
+    let Some(contexts) = guard.as_mut() else { return };
+    if let Some(abi) = contexts.by_context.remove(&context) {
+        let (lost, bytes, moves) = &mut contexts.gone;
+        *lost += abi.not_stored;
+        *bytes += abi.memory.held_bytes();
+        *moves += abi.memory.moves();
+    }
+}
+
 /// New error records of one context's buffer (read through unified addressing, whatever
 /// context is current).
-fn drain_one(abi: &mut Abi) -> Vec<ErrorRecord> {
+fn drain_one(abi: &mut Abi, how: Read) -> Vec<ErrorRecord> {
     let mut header = ErrorBufferHeader::default();
-    let read = |dst: *mut c_void, offset: u64, n: usize| match abi.errors_host {
+    let read = |dst: *mut c_void, offset: u64, n: usize| match (abi.errors_host, how) {
         // Kernels that wrote it have completed (a drain follows a synchronization).
-        Some(host) => unsafe {
+        (Some(host), Read::InPlace) => unsafe {
             std::sync::atomic::fence(Ordering::Acquire);
             for i in 0..n {
                 let b = std::ptr::read_volatile((host as *const u8).add(offset as usize + i));
@@ -267,7 +305,13 @@ fn drain_one(abi: &mut Abi) -> Vec<ErrorRecord> {
             }
             true
         },
-        None => unsafe { dtoh(dst, abi.errors_ptr + offset, n) },
+        (Some(host), Read::Checked) => {
+            std::sync::atomic::fence(Ordering::Acquire);
+            // SAFETY: `dst` is a buffer of ours of `n` bytes.
+            let dst = unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, n) };
+            crate::peek::copy(dst, (host + offset as usize) as *const u8)
+        }
+        (None, _) => unsafe { dtoh(dst, abi.errors_ptr + offset, n) },
     };
     if !read(&mut header as *mut _ as *mut c_void, 0, record::HEADER_BYTES) || header.count <= abi.drained {
         return Vec::new();
@@ -288,13 +332,14 @@ fn drain_one(abi: &mut Abi) -> Vec<ErrorRecord> {
 
 /// Device errors counted by kernels but not stored (the buffer was full between drains).
 pub fn not_stored() -> u64 {
-    lock().as_ref().map_or(0, |c| c.by_context.values().map(|a| a.not_stored).sum())
+    lock().as_ref().map_or(0, |c| c.gone.0 + c.by_context.values().map(|a| a.not_stored).sum::<u64>())
 }
 
-/// Device memory held for allocation tables, all contexts, and how often tables moved
+/// Device memory held for allocation tables, all contexts (those gone too), and how often tables moved
 /// (see [`super::table_memory`]).
 pub fn table_memory() -> (u64, u64) {
     lock().as_ref().map_or((0, 0), |c| {
-        c.by_context.values().fold((0, 0), |(b, m), a| (b + a.memory.held_bytes(), m + a.memory.moves()))
+        let (_, bytes, moves) = c.gone;
+        c.by_context.values().fold((bytes, moves), |(b, m), a| (b + a.memory.held_bytes(), m + a.memory.moves()))
     })
 }

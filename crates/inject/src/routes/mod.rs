@@ -134,7 +134,8 @@ fn register_late_exit() {
 
 extern "C" fn read_before_cuda_exits() {
     if !FORKED_CHILD.load(Ordering::Relaxed) {
-        before_teardown();
+        // The program may have torn a context down behind gpusan's back by now.
+        read_what_kernels_left(mirror::drain_at_exit);
     }
 }
 
@@ -142,8 +143,21 @@ extern "C" fn read_before_cuda_exits() {
 /// primary context down at exit before gpusan's own exit handler runs, and its device-wide
 /// synchronization does not always pass through a driver entry point gpusan sees.
 pub fn before_teardown() {
-    quietly(mirror::drain);
+    read_what_kernels_left(mirror::drain);
+}
+
+fn read_what_kernels_left(drain: fn()) {
+    quietly(drain);
     if substituting() {
         quietly(substitute::read_counters);
     }
+}
+
+/// After the driver destroyed `context` (and with it every buffer and module of it):
+/// nothing of it may be read or reused any more.
+pub fn context_gone(context: u64) {
+    quietly(|| {
+        mirror::context_gone(context);
+        crate::capture::context_gone(context);
+    });
 }
