@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
+#include <sys/mman.h>
 
 typedef int CUresult;
 static CUresult capture_unsafe(const char *call, int on_legacy_stream);
@@ -59,11 +60,16 @@ CUresult cuMemAlloc_v2(uint64_t *dptr, size_t size) {
 /* Mapped pinned host memory: in the fake, host and device addresses are the same.
  * FAKE_CUDA_NO_HOST_MAP makes it unavailable (gpusan then keeps its error buffer in device
  * memory and copies it back). */
+static void host_alloc_made(void *p, size_t size);
 CUresult cuMemHostAlloc(void **p, size_t size, unsigned flags) {
     (void)flags;
     if (getenv("FAKE_CUDA_NO_HOST_MAP")) return 801; /* CUDA_ERROR_NOT_SUPPORTED */
-    *p = aligned_alloc(256, (size + 255) / 256 * 256);
-    return *p ? 0 : 2;
+    /* Mapped pages of their own, as the driver's are: unmapped when the context goes. */
+    void *m = mmap(0, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return 2;
+    host_alloc_made(m, size);
+    *p = m;
+    return 0;
 }
 CUresult cuMemHostGetDevicePointer_v2(uint64_t *dptr, void *p, unsigned flags) {
     (void)flags;
@@ -103,7 +109,16 @@ CUresult cuMemsetD8_v2(uint64_t dst, unsigned char v, size_t n) {
 
 /* Records the image it is asked to load in $FAKE_CUDA_LOADED, so tests can see whether
  * gpusan substituted it. */
-CUresult cuModuleLoadData(void **module, const void *image) {
+static CUresult load_fatbin(void **module, const unsigned char *image);
+static int ptx_too_new(const char *ptx);
+/* Every entry point that loads an image, called directly (a call through the exported
+ * name would reach gpusan's stand-in a second time). */
+static CUresult load_image(void **module, const void *image);
+CUresult cuModuleLoadData(void **module, const void *image) { return load_image(module, image); }
+static CUresult load_image(void **module, const void *image) {
+    if (!memcmp(image, "\x50\xed\x55\xba", 4)) return load_fatbin(module, image);
+    /* PTX of an ISA newer than this driver's JIT: CUDA_ERROR_UNSUPPORTED_PTX_VERSION. */
+    if (ptx_too_new(image)) return 222;
     const char *path = getenv("FAKE_CUDA_LOADED");
     if (path) {
         FILE *f = fopen(path, "w");
@@ -141,7 +156,11 @@ static void count_pointing(uint64_t dst) {
     if (dst == (uintptr_t)&abi_tables[0] || dst == (uintptr_t)&abi_tables[1]) table_pointings++;
 }
 int fake_table_pointings(void) { return table_pointings; }
+static CUresult get_global(uint64_t *dptr, size_t *bytes, void *module, const char *name);
 CUresult cuModuleGetGlobal_v2(uint64_t *dptr, size_t *bytes, void *module, const char *name) {
+    return get_global(dptr, bytes, module, name);
+}
+static CUresult get_global(uint64_t *dptr, size_t *bytes, void *module, const char *name) {
     (void)module;
     if (!strncmp(name, "__gpusan_", 9)) {
         if (!abi_declared) return 500; /* CUDA_ERROR_NOT_FOUND */
@@ -585,4 +604,112 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64
     *pfn = 0;
     if (status) *status = 1;
     return 500; /* CUDA_ERROR_NOT_FOUND */
+}
+
+/* ---- fatbins, libraries and the primary context ---------------------------------------
+ *
+ * A fatbin (magic 0xBA55ED50, as `nvcc -fatbin` writes it) loads as the driver would load
+ * its machine code for sm_90: recorded as "<fatbin>" in $FAKE_CUDA_LOADED; only its header
+ * is read, so one cut short still "loads" (what gpusan must do is hand it over untouched).
+ * The other entry points load like cuModuleLoadData; a library is handle 0x5000.
+ *
+ * The primary context is 0x1000 (every thread's current context unless switched). It
+ * exists while retained: the last cuDevicePrimaryCtxRelease_v2 destroys it, as does
+ * cuDevicePrimaryCtxReset_v2, and cuCtxDestroy_v2 destroys a context; a destroyed context's
+ * host allocations (cuMemHostAlloc) are unmapped, as the driver frees them. */
+static CUresult load_fatbin(void **module, const unsigned char *image) {
+    const char *path = getenv("FAKE_CUDA_LOADED");
+    FILE *f = path ? fopen(path, "w") : 0;
+    if (f) { fputs("<fatbin>", f); fclose(f); }
+    abi_declared = counters_declared = 0;
+    (void)image;
+    *module = (void *)0x4000;
+    return 0;
+}
+/* `.version` above 9.0. */
+static int ptx_too_new(const char *ptx) {
+    const unsigned char *b = (const unsigned char *)ptx;
+    if (b[0] == 0x7f && b[1] == 'E') return 0;
+    const char *v = strstr(ptx, ".version ");
+    int major = 0, minor = 0;
+    return v && sscanf(v, ".version %d.%d", &major, &minor) == 2 && (major > 9 || (major == 9 && minor > 0));
+}
+CUresult cuModuleLoadDataEx(void **module, const void *image, unsigned n, int *options, void **values) {
+    (void)n; (void)options; (void)values;
+    return load_image(module, image);
+}
+CUresult cuModuleLoadFatBinary(void **module, const void *image) { return load_image(module, image); }
+CUresult cuLibraryLoadData(void **lib, const void *code, int *jo, void **jv, unsigned njo, int *lo, void **lv, unsigned nlo) {
+    (void)jo; (void)jv; (void)njo; (void)lo; (void)lv; (void)nlo;
+    void *m;
+    CUresult r = load_image(&m, code);
+    if (!r) *lib = (void *)0x5000;
+    return r;
+}
+CUresult cuLibraryGetGlobal(uint64_t *dptr, size_t *bytes, void *lib, const char *name) {
+    return get_global(dptr, bytes, lib, name);
+}
+CUresult cuModuleGetFunction(void **f, void *module, const char *name) {
+    (void)module; (void)name;
+    *f = (void *)0x4100;
+    return 0;
+}
+CUresult cuLibraryGetKernel(void **k, void *lib, const char *name) {
+    (void)lib; (void)name;
+    *k = (void *)0x5100;
+    return 0;
+}
+CUresult cuKernelGetFunction(void **f, void *k) { *f = k; return 0; }
+CUresult cuModuleUnload(void *module) { (void)module; return 0; }
+CUresult cuLibraryUnload(void *lib) { (void)lib; return 0; }
+CUresult cuDeviceGetAttribute(int *value, int attribute, int dev) {
+    if (dev != 0) return 101; /* CUDA_ERROR_INVALID_DEVICE */
+    if (attribute == 75) { *value = 9; return 0; } /* compute capability 9.0 */
+    if (attribute == 76) { *value = 0; return 0; }
+    return 1;
+}
+
+#define MAX_HOST_ALLOCS 256
+static struct { void *p; size_t size; uintptr_t ctx; } host_allocs[MAX_HOST_ALLOCS];
+static void host_alloc_made(void *p, size_t size) {
+    for (int i = 0; i < MAX_HOST_ALLOCS; i++)
+        if (!host_allocs[i].p) { host_allocs[i].p = p; host_allocs[i].size = size; host_allocs[i].ctx = current_ctx; return; }
+}
+CUresult cuMemFreeHost(void *p) {
+    for (int i = 0; i < MAX_HOST_ALLOCS; i++)
+        if (host_allocs[i].p == p) { munmap(p, host_allocs[i].size); host_allocs[i].p = 0; return 0; }
+    return 1;
+}
+static void destroy_context(uintptr_t ctx) {
+    for (int i = 0; i < MAX_HOST_ALLOCS; i++)
+        if (host_allocs[i].p && host_allocs[i].ctx == ctx) { munmap(host_allocs[i].p, host_allocs[i].size); host_allocs[i].p = 0; }
+}
+static int primary_refs;
+CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev) {
+    if (dev != 0) return 101;
+    primary_refs++;
+    *ctx = (void *)0x1000;
+    return 0;
+}
+CUresult cuDevicePrimaryCtxRelease_v2(int dev) {
+    if (dev != 0 || primary_refs == 0) return 101;
+    if (--primary_refs == 0) destroy_context(0x1000);
+    return 0;
+}
+CUresult cuDevicePrimaryCtxReset_v2(int dev) {
+    if (dev != 0) return 101;
+    primary_refs = 0;
+    destroy_context(0x1000);
+    return 0;
+}
+CUresult cuDevicePrimaryCtxGetState(int dev, unsigned *flags, int *active) {
+    if (dev != 0) return 101;
+    *flags = 0;
+    *active = primary_refs > 0;
+    return 0;
+}
+CUresult cuCtxDestroy_v2(void *ctx) {
+    if ((uintptr_t)ctx == 0x1000) return 201; /* the primary context: CUDA_ERROR_INVALID_CONTEXT */
+    destroy_context((uintptr_t)ctx);
+    return 0;
 }

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <stdint.h>
@@ -153,6 +154,65 @@ static void *worker(void *arg) {
         if (id == 0 && i == 100) free_(p);
     }
     return 0;
+}
+
+/* ---- a driver-API program shipping its kernel as a fatbin file ------------------------ */
+int cuModuleLoadDataEx(void **, const void *, unsigned, int *, void **);
+int cuModuleLoadFatBinary(void **, const void *);
+int cuLibraryLoadData(void **, const void *, int *, void **, unsigned, int *, void **, unsigned);
+int cuModuleGetFunction(void **, void *, const char *);
+int cuLibraryGetKernel(void **, void *, const char *);
+int cuKernelGetFunction(void **, void *);
+int cuDevicePrimaryCtxRetain(void **, int);
+int cuDevicePrimaryCtxRelease_v2(int);
+int cuDevicePrimaryCtxReset_v2(int);
+
+/* The bytes of file `path`, placed flush against an unreadable page: a reader that goes
+ * past their end faults, as it may in a real program. */
+static const void *file_at_page_end(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    rewind(f);
+    long page = sysconf(_SC_PAGESIZE), span = (size + page - 1) / page * page;
+    unsigned char *m = mmap(0, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED || mprotect(m + span, page, PROT_NONE)) return 0;
+    unsigned char *image = m + span - size;
+    size_t got = fread(image, 1, size, f);
+    fclose(f);
+    return got == (size_t)size ? image : 0;
+}
+
+/* Retains the primary context, loads the fatbin at `path` through `entry` (data, dataex,
+ * fatbinary, library), finds `vadd`, launches it on memory of its own, synchronizes, frees
+ * that memory and ends the context by `teardown`: "release" gives its reference back,
+ * which destroys it with whatever the driver gave for it, "reset" resets it, "again"
+ * releases it and does it all once more in a new primary context (which, as the driver
+ * may, gets the same handle). */
+static int fatbin_program(const char *path, const char *entry, const char *teardown) {
+    void *ctx = 0, *m = 0, *lib = 0, *k = 0, *fn = 0;
+    const void *image = file_at_page_end(path);
+    if (!image) return 32;
+    int rc = cuDevicePrimaryCtxRetain(&ctx, 0);
+    if (!strcmp(entry, "data")) rc |= cuModuleLoadData(&m, image);
+    else if (!strcmp(entry, "dataex")) rc |= cuModuleLoadDataEx(&m, image, 0, 0, 0);
+    else if (!strcmp(entry, "fatbinary")) rc |= cuModuleLoadFatBinary(&m, image);
+    else if (!strcmp(entry, "library")) rc |= cuLibraryLoadData(&lib, image, 0, 0, 0, 0, 0, 0);
+    else return 64;
+    if (rc) return rc;
+    if (lib) rc |= cuLibraryGetKernel(&k, lib, "vadd") | cuKernelGetFunction(&fn, k);
+    else rc |= cuModuleGetFunction(&fn, m, "vadd");
+    uint64_t x = 0;
+    int n = 256;
+    if (alloc_(&x, n * sizeof(float))) return 3;
+    void *args[] = {&x, &x, &x, &n};
+    rc |= cuLaunchKernel(fn, 1, 1, 1, 256, 1, 1, 0, 0, args, 0);
+    rc |= cuCtxSynchronize();
+    rc |= free_(x);
+    if (!strcmp(teardown, "reset")) return rc | cuDevicePrimaryCtxReset_v2(0);
+    rc |= cuDevicePrimaryCtxRelease_v2(0);
+    return !strcmp(teardown, "again") ? rc | fatbin_program(path, entry, "release") : rc;
 }
 
 int main(int argc, char **argv) {
@@ -440,6 +500,11 @@ int main(int argc, char **argv) {
         static const unsigned char cubin[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
         void *m = 0;
         rc |= cuModuleLoadData(&m, cubin);
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "fatbin")) {
+        /* argv[3]: a fatbin file; argv[4]: the entry point that loads it (default data);
+         * argv[5]: how the context ends (default release). */
+        rc |= fatbin_program(argc > 3 ? argv[3] : "", argc > 4 ? argv[4] : "data", argc > 5 ? argv[5] : "release");
         rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "leak")) {
         rc |= free_(a);
