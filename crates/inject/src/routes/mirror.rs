@@ -307,9 +307,12 @@ fn drain_one(abi: &mut Abi, how: Read) -> Vec<ErrorRecord> {
         },
         (Some(host), Read::Checked) => {
             std::sync::atomic::fence(Ordering::Acquire);
-            // SAFETY: `dst` is a buffer of ours of `n` bytes.
-            let dst = unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, n) };
-            crate::peek::copy(dst, (host + offset as usize) as *const u8)
+            // SAFETY: `dst` is a buffer of ours of `n` bytes; where peek cannot check, the
+            // buffer is read as in place (its context known to exist, as `InPlace` assumes).
+            unsafe {
+                let dst = std::slice::from_raw_parts_mut(dst as *mut u8, n);
+                crate::peek::copy(dst, (host + offset as usize) as *const u8)
+            }
         }
         (None, _) => unsafe { dtoh(dst, abi.errors_ptr + offset, n) },
     };
