@@ -6,10 +6,12 @@
 //! - [`registry`]: every live and freed (quarantined) allocation, thread-safe.
 //! - [`checks`]: host API calls (copies, sets, frees) judged against the registry.
 //! - [`report`]: one error format for every mode, as text and JSON.
+//! - [`per_process`]: state a child made by `fork` gets afresh, never its parent's locks.
 //! - [`device_abi`]: how the error records instrumented kernels write become reports (the
 //!   layouts they share with the runtime are `gpusan_abi`'s).
 
 pub mod checks;
 pub mod device_abi;
+pub mod per_process;
 pub mod registry;
 pub mod report;

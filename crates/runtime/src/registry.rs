@@ -26,9 +26,10 @@ use std::ffi::c_void;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::{Bound, Range};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock};
 
-use parking_lot::RwLock;
+use crate::per_process::{fork_waits, PerProcess};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
 use serde::{Deserialize, Serialize};
 
 /// What allocated the memory; decides which free call may release it and how reports name it.
@@ -372,7 +373,21 @@ pub struct Stats {
 /// The registry. Share it by reference or `Arc`; every method takes `&self`.
 pub struct Registry {
     config: Config,
-    inner: RwLock<Inner>,
+    inner: Lock<Inner>,
+}
+
+/// `std`'s reader–writer lock, whose whole state is the lock itself (see `per_process` for
+/// why that matters after `fork`). Nothing panics while holding it, so poisoning is moot.
+struct Lock<T>(RwLock<T>);
+
+impl<T> Lock<T> {
+    fn read(&self) -> RwLockReadGuard<'_, T> {
+        self.0.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, T> {
+        self.0.write().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 #[derive(Default)]
@@ -395,7 +410,7 @@ impl Default for Registry {
 
 impl Registry {
     pub fn new(config: Config) -> Self {
-        Registry { config, inner: RwLock::new(Inner { next_id: 1, ..Inner::default() }) }
+        Registry { config, inner: Lock(RwLock::new(Inner { next_id: 1, ..Inner::default() })) }
     }
 
     pub fn config(&self) -> Config {
@@ -893,8 +908,9 @@ struct SiteTable {
     index: HashMap<Arc<[u64]>, SiteId, BuildHasherDefault<FxHasher>>,
 }
 
-static SITES: LazyLock<RwLock<SiteTable>> =
-    LazyLock::new(|| RwLock::new(SiteTable { stacks: vec![Arc::from([])], index: HashMap::default() }));
+/// Per process: a child made by `fork` starts with no sites, like its registry.
+static SITES: PerProcess<Lock<SiteTable>> =
+    PerProcess::new(|| Lock(RwLock::new(SiteTable { stacks: vec![Arc::from([])], index: HashMap::default() })));
 
 /// Sets the depth and bound of future captures.
 pub fn configure_sites(config: SiteConfig) {
@@ -961,10 +977,10 @@ fn intern(stack: &[u64]) -> SiteId {
     if stack.is_empty() {
         return SiteId::UNKNOWN;
     }
-    if let Some(&id) = SITES.read().index.get(stack) {
+    if let Some(&id) = SITES.get().read().index.get(stack) {
         return id;
     }
-    let mut table = SITES.write();
+    let mut table = SITES.get().write();
     if let Some(&id) = table.index.get(stack) {
         return id;
     }
@@ -980,13 +996,25 @@ fn intern(stack: &[u64]) -> SiteId {
 
 /// The raw return addresses of a site, innermost first.
 pub fn site_addresses(site: SiteId) -> Vec<u64> {
-    SITES.read().stacks.get(site.0 as usize).map_or_else(Vec::new, |s| s.to_vec())
+    SITES.get().read().stacks.get(site.0 as usize).map_or_else(Vec::new, |s| s.to_vec())
 }
 
 /// Resolves a site to functions, files and lines. Slow (reads debug information on first
 /// use): call it when writing reports, never on an allocation path. Addresses that do not
 /// resolve give a frame with only the address.
 pub fn symbolize(site: SiteId) -> Vec<Frame> {
+    // `backtrace::resolve` keeps a process-wide lock and caches of its own: a fork waits
+    // rather than leave them half-held in the child (where, if it could not wait, frames
+    // keep only their addresses).
+    fork_waits(|| symbolize_now(site)).unwrap_or_else(|| {
+        site_addresses(site)
+            .into_iter()
+            .map(|address| Frame { function: None, file: None, line: None, address })
+            .collect()
+    })
+}
+
+fn symbolize_now(site: SiteId) -> Vec<Frame> {
     let mut frames = Vec::new();
     for address in site_addresses(site) {
         let before = frames.len();
