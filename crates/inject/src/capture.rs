@@ -25,25 +25,27 @@ use std::ffi::{c_void, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use gpusan_runtime::per_process::PerProcess;
+
 use crate::driver::{current_context, real, CUresult, CUstream, Loaded, CUDA_SUCCESS};
 
 const CAPTURE_MODE_RELAXED: i32 = 2;
 const STREAM_NON_BLOCKING: u32 = 1;
 
 /// Streams capturing now (begun through gpusan's stand-ins and not ended), and how many.
-static CAPTURING: Mutex<Option<HashSet<u64>>> = Mutex::new(None);
-static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+static CAPTURING: PerProcess<Mutex<Option<HashSet<u64>>>> = PerProcess::new(|| Mutex::new(None));
+static ACTIVE: PerProcess<AtomicUsize> = PerProcess::new(|| AtomicUsize::new(0));
 
 /// Whether any stream of the process is capturing.
 pub fn any() -> bool {
-    ACTIVE.load(Ordering::Acquire) > 0
+    ACTIVE.get().load(Ordering::Acquire) > 0
 }
 
 fn capturing<R>(f: impl FnOnce(&mut HashSet<u64>) -> R) -> R {
-    let mut g = CAPTURING.lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = CAPTURING.get().lock().unwrap_or_else(|p| p.into_inner());
     let set = g.get_or_insert_with(HashSet::new);
     let r = f(set);
-    ACTIVE.store(set.len(), Ordering::Release);
+    ACTIVE.get().store(set.len(), Ordering::Release);
     r
 }
 
@@ -98,7 +100,7 @@ pub fn relaxed<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// Context → gpusan's stream in it.
-static STREAMS: Mutex<Option<HashMap<u64, u64>>> = Mutex::new(None);
+static STREAMS: PerProcess<Mutex<Option<HashMap<u64, u64>>>> = PerProcess::new(|| Mutex::new(None));
 
 /// gpusan's non-blocking stream in the current context, made at its first use (the device
 /// ABI makes it when it sets a context up, so normally outside any capture).
@@ -107,7 +109,7 @@ pub fn own_stream() -> Option<CUstream> {
     if context == 0 {
         return None;
     }
-    let mut g = STREAMS.lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = STREAMS.get().lock().unwrap_or_else(|p| p.into_inner());
     let streams = g.get_or_insert_with(HashMap::new);
     if let Some(&s) = streams.get(&context) {
         return Some(s as CUstream);
@@ -123,7 +125,7 @@ pub fn own_stream() -> Option<CUstream> {
 
 /// `context` was destroyed, and gpusan's stream in it with it.
 pub fn context_gone(context: u64) {
-    if let Some(streams) = STREAMS.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+    if let Some(streams) = STREAMS.get().lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
         streams.remove(&context);
     }
 }

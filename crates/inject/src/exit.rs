@@ -1,16 +1,16 @@
 //! The top of the crate: what runs when the library loads and when the process exits. At
 //! exit the findings (and leaks, when asked) are written where `gpusan run` reads them,
 //! with the counters the routes kept, and the probe's record when `$GPUSAN_PROBE_OUT` asks
-//! for one. A child made by `fork` is marked, and neither hangs nor writes.
-
-use std::sync::atomic::Ordering;
+//! for one. `fork` is watched: a child starts with state of its own (and forwards only,
+//! when CUDA was initialised before the fork: `driver::fork`).
 
 use gpusan_abi::{env, Mode};
-use gpusan_runtime::checks;
 use gpusan_runtime::registry;
+use gpusan_runtime::{checks, per_process};
 
+use crate::driver::fork;
 use crate::routes::{mirror, substitute};
-use crate::state::{State, FORKED_CHILD};
+use crate::state::State;
 use crate::{doors, families, probe, state};
 
 /// Writes the final document: findings, and leaks when `--leak-check full`.
@@ -18,7 +18,9 @@ fn finish(st: &State) {
     let Some(path) = &st.options.report else { return };
     // Kernels may have written errors after the last synchronization (fails harmlessly
     // once CUDA has torn its contexts down).
-    mirror::drain_at_exit();
+    if !fork::forward_only() {
+        mirror::drain_at_exit();
+    }
     let collector = st.take_findings();
     let leaks = if st.options.leak_check { checks::leak_summary(&st.registry) } else { Vec::new() };
     let mut doc = collector.finish(st.options.mode.name(), leaks, registry::symbolize);
@@ -26,7 +28,14 @@ fn finish(st: &State) {
     // got the runtime-API callbacks: say so rather than pass for clean.
     let asked = std::env::var_os(env::SANITIZER_LIB).is_some_and(|v| !v.is_empty())
         && std::env::var_os("CUDA_INJECTION64_PATH").is_some_and(|v| !v.is_empty());
-    if asked && !doors::sanitizer::RUNTIME_API_OBSERVED.load(Ordering::Relaxed) && !families::call_counts().is_empty() {
+    if fork::forward_only() {
+        // One wording for every such child, so the merged report says it once.
+        doc.notes.push(
+            "a process forked after CUDA was initialised called the driver: CUDA cannot be used in such a \
+             child (its calls fail), so they were passed on unchecked"
+                .into(),
+        );
+    } else if asked && !doors::sanitizer::runtime_api_observed() && !families::call_counts().is_empty() {
         doc.notes.push("runtime API errors were not observed (the Compute Sanitizer API did not start)".into());
     }
     if let Some(note) = crate::routes::cache::refused() {
@@ -64,14 +73,24 @@ fn finish(st: &State) {
     state::write_no_follow(path, doc.to_json().as_bytes());
 }
 
-extern "C" fn in_forked_child() {
-    FORKED_CHILD.store(true, Ordering::Relaxed);
+// `fork`: the parent's threads may hold gpusan's locks at that moment, and in the child
+// they never will be released. The child leaves all its parent's state behind instead
+// (`per_process`), deciding first whether it can use CUDA at all (`driver::fork`); only
+// work on third-party state that cannot be left behind (the symbolizer's) is waited for.
+extern "C" fn before_fork() {
+    let _ = std::panic::catch_unwind(per_process::before_fork);
+}
+
+extern "C" fn after_fork_in_parent() {
+    let _ = std::panic::catch_unwind(per_process::after_fork_in_parent);
+}
+
+extern "C" fn after_fork_in_child() {
+    fork::in_child();
+    let _ = std::panic::catch_unwind(per_process::after_fork_in_child);
 }
 
 extern "C" fn at_exit() {
-    if FORKED_CHILD.load(Ordering::Relaxed) {
-        return;
-    }
     let _ = std::panic::catch_unwind(|| {
         // A process whose driver calls never needed the state (`cuInit` alone) used CUDA
         // all the same: its report says it was seen.
@@ -86,7 +105,7 @@ extern "C" fn on_load() {
     // (atexit runs in reverse order): the program's frees have all been seen by then.
     unsafe {
         libc::atexit(at_exit);
-        libc::pthread_atfork(None, None, Some(in_forked_child));
+        libc::pthread_atfork(Some(before_fork), Some(after_fork_in_parent), Some(after_fork_in_child));
     }
 }
 

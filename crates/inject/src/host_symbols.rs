@@ -8,12 +8,14 @@ use std::collections::HashMap;
 use std::ffi::{c_void, CStr};
 use std::sync::Mutex;
 
+use gpusan_runtime::per_process::PerProcess;
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 
 /// (start relative to the file's lowest segment, name) of each data object, by start.
 type Objects = Vec<(u64, String)>;
 
-static FILES: Mutex<Option<HashMap<String, Option<Objects>>>> = Mutex::new(None);
+/// File → its objects (`None`: unreadable), read once per process.
+static FILES: PerProcess<Mutex<HashMap<String, Option<Objects>>>> = PerProcess::new(Default::default);
 
 fn objects_of(path: &str) -> Option<Objects> {
     let data = std::fs::read(path).ok()?;
@@ -78,8 +80,8 @@ pub fn name_at(addr: u64) -> Option<String> {
         path = std::fs::read_link("/proc/self/exe").ok()?.to_string_lossy().into_owned();
     }
     let relative = addr.checked_sub(info.dli_fbase as u64)?;
-    let mut g = FILES.lock().unwrap_or_else(|p| p.into_inner());
-    let objects = g.get_or_insert_with(HashMap::new).entry(path.clone()).or_insert_with(|| objects_of(&path));
+    let mut g = FILES.get().lock().unwrap_or_else(|p| p.into_inner());
+    let objects = g.entry(path.clone()).or_insert_with(|| objects_of(&path));
     let objects = objects.as_ref()?;
     let i = objects.binary_search_by_key(&relative, |o| o.0).ok()?;
     Some(objects[i].1.clone())

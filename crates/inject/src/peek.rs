@@ -10,17 +10,26 @@
 //! gpusan then reads what the driver itself is about to read.
 
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Remote ranges per `process_vm_readv` call (Linux's `IOV_MAX`).
 const RANGES_PER_CALL: usize = 1024;
 
 fn page_size() -> usize {
-    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    // SAFETY: sysconf has no preconditions.
-    *PAGE.get_or_init(|| match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
-        n if n > 0 => n as usize,
-        _ => 4096,
-    })
+    // An atomic, not a once-cell: one a thread was filling at a `fork` stays busy in the child.
+    static PAGE: AtomicUsize = AtomicUsize::new(0);
+    match PAGE.load(Ordering::Relaxed) {
+        0 => {
+            // SAFETY: sysconf has no preconditions.
+            let n = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+                n if n > 0 => n as usize,
+                _ => 4096,
+            };
+            PAGE.store(n, Ordering::Relaxed);
+            n
+        }
+        n => n,
+    }
 }
 
 /// Copies `dst.len()` bytes from `src` into `dst` without faulting: how many were readable

@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+use gpusan_runtime::per_process::PerProcess;
+
 #[derive(Default)]
 pub struct Seen {
     /// (door, symbol) → times resolved. Doors: "dlsym", "getproc".
@@ -20,11 +22,11 @@ pub struct Seen {
     pub notes: Vec<String>,
 }
 
-static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
+/// Per process: a forked child writes a record of its own.
+static SEEN: PerProcess<Mutex<Seen>> = PerProcess::new(Default::default);
 
 pub fn with<R>(f: impl FnOnce(&mut Seen) -> R) -> R {
-    let mut guard = SEEN.lock().unwrap_or_else(|p| p.into_inner());
-    f(guard.get_or_insert_with(Seen::default))
+    f(&mut SEEN.get().lock().unwrap_or_else(|p| p.into_inner()))
 }
 
 pub fn note(s: impl Into<String>) {

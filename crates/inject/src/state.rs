@@ -1,14 +1,16 @@
 //! The runtime's state inside the program: the options `gpusan run` passed through the
 //! environment (the [`Mode`] among them), the allocation registry and the findings. Created
-//! on first use; `exit` writes the findings where `gpusan run` reads them. Also the guard
-//! every piece of gpusan's bookkeeping runs under ([`quietly`]).
+//! on first use, per process (a child made by `fork` makes its own: its own report file,
+//! an empty registry); `exit` writes the findings where `gpusan run` reads them. Also the
+//! guard every piece of gpusan's bookkeeping runs under ([`quietly`]).
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 use gpusan_abi::{env, Mode, Reaction};
 use gpusan_runtime::checks::Finding;
+use gpusan_runtime::per_process::PerProcess;
 use gpusan_runtime::registry::{self, Config as RegistryConfig, Registry, SiteId};
 use gpusan_runtime::report::{Collector, CollectorConfig, Report};
 
@@ -23,7 +25,8 @@ pub struct Options {
     pub check_counting: gpusan_passes::check::Counting,
     /// Where this process writes its findings: `report-<pid>.json` (final, at exit) and
     /// `report-<pid>.json.events` (each new finding at once, so a crash loses nothing) in
-    /// the folder `gpusan run` names. One pair per process: programs start others.
+    /// the folder `gpusan run` names. One pair per process: programs start others (and
+    /// fork: a child's options are read anew, with its own pid).
     pub report: Option<PathBuf>,
     pub registry: RegistryConfig,
 }
@@ -58,16 +61,22 @@ pub struct State {
     events: Mutex<Option<std::fs::File>>,
 }
 
-static STATE: OnceLock<State> = OnceLock::new();
+static STATE: PerProcess<State> = PerProcess::new(State::new);
 
-/// The state, if anything created it (at exit: nothing to write otherwise).
+/// The state, if anything created it in this process (at exit: nothing to write otherwise).
 pub fn existing() -> Option<&'static State> {
-    STATE.get()
+    STATE.existing()
 }
 
 pub fn state() -> &'static State {
-    STATE.get_or_init(|| {
+    STATE.get()
+}
+
+impl State {
+    fn new() -> State {
         let options = Options::from_env();
+        // Opened (created) now, so a process that leaves by `_exit` (a `multiprocessing`
+        // worker) and never reaches the final document is still counted, with its findings.
         let events = options.report.as_ref().and_then(|p| {
             let mut name = p.clone().into_os_string();
             name.push(".events");
@@ -79,10 +88,8 @@ pub fn state() -> &'static State {
             events: Mutex::new(events),
             options,
         }
-    })
-}
+    }
 
-impl State {
     /// Records a finding; a new distinct one is also written to the events file now.
     pub fn report(&self, report: Report) {
         let is_new = self.collector.lock().unwrap_or_else(|p| p.into_inner()).push(report.clone());
@@ -130,16 +137,10 @@ pub fn write_no_follow(path: &std::path::Path, bytes: &[u8]) -> bool {
     tmp.write_all(bytes).is_ok() && tmp.persist(path).is_ok()
 }
 
-/// Set in a child created by `fork` (without `exec`). The child inherits the state, but
-/// another thread may have held one of its locks at the fork, and CUDA itself cannot be
-/// used in such a child: gpusan stays out of the way there (see [`quietly`]) and
-/// leaves the parent's report alone.
-pub static FORKED_CHILD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Runs gpusan's bookkeeping; a panic inside it is contained. Skipped entirely in a
-/// forked child (see [`FORKED_CHILD`]): the call then simply goes through.
+/// Runs gpusan's bookkeeping; a panic inside it is contained. Skipped entirely in a child
+/// forked once CUDA was initialised (`driver::fork`): the call then simply goes through.
 pub fn quietly<R>(f: impl FnOnce() -> R) -> Option<R> {
-    if FORKED_CHILD.load(std::sync::atomic::Ordering::Relaxed) {
+    if crate::driver::fork::forward_only() {
         return None;
     }
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()

@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::ffi::c_void;
 use std::sync::Mutex;
 
+use gpusan_runtime::per_process::PerProcess;
 use gpusan_runtime::registry::{AllocKind, Allocation, Lookup, NewAlloc, SiteId};
 
 use crate::capture::global_of;
@@ -50,10 +51,10 @@ struct Variables {
     by_name: BTreeMap<String, Vec<(u64, u64)>>,
 }
 
-static VARIABLES: Mutex<Option<Variables>> = Mutex::new(None);
+static VARIABLES: PerProcess<Mutex<Option<Variables>>> = PerProcess::new(|| Mutex::new(None));
 
 fn with<R>(f: impl FnOnce(&mut Variables) -> R) -> R {
-    let mut g = VARIABLES.lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = VARIABLES.get().lock().unwrap_or_else(|p| p.into_inner());
     f(g.get_or_insert_with(Variables::default))
 }
 

@@ -16,6 +16,7 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::atomic::Ordering;
 
 use gpusan_runtime::checks::Finding;
+use gpusan_runtime::per_process::PerProcess;
 use gpusan_runtime::report::Operand;
 
 use crate::driver::resolve::real_dlsym;
@@ -167,11 +168,17 @@ thread_local! {
     static AT_ENTER: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-/// Whether `InitializeInjection` subscribed to the runtime-API domain in this process.
-pub static RUNTIME_API_OBSERVED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Whether `InitializeInjection` subscribed to the runtime-API domain in this process (a
+/// child forked before CUDA's initialisation subscribes at its own).
+static RUNTIME_API_OBSERVED: PerProcess<std::sync::atomic::AtomicBool> =
+    PerProcess::new(|| std::sync::atomic::AtomicBool::new(false));
+
+pub fn runtime_api_observed() -> bool {
+    RUNTIME_API_OBSERVED.get().load(Ordering::Relaxed)
+}
 
 unsafe extern "C" fn runtime_callback(_user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
-    if domain != DOMAIN_RUNTIME_API || data.is_null() || crate::state::FORKED_CHILD.load(Ordering::Relaxed) {
+    if domain != DOMAIN_RUNTIME_API || data.is_null() || crate::driver::fork::forward_only() {
         return;
     }
     let Some(call) = watched(cbid) else { return };
@@ -308,7 +315,7 @@ pub extern "C" fn InitializeInjection() -> c_int {
             return;
         }
         if sub(&mut handle, runtime_callback, std::ptr::null_mut()) == 0 && domain(1, handle, DOMAIN_RUNTIME_API) == 0 {
-            RUNTIME_API_OBSERVED.store(true, Ordering::Relaxed);
+            RUNTIME_API_OBSERVED.get().store(true, Ordering::Relaxed);
         }
     });
     if r.is_err() {

@@ -1,11 +1,14 @@
 //! gpusan's stand-ins for driver functions: `hooks!` exports each under the driver's exact
 //! (versioned) name and signature, counts its calls, and hands the real function, typed,
-//! to the family's handler. The real address comes from whichever door handed the stand-in
+//! to the family's handler, or only forwards in a child that cannot use CUDA (see
+//! [`super::fork`]). The real address comes from whichever door handed the stand-in
 //! out (`dlsym` stores it in the stand-in's [`Slot`]), or is resolved on first use when the
 //! program linked against `libcuda` directly.
 
 use std::ffi::CStr;
 use std::sync::atomic::AtomicU64;
+
+use gpusan_runtime::per_process::PerProcess;
 
 use super::resolve::Slot;
 
@@ -15,7 +18,8 @@ pub struct Hook {
     /// The exported stand-in's address.
     pub wrapper: usize,
     pub real: &'static Slot,
-    pub calls: &'static AtomicU64,
+    /// Calls made in this process (a forked child counts its own).
+    pub calls: &'static PerProcess<AtomicU64>,
 }
 
 /// `fn name(args);` forwards and counts; `fn name(args) => |real| handler(real, args…);`
@@ -33,17 +37,21 @@ macro_rules! hooks {
             #[allow(non_snake_case)]
             mod $name {
                 pub static REAL: $crate::driver::resolve::Slot = $crate::driver::resolve::Slot::new();
-                pub static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                pub static CALLS: gpusan_runtime::per_process::PerProcess<std::sync::atomic::AtomicU64> =
+                    gpusan_runtime::per_process::PerProcess::new(|| std::sync::atomic::AtomicU64::new(0));
             }
 
             #[no_mangle]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> $crate::driver::types::CUresult {
-                $name::CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                $name::CALLS.get().fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let real = $name::REAL.driver($crate::driver::hook::hooks!(@name $name));
                 let Some(f) = $crate::driver::resolve::typed::<unsafe extern "C" fn($($ty),*) -> $crate::driver::types::CUresult>(real)
                 else {
                     return $crate::driver::types::CUDA_ERROR_NOT_INITIALIZED; // the driver is not loaded
                 };
+                if $crate::driver::fork::forward_only() {
+                    return f($($arg),*);
+                }
                 $crate::driver::hook::hooks!(@call f, [$($real $handler)?], $($arg),*)
             }
         )*

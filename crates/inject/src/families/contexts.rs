@@ -1,13 +1,15 @@
-//! Contexts: a context-wide synchronization (after which what kernels wrote is final), and
-//! the calls that tear a context down (before which it must be read, and after which
-//! nothing of it may be: the driver freed its memory and modules with it).
+//! Contexts: the driver's initialisation (after which a forked child cannot use CUDA:
+//! `driver::fork`), a context-wide synchronization (after which what kernels wrote is
+//! final), and the calls that tear a context down (before which it must be read, and after
+//! which nothing of it may be: the driver freed its memory and modules with it).
 
 use crate::driver::hook::hooks;
-use crate::driver::{real, CUcontext, CUdevice, CUresult, CUDA_SUCCESS};
+use crate::driver::{fork, real, CUcontext, CUdevice, CUresult, CUDA_SUCCESS};
 use crate::routes::{after_sync, before_teardown, context_gone};
 use crate::state::quietly;
 
 hooks! {
+    fn cuInit(flags: u32) => |real| init(real, flags);
     fn cuCtxSynchronize() => |real| ctx_synchronize(real);
     fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) => |real| primary_ctx_release(real, dev);
     fn cuDevicePrimaryCtxReset_v2(dev: CUdevice) => |real| primary_ctx_reset(real, dev);
@@ -15,6 +17,14 @@ hooks! {
     fn cuDevicePrimaryCtxRelease(dev: CUdevice) => |real| primary_ctx_release(real, dev);
     fn cuDevicePrimaryCtxReset(dev: CUdevice) => |real| primary_ctx_reset(real, dev);
     fn cuCtxDestroy_v2(ctx: CUcontext) => |real| ctx_destroy(real, ctx);
+}
+
+unsafe fn init(real: unsafe extern "C" fn(u32) -> CUresult, flags: u32) -> CUresult {
+    let r = real(flags);
+    if r == CUDA_SUCCESS {
+        fork::initialised();
+    }
+    r
 }
 
 unsafe fn ctx_synchronize(real: unsafe extern "C" fn() -> CUresult) -> CUresult {

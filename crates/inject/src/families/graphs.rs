@@ -10,6 +10,7 @@
 //!
 //! Launching a graph is a launch (`launches`).
 
+use gpusan_runtime::per_process::PerProcess;
 use gpusan_runtime::registry::{AllocKind, Lookup, SiteId};
 
 use super::judge::{record_alloc, site};
@@ -37,10 +38,10 @@ struct GraphMemory {
     frees: std::collections::HashMap<u64, Vec<u64>>,
 }
 
-static GRAPHS: std::sync::Mutex<Option<GraphMemory>> = std::sync::Mutex::new(None);
+static GRAPHS: PerProcess<std::sync::Mutex<Option<GraphMemory>>> = PerProcess::new(|| std::sync::Mutex::new(None));
 
 fn graphs<R>(f: impl FnOnce(&mut GraphMemory) -> R) -> R {
-    let mut g = GRAPHS.lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = GRAPHS.get().lock().unwrap_or_else(|p| p.into_inner());
     f(g.get_or_insert_with(GraphMemory::default))
 }
 

@@ -21,6 +21,7 @@ pub fn site() -> SiteId {
 }
 
 pub fn record_alloc(base: u64, size: u64, kind: AllocKind, site: SiteId) {
+    crate::driver::fork::initialised();
     let (context, device) = current_context();
     let _ = state().registry.insert(NewAlloc { base, size, kind, device, context, site });
 }

@@ -11,6 +11,7 @@
 use std::ffi::c_void;
 
 use gpusan_runtime::checks::check_free;
+use gpusan_runtime::per_process::PerProcess;
 use gpusan_runtime::registry::{AllocKind, Allocation, FreeApi, FreeOutcome, Lookup};
 
 use super::graphs;
@@ -53,12 +54,12 @@ hooks! {
 
 /// Allocations that left quarantine during a capture: freed when the last capture ends
 /// (`cuMemFree` is one of the calls a capture prohibits).
-static RELEASE_AFTER_CAPTURE: std::sync::Mutex<Vec<Allocation>> = std::sync::Mutex::new(Vec::new());
+static RELEASE_AFTER_CAPTURE: PerProcess<std::sync::Mutex<Vec<Allocation>>> = PerProcess::new(Default::default);
 
 /// Really frees an allocation leaving quarantine.
 fn release(a: &Allocation) {
     if crate::capture::any() {
-        RELEASE_AFTER_CAPTURE.lock().unwrap_or_else(|p| p.into_inner()).push(*a);
+        RELEASE_AFTER_CAPTURE.get().lock().unwrap_or_else(|p| p.into_inner()).push(*a);
         return;
     }
     match a.kind {
@@ -81,7 +82,7 @@ fn release(a: &Allocation) {
 
 /// The last capture of the process ended: what was held back for it can be done now.
 pub fn after_captures() {
-    let held = std::mem::take(&mut *RELEASE_AFTER_CAPTURE.lock().unwrap_or_else(|p| p.into_inner()));
+    let held = std::mem::take(&mut *RELEASE_AFTER_CAPTURE.get().lock().unwrap_or_else(|p| p.into_inner()));
     held.iter().for_each(release);
 }
 

@@ -46,7 +46,7 @@ pub fn call_counts() -> BTreeMap<String, u64> {
     hooks()
         .into_iter()
         .filter_map(|h| {
-            let n = h.calls.load(Ordering::Relaxed);
+            let n = h.calls.existing().map_or(0, |c| c.load(Ordering::Relaxed));
             (n > 0).then(|| (h.name.to_string_lossy().into_owned(), n))
         })
         .collect()

@@ -17,6 +17,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use gpusan_abi::env;
+use gpusan_runtime::per_process::PerProcess;
 use sha2::{Digest, Sha256};
 
 use crate::state::write_no_follow;
@@ -67,11 +68,11 @@ pub fn untrusted(owner: u32, mode: u32, me: u32) -> Option<&'static str> {
 /// Why the cache folder was not used, the first time it was not: the report says so (a
 /// folder made group-writable by an older gpusan or a umask of 002 would otherwise stop
 /// caching without a word).
-static REFUSED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+static REFUSED: PerProcess<std::sync::OnceLock<String>> = PerProcess::new(std::sync::OnceLock::new);
 
 /// The note for the report when the cache folder could not be trusted.
 pub fn refused() -> Option<&'static str> {
-    REFUSED.get().map(String::as_str)
+    REFUSED.get().get().map(String::as_str)
 }
 
 fn trusted_folder(dir: &Path) -> bool {
@@ -80,7 +81,7 @@ fn trusted_folder(dir: &Path) -> bool {
         None if m.is_dir() => true,
         None => false,
         Some(why) => {
-            let _ = REFUSED.set(format!(
+            let _ = REFUSED.get().set(format!(
                 "the cache folder {} is {why}: no instrumented module was read from it or written to it \
                  (every module was still instrumented; make it the user's own, mode 0700)",
                 dir.display()

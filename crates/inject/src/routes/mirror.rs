@@ -36,6 +36,7 @@ use gpusan_abi::table::{self, table_bytes};
 use gpusan_abi::{RuntimeVar, ERRORS_SYMBOL, MODULE_SYMBOL, RUNTIME_VARS, TABLE_SYMBOL};
 use gpusan_passes::meta::ModuleMeta;
 use gpusan_runtime::device_abi::{ErrorRecord, SourceLines};
+use gpusan_runtime::per_process::PerProcess;
 use gpusan_runtime::registry::DeviceTable;
 
 use crate::capture::{self, dtoh, global_of, htod};
@@ -76,12 +77,12 @@ struct Contexts {
     gone: (u64, u64, u64),
 }
 
-static ABI: Mutex<Option<Contexts>> = Mutex::new(None);
+static ABI: PerProcess<Mutex<Option<Contexts>>> = PerProcess::new(|| Mutex::new(None));
 /// Set once a module declared the ABI: launches and syncs check nothing before that.
-static ACTIVE: AtomicBool = AtomicBool::new(false);
+static ACTIVE: PerProcess<AtomicBool> = PerProcess::new(|| AtomicBool::new(false));
 
 fn lock() -> std::sync::MutexGuard<'static, Option<Contexts>> {
-    ABI.lock().unwrap_or_else(|p| p.into_inner())
+    ABI.get().lock().unwrap_or_else(|p| p.into_inner())
 }
 
 unsafe fn call_alloc(bytes: usize) -> Option<u64> {
@@ -214,17 +215,17 @@ pub fn on_module_loaded(loaded: Loaded, meta: impl FnOnce() -> Option<ModuleMeta
         point(abi, &m);
     }
     abi.modules.push(m);
-    ACTIVE.store(true, Ordering::Release);
+    ACTIVE.get().store(true, Ordering::Release);
 }
 
 /// Some module declared the ABI: launches may have a table to upload.
 pub fn active() -> bool {
-    ACTIVE.load(Ordering::Acquire)
+    ACTIVE.get().load(Ordering::Acquire)
 }
 
 /// Before a launch: the kernel must see every allocation made so far.
 pub fn before_launch() {
-    if !ACTIVE.load(Ordering::Acquire) {
+    if !ACTIVE.get().load(Ordering::Acquire) {
         return;
     }
     let (context, _) = current_context();
@@ -254,7 +255,7 @@ enum Read {
 }
 
 fn drain_with(how: Read) {
-    if !ACTIVE.load(Ordering::Acquire) {
+    if !ACTIVE.get().load(Ordering::Acquire) {
         return;
     }
     let mut guard = lock();

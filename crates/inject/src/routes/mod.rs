@@ -23,10 +23,9 @@ pub mod substitute;
 pub mod table_memory;
 
 use std::ffi::c_void;
-use std::sync::atomic::Ordering;
 
 use crate::driver::{CUresult, CUstream, Loaded, CUDA_SUCCESS};
-use crate::state::{quietly, state, FORKED_CHILD};
+use crate::state::{quietly, state};
 
 /// Whether this run instruments kernels: every mode but `api` names a pass.
 fn substituting() -> bool {
@@ -133,7 +132,7 @@ fn register_late_exit() {
 }
 
 extern "C" fn read_before_cuda_exits() {
-    if !FORKED_CHILD.load(Ordering::Relaxed) {
+    if !crate::driver::fork::forward_only() {
         // The program may have torn a context down behind gpusan's back by now.
         read_what_kernels_left(mirror::drain_at_exit);
     }

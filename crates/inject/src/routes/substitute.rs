@@ -25,6 +25,7 @@ use std::ffi::c_void;
 use std::sync::Mutex;
 
 use gpusan_passes::meta::ModuleMeta;
+use gpusan_runtime::per_process::PerProcess;
 
 use crate::driver::Loaded;
 use crate::routes::{cache, passes};
@@ -81,10 +82,10 @@ impl Modules {
     }
 }
 
-static MODULES: Mutex<Option<Modules>> = Mutex::new(None);
+static MODULES: PerProcess<Mutex<Option<Modules>>> = PerProcess::new(|| Mutex::new(None));
 
 pub fn with<R>(f: impl FnOnce(&mut Modules) -> R) -> R {
-    let mut g = MODULES.lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = MODULES.get().lock().unwrap_or_else(|p| p.into_inner());
     f(g.get_or_insert_with(Modules::default))
 }
 
