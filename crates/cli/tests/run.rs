@@ -500,6 +500,50 @@ fn a_forked_child_neither_hangs_nor_changes_the_report() {
 }
 
 #[test]
+fn children_forked_while_threads_allocate_never_hang() {
+    // 300 children forked while 4 threads of the parent allocate, set, copy and free: a fork
+    // catches some thread holding gpusan's locks. Each child then calls the driver and exits
+    // (a hung one dies of a 10 s alarm). The parent had initialised CUDA, so the children
+    // cannot use it and gpusan only forwards their calls: nothing found, nothing invented.
+    let started = std::time::Instant::now();
+    let o = gpusan_run(&["--quarantine-bytes", "16777216"], &[prog(), "link", "fork_busy"]);
+    assert!(o.stdout.contains("fork_busy: 300 children ok, 0 hung, 0 failed"), "{}{}", o.stdout, o.stderr);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "took {:?}", started.elapsed());
+}
+
+#[test]
+fn a_child_forked_after_cuda_was_initialised_is_not_judged_and_says_so() {
+    // The parent's double free is reported once; its child, where CUDA cannot be used, has
+    // its calls passed on unchecked (judging them against the parent's allocations would
+    // report a call the driver refuses) and says so in a report of its own.
+    let o = gpusan_run(&[], &[prog(), "link", "fork_after_init"]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), vec!["double_free"], "{:#}", o.report);
+    assert_eq!(o.report["summary"]["total"], 1, "{:#}", o.report);
+    assert_eq!(o.report["cuda_processes"], 2, "{:#}", o.report);
+    let notes = o.report["notes"].to_string();
+    assert!(notes.contains("forked after CUDA was initialised"), "{notes}");
+}
+
+#[test]
+fn children_of_a_parent_that_never_used_cuda_are_checked() {
+    // PyTorch's `multiprocessing` pattern: the parent never touches CUDA, its 6 forked
+    // children each do. Two overflow a set, two free twice, two are clean; half leave by
+    // `_exit` (no exit handlers: their findings come from the events files). Every child's
+    // own error is reported once, the clean ones add nothing, and each child is a process
+    // of its own in the report (its own report file).
+    let o = gpusan_run(&[], &[prog(), "link", "fork_unused_parent"]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    let s = &o.report["summary"];
+    assert_eq!(s["total"], 4, "{:#}", o.report);
+    assert_eq!(s["by_kind"]["memset_out_of_bounds"], 2, "{:#}", o.report);
+    assert_eq!(s["by_kind"]["double_free"], 2, "{:#}", o.report);
+    assert_eq!(o.report["cuda_processes"], 6, "{:#}", o.report);
+}
+
+#[test]
 fn findings_of_every_process_are_merged() {
     let script = format!("{p} link double_free && {p} link memcpy_overflow", p = prog());
     let o = gpusan_run(&[], &["sh", "-c", &script]);

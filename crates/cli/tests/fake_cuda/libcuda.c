@@ -713,3 +713,9 @@ CUresult cuCtxDestroy_v2(void *ctx) {
     destroy_context((uintptr_t)ctx);
     return 0;
 }
+
+/* Fork: like the driver, the fake never leaves a child a lock another thread held at the
+ * fork (its locks are never nested, so the order here is free). */
+static void fork_prepare(void) { pthread_mutex_lock(&streams_lock); pthread_mutex_lock(&vmm_lock); }
+static void fork_release(void) { pthread_mutex_unlock(&vmm_lock); pthread_mutex_unlock(&streams_lock); }
+__attribute__((constructor)) static void fork_safe_locks(void) { pthread_atfork(fork_prepare, fork_release, fork_release); }

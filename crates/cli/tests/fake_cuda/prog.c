@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef int (*alloc_t)(uint64_t *, size_t);
@@ -215,6 +216,52 @@ static int fatbin_program(const char *path, const char *entry, const char *teard
     return !strcmp(teardown, "again") ? rc | fatbin_program(path, entry, "release") : rc;
 }
 
+/* The parent's threads in `fork_busy`: allocating, setting, copying and freeing until told
+ * to stop, so that forks catch them inside gpusan's bookkeeping. */
+static volatile int stop_busy;
+static void *busy(void *arg) {
+    (void)arg;
+    static char buf[131072];
+    while (!stop_busy) {
+        uint64_t p = 0;
+        if (alloc_(&p, sizeof buf)) continue;
+        set(p, 1, sizeof buf);
+        htod(p, buf, 256);
+        free_(p);
+    }
+    return 0;
+}
+
+/* A parent that never touches CUDA (PyTorch's `multiprocessing` pattern: torch imported,
+ * the GPU left to the workers) forks children that each initialise CUDA and work: child i
+ * overflows a set (i % 3 == 0), frees twice (i % 3 == 1) or is clean; even children leave
+ * by _exit (as multiprocessing's workers do, skipping exit handlers), odd ones by exit. */
+static int fork_unused_parent(void) {
+    enum { CHILDREN = 6 };
+    pid_t kids[CHILDREN];
+    for (int i = 0; i < CHILDREN; i++) {
+        kids[i] = fork();
+        if (kids[i] != 0) continue;
+        alarm(20);
+        char host[1024] = {0};
+        uint64_t p = 0;
+        int r = cuInit(0) | alloc_(&p, 1024);
+        if (i % 3 == 0) set(p, 0, 1025);
+        else r |= htod(p, host, 1024) | set(p, 1, 1024);
+        r |= free_(p);
+        if (i % 3 == 1 && free_(p) != 1) r |= 1; /* refused, by gpusan as by the driver */
+        if (i % 2) exit(r);
+        _exit(r);
+    }
+    int rc = 0;
+    for (int i = 0; i < CHILDREN; i++) {
+        int st = 0;
+        rc |= waitpid(kids[i], &st, 0) != kids[i] || !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    }
+    printf("fork_unused_parent rc=%d\n", rc);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) return 2;
     const char *door = argv[1], *s = argv[2];
@@ -234,6 +281,7 @@ int main(int argc, char **argv) {
         dtoh = (dtoh_t)get(h, gp, "cuMemcpyDtoH", "cuMemcpyDtoH_v2");
         set = (memset_t)get(h, gp, "cuMemsetD8", "cuMemsetD8_v2");
     }
+    if (!strcmp(s, "fork_unused_parent")) return fork_unused_parent(); /* allocates nothing first */
     char host[4096] = {0};
     uint64_t a = 0, b = 0;
     if (alloc_(&a, 1024) || alloc_(&b, 1024)) return 3;
@@ -377,6 +425,53 @@ int main(int argc, char **argv) {
         int st = 0;
         waitpid(pid, &st, 0);
         rc |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "fork_after_init")) {
+        /* The parent initialises CUDA and frees `a` twice; its child (which cannot use
+         * CUDA: the real driver fails its calls) sets one byte past `b` and exits through
+         * its exit handlers. */
+        rc |= cuInit(0) | free_(a);
+        free_(a);
+        pid_t pid = fork();
+        if (pid == 0) { cuInit(0); set(b, 0, 1025); exit(0); }
+        int st = 0;
+        waitpid(pid, &st, 0);
+        rc |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+        rc |= free_(b);
+    } else if (!strcmp(s, "fork_busy")) {
+        /* 300 children forked while 4 threads allocate and free; each child calls the
+         * driver (which CUDA forbids after the parent's initialisation: the real driver
+         * fails every call, the fake serves them) and exits. None may hang: a child stuck
+         * on a lock held at the fork dies of its alarm. */
+        enum { CHILDREN = 300, THREADS = 4 };
+        pthread_t t[THREADS];
+        static pid_t kids[CHILDREN];
+        for (int i = 0; i < THREADS; i++) pthread_create(&t[i], 0, busy, 0);
+        for (int i = 0; i < CHILDREN; i++) {
+            kids[i] = fork();
+            if (kids[i] == 0) {
+                alarm(10);
+                uint64_t c = 0;
+                cuInit(0);
+                if (!alloc_(&c, 512)) { set(c, 7, 512); free_(c); }
+                set(a, 0, 1024);
+                htod(b, host, 1024);
+                dtoh(host, a, 1024);
+                _exit(0);
+            }
+        }
+        stop_busy = 1;
+        for (int i = 0; i < THREADS; i++) pthread_join(t[i], 0);
+        int ok = 0, hung = 0, failed = 0;
+        for (int i = 0; i < CHILDREN; i++) {
+            int st = 0;
+            if (kids[i] < 0 || waitpid(kids[i], &st, 0) != kids[i]) failed++;
+            else if (WIFEXITED(st) && WEXITSTATUS(st) == 0) ok++;
+            else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM) hung++;
+            else failed++;
+        }
+        printf("fork_busy: %d children ok, %d hung, %d failed\n", ok, hung, failed);
+        rc |= ok != CHILDREN;
         rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "abi")) {
         /* Plays the instrumented kernel: reads the table gpusan uploaded before the launch,
