@@ -189,6 +189,10 @@ fn every_door_every_scenario() {
         ("graph_nodes_overflow", &[], &["memcpy_out_of_bounds"]),
         ("graph_capture", &["--leak-check", "full"], &[]),
         ("graph_capture_overflow", &[], &["memcpy_out_of_bounds"]),
+        // Graph memory freed outside the graph after each launch (trimmed between): live
+        // again at each launch; freed once more, a double free.
+        ("graph_free_outside", &["--leak-check", "full"], &[]),
+        ("graph_free_outside_twice", &[], &["double_free"]),
         ("leak", &[], &[]),
     ];
     let mut failures = Vec::new();

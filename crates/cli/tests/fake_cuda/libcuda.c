@@ -76,11 +76,17 @@ CUresult cuMemHostGetDevicePointer_v2(uint64_t *dptr, void *p, unsigned flags) {
     *dptr = (uint64_t)(uintptr_t)p;
     return 0;
 }
-CUresult cuMemFree_v2(uint64_t dptr) {
+static int mem_node_free(uint64_t dptr, CUresult *r);
+static void mem_nodes_launched(void *graph);
+/* The body of cuMemFree_v2, for the fake's own calls: a call to the exported name from
+ * here would go through gpusan's stand-in, as a second free. */
+static CUresult mem_free(uint64_t dptr) {
     CUresult c = capture_unsafe("cuMemFree", 0);
     if (c) return c;
     /* The real free synchronizes first and fails with an earlier launch's error. */
     if (getenv("FAKE_CUDA_STICKY")) return 719;
+    CUresult graph_r;
+    if (mem_node_free(dptr, &graph_r)) return graph_r;
     int i = find((uintptr_t)dptr);
     if (dptr == 0) return 0;
     if (i < 0) return 1;
@@ -88,6 +94,7 @@ CUresult cuMemFree_v2(uint64_t dptr) {
     free((void *)(uintptr_t)dptr);
     return 0;
 }
+CUresult cuMemFree_v2(uint64_t dptr) { return mem_free(dptr); }
 static void count_pointing(uint64_t dst);
 /* Synchronous copies and sets run on the legacy stream. */
 CUresult cuMemcpyHtoD_v2(uint64_t dst, const void *src, size_t n) {
@@ -300,8 +307,15 @@ CUresult cuStreamBeginCapture_v2(void *h, int mode) {
     pthread_mutex_unlock(&streams_lock);
     return 0;
 }
-/* The graph a capture made: how many kernels it launches. */
+/* A graph, made by capture or by cuGraphCreate: how many kernels it launches. */
 struct graph { int kernels; };
+CUresult cuGraphCreate(void **graph, unsigned flags) {
+    (void)flags;
+    struct graph *g = calloc(1, sizeof *g);
+    if (!g) return 2;
+    *graph = g;
+    return 0;
+}
 CUresult cuStreamEndCapture(void *h, void **graph) {
     struct stream *s = stream_of(h);
     if (!s || s->status == NONE) return 903; /* CUDA_ERROR_STREAM_CAPTURE_UNMATCHED */
@@ -410,6 +424,7 @@ CUresult cuGraphLaunch(void *exec, void *stream) {
     int captured;
     CUresult r = stream_work("cuGraphLaunch", stream, &captured);
     if (r || captured) return r;
+    mem_nodes_launched(exec);
     struct graph *g = exec;
     if (g && g->kernels > 0) {
         const unsigned char *t = (const unsigned char *)(uintptr_t)abi_table;
@@ -420,19 +435,89 @@ CUresult cuGraphLaunch(void *exec, void *stream) {
     return 0;
 }
 CUresult cuMemAllocAsync(uint64_t *dptr, size_t size, void *stream) { (void)stream; return cuMemAlloc_v2(dptr, size); }
-CUresult cuMemFreeAsync(uint64_t dptr, void *stream) { (void)stream; return capturing ? 0 : cuMemFree_v2(dptr); }
+CUresult cuMemFreeAsync(uint64_t dptr, void *stream) { (void)stream; return capturing ? 0 : mem_free(dptr); }
 struct mem_alloc_node_params { unsigned char pool_props[88]; void *access; size_t access_count; size_t bytesize; uint64_t dptr; };
+/* Memory nodes, as the driver keeps them: the graph a node belongs to, its type (10: an
+ * allocation, 11: a free, as CUgraphNodeType) and its address. Node handles are 1 + the
+ * index. The graph's allocation keeps its address for the life of the graph; whether
+ * its memory is there now (`mapped`) follows launches and frees outside the graph, so a
+ * free outside the graph of memory the graph did not allocate fails as the driver's does. */
+#define MAX_MEM_NODES 64
+static struct { void *graph; int type; uint64_t dptr; size_t bytes; int mapped; } mem_nodes[MAX_MEM_NODES];
+static int n_mem_nodes;
+static CUresult add_mem_node(void **node, void *graph, int type, uint64_t dptr, size_t bytes) {
+    if (n_mem_nodes == MAX_MEM_NODES) return 2;
+    mem_nodes[n_mem_nodes].graph = graph;
+    mem_nodes[n_mem_nodes].type = type;
+    mem_nodes[n_mem_nodes].dptr = dptr;
+    mem_nodes[n_mem_nodes].bytes = bytes;
+    *node = (void *)(uintptr_t)(++n_mem_nodes);
+    return 0;
+}
 CUresult cuGraphAddMemAllocNode(void **node, void *graph, const void **deps, size_t n, struct mem_alloc_node_params *p) {
-    (void)graph; (void)deps; (void)n;
+    (void)deps; (void)n;
     void *mem = aligned_alloc(256, (p->bytesize + 255) / 256 * 256 + 256); /* padded: overflows stay harmless */
     if (!mem) return 2;
     p->dptr = (uint64_t)(uintptr_t)mem;
-    *node = (void *)0x7100;
-    return 0;
+    return add_mem_node(node, graph, 10, p->dptr, p->bytesize);
 }
 CUresult cuGraphAddMemFreeNode(void **node, void *graph, const void **deps, size_t n, uint64_t dptr) {
-    (void)graph; (void)deps; (void)n; (void)dptr;
-    *node = (void *)0x7200;
+    (void)deps; (void)n;
+    return add_mem_node(node, graph, 11, dptr, 0);
+}
+/* What gpusan reads of a graph when it is instantiated. */
+CUresult cuGraphGetNodes(void *graph, void **nodes, size_t *count) {
+    size_t k = 0;
+    for (int i = 0; i < n_mem_nodes; i++) {
+        if (mem_nodes[i].graph != graph) continue;
+        if (nodes && k < *count) nodes[k] = (void *)(uintptr_t)(i + 1);
+        k++;
+    }
+    if (!nodes || k < *count) *count = k;
+    return 0;
+}
+static int mem_node(void *node) {
+    uintptr_t i = (uintptr_t)node;
+    return i >= 1 && i <= (uintptr_t)n_mem_nodes ? (int)i - 1 : -1;
+}
+CUresult cuGraphNodeGetType(void *node, int *type) {
+    int i = mem_node(node);
+    if (i < 0) return 400; /* CUDA_ERROR_INVALID_HANDLE */
+    *type = mem_nodes[i].type;
+    return 0;
+}
+CUresult cuGraphMemAllocNodeGetParams(void *node, struct mem_alloc_node_params *p) {
+    int i = mem_node(node);
+    if (i < 0 || mem_nodes[i].type != 10) return 1;
+    memset(p, 0, sizeof *p);
+    p->bytesize = mem_nodes[i].bytes;
+    p->dptr = mem_nodes[i].dptr;
+    return 0;
+}
+CUresult cuGraphMemFreeNodeGetParams(void *node, uint64_t *dptr) {
+    int i = mem_node(node);
+    if (i < 0 || mem_nodes[i].type != 11) return 1;
+    *dptr = mem_nodes[i].dptr;
+    return 0;
+}
+/* A launch of `graph` maps its allocations; its free nodes unmap them at the end. */
+static void mem_nodes_launched(void *graph) {
+    for (int i = 0; i < n_mem_nodes; i++)
+        if (mem_nodes[i].graph == graph && mem_nodes[i].type == 10) mem_nodes[i].mapped = 1;
+    for (int i = 0; i < n_mem_nodes; i++)
+        if (mem_nodes[i].graph == graph && mem_nodes[i].type == 11)
+            for (int j = 0; j < n_mem_nodes; j++)
+                if (mem_nodes[j].type == 10 && mem_nodes[j].dptr == mem_nodes[i].dptr) mem_nodes[j].mapped = 0;
+}
+/* A free outside the graph of graph memory: 1 if `dptr` is a graph allocation (then 0
+ * when it was there to free, else CUDA_ERROR_INVALID_VALUE in *r). */
+static int mem_node_free(uint64_t dptr, CUresult *r) {
+    for (int i = 0; i < n_mem_nodes; i++)
+        if (mem_nodes[i].type == 10 && mem_nodes[i].dptr == dptr) {
+            *r = mem_nodes[i].mapped ? 0 : 1;
+            mem_nodes[i].mapped = 0;
+            return 1;
+        }
     return 0;
 }
 CUresult cuGraphDestroy(void *graph) { (void)graph; return 0; }

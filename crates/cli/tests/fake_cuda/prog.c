@@ -87,6 +87,8 @@ struct mem_alloc_node_params { unsigned char pool_props[88]; void *access; size_
 int cuGraphAddMemAllocNode(void **, void *, const void **, size_t, struct mem_alloc_node_params *);
 int cuGraphAddMemFreeNode(void **, void *, const void **, size_t, uint64_t);
 int cuGraphDestroy(void *);
+int cuGraphCreate(void **, unsigned);
+int cuDeviceGraphMemTrim(int);
 int cuStreamCreate(void **, unsigned);
 int cuStreamDestroy_v2(void *);
 int cuStreamBeginCapture_v2(void *, int);
@@ -354,6 +356,26 @@ int main(int argc, char **argv) {
             dtoh(host, p.dptr, 1024);
         }
         rc |= cuGraphDestroy(g);
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "graph_free_outside") || !strcmp(s, "graph_free_outside_twice")) {
+        /* A graph with an allocation node and no free node, instantiated and launched 3
+         * times; after each launch the program uses the memory and frees it outside the
+         * graph (cuMemFree, then cuMemFreeAsync), trimming graph memory after the second.
+         * The bug variant frees it once more after the last launch's free. */
+        void *g = 0, *exec = 0, *alloc_node = 0;
+        struct mem_alloc_node_params p = {{0}, 0, 0, 1024, 0};
+        rc |= cuGraphCreate(&g, 0);
+        rc |= cuGraphAddMemAllocNode(&alloc_node, g, 0, 0, &p);
+        rc |= cuGraphInstantiateWithFlags(&exec, g, 0);
+        for (int i = 0; i < 3; i++) {
+            rc |= cuGraphLaunch(exec, 0);
+            htod(p.dptr, host, 1024);
+            dtoh(host, p.dptr, 1024);
+            rc |= i == 1 ? cuMemFreeAsync(p.dptr, 0) : free_(p.dptr);
+            if (i == 1) rc |= cuDeviceGraphMemTrim(0);
+        }
+        if (!strcmp(s, "graph_free_outside_twice") && free_(p.dptr) == 0) rc |= 128;
+        rc |= cuGraphExecDestroy(exec) | cuGraphDestroy(g);
         rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "graph_capture") || !strcmp(s, "graph_capture_overflow")) {
         /* cudaMallocAsync, a copy and cudaFreeAsync captured into a graph, which is then

@@ -13,7 +13,7 @@ use std::ffi::{c_char, c_int, c_void};
 use super::resolve::{typed, Slot};
 use super::types::{
     CUcontext, CUdevice, CUdeviceptr, CUgraph, CUgraphNode, CUlibrary, CUmemHandle, CUmodule, CUresult, CUstream,
-    CUstreamCaptureStatus, MemAccessDesc, MemAllocationProp, CUDA_SUCCESS,
+    CUstreamCaptureStatus, MemAccessDesc, MemAllocNodeParams, MemAllocationProp, CUDA_SUCCESS,
 };
 
 /// `fn name(arg: type, …);` declares `pub fn name() -> Option<unsafe extern "C" fn(type, …) ->
@@ -83,6 +83,12 @@ real_functions! {
         count: *mut usize,
     );
     fn cuThreadExchangeStreamCaptureMode(mode: *mut c_int);
+
+    // Graphs: what an instantiated graph allocates.
+    fn cuGraphGetNodes(graph: CUgraph, nodes: *mut CUgraphNode, count: *mut usize);
+    fn cuGraphNodeGetType(node: CUgraphNode, kind: *mut c_int);
+    fn cuGraphMemAllocNodeGetParams(node: CUgraphNode, params: *mut MemAllocNodeParams);
+    fn cuGraphChildGraphNodeGetGraph(node: CUgraphNode, graph: *mut CUgraph);
 }
 
 /// The current context and its device, for the registry (0 and -1 without one).

@@ -74,6 +74,8 @@ unsafe fn graph_launch(
     exec: CUgraphExec,
     stream: CUstream,
 ) -> CUresult {
+    // The graph's allocations first: the launch's table must have them.
+    crate::state::quietly(|| super::graphs::launching(exec));
     // Launched into a capturing stream, the graph becomes a child node of the capture.
     before_launch_on(stream);
     real(exec, stream)
