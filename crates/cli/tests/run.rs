@@ -1108,3 +1108,19 @@ fn the_programs_own_global_lookups_get_working_stand_ins() {
         }
     }
 }
+
+/// Freed memory held back in quarantine goes back to the driver in the context it was
+/// allocated in, whatever context is current when it is evicted; memory of a context the
+/// program destroyed is never freed again (the driver took it with the context).
+#[test]
+fn quarantine_gives_memory_back_in_its_own_context() {
+    let o = gpusan_run(&["--quarantine-bytes", "1500"], &[prog(), "link", "quarantine_contexts"]);
+    assert_eq!(
+        o.code,
+        Some(0),
+        "64: a free from the wrong context, 128: a free of dead memory\n{}{}",
+        o.stdout,
+        o.stderr
+    );
+    assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
+}

@@ -38,6 +38,9 @@ fn finish(st: &State) {
     } else if asked && !doors::sanitizer::runtime_api_observed() && !families::call_counts().is_empty() {
         doc.notes.push("runtime API errors were not observed (the Compute Sanitizer API did not start)".into());
     }
+    if let Some(note) = families::memory::release_failures() {
+        doc.notes.push(note);
+    }
     if let Some(note) = crate::routes::cache::refused() {
         doc.notes.push(note.into());
     }

@@ -14,6 +14,15 @@ static CUresult capture_unsafe(const char *call, int on_legacy_stream);
 #define MAX_ALLOCS 4096
 static uintptr_t live[MAX_ALLOCS];
 static size_t live_bytes[MAX_ALLOCS];
+/* The context each allocation was made in. The driver frees memory in its own context;
+ * a free from another one, or of memory whose context was destroyed, is counted. */
+static uintptr_t live_ctx[MAX_ALLOCS];
+static int wrong_context_frees, dead_frees;
+int fake_wrong_context_frees(void) { return wrong_context_frees; }
+int fake_dead_frees(void) { return dead_frees; }
+#define MAX_DEAD 256
+static uintptr_t dead[MAX_DEAD];
+static int n_dead;
 /* Not a driver function: bytes cuMemAlloc has handed out and not taken back. */
 uint64_t fake_alloc_live_bytes(void) {
     uint64_t n = 0;
@@ -54,6 +63,7 @@ CUresult cuMemAlloc_v2(uint64_t *dptr, size_t size) {
     if (i < 0 || !p) return 2;
     live[i] = (uintptr_t)p;
     live_bytes[i] = (size + 255) / 256 * 256;
+    live_ctx[i] = current_ctx;
     *dptr = (uint64_t)(uintptr_t)p;
     return 0;
 }
@@ -89,7 +99,12 @@ static CUresult mem_free(uint64_t dptr) {
     if (mem_node_free(dptr, &graph_r)) return graph_r;
     int i = find((uintptr_t)dptr);
     if (dptr == 0) return 0;
-    if (i < 0) return 1;
+    if (i < 0) {
+        for (int k = 0; k < n_dead; k++)
+            if (dead[k] == (uintptr_t)dptr) { dead_frees++; return 1; }
+        return 1;
+    }
+    if (live_ctx[i] != current_ctx) { wrong_context_frees++; return 201; /* CUDA_ERROR_INVALID_CONTEXT */ }
     live[i] = 0;
     free((void *)(uintptr_t)dptr);
     return 0;
@@ -765,7 +780,29 @@ CUresult cuMemFreeHost(void *p) {
         if (host_allocs[i].p == p) { munmap(p, host_allocs[i].size); host_allocs[i].p = 0; return 0; }
     return 1;
 }
+/* A context stack per thread, as cuCtxPushCurrent / cuCtxPopCurrent keep. */
+static __thread uintptr_t ctx_stack[8];
+static __thread int ctx_depth;
+CUresult cuCtxPushCurrent_v2(void *ctx) {
+    if (ctx_depth == 8) return 1;
+    ctx_stack[ctx_depth++] = current_ctx;
+    current_ctx = (uintptr_t)ctx;
+    return 0;
+}
+CUresult cuCtxPopCurrent_v2(void **ctx) {
+    if (ctx_depth == 0) return 201;
+    if (ctx) *ctx = (void *)current_ctx;
+    current_ctx = ctx_stack[--ctx_depth];
+    return 0;
+}
 static void destroy_context(uintptr_t ctx) {
+    /* Device memory of the context goes with it: remembered, so a later free of it counts. */
+    for (int i = 0; i < MAX_ALLOCS; i++)
+        if (live[i] && live_ctx[i] == ctx) {
+            if (n_dead < MAX_DEAD) dead[n_dead++] = live[i];
+            free((void *)live[i]);
+            live[i] = 0;
+        }
     for (int i = 0; i < MAX_HOST_ALLOCS; i++)
         if (host_allocs[i].p && host_allocs[i].ctx == ctx) { munmap(host_allocs[i].p, host_allocs[i].size); host_allocs[i].p = 0; }
 }

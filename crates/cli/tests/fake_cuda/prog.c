@@ -80,6 +80,9 @@ static const char *vars_ptx =
 uint64_t fake_variable_address(void);
 int cuInit(unsigned);
 void fake_set_context(uintptr_t);
+int fake_wrong_context_frees(void);
+int fake_dead_frees(void);
+int cuCtxDestroy_v2(void *);
 void fake_set_capturing(int);
 int cuMemAllocAsync(uint64_t *, size_t, void *);
 int cuMemFreeAsync(uint64_t, void *);
@@ -356,6 +359,28 @@ int main(int argc, char **argv) {
             dtoh(host, p.dptr, 1024);
         }
         rc |= cuGraphDestroy(g);
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "quarantine_contexts")) {
+        /* Run with --quarantine-bytes 1500: freed memory of context 0x1000 is given back to
+         * the driver while context 0x2000 is current (and the other way round); memory
+         * freed in context 0x3000 is gone with that context when it is destroyed, and must
+         * never be freed again. The fake driver counts frees from the wrong context and of
+         * dead memory. */
+        uint64_t x = 0, y = 0, z = 0, w = 0;
+        rc |= alloc_(&x, 1024);
+        rc |= free_(x);                       /* quarantined: 1024 bytes held */
+        fake_set_context(0x2000);
+        rc |= alloc_(&y, 1024);
+        rc |= free_(y);                       /* 2048 held: x is given back, from 0x2000 */
+        fake_set_context(0x3000);
+        rc |= alloc_(&z, 1024);
+        rc |= free_(z);                       /* y is given back, from 0x3000 */
+        rc |= cuCtxDestroy_v2((void *)0x3000); /* z goes with its context */
+        fake_set_context(0x1000);
+        rc |= alloc_(&w, 1024);
+        rc |= free_(w);                       /* over budget: z must not be freed again */
+        if (fake_wrong_context_frees()) rc |= 64;
+        if (fake_dead_frees()) rc |= 128;
         rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "graph_free_outside") || !strcmp(s, "graph_free_outside_twice")) {
         /* A graph with an allocation node and no free node, instantiated and launched 3

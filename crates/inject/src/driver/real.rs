@@ -35,6 +35,8 @@ macro_rules! real_functions {
 real_functions! {
     // Contexts.
     fn cuCtxGetCurrent(ctx: *mut CUcontext);
+    fn cuCtxPushCurrent_v2(ctx: CUcontext);
+    fn cuCtxPopCurrent_v2(ctx: *mut CUcontext);
     fn cuCtxGetDevice(device: *mut CUdevice);
     fn cuCtxSynchronize();
     fn cuPointerGetAttribute(data: *mut c_void, attribute: c_int, ptr: CUdeviceptr);
@@ -89,6 +91,29 @@ real_functions! {
     fn cuGraphNodeGetType(node: CUgraphNode, kind: *mut c_int);
     fn cuGraphMemAllocNodeGetParams(node: CUgraphNode, params: *mut MemAllocNodeParams);
     fn cuGraphChildGraphNodeGetGraph(node: CUgraphNode, graph: *mut CUgraph);
+}
+
+/// Runs `f` with `context` current (pushed, then popped), unless it is current already or
+/// unknown (0). Memory is given back in the context that owns it: the driver frees in the
+/// current one, and a thread may have none.
+pub fn in_context<R>(context: u64, f: impl FnOnce() -> R) -> R {
+    let mut current: CUcontext = std::ptr::null_mut();
+    let (Some(get), Some(push), Some(pop)) = (cuCtxGetCurrent(), cuCtxPushCurrent_v2(), cuCtxPopCurrent_v2()) else {
+        return f();
+    };
+    // SAFETY: the driver's functions, with the arguments its API describes.
+    unsafe {
+        if context == 0 || (get(&mut current) == CUDA_SUCCESS && current as u64 == context) {
+            return f();
+        }
+        if push(context as CUcontext) != CUDA_SUCCESS {
+            return f();
+        }
+        let r = f();
+        let mut popped: CUcontext = std::ptr::null_mut();
+        pop(&mut popped);
+        r
+    }
 }
 
 /// The current context and its device, for the registry (0 and -1 without one).

@@ -5,7 +5,7 @@
 
 use crate::driver::hook::hooks;
 use crate::driver::{fork, real, CUcontext, CUdevice, CUresult, CUDA_SUCCESS};
-use crate::routes::{after_sync, before_teardown, context_gone};
+use crate::routes::{after_sync, before_teardown};
 use crate::state::quietly;
 
 hooks! {
@@ -67,4 +67,10 @@ unsafe fn ctx_destroy(real: unsafe extern "C" fn(CUcontext) -> CUresult, ctx: CU
         context_gone(ctx as u64);
     }
     r
+}
+
+/// After the driver destroyed `ctx`: nothing of it may be read or freed again.
+fn context_gone(ctx: u64) {
+    crate::routes::context_gone(ctx);
+    quietly(|| super::memory::context_gone(ctx));
 }

@@ -62,22 +62,50 @@ fn release(a: &Allocation) {
         RELEASE_AFTER_CAPTURE.get().lock().unwrap_or_else(|p| p.into_inner()).push(*a);
         return;
     }
-    match a.kind {
+    let r = real::in_context(a.context, || match a.kind {
         // Only these kinds are held back at their free (`Release::Deferred`).
         AllocKind::Device | AllocKind::Pitched { .. } | AllocKind::Managed | AllocKind::Other => {
-            if let Some(free) = real::cuMemFree_v2() {
-                unsafe { free(a.base) };
-            }
+            real::cuMemFree_v2().map(|free| unsafe { free(a.base) })
         }
-        AllocKind::HostPinned { .. } => {
-            if let Some(free) = real::cuMemFreeHost() {
-                unsafe { free(a.base as *mut c_void) };
-            }
-        }
+        AllocKind::HostPinned { .. } => real::cuMemFreeHost().map(|free| unsafe { free(a.base as *mut c_void) }),
         // Released when the program freed them (stream-ordered frees, unregistrations,
         // unmaps) or never by a free call (module variables, device heap, arrays, graphs).
-        _ => {}
+        _ => None,
+    });
+    if let Some(r) = r.filter(|&r| r != CUDA_SUCCESS) {
+        let mut failed = RELEASE_FAILED.get().lock().unwrap_or_else(|p| p.into_inner());
+        failed.0 += 1;
+        if failed.1.is_none() {
+            failed.1 = Some(format!("{:#x} ({} bytes, context {:#x}): error {r}", a.base, a.size, a.context));
+        }
     }
+}
+
+/// Held-back frees the driver refused when gpusan gave the memory back: how many, and the
+/// first. Never silent: the report says so (`released_with_errors`).
+static RELEASE_FAILED: PerProcess<std::sync::Mutex<(u64, Option<String>)>> = PerProcess::new(Default::default);
+
+/// A note for the report if giving held-back memory back ever failed.
+pub fn release_failures() -> Option<String> {
+    let failed = RELEASE_FAILED.get().lock().unwrap_or_else(|p| p.into_inner());
+    failed.1.as_ref().map(|first| {
+        format!(
+            "{} freed allocation(s) held back in quarantine could not be given back to the driver (first: {first})",
+            failed.0
+        )
+    })
+}
+
+/// The program destroyed `context`: the driver took its memory with it, so what gpusan
+/// holds back of it is forgotten, never freed again.
+pub fn context_gone(context: u64) {
+    let st = state();
+    for a in st.registry.snapshot() {
+        if a.context == context && !a.is_live() {
+            st.registry.forget(a.base);
+        }
+    }
+    RELEASE_AFTER_CAPTURE.get().lock().unwrap_or_else(|p| p.into_inner()).retain(|a| a.context != context);
 }
 
 /// The last capture of the process ended: what was held back for it can be done now.
