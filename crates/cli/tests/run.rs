@@ -1124,3 +1124,13 @@ fn quarantine_gives_memory_back_in_its_own_context() {
     );
     assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
 }
+
+/// A launch never waits for another context's table upload: with context 0x2000's upload
+/// stalled inside the driver, a launch in context 0x1000 completes (a wait would end the
+/// program by SIGALRM after 10 s).
+#[test]
+fn a_launch_does_not_wait_for_another_contexts_upload() {
+    let o = gpusan_run(&["--mode", "check"], &[prog(), "link", "launch_while_another_context_uploads"]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
+}

@@ -109,18 +109,26 @@ pub fn own_stream() -> Option<CUstream> {
     if context == 0 {
         return None;
     }
-    let mut g = STREAMS.get().lock().unwrap_or_else(|p| p.into_inner());
-    let streams = g.get_or_insert_with(HashMap::new);
-    if let Some(&s) = streams.get(&context) {
+    let known = STREAMS.get().lock().unwrap_or_else(|p| p.into_inner()).as_ref().and_then(|m| m.get(&context).copied());
+    if let Some(s) = known {
         return Some(s as CUstream);
     }
+    // Made with no lock held: another thread's copy must not wait for this driver call.
     let create = real::cuStreamCreate()?;
     let mut stream: CUstream = std::ptr::null_mut();
     if relaxed(|| unsafe { create(&mut stream, STREAM_NON_BLOCKING) }) != CUDA_SUCCESS || stream.is_null() {
         return None;
     }
-    streams.insert(context, stream as u64);
-    Some(stream)
+    let mut g = STREAMS.get().lock().unwrap_or_else(|p| p.into_inner());
+    let kept = *g.get_or_insert_with(HashMap::new).entry(context).or_insert(stream as u64);
+    drop(g);
+    if kept != stream as u64 {
+        // Another thread made one first: its stream is the context's, this one goes.
+        if let Some(destroy) = real::cuStreamDestroy_v2() {
+            relaxed(|| unsafe { destroy(stream) });
+        }
+    }
+    Some(kept as CUstream)
 }
 
 /// `context` was destroyed, and gpusan's stream in it with it.

@@ -1,3 +1,4 @@
+#include <unistd.h>
 /* A stand-in for libcuda.so.1 so CI (no GPU) can run programs under `gpusan run`:
  * "device" memory is host memory, and each function behaves like the driver's for the
  * cases the tests use (success, CUDA_ERROR_INVALID_VALUE for a bad free, and the stream
@@ -112,7 +113,18 @@ static CUresult mem_free(uint64_t dptr) {
 CUresult cuMemFree_v2(uint64_t dptr) { return mem_free(dptr); }
 static void count_pointing(uint64_t dst);
 /* Synchronous copies and sets run on the legacy stream. */
+/* A stall for tests: copies to the device issued in context `stall_ctx` wait inside the
+ * driver until the program releases them, as a copy behind a long kernel would. */
+static volatile uintptr_t stall_ctx;
+static volatile int stall_released, stalled;
+void fake_stall_copies_in(uintptr_t ctx) { stall_released = 0; stall_ctx = ctx; }
+void fake_release_stall(void) { stall_released = 1; }
+int fake_stalled(void) { return stalled; }
 CUresult cuMemcpyHtoD_v2(uint64_t dst, const void *src, size_t n) {
+    if (stall_ctx && current_ctx == stall_ctx) {
+        stalled = 1;
+        while (!stall_released) usleep(1000);
+    }
     CUresult c = capture_unsafe("cuMemcpyHtoD", 1);
     if (!c) memcpy((void *)(uintptr_t)dst, src, n);
     if (!c) count_pointing(dst);

@@ -81,6 +81,9 @@ uint64_t fake_variable_address(void);
 int cuInit(unsigned);
 void fake_set_context(uintptr_t);
 int fake_wrong_context_frees(void);
+void fake_stall_copies_in(uintptr_t);
+void fake_release_stall(void);
+int fake_stalled(void);
 int fake_dead_frees(void);
 int cuCtxDestroy_v2(void *);
 void fake_set_capturing(int);
@@ -148,6 +151,20 @@ static void *get(void *h, getproc_t gp, const char *plain, const char *versioned
 }
 
 /* Eight threads allocating, copying and freeing at once; thread 0 also frees twice. */
+/* Context 0x2000: loads the ABI module, allocates (so its next launch uploads the table)
+ * and launches with copies in its context stalled: the upload waits inside the driver. */
+static void *upload_in_second_context(void *arg) {
+    (void)arg;
+    fake_set_context(0x2000);
+    void *m = 0;
+    uint64_t p = 0;
+    int rc = cuModuleLoadData(&m, abi_ptx);
+    rc |= alloc_(&p, 64);
+    fake_stall_copies_in(0x2000);
+    rc |= cuLaunchKernel(0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0);
+    return (void *)(intptr_t)rc;
+}
+
 static void *worker(void *arg) {
     long id = (long)arg;
     char buf[256] = {0};
@@ -360,6 +377,26 @@ int main(int argc, char **argv) {
         }
         rc |= cuGraphDestroy(g);
         rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "launch_while_another_context_uploads")) {
+        /* While context 0x2000's table upload is stalled inside the driver (another
+         * thread), a launch in context 0x1000 must go ahead: SIGALRM ends the program if it
+         * waits for the other context's copy. */
+        void *m = 0;
+        uint64_t q = 0;
+        pthread_t t;
+        void *r = 0;
+        rc |= cuModuleLoadData(&m, abi_ptx) | cuLaunchKernel(0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0);
+        pthread_create(&t, 0, upload_in_second_context, 0);
+        for (int i = 0; i < 5000 && !fake_stalled(); i++) usleep(1000);
+        if (!fake_stalled()) rc |= 64; /* the other context never uploaded */
+        rc |= alloc_(&q, 64);
+        alarm(10);
+        rc |= cuLaunchKernel(0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0);
+        alarm(0);
+        fake_release_stall();
+        pthread_join(t, &r);
+        rc |= r != 0;
+        rc |= free_(q) | free_(a) | free_(b);
     } else if (!strcmp(s, "quarantine_contexts")) {
         /* Run with --quarantine-bytes 1500: freed memory of context 0x1000 is given back to
          * the driver while context 0x2000 is current (and the other way round); memory

@@ -74,6 +74,7 @@ real_functions! {
 
     // Streams and capture.
     fn cuStreamCreate(stream: *mut CUstream, flags: u32);
+    fn cuStreamDestroy_v2(stream: CUstream);
     fn cuStreamSynchronize(stream: CUstream);
     fn cuStreamIsCapturing(stream: CUstream, status: *mut CUstreamCaptureStatus);
     fn cuStreamGetCaptureInfo_v2(

@@ -21,7 +21,13 @@
 //! move the table when outgrown (modules re-pointed, outgrown buffers kept).
 //!
 //! One table and one error buffer per context: a module's kernels run on its context's
-//! device, which need not reach another device's memory. The table is device memory; the
+//! device, which need not reach another device's memory.
+//!
+//! Locks: the map of contexts is locked only to find or insert a context's entry, never
+//! across a driver call; each context's entry has a lock of its own, held across its
+//! uploads. So a launch waits only for an upload to its own context's table, which it
+//! needs anyway, never for another context's (another GPU's, another tenant's) copies,
+//! and a drain reports (symbolizes, writes) with no lock of this module held. The table is device memory; the
 //! error buffer is pinned host memory mapped into the device where the driver allows
 //! (see [`call_host_alloc`]), device memory otherwise. A launch
 //! brings the table of the calling thread's current context up to date; a drain reads the
@@ -29,7 +35,7 @@
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use gpusan_abi::record::{self, ErrorBufferHeader, ERROR_CAPACITY};
 use gpusan_abi::table::{self, table_bytes};
@@ -47,6 +53,11 @@ use crate::state::state;
 struct AbiModule {
     loaded: Loaded,
     id: u32,
+    /// What its records name; shared, so a drain reports with no lock held.
+    info: Arc<ModuleInfo>,
+}
+
+struct ModuleInfo {
     /// Functions defined by the module in number order: `ErrorRecord::function` indexes it.
     names: Vec<String>,
     /// PTX line → CUDA source line, from the module's `.loc` directives (its metadata).
@@ -71,7 +82,7 @@ struct Abi {
 /// Context → its table, error buffer and ABI modules.
 #[derive(Default)]
 struct Contexts {
-    by_context: std::collections::HashMap<u64, Abi>,
+    by_context: std::collections::HashMap<u64, Arc<Mutex<Abi>>>,
     modules_numbered: u32,
     /// What contexts that went away counted: records not stored, table memory held, moves.
     gone: (u64, u64, u64),
@@ -81,8 +92,22 @@ static ABI: PerProcess<Mutex<Option<Contexts>>> = PerProcess::new(|| Mutex::new(
 /// Set once a module declared the ABI: launches and syncs check nothing before that.
 static ACTIVE: PerProcess<AtomicBool> = PerProcess::new(|| AtomicBool::new(false));
 
-fn lock() -> std::sync::MutexGuard<'static, Option<Contexts>> {
+fn lock() -> MutexGuard<'static, Option<Contexts>> {
     ABI.get().lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn lock_abi(abi: &Mutex<Abi>) -> MutexGuard<'_, Abi> {
+    abi.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The entry of `context`, if set up (the map's lock held only for the lookup).
+fn entry(context: u64) -> Option<Arc<Mutex<Abi>>> {
+    lock().as_ref().and_then(|c| c.by_context.get(&context).cloned())
+}
+
+/// Every context's entry, for a drain or a count.
+fn entries() -> Vec<Arc<Mutex<Abi>>> {
+    lock().as_ref().map(|c| c.by_context.values().cloned().collect()).unwrap_or_default()
 }
 
 unsafe fn call_alloc(bytes: usize) -> Option<u64> {
@@ -173,49 +198,64 @@ pub fn on_module_loaded(loaded: Loaded, meta: impl FnOnce() -> Option<ModuleMeta
     let ModuleMeta { functions: names, files, lines } = meta().unwrap_or_default();
     let lines = SourceLines::new(files, lines.iter().map(|e| (e.ptx_line, e.file, e.line)).collect());
     let (context, device) = current_context();
-    let mut guard = lock();
-    let contexts = guard.get_or_insert_with(Contexts::default);
-    if let std::collections::hash_map::Entry::Vacant(slot) = contexts.by_context.entry(context) {
-        // gpusan's stream in this context, made now: this is seldom during a capture.
-        capture::own_stream();
-        // Allocated in `context` (current): its kernels find their buffers on their device.
-        let bytes = record::buffer_bytes(ERROR_CAPACITY);
-        let header = ErrorBufferHeader { count: 0, capacity: ERROR_CAPACITY, reserved: 0 };
-        let (errors_ptr, errors_host) = match unsafe { call_host_alloc(bytes) } {
-            Some((host, dev)) => {
-                unsafe { std::ptr::write_volatile(host as *mut ErrorBufferHeader, header) };
-                (dev, Some(host))
-            }
-            None => {
-                let Some(p) = (unsafe { call_alloc(bytes) }) else { return };
-                unsafe { htod(p, &header as *const _ as *const c_void, record::HEADER_BYTES) };
-                (p, None)
-            }
-        };
-        let abi = Abi {
-            table: DeviceTable::new(),
-            memory: TableMemory::new(device),
-            behind: false,
-            errors_ptr,
-            errors_host,
-            drained: 0,
-            not_stored: 0,
-            modules: Vec::new(),
-        };
-        slot.insert(abi);
-    }
-    contexts.modules_numbered += 1;
-    let id = contexts.modules_numbered;
-    let Some(abi) = contexts.by_context.get_mut(&context) else { return };
-    let m = AbiModule { loaded, id, names, lines, label: format!("module {id}") };
+    let abi = match entry(context) {
+        Some(abi) => abi,
+        None => {
+            // Set up with no lock held (driver calls); two threads setting up one context
+            // at once keep the first entry (the other's buffers, some KiB, stay unused).
+            let Some(new) = (unsafe { set_up(device) }) else { return };
+            let mut guard = lock();
+            let contexts = guard.get_or_insert_with(Contexts::default);
+            contexts.by_context.entry(context).or_insert_with(|| Arc::new(Mutex::new(new))).clone()
+        }
+    };
+    let id = {
+        let mut guard = lock();
+        let contexts = guard.get_or_insert_with(Contexts::default);
+        contexts.modules_numbered += 1;
+        contexts.modules_numbered
+    };
+    let info = Arc::new(ModuleInfo { names, lines, label: format!("module {id}") });
+    let m = AbiModule { loaded, id, info };
+    let mut abi = lock_abi(&abi);
     unsafe {
         if !capture::any() {
-            upload(abi);
+            upload(&mut abi);
         }
-        point(abi, &m);
+        point(&abi, &m);
     }
     abi.modules.push(m);
     ACTIVE.get().store(true, Ordering::Release);
+}
+
+/// A context's table and error buffer, allocated in it (current): its kernels find their
+/// buffers on their device.
+unsafe fn set_up(device: i32) -> Option<Abi> {
+    // gpusan's stream in this context, made now: this is seldom during a capture.
+    capture::own_stream();
+    let bytes = record::buffer_bytes(ERROR_CAPACITY);
+    let header = ErrorBufferHeader { count: 0, capacity: ERROR_CAPACITY, reserved: 0 };
+    let (errors_ptr, errors_host) = match call_host_alloc(bytes) {
+        Some((host, dev)) => {
+            std::ptr::write_volatile(host as *mut ErrorBufferHeader, header);
+            (dev, Some(host))
+        }
+        None => {
+            let p = call_alloc(bytes)?;
+            htod(p, &header as *const _ as *const c_void, record::HEADER_BYTES);
+            (p, None)
+        }
+    };
+    Some(Abi {
+        table: DeviceTable::new(),
+        memory: TableMemory::new(device),
+        behind: false,
+        errors_ptr,
+        errors_host,
+        drained: 0,
+        not_stored: 0,
+        modules: Vec::new(),
+    })
 }
 
 /// Some module declared the ABI: launches may have a table to upload.
@@ -229,8 +269,8 @@ pub fn before_launch() {
         return;
     }
     let (context, _) = current_context();
-    if let Some(abi) = lock().as_mut().and_then(|c| c.by_context.get_mut(&context)) {
-        unsafe { upload(abi) };
+    if let Some(abi) = entry(context) {
+        unsafe { upload(&mut lock_abi(&abi)) };
     }
 }
 
@@ -258,15 +298,32 @@ fn drain_with(how: Read) {
     if !ACTIVE.get().load(Ordering::Acquire) {
         return;
     }
-    let mut guard = lock();
-    let Some(contexts) = guard.as_mut() else { return };
-    // Reports name modules of any context.
-    let mut all: Vec<&mut Abi> = contexts.by_context.values_mut().collect();
-    let records: Vec<ErrorRecord> = all.iter_mut().flat_map(|abi| drain_one(abi, how)).collect();
-    let modules: Vec<&AbiModule> = contexts.by_context.values().flat_map(|a| &a.modules).collect();
+    let mut records = Vec::new();
+    let mut modules: Vec<(u32, Arc<ModuleInfo>)> = Vec::new();
+    for abi in entries() {
+        let mut abi = lock_abi(&abi);
+        records.extend(drain_one(&mut abi, how));
+        // Reports name modules of any context: what they need, taken only when there is
+        // something to report.
+        if !records.is_empty() {
+            modules.extend(abi.modules.iter().map(|m| (m.id, m.info.clone())));
+        }
+    }
+    if records.is_empty() {
+        return;
+    }
+    // Modules of contexts drained before the first record was found.
+    for abi in entries() {
+        let abi = lock_abi(&abi);
+        for m in &abi.modules {
+            if !modules.iter().any(|(id, _)| *id == m.id) {
+                modules.push((m.id, m.info.clone()));
+            }
+        }
+    }
     let st = state();
     for r in records {
-        let m = modules.iter().find(|m| m.id == r.module());
+        let m = modules.iter().find(|(id, _)| *id == r.module()).map(|(_, m)| m);
         let kernel =
             m.and_then(|m| m.names.get(r.function() as usize)).map(String::as_str).unwrap_or("<unknown kernel>");
         let label = m.map(|m| m.label.as_str()).unwrap_or("<unknown module>");
@@ -282,13 +339,16 @@ fn drain_with(how: Read) {
 /// primary context before exit crashed there), and a new context the driver hands the
 /// same handle would be taken for one already set up.
 pub fn context_gone(context: u64) {
-    let mut guard = lock();
-    let Some(contexts) = guard.as_mut() else { return };
-    if let Some(abi) = contexts.by_context.remove(&context) {
+    let Some(abi) = lock().as_mut().and_then(|c| c.by_context.remove(&context)) else { return };
+    let counts = {
+        let abi = lock_abi(&abi);
+        (abi.not_stored, abi.memory.held_bytes(), abi.memory.moves())
+    };
+    if let Some(contexts) = lock().as_mut() {
         let (lost, bytes, moves) = &mut contexts.gone;
-        *lost += abi.not_stored;
-        *bytes += abi.memory.held_bytes();
-        *moves += abi.memory.moves();
+        *lost += counts.0;
+        *bytes += counts.1;
+        *moves += counts.2;
     }
 }
 
@@ -336,14 +396,16 @@ fn drain_one(abi: &mut Abi, how: Read) -> Vec<ErrorRecord> {
 
 /// Device errors counted by kernels but not stored (the buffer was full between drains).
 pub fn not_stored() -> u64 {
-    lock().as_ref().map_or(0, |c| c.gone.0 + c.by_context.values().map(|a| a.not_stored).sum::<u64>())
+    let gone = lock().as_ref().map_or(0, |c| c.gone.0);
+    gone + entries().iter().map(|a| lock_abi(a).not_stored).sum::<u64>()
 }
 
 /// Device memory held for allocation tables, all contexts (those gone too), and how often tables moved
 /// (see [`super::table_memory`]).
 pub fn table_memory() -> (u64, u64) {
-    lock().as_ref().map_or((0, 0), |c| {
-        let (_, bytes, moves) = c.gone;
-        c.by_context.values().fold((bytes, moves), |(b, m), a| (b + a.memory.held_bytes(), m + a.memory.moves()))
+    let gone = lock().as_ref().map_or((0, 0), |c| (c.gone.1, c.gone.2));
+    entries().iter().fold(gone, |(b, m), a| {
+        let a = lock_abi(a);
+        (b + a.memory.held_bytes(), m + a.memory.moves())
     })
 }
