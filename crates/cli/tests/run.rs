@@ -1134,3 +1134,28 @@ fn a_launch_does_not_wait_for_another_contexts_upload() {
     assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
     assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
 }
+
+/// A panic in gpusan's own code, in a stand-in before or after its real call or in `dlsym`
+/// or `cuGetProcAddress`, never reaches the program (Rust aborts at an `extern "C"`
+/// function): each call reaches the driver exactly once with its answer returned, the
+/// program ends as natively, and the report names the internal error.
+#[test]
+fn a_panic_inside_gpusan_never_reaches_the_program() {
+    let places = [
+        ("link", "cuMemAlloc_v2"),
+        ("link", "cuMemAlloc_v2:after"),
+        ("dlsym", "dlsym"),
+        ("getproc", "cuGetProcAddress"),
+        ("getproc", "cuMemAlloc_v2:after"),
+    ];
+    for (door, place) in places {
+        let o = gpusan_run_env(&[], &[prog(), door, "alloc_calls"], &[("GPUSAN_TEST_PANIC", Path::new(place))]);
+        assert_eq!(o.code, Some(0), "{door} {place}: {}{}", o.stdout, o.stderr);
+        assert!(o.stdout.contains("allocs=2\n"), "{door} {place}: {}", o.stdout);
+        let notes = o.report["notes"].to_string();
+        assert!(
+            notes.contains("gpusan internal error") && notes.contains("GPUSAN_TEST_PANIC"),
+            "{door} {place}: {notes}"
+        );
+    }
+}

@@ -38,6 +38,9 @@ fn finish(st: &State) {
     } else if asked && !doors::sanitizer::runtime_api_observed() && !families::call_counts().is_empty() {
         doc.notes.push("runtime API errors were not observed (the Compute Sanitizer API did not start)".into());
     }
+    if let Some(note) = crate::driver::boundary::internal_error() {
+        doc.notes.push(note);
+    }
     if let Some(note) = families::memory::release_failures() {
         doc.notes.push(note);
     }
@@ -97,13 +100,16 @@ extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(|| {
         // A process whose driver calls never needed the state (`cuInit` alone) used CUDA
         // all the same: its report says it was seen.
-        if let Some(s) = state::existing().or_else(|| (!families::call_counts().is_empty()).then(state::state)) {
+        // So did one where gpusan failed before any stand-in ran: that must be said.
+        let used = || !families::call_counts().is_empty() || crate::driver::boundary::stopped();
+        if let Some(s) = state::existing().or_else(|| used().then(state::state)) {
             finish(s);
         }
     });
 }
 
 extern "C" fn on_load() {
+    let _ = std::panic::catch_unwind(crate::driver::boundary::read_test_panic);
     // Registered before main, so it runs after the handlers CUDA registers later
     // (atexit runs in reverse order): the program's frees have all been seen by then.
     unsafe {

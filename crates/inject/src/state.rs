@@ -137,11 +137,20 @@ pub fn write_no_follow(path: &std::path::Path, bytes: &[u8]) -> bool {
     tmp.write_all(bytes).is_ok() && tmp.persist(path).is_ok()
 }
 
-/// Runs gpusan's bookkeeping; a panic inside it is contained. Skipped entirely in a child
-/// forked once CUDA was initialised (`driver::fork`): the call then simply goes through.
+/// Runs gpusan's bookkeeping; a panic inside it is contained, recorded as an internal
+/// error and stops the bookkeeping for good (`driver::boundary`). Skipped entirely in a
+/// child forked once CUDA was initialised (`driver::fork`) and once stopped: the call then
+/// simply goes through.
 pub fn quietly<R>(f: impl FnOnce() -> R) -> Option<R> {
-    if crate::driver::fork::forward_only() {
+    use crate::driver::{boundary, fork};
+    if fork::forward_only() || boundary::stopped() {
         return None;
     }
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => Some(r),
+        Err(payload) => {
+            boundary::failed("bookkeeping", &*payload);
+            None
+        }
+    }
 }

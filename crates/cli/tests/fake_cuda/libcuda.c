@@ -56,7 +56,11 @@ static __thread uintptr_t current_ctx = 0x1000;
 void fake_set_context(uintptr_t ctx) { current_ctx = ctx; }
 CUresult cuCtxGetCurrent(void **ctx) { *ctx = (void *)current_ctx; return 0; }
 CUresult cuCtxGetDevice(int *dev) { *dev = 0; return 0; }
+/* Not a driver function: how many times cuMemAlloc_v2 was called. */
+static int alloc_calls;
+int fake_alloc_calls(void) { return alloc_calls; }
 CUresult cuMemAlloc_v2(uint64_t *dptr, size_t size) {
+    __atomic_add_fetch(&alloc_calls, 1, __ATOMIC_RELAXED);
     CUresult c = capture_unsafe("cuMemAlloc", 0);
     if (c) return c;
     int i = find(0);

@@ -81,6 +81,7 @@ uint64_t fake_variable_address(void);
 int cuInit(unsigned);
 void fake_set_context(uintptr_t);
 int fake_wrong_context_frees(void);
+int fake_alloc_calls(void);
 void fake_stall_copies_in(uintptr_t);
 void fake_release_stall(void);
 int fake_stalled(void);
@@ -311,6 +312,10 @@ int main(int argc, char **argv) {
     if (!strcmp(s, "clean")) {
         rc |= htod(a, host, 1024) | dtoh(host, a, 1024) | set(b, 0, 1024);
         rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "alloc_calls")) {
+        /* How often the two allocations above reached the driver: twice, whatever gpusan did. */
+        printf("allocs=%d\n", fake_alloc_calls());
+        rc |= htod(a, host, 1024) | free_(a) | free_(b);
     } else if (!strcmp(s, "memcpy_overflow")) {
         /* Runs 4 bytes past a's end (harmless here: the fake's blocks are padded). */
         htod(a, host, 1028);

@@ -5,7 +5,7 @@
 use std::ffi::{c_char, c_int, c_void, CStr};
 
 use crate::driver::resolve::{real_dlsym, real_dlsym_next};
-use crate::driver::{typed, Slot, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS};
+use crate::driver::{boundary, fork, typed, Slot, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS};
 use crate::families;
 use crate::probe;
 
@@ -24,9 +24,17 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *m
 
 unsafe extern "C" fn dlsym_from(handle: *mut c_void, symbol: *const c_char, caller: usize) -> *mut c_void {
     let real = if handle == libc::RTLD_NEXT { real_dlsym_next(caller, symbol) } else { real_dlsym(handle, symbol) };
-    if real.is_null() || symbol.is_null() {
+    if real.is_null() || symbol.is_null() || fork::forward_only() || boundary::stopped() {
         return real;
     }
+    // Should gpusan fail choosing a stand-in, the program gets the real function.
+    boundary::contain("dlsym", || stand_in_for(real, symbol), || real)
+}
+
+/// What `dlsym` hands out for `symbol`, whose real address is `real`: gpusan's stand-in for
+/// the functions it watches, else `real`.
+unsafe fn stand_in_for(real: *mut c_void, symbol: *const c_char) -> *mut c_void {
+    boundary::test_panic("dlsym");
     let name = CStr::from_ptr(symbol).to_bytes();
     if !name.starts_with(b"cu") {
         return real;
@@ -65,9 +73,10 @@ static REAL_GETPROC_V1: Slot = Slot::new();
 /// driver function one of our stand-ins stands for. Comparing addresses (not names) keeps
 /// each stand-in on the exact ABI version it was written for (`cuMemAlloc` vs `_v2`).
 unsafe fn swap_answer(symbol: *const c_char, pfn: *mut *mut c_void) {
-    if symbol.is_null() || pfn.is_null() || (*pfn).is_null() {
+    if symbol.is_null() || pfn.is_null() || (*pfn).is_null() || fork::forward_only() || boundary::stopped() {
         return;
     }
+    boundary::test_panic("cuGetProcAddress");
     let name = CStr::from_ptr(symbol).to_bytes();
     probe::with(|s| {
         *s.resolved.entry(("getproc".into(), String::from_utf8_lossy(name).into_owned())).or_default() += 1
@@ -97,7 +106,8 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     };
     let r = f(symbol, pfn, version, flags, status);
     if r == CUDA_SUCCESS {
-        swap_answer(symbol, pfn);
+        // The real answer is in `*pfn` until the swap's last step: a failure leaves it.
+        boundary::contain("cuGetProcAddress", || swap_answer(symbol, pfn), || ());
     }
     r
 }
@@ -114,7 +124,8 @@ pub unsafe extern "C" fn cuGetProcAddress(
     };
     let r = f(symbol, pfn, version, flags);
     if r == CUDA_SUCCESS {
-        swap_answer(symbol, pfn);
+        // The real answer is in `*pfn` until the swap's last step: a failure leaves it.
+        boundary::contain("cuGetProcAddress", || swap_answer(symbol, pfn), || ());
     }
     r
 }

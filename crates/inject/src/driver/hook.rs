@@ -25,6 +25,11 @@ pub struct Hook {
 /// `fn name(args);` forwards and counts; `fn name(args) => |real| handler(real, args…);`
 /// hands the typed real function to a handler. Also defines `pub fn hooks() -> Vec<Hook>`,
 /// the family's stand-ins in the order declared.
+///
+/// Each stand-in is a panic-proof boundary ([`super::boundary`]): the handler gets the real
+/// function through `tracked`, which notes the real result per thread, so that if the
+/// handler panics the program still gets the driver's answer: the result noted if the real
+/// call was made, else the real call made then. Either way exactly one real call.
 macro_rules! hooks {
     (@call $f:ident, [], $($arg:ident),*) => { $f($($arg),*) };
     (@call $f:ident, [$real:ident $handler:expr], $($arg:ident),*) => {{ let $real = $f; $handler }};
@@ -36,9 +41,28 @@ macro_rules! hooks {
         $(
             #[allow(non_snake_case)]
             mod $name {
+                #[allow(unused_imports)]
+                use super::*;
                 pub static REAL: $crate::driver::resolve::Slot = $crate::driver::resolve::Slot::new();
                 pub static CALLS: gpusan_runtime::per_process::PerProcess<std::sync::atomic::AtomicU64> =
                     gpusan_runtime::per_process::PerProcess::new(|| std::sync::atomic::AtomicU64::new(0));
+                std::thread_local! {
+                    /// The real function's result in this thread's current call, once made.
+                    pub static RESULT: std::cell::Cell<Option<$crate::driver::types::CUresult>> =
+                        const { std::cell::Cell::new(None) };
+                }
+                /// The real function, its result noted in [`RESULT`]. Never panics (it is
+                /// `extern "C"`: a panic would abort).
+                pub unsafe extern "C" fn tracked($($arg: $ty),*) -> $crate::driver::types::CUresult {
+                    let real = REAL.driver($crate::driver::hook::hooks!(@name $name));
+                    let Some(f) = $crate::driver::resolve::typed::<unsafe extern "C" fn($($ty),*) -> $crate::driver::types::CUresult>(real)
+                    else {
+                        return $crate::driver::types::CUDA_ERROR_NOT_INITIALIZED;
+                    };
+                    let r = f($($arg),*);
+                    RESULT.with(|c| c.set(Some(r)));
+                    r
+                }
             }
 
             #[no_mangle]
@@ -49,10 +73,26 @@ macro_rules! hooks {
                 else {
                     return $crate::driver::types::CUDA_ERROR_NOT_INITIALIZED; // the driver is not loaded
                 };
-                if $crate::driver::fork::forward_only() {
+                if $crate::driver::fork::forward_only() || $crate::driver::boundary::stopped() {
                     return f($($arg),*);
                 }
-                $crate::driver::hook::hooks!(@call f, [$($real $handler)?], $($arg),*)
+                let outer = $name::RESULT.with(|c| c.replace(None));
+                let tracked = $name::tracked as unsafe extern "C" fn($($ty),*) -> $crate::driver::types::CUresult;
+                let r = $crate::driver::boundary::contain(
+                    stringify!($name),
+                    || {
+                        $crate::driver::boundary::test_panic(stringify!($name));
+                        let r = $crate::driver::hook::hooks!(@call tracked, [$($real $handler)?], $($arg),*);
+                        $crate::driver::boundary::test_panic(concat!(stringify!($name), ":after"));
+                        r
+                    },
+                    || match $name::RESULT.with(|c| c.get()) {
+                        Some(r) => r,
+                        None => f($($arg),*),
+                    },
+                );
+                $name::RESULT.with(|c| c.set(outer));
+                r
             }
         )*
 

@@ -12,6 +12,7 @@
 //! - [`hook`]: the `hooks!` macro that exports gpusan's stand-in for a driver function (the
 //!   API families declare theirs with it) and [`Hook`], what the doors know of each.
 
+pub mod boundary;
 pub mod fork;
 pub mod hook;
 pub mod real;
