@@ -35,14 +35,48 @@ pub fn instrument_file(input: &PathBuf, pass: &str, output: Option<&Path>) -> Re
             bail!("{} not instrumented", input.display());
         }
     };
-    let ptx = gpusan_ptx::print(&module);
+    // Printed straight out, never held as text beside the tree (a 50,000-block kernel's
+    // text is some 200 MB); a file is written beside its final name and renamed into place,
+    // so a failure leaves no half file.
+    match output {
+        Some(o) => {
+            let dir = o.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            let tmp = tempfile::Builder::new()
+                .prefix(".gpusan-instrument-")
+                .tempfile_in(dir)
+                .with_context(|| format!("writing {}", o.display()))?;
+            let mut out = std::io::BufWriter::new(tmp);
+            stream(&mut out, &module).with_context(|| format!("writing {}", o.display()))?;
+            let tmp =
+                out.into_inner().map_err(|e| e.into_error()).with_context(|| format!("writing {}", o.display()))?;
+            tmp.persist(o).with_context(|| format!("writing {}", o.display()))?;
+        }
+        None => stream(&mut std::io::BufWriter::new(std::io::stdout().lock()), &module)?,
+    }
     // The process ends after this file (every caller of `instrument_file` exits or runs
     // ptxas next): freeing the tree node by node would only delay that.
     std::mem::forget(module);
-    match output {
-        Some(o) => std::fs::write(o, &ptx).with_context(|| format!("writing {}", o.display()))?,
-        None => std::io::stdout().lock().write_all(ptx.as_bytes())?,
-    }
     eprintln!("gpusan: {} sites instrumented by `{pass}`", report.total_sites());
     Ok(())
+}
+
+/// Prints `module` onto `out` and flushes it; the first I/O error is the result.
+fn stream(out: &mut impl Write, module: &gpusan_ptx::Module) -> std::io::Result<()> {
+    struct Fmt<'a, W: Write> {
+        out: &'a mut W,
+        error: Option<std::io::Error>,
+    }
+    impl<W: Write> std::fmt::Write for Fmt<'_, W> {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.out.write_all(s.as_bytes()).map_err(|e| {
+                self.error = Some(e);
+                std::fmt::Error
+            })
+        }
+    }
+    let mut w = Fmt { out, error: None };
+    if gpusan_ptx::printer::write_module(&mut w, module).is_err() {
+        return Err(w.error.unwrap_or_else(|| std::io::Error::other("the printer failed")));
+    }
+    out.flush()
 }
