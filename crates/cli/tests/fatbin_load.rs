@@ -12,7 +12,9 @@
 //! this GPU (9.0, as the fake driver says) can compile, and listed unchecked, with its
 //! reason, where it has none or gpusan cannot read it.
 
-use std::path::{Path, PathBuf};
+mod fake_driver;
+
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
@@ -52,27 +54,9 @@ struct Built {
 fn built() -> &'static Built {
     static BUILT: OnceLock<Built> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake_cuda");
-        let dir = std::env::temp_dir().join(format!("gpusan-fatbin-load-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let run = |cmd: &mut Command| {
-            let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-            assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
-        };
-        let lib = dir.join("libcuda.so.1");
-        run(Command::new("cc")
-            .args(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"])
-            .args([&lib, &src.join("libcuda.c")]));
-        let _ = std::os::unix::fs::symlink(&lib, dir.join("libcuda.so"));
+        let dir = fake_driver::build("fatbin-load", &[("prog", "prog.c")]);
         let prog = dir.join("prog");
-        run(Command::new("cc")
-            .arg("-o")
-            .args([&prog, &src.join("prog.c")])
-            .arg("-L")
-            .arg(&dir)
-            .args(["-lcuda", "-ldl", "-lpthread"])
-            .arg(format!("-Wl,-rpath,{}", dir.display())));
-
+        let run = fake_driver::run;
         let cu = dir.join("vadd.cu");
         std::fs::write(&cu, KERNEL).unwrap();
         let nvcc = || {
@@ -107,12 +91,6 @@ fn built() -> &'static Built {
     })
 }
 
-fn inject_lib() -> PathBuf {
-    let lib = Path::new(env!("CARGO_BIN_EXE_gpusan")).with_file_name("libgpusan_inject.so");
-    assert!(lib.is_file(), "{} missing: run `cargo build -p gpusan-inject` first", lib.display());
-    lib
-}
-
 /// What one run showed.
 struct Run {
     code: Option<i32>,
@@ -143,7 +121,7 @@ fn run_with(mode: &str, kind: &str, args: &[&str]) -> Run {
         .args(["link", "fatbin"])
         .arg(&fatbin)
         .args(args)
-        .env("GPUSAN_INJECT_LIB", inject_lib())
+        .env("GPUSAN_INJECT_LIB", fake_driver::inject_lib())
         .env("LD_LIBRARY_PATH", &b.dir)
         .env("FAKE_CUDA_LOADED", &loaded)
         .env("GPUSAN_CACHE_DIR", b.dir.join(format!("cache-{tag}")))

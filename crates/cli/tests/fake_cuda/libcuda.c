@@ -93,6 +93,7 @@ CUresult cuMemHostGetDevicePointer_v2(uint64_t *dptr, void *p, unsigned flags) {
 }
 static int mem_node_free(uint64_t dptr, CUresult *r);
 static void mem_nodes_launched(void *graph);
+static int mem_nodes_unfreed(void *graph);
 /* The body of cuMemFree_v2, for the fake's own calls: a call to the exported name from
  * here would go through gpusan's stand-in, as a second free. */
 static CUresult mem_free(uint64_t dptr) {
@@ -247,7 +248,9 @@ enum { MODE_GLOBAL = 0, MODE_THREAD_LOCAL = 1, MODE_RELAXED = 2 };
 #define INVALIDATED_ERR 901
 #define IMPLICIT 906
 #define MAX_STREAMS 64
-struct stream { int used, flags, status, mode, kernels; pthread_t owner; };
+/* `graph`: what the stream's capture makes (the driver's graph exists from the start of
+ * the capture: cuStreamGetCaptureInfo names it, and memory nodes go into it). */
+struct stream { int used, flags, status, mode, kernels; pthread_t owner; void *graph; };
 static struct stream streams[MAX_STREAMS];
 static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread int thread_mode = MODE_GLOBAL;
@@ -335,8 +338,9 @@ CUresult cuStreamBeginCapture_v2(void *h, int mode) {
     s->mode = mode;
     s->kernels = 0;
     s->owner = pthread_self();
+    s->graph = calloc(1, sizeof(int));
     pthread_mutex_unlock(&streams_lock);
-    return 0;
+    return s->graph ? 0 : 2;
 }
 /* A graph, made by capture or by cuGraphCreate: how many kernels it launches. */
 struct graph { int kernels; };
@@ -356,7 +360,7 @@ CUresult cuStreamEndCapture(void *h, void **graph) {
     pthread_mutex_unlock(&streams_lock);
     *graph = 0;
     if (status == INVALIDATED) return INVALIDATED_ERR;
-    struct graph *g = malloc(sizeof *g);
+    struct graph *g = s->graph;
     if (!g) return 2;
     g->kernels = kernels;
     *graph = g;
@@ -371,7 +375,7 @@ CUresult cuStreamGetCaptureInfo_v2(void *stream, int *status, uint64_t *id, void
     struct stream *s = stream_of(stream);
     *status = s ? s->status : capturing;
     if (id) *id = 1;
-    if (graph) *graph = (void *)0x7000;
+    if (graph) *graph = s && s->status == ACTIVE ? s->graph : (void *)0x7000;
     if (deps) *deps = 0;
     if (n) *n = 0;
     return 0;
@@ -455,6 +459,7 @@ CUresult cuGraphLaunch(void *exec, void *stream) {
     int captured;
     CUresult r = stream_work("cuGraphLaunch", stream, &captured);
     if (r || captured) return r;
+    if (mem_nodes_unfreed(exec)) return 1; /* CUDA_ERROR_INVALID_VALUE, as cuGraphLaunch says */
     mem_nodes_launched(exec);
     struct graph *g = exec;
     if (g && g->kernels > 0) {
@@ -465,8 +470,18 @@ CUresult cuGraphLaunch(void *exec, void *stream) {
     }
     return 0;
 }
-CUresult cuMemAllocAsync(uint64_t *dptr, size_t size, void *stream) { (void)stream; return cuMemAlloc_v2(dptr, size); }
-CUresult cuMemFreeAsync(uint64_t dptr, void *stream) { (void)stream; return capturing ? 0 : mem_free(dptr); }
+static CUresult captured_alloc(uint64_t *dptr, size_t size, void *stream, int *captured);
+static CUresult captured_free(uint64_t dptr, void *stream, int *captured);
+CUresult cuMemAllocAsync(uint64_t *dptr, size_t size, void *stream) {
+    int captured;
+    CUresult r = captured_alloc(dptr, size, stream, &captured);
+    return captured ? r : cuMemAlloc_v2(dptr, size);
+}
+CUresult cuMemFreeAsync(uint64_t dptr, void *stream) {
+    int captured;
+    CUresult r = captured_free(dptr, stream, &captured);
+    return captured ? r : capturing ? 0 : mem_free(dptr);
+}
 struct mem_alloc_node_params { unsigned char pool_props[88]; void *access; size_t access_count; size_t bytesize; uint64_t dptr; };
 /* Memory nodes, as the driver keeps them: the graph a node belongs to, its type (10: an
  * allocation, 11: a free, as CUgraphNodeType) and its address. Node handles are 1 + the
@@ -485,8 +500,12 @@ static CUresult add_mem_node(void **node, void *graph, int type, uint64_t dptr, 
     *node = (void *)(uintptr_t)(++n_mem_nodes);
     return 0;
 }
+static CUresult alloc_node(void **node, void *graph, struct mem_alloc_node_params *p);
 CUresult cuGraphAddMemAllocNode(void **node, void *graph, const void **deps, size_t n, struct mem_alloc_node_params *p) {
     (void)deps; (void)n;
+    return alloc_node(node, graph, p);
+}
+static CUresult alloc_node(void **node, void *graph, struct mem_alloc_node_params *p) {
     void *mem = aligned_alloc(256, (p->bytesize + 255) / 256 * 256 + 256); /* padded: overflows stay harmless */
     if (!mem) return 2;
     p->dptr = (uint64_t)(uintptr_t)mem;
@@ -553,6 +572,77 @@ static int mem_node_free(uint64_t dptr, CUresult *r) {
 }
 CUresult cuGraphDestroy(void *graph) { (void)graph; return 0; }
 CUresult cuDeviceGraphMemTrim(int device) { (void)device; return 0; }
+/* Whether a launch of `graph` would allocate memory one of its earlier launches allocated
+ * and nothing has freed since (the driver then refuses the launch). */
+static int mem_nodes_unfreed(void *graph) {
+    for (int i = 0; i < n_mem_nodes; i++)
+        if (mem_nodes[i].graph == graph && mem_nodes[i].type == 10 && mem_nodes[i].mapped) return 1;
+    return 0;
+}
+/* A stream-ordered allocation or free on a capturing stream is a memory node of the
+ * capture's graph (*captured then 1). */
+static CUresult captured_alloc(uint64_t *dptr, size_t size, void *stream, int *captured) {
+    struct stream *s = stream_of(stream);
+    *captured = s && s->status == ACTIVE;
+    if (!*captured) return 0;
+    struct mem_alloc_node_params p = {{0}, 0, 0, size, 0};
+    void *node;
+    CUresult r = alloc_node(&node, s->graph, &p);
+    *dptr = p.dptr;
+    return r;
+}
+static CUresult captured_free(uint64_t dptr, void *stream, int *captured) {
+    struct stream *s = stream_of(stream);
+    *captured = s && s->status == ACTIVE;
+    void *node;
+    return *captured ? add_mem_node(&node, s->graph, 11, dptr, 0) : 0;
+}
+/* Memory pools: only under capture here (an allocation node of the capture's graph). */
+CUresult cuMemAllocFromPoolAsync(uint64_t *dptr, size_t size, void *pool, void *stream) {
+    (void)pool;
+    int captured;
+    CUresult r = captured_alloc(dptr, size, stream, &captured);
+    return captured ? r : 801; /* CUDA_ERROR_NOT_SUPPORTED */
+}
+/* cuGraphAddNode: CUgraphNodeParams is the node's type, 12 reserved bytes, then the type's
+ * parameters (232 bytes with padding) and 8 more reserved bytes. Memory allocation (10)
+ * and free (11) nodes are memory nodes; a kernel node (0) counts as one of the graph's
+ * kernels; a child graph node (4) whose graph is moved makes the child's memory nodes the
+ * parent's. */
+struct graph_node_params {
+    int type, reserved0[3];
+    union { long long reserved1[29]; struct mem_alloc_node_params alloc; uint64_t free_dptr; struct { void *graph; int ownership; } child; } u;
+    long long reserved2;
+};
+static CUresult add_node(void **node, void *graph, struct graph_node_params *p) {
+    switch (p->type) {
+    case 0: ((struct graph *)graph)->kernels++; *node = (void *)0x7300; return 0;
+    case 10: return alloc_node(node, graph, &p->u.alloc);
+    case 11: return add_mem_node(node, graph, 11, p->u.free_dptr, 0);
+    case 4:
+        if (p->u.child.ownership != 1) return 1;
+        for (int i = 0; i < n_mem_nodes; i++)
+            if (mem_nodes[i].graph == p->u.child.graph) mem_nodes[i].graph = graph;
+        ((struct graph *)graph)->kernels += ((struct graph *)p->u.child.graph)->kernels;
+        *node = (void *)0x7400;
+        return 0;
+    default: return 801;
+    }
+}
+CUresult cuGraphAddNode(void **node, void *graph, const void **deps, size_t n, struct graph_node_params *p) {
+    (void)deps; (void)n;
+    return add_node(node, graph, p);
+}
+CUresult cuGraphAddNode_v2(void **node, void *graph, const void **deps, const void *edges, size_t n, struct graph_node_params *p) {
+    (void)deps; (void)edges; (void)n;
+    return add_node(node, graph, p);
+}
+CUresult cuGraphInstantiateWithParams(void **exec, void *graph, void *params) {
+    (void)params;
+    if (!graph) return 1;
+    *exec = graph;
+    return 0;
+}
 
 /* ---- virtual memory management -----------------------------------------------------
  *
@@ -712,6 +802,21 @@ static const struct entry table[] = {
     {"cuMemAlloc", (void *)cuMemAlloc_v2}, {"cuMemFree", (void *)cuMemFree_v2},
     {"cuMemcpyHtoD", (void *)cuMemcpyHtoD_v2}, {"cuMemcpyDtoH", (void *)cuMemcpyDtoH_v2},
     {"cuMemsetD8", (void *)cuMemsetD8_v2}, {"cuCtxGetCurrent", (void *)cuCtxGetCurrent},
+    /* What cudart asks for to build, capture and launch graphs with memory nodes (the
+     * newest version of each, as for CUDA 13: cuGraphAddNode is _v2, cuGraphInstantiate
+     * the flags form, cuStreamBeginCapture _v2). */
+    {"cuGraphCreate", (void *)cuGraphCreate}, {"cuGraphAddMemAllocNode", (void *)cuGraphAddMemAllocNode},
+    {"cuGraphAddMemFreeNode", (void *)cuGraphAddMemFreeNode}, {"cuGraphAddNode", (void *)cuGraphAddNode_v2},
+    {"cuGraphInstantiate", (void *)cuGraphInstantiateWithFlags},
+    {"cuGraphInstantiateWithFlags", (void *)cuGraphInstantiateWithFlags},
+    {"cuGraphInstantiateWithParams", (void *)cuGraphInstantiateWithParams}, {"cuGraphLaunch", (void *)cuGraphLaunch},
+    {"cuGraphExecDestroy", (void *)cuGraphExecDestroy}, {"cuGraphDestroy", (void *)cuGraphDestroy},
+    {"cuDeviceGraphMemTrim", (void *)cuDeviceGraphMemTrim}, {"cuMemAllocAsync", (void *)cuMemAllocAsync},
+    {"cuMemFreeAsync", (void *)cuMemFreeAsync}, {"cuMemAllocFromPoolAsync", (void *)cuMemAllocFromPoolAsync},
+    {"cuStreamCreate", (void *)cuStreamCreate}, {"cuStreamBeginCapture", (void *)cuStreamBeginCapture_v2},
+    {"cuStreamEndCapture", (void *)cuStreamEndCapture}, {"cuStreamSynchronize", (void *)cuStreamSynchronize},
+    {"cuLaunchKernel", (void *)cuLaunchKernel}, {"cuModuleLoadData", (void *)cuModuleLoadData},
+    {"cuModuleGetGlobal", (void *)cuModuleGetGlobal_v2},
 };
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t flags, int *status) {
     (void)version; (void)flags;

@@ -1,0 +1,101 @@
+//! The fake CUDA driver (tests/fake_cuda/libcuda.c) and programs linked against it, built
+//! for a test file, and `gpusan run` over them: what the test files that run programs
+//! without a GPU share.
+// Each test file uses its own part of this.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The sources: tests/fake_cuda/.
+pub fn sources() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake_cuda")
+}
+
+/// Runs `cmd`, which must succeed.
+pub fn run(cmd: &mut Command) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Builds the fake driver into a new folder named after `tag` and this process, with each
+/// program (its name, its source in tests/fake_cuda/) linked against it; returns the
+/// folder. Put the folder on `LD_LIBRARY_PATH` of what runs the programs.
+pub fn build(tag: &str, programs: &[(&str, &str)]) -> PathBuf {
+    let src = sources();
+    let dir = std::env::temp_dir().join(format!("gpusan-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let lib = dir.join("libcuda.so.1");
+    run(Command::new("cc")
+        .args(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"])
+        .args([&lib, &src.join("libcuda.c")]));
+    let _ = std::os::unix::fs::symlink(&lib, dir.join("libcuda.so"));
+    for (name, source) in programs {
+        run(Command::new("cc")
+            .arg("-o")
+            .args([&dir.join(name), &src.join(source)])
+            .arg("-L")
+            .arg(&dir)
+            .args(["-lcuda", "-ldl", "-lpthread"])
+            .arg(format!("-Wl,-rpath,{}", dir.display())));
+    }
+    dir
+}
+
+/// The injected library next to the `gpusan` binary under test.
+pub fn inject_lib() -> PathBuf {
+    let lib = Path::new(env!("CARGO_BIN_EXE_gpusan")).with_file_name("libgpusan_inject.so");
+    assert!(lib.is_file(), "{} missing: run `cargo build -p gpusan-inject` first", lib.display());
+    lib
+}
+
+/// What a `gpusan run` showed.
+pub struct Outcome {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    /// The JSON report (`null` when none was written).
+    pub report: serde_json::Value,
+}
+
+impl Outcome {
+    /// The kinds of error reported, sorted.
+    pub fn kinds(&self) -> Vec<String> {
+        let mut k: Vec<String> =
+            self.report["summary"]["by_kind"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default();
+        k.sort();
+        k
+    }
+
+    /// How many errors of `kind` were reported.
+    pub fn count(&self, kind: &str) -> u64 {
+        self.report["summary"]["by_kind"][kind].as_u64().unwrap_or(0)
+    }
+}
+
+/// `gpusan run OPTIONS --report-json … -- PROGRAM…` with the fake driver of `dir`.
+pub fn gpusan_run(dir: &Path, options: &[&str], program: &[&str], env: &[(&str, &Path)]) -> Outcome {
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let json = dir.join(format!("report-{n}.json"));
+    let _ = std::fs::remove_file(&json);
+    let out = Command::new(env!("CARGO_BIN_EXE_gpusan"))
+        .arg("run")
+        .args(options)
+        .arg("--report-json")
+        .arg(&json)
+        .arg("--")
+        .args(program)
+        .env("GPUSAN_INJECT_LIB", inject_lib())
+        .env("LD_LIBRARY_PATH", dir)
+        .envs(env.iter().map(|(k, v)| (*k, *v)))
+        .output()
+        .unwrap();
+    let report = std::fs::read_to_string(&json).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
+    Outcome {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        report,
+    }
+}
