@@ -22,6 +22,10 @@ fn finish(st: &State) {
         mirror::drain_at_exit();
     }
     let collector = st.take_findings();
+    if st.options.leak_check {
+        // After the drain: records that name graph memory were decoded with it known.
+        families::graphs::before_leak_check();
+    }
     let leaks = if st.options.leak_check { checks::leak_summary(&st.registry) } else { Vec::new() };
     let mut doc = collector.finish(st.options.mode.name(), leaks, registry::symbolize);
     // `gpusan run` named the sanitizer library, but this process (which used CUDA) never

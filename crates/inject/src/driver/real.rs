@@ -87,10 +87,11 @@ real_functions! {
     );
     fn cuThreadExchangeStreamCaptureMode(mode: *mut c_int);
 
-    // Graphs: what an instantiated graph allocates.
+    // Graphs: what an instantiated graph allocates and frees.
     fn cuGraphGetNodes(graph: CUgraph, nodes: *mut CUgraphNode, count: *mut usize);
     fn cuGraphNodeGetType(node: CUgraphNode, kind: *mut c_int);
     fn cuGraphMemAllocNodeGetParams(node: CUgraphNode, params: *mut MemAllocNodeParams);
+    fn cuGraphMemFreeNodeGetParams(node: CUgraphNode, dptr: *mut CUdeviceptr);
     fn cuGraphChildGraphNodeGetGraph(node: CUgraphNode, graph: *mut CUgraph);
 }
 

@@ -1,21 +1,29 @@
-//! Graph memory: allocation and free nodes (added explicitly or by stream-ordered calls
-//! under capture), graph destruction and the trimming of graph memory.
+//! Graph memory: allocation and free nodes (added explicitly, by `cuGraphAddNode`, or by
+//! stream-ordered calls under capture), instantiations, launches, and the destruction of
+//! graphs and executable graphs.
 //!
-//! A graph's allocation is registered when its node is made (the node's parameters give
-//! address and size) and stays live across launches: a free node gives the memory back at
-//! the end of each launch, and the next launch allocates it again at the same address, so
-//! marking it freed at node creation would turn every later launch into use after free.
-//! Its entry goes when the graph is destroyed (for allocations the graph itself frees) or,
-//! once freed by the program, when the device's graph memory is trimmed.
+//! A graph's allocation node has one address for its whole life (the driver gives it when
+//! the node is made), and each launch allocates the memory there again. The allocation is
+//! then freed by a free node of the same graph (at the end of every launch), by a free node
+//! of another graph (at that graph's launch), by the program outside any graph (`cuMemFree`,
+//! `cuMemFreeAsync`: judged like any free), or never. So gpusan registers it when the node
+//! is made (copies captured into the graph are judged against it), learns each
+//! instantiation's allocation and free nodes from the driver (however they were made:
+//! added, captured, by `cuGraphAddNode`, in child graphs), makes the allocations live again
+//! at each launch ([`launching`]) and frees what the graph frees of other graphs' after it
+//! ([`launched`], `memory::freed_by_graph_launch`).
 //!
-//! Memory a graph allocates and the program frees outside it (`cuMemFree`,
-//! `cuMemFreeAsync`) comes back, at the same address, at the graph's next launch: so each
-//! instantiation reads the allocation nodes of its graph from the driver (however they were
-//! made: added, captured, cloned, in child graphs) and each launch makes them live again.
-//! Reading them at instantiation rather than trusting what gpusan saw at node creation
-//! also covers nodes made by entry points it does not hook (`cuGraphAddNode`).
+//! Memory a graph frees itself stays live as long as the graph or an executable graph of it
+//! exists: its free node runs on the GPU at a time the host does not know, and the next
+//! launch brings the memory back. Such memory, and that of nodes no launch ran, is the
+//! graph's: forgotten once neither the graph nor an executable graph of it is left, and
+//! never a leak. Memory a launch allocated and no node frees is the program's: the driver
+//! does not free it with its graph, so it stays until the program frees it, and at the exit
+//! it is a leak, as `cudaMalloc` memory would be. Trimming graph memory
+//! (`cuDeviceGraphMemTrim`) only gives unused physical memory back: the addresses stay the
+//! nodes', so it changes nothing here.
 //!
-//! Launching a graph is a launch (`launches`), which calls [`launching`] first.
+//! Launching a graph is a launch (`launches`), which calls [`launching`] and [`launched`].
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
@@ -26,7 +34,7 @@ use gpusan_runtime::registry::{AllocKind, Lookup, SiteId};
 use super::judge::{record_alloc, site};
 use crate::driver::hook::hooks;
 use crate::driver::{
-    real, CUdevice, CUdeviceptr, CUgraph, CUgraphExec, CUgraphNode, CUresult, CUstream, CUstreamCaptureStatus,
+    real, CUdeviceptr, CUgraph, CUgraphExec, CUgraphNode, CUresult, CUstream, CUstreamCaptureStatus,
     MemAllocNodeParams, CUDA_SUCCESS,
 };
 use crate::state::{quietly, state};
@@ -37,7 +45,6 @@ hooks! {
     fn cuGraphAddMemFreeNode(node: *mut CUgraphNode, graph: CUgraph, deps: *const CUgraphNode, n: usize, dptr: CUdeviceptr)
         => |real| graph_add_mem_free_node(real, node, graph, deps, n, dptr);
     fn cuGraphDestroy(graph: CUgraph) => |real| graph_destroy(real, graph);
-    fn cuDeviceGraphMemTrim(device: CUdevice) => |real| device_graph_mem_trim(real, device);
     fn cuGraphInstantiateWithFlags(exec: *mut CUgraphExec, graph: CUgraph, flags: u64)
         => |real| instantiated(real(exec, graph, flags), exec, graph);
     fn cuGraphInstantiateWithParams(exec: *mut CUgraphExec, graph: CUgraph, params: *mut c_void)
@@ -51,20 +58,47 @@ hooks! {
     fn cuGraphExecDestroy(exec: CUgraphExec) => |real| exec_destroy(real, exec);
 }
 
+/// One graph allocation, by its node's address.
+#[derive(Clone, Copy)]
+struct GraphAlloc {
+    size: u64,
+    /// Where the program made the node, or instantiated its graph (reports name it, not a
+    /// launch).
+    site: SiteId,
+    /// The graph whose node it is, while that graph exists.
+    graph: Option<u64>,
+    /// A free node of its own graph frees it at the end of each launch.
+    freed_by_own_graph: bool,
+    /// A launch has allocated it.
+    launched: bool,
+}
+
+impl GraphAlloc {
+    /// Memory the graph keeps to itself: never the program's to free, never a leak.
+    fn graphs_own(&self) -> bool {
+        self.freed_by_own_graph || !self.launched
+    }
+}
+
+/// What one executable graph's launches allocate and free.
+#[derive(Clone, Default)]
+struct ExecMemory {
+    allocs: Vec<u64>,
+    /// Allocations of other graphs that its free nodes free.
+    frees: Vec<u64>,
+}
+
 #[derive(Default)]
 struct GraphMemory {
-    /// Graph → bases and sizes of the allocations its nodes made, as gpusan saw them made.
-    allocs: HashMap<u64, Vec<(u64, u64)>>,
-    /// Graph → bases its free nodes free.
+    allocs: HashMap<u64, GraphAlloc>,
+    /// Graph → the addresses its free nodes free, as gpusan saw the nodes made.
     frees: HashMap<u64, Vec<u64>>,
-    /// Executable graph → the allocations each of its launches makes.
-    execs: HashMap<u64, Vec<(u64, u64)>>,
-    /// Base → where the program made the node (reports name it, not the launch).
-    sites: HashMap<u64, SiteId>,
+    execs: HashMap<u64, ExecMemory>,
 }
 
 static GRAPHS: PerProcess<std::sync::Mutex<Option<GraphMemory>>> = PerProcess::new(|| std::sync::Mutex::new(None));
 
+/// gpusan's record of graph memory. Never held while the registry or the driver is called.
 fn graphs<R>(f: impl FnOnce(&mut GraphMemory) -> R) -> R {
     let mut g = GRAPHS.get().lock().unwrap_or_else(|p| p.into_inner());
     f(g.get_or_insert_with(GraphMemory::default))
@@ -94,43 +128,79 @@ pub fn capturing(stream: CUstream) -> Option<u64> {
 /// A graph allocation at `base` (a node made, or a stream-ordered allocation captured).
 pub fn graph_alloc(graph: u64, base: u64, size: u64, site: SiteId) {
     record_alloc(base, size, AllocKind::GraphNode, site);
+    let node = GraphAlloc { size, site, graph: Some(graph), freed_by_own_graph: false, launched: false };
+    graphs(|g| g.allocs.insert(base, node));
+}
+
+/// A free node of `graph` frees `base` (not now: at the end of each launch).
+pub fn graph_frees(graph: u64, base: u64) {
     graphs(|g| {
-        g.allocs.entry(graph).or_default().push((base, size));
-        g.sites.insert(base, site);
+        g.frees.entry(graph).or_default().push(base);
+        if let Some(a) = g.allocs.get_mut(&base).filter(|a| a.graph == Some(graph)) {
+            a.freed_by_own_graph = true;
+        }
     });
 }
 
 /// Before a launch of `exec`: its allocations are there again, whatever the program freed
 /// since the last launch (an allocation the registry already has live is left as it is).
 pub fn launching(exec: CUgraphExec) {
-    let Some((allocs, sites)) = graphs(|g| {
-        let allocs = g.execs.get(&(exec as u64))?.clone();
-        let sites: Vec<Option<SiteId>> = allocs.iter().map(|(b, _)| g.sites.get(b).copied()).collect();
-        Some((allocs, sites))
+    let Some(allocs) = graphs(|g| {
+        let e = g.execs.get(&(exec as u64))?;
+        let mut allocs = Vec::with_capacity(e.allocs.len());
+        for base in &e.allocs {
+            if let Some(a) = g.allocs.get_mut(base) {
+                a.launched = true;
+                allocs.push((*base, *a));
+            }
+        }
+        Some(allocs)
     }) else {
         return;
     };
     let registry = &state().registry;
-    for ((base, size), made_at) in allocs.into_iter().zip(sites) {
-        let live =
-            matches!(registry.lookup(base), Lookup::Live { alloc, .. } if alloc.base == base && alloc.size == size);
+    for (base, a) in allocs {
+        let live = matches!(registry.lookup(base), Lookup::Live { alloc, .. }
+            if alloc.base == base && alloc.size == a.size && alloc.kind == AllocKind::GraphNode);
         if !live {
-            record_alloc(base, size, AllocKind::GraphNode, made_at.unwrap_or_else(site));
+            record_alloc(base, a.size, AllocKind::GraphNode, a.site);
         }
     }
 }
 
-/// A graph's allocation nodes (base, size), child graphs' included, as the driver has them;
-/// `None` where the driver cannot list them.
-fn allocation_nodes(graph: CUgraph) -> Option<Vec<(u64, u64)>> {
+/// After a launch of `exec` that returned `r`: what its free nodes freed of other graphs'
+/// memory (to be judged as a free would be: `memory::freed_by_graph_launch`).
+pub fn launched(exec: CUgraphExec, r: CUresult) -> Vec<u64> {
+    if r != CUDA_SUCCESS {
+        return Vec::new();
+    }
+    graphs(|g| g.execs.get(&(exec as u64)).map(|e| e.frees.clone())).unwrap_or_default()
+}
+
+/// A graph's memory nodes, child graphs' included.
+#[derive(Default)]
+struct MemoryNodes {
+    /// Allocations: base and size.
+    allocs: Vec<(u64, u64)>,
+    /// What free nodes free.
+    frees: Vec<u64>,
+}
+
+/// A graph's memory nodes as the driver has them; `None` where it cannot list them.
+fn memory_nodes(graph: CUgraph) -> Option<MemoryNodes> {
     const CHILD_GRAPH: c_int = 4;
     const MEM_ALLOC: c_int = 10;
+    const MEM_FREE: c_int = 11;
     // Child graphs nest; a cycle is impossible, a very deep nest is not worth following.
     const MAX_DEPTH: usize = 16;
-    let (get_nodes, get_type, get_alloc) =
-        (real::cuGraphGetNodes()?, real::cuGraphNodeGetType()?, real::cuGraphMemAllocNodeGetParams()?);
+    let (get_nodes, get_type, get_alloc, get_free) = (
+        real::cuGraphGetNodes()?,
+        real::cuGraphNodeGetType()?,
+        real::cuGraphMemAllocNodeGetParams()?,
+        real::cuGraphMemFreeNodeGetParams()?,
+    );
     let child_of = real::cuGraphChildGraphNodeGetGraph();
-    let mut found = Vec::new();
+    let mut found = MemoryNodes::default();
     let mut pending = vec![(graph, 0usize)];
     while let Some((graph, depth)) = pending.pop() {
         let mut n = 0usize;
@@ -152,7 +222,12 @@ fn allocation_nodes(graph: CUgraph) -> Option<Vec<(u64, u64)>> {
                 if kind == MEM_ALLOC {
                     let mut p: MemAllocNodeParams = std::mem::zeroed();
                     if get_alloc(node, &mut p) == CUDA_SUCCESS && p.dptr != 0 && p.bytesize != 0 {
-                        found.push((p.dptr, p.bytesize as u64));
+                        found.allocs.push((p.dptr, p.bytesize as u64));
+                    }
+                } else if kind == MEM_FREE {
+                    let mut dptr: CUdeviceptr = 0;
+                    if get_free(node, &mut dptr) == CUDA_SUCCESS && dptr != 0 {
+                        found.frees.push(dptr);
                     }
                 } else if kind == CHILD_GRAPH && depth < MAX_DEPTH {
                     let mut child: CUgraph = std::ptr::null_mut();
@@ -168,33 +243,84 @@ fn allocation_nodes(graph: CUgraph) -> Option<Vec<(u64, u64)>> {
     Some(found)
 }
 
-/// After an instantiation: what each launch of the executable graph allocates, from the
-/// driver's nodes, or else from the nodes gpusan saw made.
+/// What each launch of an executable graph of `graph` allocates and frees, from the
+/// driver's nodes (`listed`), or else from the nodes gpusan saw made; the graph's
+/// allocations gpusan had not seen made (by `cuGraphAddNode`, in a child graph) are
+/// learnt here, made at `site`.
+fn learn(g: &mut GraphMemory, graph: u64, listed: Option<MemoryNodes>, site: SiteId) -> ExecMemory {
+    let MemoryNodes { allocs, frees } = listed.unwrap_or_else(|| MemoryNodes {
+        allocs: g.allocs.iter().filter(|(_, a)| a.graph == Some(graph)).map(|(b, a)| (*b, a.size)).collect(),
+        frees: g.frees.get(&graph).cloned().unwrap_or_default(),
+    });
+    let mut exec = ExecMemory::default();
+    for (base, size) in allocs {
+        let new = GraphAlloc { size, site, graph: None, freed_by_own_graph: false, launched: false };
+        let a = g.allocs.entry(base).or_insert(new);
+        if a.size != size {
+            *a = new; // an address a destroyed graph's node had
+        }
+        a.graph = Some(graph);
+        a.freed_by_own_graph = frees.contains(&base);
+        exec.allocs.push(base);
+    }
+    exec.frees = frees.into_iter().filter(|b| !exec.allocs.contains(b)).collect();
+    exec
+}
+
+/// After an instantiation: what each launch of the executable graph allocates and frees.
 unsafe fn instantiated(r: CUresult, exec: *mut CUgraphExec, graph: CUgraph) -> CUresult {
     if r == CUDA_SUCCESS && !exec.is_null() {
         let exec = *exec as u64;
         quietly(|| {
-            let listed = allocation_nodes(graph);
+            let (listed, site) = (memory_nodes(graph), site());
             graphs(|g| {
-                let allocs = listed.unwrap_or_else(|| g.allocs.get(&(graph as u64)).cloned().unwrap_or_default());
-                g.execs.insert(exec, allocs);
+                let memory = learn(g, graph as u64, listed, site);
+                g.execs.insert(exec, memory);
             })
         });
     }
     r
 }
 
+/// Forgets what gpusan knows of the allocations at `bases` that neither a graph nor an
+/// executable graph holds any more; of those the graph kept to itself, the registry's
+/// entries too (the program holds the others, or has freed them).
+fn release(bases: Vec<u64>) {
+    let gone: Vec<u64> = graphs(|g| {
+        let held = |g: &GraphMemory, b: &u64| {
+            g.allocs.get(b).is_some_and(|a| a.graph.is_some()) || g.execs.values().any(|e| e.allocs.contains(b))
+        };
+        let free: Vec<u64> = bases.into_iter().filter(|b| !held(g, b)).collect();
+        free.into_iter().filter_map(|b| g.allocs.remove(&b).filter(GraphAlloc::graphs_own).map(|_| b)).collect()
+    });
+    gone.into_iter().for_each(forget);
+}
+
+/// Forgets the registry's entry of graph memory at `base`.
+fn forget(base: u64) {
+    let registry = &state().registry;
+    if let Lookup::Live { alloc, .. } | Lookup::Freed { alloc, .. } = registry.lookup(base) {
+        if alloc.base == base && alloc.kind == AllocKind::GraphNode {
+            registry.forget(base);
+        }
+    }
+}
+
+/// Before the leak check at exit: memory graphs keep to themselves is not the program's.
+pub fn before_leak_check() {
+    let own: Vec<u64> = graphs(|g| g.allocs.iter().filter(|(_, a)| a.graphs_own()).map(|(b, _)| *b).collect());
+    own.into_iter().for_each(forget);
+}
+
 unsafe fn exec_destroy(real: unsafe extern "C" fn(CUgraphExec) -> CUresult, exec: CUgraphExec) -> CUresult {
     let r = real(exec);
     if r == CUDA_SUCCESS {
-        quietly(|| graphs(|g| g.execs.remove(&(exec as u64))));
+        quietly(|| {
+            let allocs = graphs(|g| g.execs.remove(&(exec as u64)).map(|e| e.allocs).unwrap_or_default());
+            release(allocs);
+        });
     }
     r
-}
-
-/// A free node of `graph` frees `base` (not now: at the end of each launch).
-pub fn graph_frees(graph: u64, base: u64) {
-    graphs(|g| g.frees.entry(graph).or_default().push(base));
 }
 
 unsafe fn graph_add_mem_alloc_node(
@@ -240,36 +366,17 @@ unsafe fn graph_destroy(real: unsafe extern "C" fn(CUgraph) -> CUresult, graph: 
     let r = real(graph);
     if r == CUDA_SUCCESS {
         quietly(|| {
-            let (allocs, frees) = graphs(|g| {
-                (
-                    g.allocs.remove(&(graph as u64)).unwrap_or_default(),
-                    g.frees.remove(&(graph as u64)).unwrap_or_default(),
-                )
+            let graph = graph as u64;
+            let allocs = graphs(|g| {
+                g.frees.remove(&graph);
+                let mut mine = Vec::new();
+                for (base, a) in g.allocs.iter_mut().filter(|(_, a)| a.graph == Some(graph)) {
+                    a.graph = None;
+                    mine.push(*base);
+                }
+                mine
             });
-            // What the graph allocated and frees itself is gone with it; what it allocated
-            // without freeing outlives it until the program frees it.
-            for (base, _) in allocs.iter().filter(|(b, _)| frees.contains(b)) {
-                if let Lookup::Live { alloc, .. } = state().registry.lookup(*base) {
-                    if alloc.base == *base && alloc.kind == AllocKind::GraphNode {
-                        state().registry.forget(*base);
-                    }
-                }
-            }
-        });
-    }
-    r
-}
-
-unsafe fn device_graph_mem_trim(real: unsafe extern "C" fn(CUdevice) -> CUresult, device: CUdevice) -> CUresult {
-    let r = real(device);
-    if r == CUDA_SUCCESS {
-        quietly(|| {
-            let st = state();
-            for a in st.registry.snapshot() {
-                if a.kind == AllocKind::GraphNode && !a.is_live() && a.device == device {
-                    st.registry.forget(a.base);
-                }
-            }
+            release(allocs);
         });
     }
     r

@@ -1,5 +1,7 @@
 //! Kernel and graph launches: before one runs, the routes bring what its kernels read up to
-//! date (`routes::before_launch_on`: the device ABI's allocation table).
+//! date (`routes::before_launch_on`: the device ABI's allocation table). A graph's launch
+//! allocates its memory again first (`graphs::launching`), and the memory of other graphs
+//! that its free nodes free is freed after (`graphs::launched`).
 
 // Handlers mirror the driver functions they stand for, arguments and all.
 #![allow(clippy::too_many_arguments)]
@@ -78,5 +80,10 @@ unsafe fn graph_launch(
     crate::state::quietly(|| super::graphs::launching(exec));
     // Launched into a capturing stream, the graph becomes a child node of the capture.
     before_launch_on(stream);
-    real(exec, stream)
+    let r = real(exec, stream);
+    // What its free nodes freed of other graphs' memory.
+    crate::state::quietly(|| {
+        super::graphs::launched(exec, r).into_iter().for_each(super::memory::freed_by_graph_launch)
+    });
+    r
 }

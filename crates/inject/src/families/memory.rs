@@ -248,7 +248,12 @@ unsafe fn mem_alloc_from_pool(
     let r = alloc_with_retry(|| real(dptr, size, pool, stream));
     if r == CUDA_SUCCESS && !dptr.is_null() {
         let kind = AllocKind::Pool { pool: pool as u64, stream: stream as u64 };
-        quietly(|| record_alloc(*dptr, size as u64, kind, site()));
+        quietly(|| match graphs::capturing(stream) {
+            // Under capture, an allocation node like `cuMemAllocAsync`'s: graph memory, which
+            // a free outside the graph must give back to the driver at once.
+            Some(graph) => graphs::graph_alloc(graph, *dptr, size as u64, site()),
+            None => record_alloc(*dptr, size as u64, kind, site()),
+        });
     }
     r
 }
@@ -320,6 +325,16 @@ unsafe fn mem_free_async(
     // Stream-ordered: the free must take its place in the stream, so it reaches the
     // driver now; the registry still knows the range as freed until it is reused.
     free_common(FreeApi::FreeAsync, "cuMemFreeAsync", dptr, Release::Immediate, || real(dptr, stream))
+}
+
+/// A free node of another graph freed graph memory at `base` during a launch: judged as a
+/// free call, which the driver has made (its memory is the graph's, never held back).
+/// Memory gpusan never saw allocated is left alone: the driver accepted the launch.
+pub fn freed_by_graph_launch(base: u64) {
+    if matches!(quietly(|| state().registry.lookup(base)), Some(Lookup::Outside { .. }) | None) {
+        return;
+    }
+    free_common(FreeApi::GraphFree, "cuGraphLaunch", base, Release::Immediate, || CUDA_SUCCESS);
 }
 
 unsafe fn mem_free_host(real: unsafe extern "C" fn(*mut c_void) -> CUresult, p: *mut c_void) -> CUresult {
