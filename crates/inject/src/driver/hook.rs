@@ -41,20 +41,22 @@ macro_rules! hooks {
         $(
             #[allow(non_snake_case)]
             mod $name {
-                #[allow(unused_imports)]
-                use super::*;
                 pub static REAL: $crate::driver::resolve::Slot = $crate::driver::resolve::Slot::new();
                 pub static CALLS: gpusan_runtime::per_process::PerProcess<std::sync::atomic::AtomicU64> =
                     gpusan_runtime::per_process::PerProcess::new(|| std::sync::atomic::AtomicU64::new(0));
+            }
+
+            #[no_mangle]
+            pub unsafe extern "C" fn $name($($arg: $ty),*) -> $crate::driver::types::CUresult {
                 std::thread_local! {
                     /// The real function's result in this thread's current call, once made.
-                    pub static RESULT: std::cell::Cell<Option<$crate::driver::types::CUresult>> =
+                    static RESULT: std::cell::Cell<Option<$crate::driver::types::CUresult>> =
                         const { std::cell::Cell::new(None) };
                 }
-                /// The real function, its result noted in [`RESULT`]. Never panics (it is
+                /// The real function, its result noted in `RESULT`. Never panics (it is
                 /// `extern "C"`: a panic would abort).
-                pub unsafe extern "C" fn tracked($($arg: $ty),*) -> $crate::driver::types::CUresult {
-                    let real = REAL.driver($crate::driver::hook::hooks!(@name $name));
+                unsafe extern "C" fn tracked($($arg: $ty),*) -> $crate::driver::types::CUresult {
+                    let real = $name::REAL.driver($crate::driver::hook::hooks!(@name $name));
                     let Some(f) = $crate::driver::resolve::typed::<unsafe extern "C" fn($($ty),*) -> $crate::driver::types::CUresult>(real)
                     else {
                         return $crate::driver::types::CUDA_ERROR_NOT_INITIALIZED;
@@ -63,10 +65,6 @@ macro_rules! hooks {
                     RESULT.with(|c| c.set(Some(r)));
                     r
                 }
-            }
-
-            #[no_mangle]
-            pub unsafe extern "C" fn $name($($arg: $ty),*) -> $crate::driver::types::CUresult {
                 $name::CALLS.get().fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let real = $name::REAL.driver($crate::driver::hook::hooks!(@name $name));
                 let Some(f) = $crate::driver::resolve::typed::<unsafe extern "C" fn($($ty),*) -> $crate::driver::types::CUresult>(real)
@@ -76,8 +74,8 @@ macro_rules! hooks {
                 if $crate::driver::fork::forward_only() || $crate::driver::boundary::stopped() {
                     return f($($arg),*);
                 }
-                let outer = $name::RESULT.with(|c| c.replace(None));
-                let tracked = $name::tracked as unsafe extern "C" fn($($ty),*) -> $crate::driver::types::CUresult;
+                let outer = RESULT.with(|c| c.replace(None));
+                let tracked = tracked as unsafe extern "C" fn($($ty),*) -> $crate::driver::types::CUresult;
                 let r = $crate::driver::boundary::contain(
                     stringify!($name),
                     || {
@@ -86,12 +84,12 @@ macro_rules! hooks {
                         $crate::driver::boundary::test_panic(concat!(stringify!($name), ":after"));
                         r
                     },
-                    || match $name::RESULT.with(|c| c.get()) {
+                    || match RESULT.with(|c| c.get()) {
                         Some(r) => r,
                         None => f($($arg),*),
                     },
                 );
-                $name::RESULT.with(|c| c.set(outer));
+                RESULT.with(|c| c.set(outer));
                 r
             }
         )*
