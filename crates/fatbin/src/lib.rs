@@ -54,11 +54,11 @@ pub fn fuzz_parse(data: &[u8]) {
         host.fatbins.iter().for_each(|e| exercise(&e.fatbin));
     }
     let _ = Cubin::parse(data);
-    // The pointer path reads the header in place; safe here only when the fatbin it claims
-    // lies inside `data`.
-    let claimed = data.first_chunk::<16>().and_then(|h| fatbin::container_size(h, 0).ok());
-    if claimed.is_some_and(|size| size <= data.len() as u64) {
-        // SAFETY: `data` starts with a fatbin header whose whole claimed size is in `data`.
-        let _ = unsafe { from_wrapper_ptr(data.as_ptr()) }.map(|f| exercise(&f));
-    }
+    // The pointer path of a module load, where nothing vouches for the image: every range is
+    // asked of `readable` before it is read, and here only `data`'s bytes are readable.
+    let (start, end) = (data.as_ptr() as usize, data.as_ptr() as usize + data.len());
+    let readable =
+        |p: *const u8, n: usize| p as usize >= start && (p as usize).checked_add(n).is_some_and(|e| e <= end);
+    // SAFETY: `readable` accepts only ranges inside `data`, which outlives the parse.
+    let _ = unsafe { from_ptr_checked(data.as_ptr(), &readable) }.map(|f| exercise(&f));
 }

@@ -38,11 +38,13 @@ fn objects_of(path: &str) -> Option<Objects> {
 /// `_ZN2ns5bytesE`). Most likely first.
 pub fn device_names(host: &str) -> Vec<String> {
     let mut out = Vec::new();
+    // The names come from the program's symbol tables, so a length may be anything: one
+    // that runs past the name, wraps round or cuts a character in two ends the walk.
     if let Some(rest) = host.strip_prefix("_ZL") {
         // `_ZL<len><name>` at namespace scope: the device symbol is the plain name.
         let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
         if let Ok(len) = rest[..digits].parse::<usize>() {
-            if rest.len() == digits + len {
+            if digits.checked_add(len) == Some(rest.len()) {
                 out.push(rest[digits..].to_string());
             }
         }
@@ -52,12 +54,15 @@ pub fn device_names(host: &str) -> Vec<String> {
         let mut i = 0;
         while i < b.len() {
             if b[i] == b'L' && b.get(i + 1).is_some_and(u8::is_ascii_digit) {
+                // `L` is ASCII: `i` is a char boundary.
                 out.push(format!("_ZN{}{}", &rest[..i], &rest[i + 1..]));
                 break;
             }
             let digits = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
-            let Ok(len) = rest[i..i + digits].parse::<usize>() else { break };
-            i += digits + len;
+            // `get`: a length that ended inside a character leaves `i` off a boundary.
+            let Some(Ok(len)) = rest.get(i..i + digits).map(str::parse::<usize>) else { break };
+            let Some(next) = i.checked_add(digits).and_then(|j| j.checked_add(len)) else { break };
+            i = next;
         }
     }
     out.push(host.to_string());
@@ -99,5 +104,34 @@ mod tests {
         assert_eq!(device_names("_ZN3ABLL1xE"), ["_ZN3ABL1xE", "_ZN3ABLL1xE"]);
         assert_eq!(device_names("table"), ["table"]);
         assert_eq!(device_names("_ZN2ns5bytesE"), ["_ZN2ns5bytesE"]);
+    }
+
+    /// Lengths that cut a character in two, or overflow, once panicked (or, in a release
+    /// build, looped forever: `i + digits + len` wrapping back to `i`) inside the program.
+    #[test]
+    fn malformed_lengths_end_the_walk() {
+        assert_eq!(device_names("_ZN1\u{e9}L1x"), ["_ZN1\u{e9}L1x"]);
+        let wraps = format!("_ZN{}", u64::MAX - 19);
+        assert_eq!(device_names(&wraps), [wraps.as_str()]);
+        assert_eq!(device_names("_ZL18446744073709551615x"), ["_ZL18446744073709551615x"]);
+        assert_eq!(device_names("_ZN99999999999999999999999x"), ["_ZN99999999999999999999999x"]);
+    }
+
+    /// Every name of up to five characters from the pieces manglings are made of, after each
+    /// prefix the walk reads: none may panic, and each keeps the name itself, last.
+    #[test]
+    fn no_short_name_breaks_the_walk() {
+        const PIECES: [&str; 8] = ["1", "2", "9", "L", "x", "E", "\u{e9}", "18446744073709551615"];
+        let (mut names, mut level) = (vec![String::new()], vec![String::new()]);
+        for _ in 0..5 {
+            level = level.iter().flat_map(|n| PIECES.iter().map(move |p| format!("{n}{p}"))).collect();
+            names.extend(level.iter().cloned());
+        }
+        for prefix in ["_ZN", "_ZL"] {
+            for n in &names {
+                let host = format!("{prefix}{n}");
+                assert_eq!(device_names(&host).last(), Some(&host));
+            }
+        }
     }
 }

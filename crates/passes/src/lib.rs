@@ -28,6 +28,8 @@ use gpusan_ptx::{Module, ParseError};
 
 pub mod check;
 pub mod count;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod meta;
 pub mod verify;
 

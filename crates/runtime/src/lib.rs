@@ -12,6 +12,8 @@
 
 pub mod checks;
 pub mod device_abi;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod per_process;
 pub mod registry;
 pub mod report;

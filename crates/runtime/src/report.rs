@@ -386,28 +386,30 @@ pub struct CheckCounts {
 
 impl CheckCounts {
     fn merge(&mut self, o: &CheckCounts) {
-        self.accesses += o.accesses;
-        self.checks += o.checks;
-        self.group_checks += o.group_checks;
-        self.span_entries += o.span_entries;
-        self.static_accesses += o.static_accesses;
-        self.static_grouped += o.static_grouped;
-        self.static_in_bounds += o.static_in_bounds;
-        self.static_group_checks += o.static_group_checks;
-        self.modules += o.modules;
+        add(&mut self.accesses, o.accesses);
+        add(&mut self.checks, o.checks);
+        add(&mut self.group_checks, o.group_checks);
+        add(&mut self.span_entries, o.span_entries);
+        add(&mut self.static_accesses, o.static_accesses);
+        add(&mut self.static_grouped, o.static_grouped);
+        add(&mut self.static_in_bounds, o.static_in_bounds);
+        add(&mut self.static_group_checks, o.static_group_checks);
+        add(&mut self.modules, o.modules);
     }
 
     /// `1 - (checks + group_checks) / accesses`: the share of a naive checker's checks the
     /// optimizations removed as the program ran. `None` before any access.
     pub fn dynamic_fraction_removed(&self) -> Option<f64> {
-        (self.accesses > 0).then(|| 1.0 - (self.checks + self.group_checks) as f64 / self.accesses as f64)
+        (self.accesses > 0).then(|| 1.0 - self.checks.saturating_add(self.group_checks) as f64 / self.accesses as f64)
     }
 
     /// The same in the code: `1 - (static_accesses - static_grouped - static_in_bounds +
     /// static_group_checks) / static_accesses`.
     pub fn static_fraction_removed(&self) -> Option<f64> {
-        let left = (self.static_accesses + self.static_group_checks)
-            .saturating_sub(self.static_grouped + self.static_in_bounds);
+        let left = self
+            .static_accesses
+            .saturating_add(self.static_group_checks)
+            .saturating_sub(self.static_grouped.saturating_add(self.static_in_bounds));
         (self.static_accesses > 0).then(|| 1.0 - left as f64 / self.static_accesses as f64)
     }
 }
@@ -426,24 +428,24 @@ impl Document {
     pub fn merge(&mut self, other: Document) {
         self.errors.extend(other.errors);
         let (s, o) = (&mut self.summary, other.summary);
-        s.total += o.total;
-        s.unique += o.unique;
-        s.not_stored += o.not_stored;
-        s.leaked_bytes += o.leaked_bytes;
+        add(&mut s.total, o.total);
+        add(&mut s.unique, o.unique);
+        add(&mut s.not_stored, o.not_stored);
+        add(&mut s.leaked_bytes, o.leaked_bytes);
         for (kind, n) in o.by_kind {
-            *s.by_kind.entry(kind).or_default() += n;
+            add(s.by_kind.entry(kind).or_default(), n);
         }
         self.leaks.extend(other.leaks);
         for (name, v) in other.counters {
-            *self.counters.entry(name).or_default() += v;
+            add(self.counters.entry(name).or_default(), v);
         }
         for (why, n) in other.unchecked_modules {
-            *self.unchecked_modules.entry(why).or_default() += n;
+            add(self.unchecked_modules.entry(why).or_default(), n);
         }
         if let Some(o) = &other.check_counts {
             self.check_counts.get_or_insert_with(CheckCounts::default).merge(o);
         }
-        self.cuda_processes += other.cuda_processes;
+        add(&mut self.cuda_processes, other.cuda_processes);
         for note in other.notes {
             if !self.notes.contains(&note) {
                 self.notes.push(note);
@@ -476,8 +478,8 @@ impl fmt::Display for Document {
             writeln!(f, "{BAR}")?;
         }
         if !self.leaks.is_empty() {
-            let count: u64 = self.leaks.iter().map(|l| l.count).sum();
-            let bytes: u64 = self.leaks.iter().map(|l| l.bytes).sum();
+            let count = sum(self.leaks.iter().map(|l| l.count));
+            let bytes = sum(self.leaks.iter().map(|l| l.bytes));
             writeln!(f, "{BAR} LEAK SUMMARY: {} in {} leaked", plural(bytes, "byte"), plural(count, "allocation"))?;
             for leak in &self.leaks {
                 writeln!(
@@ -663,6 +665,17 @@ fn write_frames(f: &mut fmt::Formatter<'_>, stack: &Stack) -> fmt::Result {
     Ok(())
 }
 
+/// Counts add up saturating: they come from every process's report, and a damaged one
+/// claiming 2^64 of something must neither panic the merge nor wrap the run's totals round
+/// to a small number (a run with errors reading "0 errors").
+fn add(count: &mut u64, n: u64) {
+    *count = count.saturating_add(n);
+}
+
+fn sum(counts: impl Iterator<Item = u64>) -> u64 {
+    counts.fold(0, u64::saturating_add)
+}
+
 pub(crate) fn plural(n: u64, unit: &str) -> String {
     let mut out = n.to_string();
     let _ = write!(out, " {unit}{}", if n == 1 { "" } else { "s" });
@@ -742,17 +755,17 @@ impl Collector {
         if times == 0 {
             return false;
         }
-        self.summary.total += times;
-        *self.summary.by_kind.entry(report.kind).or_default() += times;
+        add(&mut self.summary.total, times);
+        add(self.summary.by_kind.entry(report.kind).or_default(), times);
         let key = Key::of(&report);
         if let Some(&i) = self.index.get(&key) {
             if let Some(error) = self.errors.get_mut(i) {
-                error.count += times;
+                add(&mut error.count, times);
             }
             return false;
         }
         if self.errors.len() >= self.config.max_stored {
-            self.summary.not_stored += times;
+            add(&mut self.summary.not_stored, times);
             return false;
         }
         self.index.insert(key, self.errors.len());
@@ -774,12 +787,12 @@ impl Collector {
     pub fn finish(self, mode: &str, leaks: Vec<Leak>, mut symbolize: impl FnMut(SiteId) -> Vec<Frame>) -> Document {
         let Collector { mut errors, mut summary, .. } = self;
         summary.unique = errors.len() as u64;
-        let leaked: u64 = leaks.iter().map(|l| l.count).sum();
+        let leaked = sum(leaks.iter().map(|l| l.count));
         if leaked > 0 {
-            summary.total += leaked;
-            *summary.by_kind.entry(ErrorKind::Leak).or_default() += leaked;
+            add(&mut summary.total, leaked);
+            add(summary.by_kind.entry(ErrorKind::Leak).or_default(), leaked);
         }
-        summary.leaked_bytes = leaks.iter().map(|l| l.bytes).sum();
+        summary.leaked_bytes = sum(leaks.iter().map(|l| l.bytes));
         let mut leaks = leaks;
         let mut cache: HashMap<SiteId, Vec<Frame>> = HashMap::new();
         let stacks =
