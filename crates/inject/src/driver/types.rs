@@ -99,6 +99,18 @@ pub struct MemAllocNodeParams {
     pub dptr: CUdeviceptr,
 }
 
+/// `CUgraphNodeParams`, the generic parameters of `cuGraphAddNode` (256 bytes): the node's
+/// type, then (at byte 16) the parameters of that type, one of a union.
+#[repr(C)]
+pub struct GraphNodeParams {
+    pub kind: c_int,
+    pub reserved0: [c_int; 3],
+    pub params: [i64; 29],
+    pub reserved2: i64,
+}
+
+const _: () = assert!(std::mem::size_of::<GraphNodeParams>() == 256);
+
 /// `CUmemLocation`.
 #[repr(C)]
 #[derive(Clone, Copy)]

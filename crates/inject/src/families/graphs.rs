@@ -23,7 +23,16 @@
 //! (`cuDeviceGraphMemTrim`) only gives unused physical memory back: the addresses stay the
 //! nodes', so it changes nothing here.
 //!
-//! Launching a graph is a launch (`launches`), which calls [`launching`] and [`launched`].
+//! A free call outside the graph of memory its own graph frees is refused by the driver
+//! (at any time: seen on the H100, driver 580, as a free before any launch is): a double
+//! free, the graph's free node the first. `cuGraphExecUpdate` makes the executable graph
+//! allocate at the updating graph's addresses from then on (seen on the H100 too: the old
+//! address can no longer be freed), so it is learnt like an instantiation. cudart 13 makes
+//! `cudaGraphAddMemAllocNode`'s nodes with `cuGraphAddMemAllocNode` and `cudaGraphAddNode`'s
+//! with `cuGraphAddNode_v2`: both are watched, so reports name where the node was made.
+//!
+//! Launching a graph is a launch (`launches`), which calls [`launching`] and [`launched`]:
+//! a launch the driver refuses (its graph's memory still allocated, say) allocated nothing.
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
@@ -34,7 +43,7 @@ use gpusan_runtime::registry::{AllocKind, Lookup, SiteId};
 use super::judge::{record_alloc, site};
 use crate::driver::hook::hooks;
 use crate::driver::{
-    real, CUdeviceptr, CUgraph, CUgraphExec, CUgraphNode, CUresult, CUstream, CUstreamCaptureStatus,
+    real, CUdeviceptr, CUgraph, CUgraphExec, CUgraphNode, CUresult, CUstream, CUstreamCaptureStatus, GraphNodeParams,
     MemAllocNodeParams, CUDA_SUCCESS,
 };
 use crate::state::{quietly, state};
@@ -56,7 +65,20 @@ hooks! {
     fn cuGraphInstantiate_v2(exec: *mut CUgraphExec, graph: CUgraph, error_node: *mut CUgraphNode, log: *mut c_char, size: usize)
         => |real| instantiated(real(exec, graph, error_node, log, size), exec, graph);
     fn cuGraphExecDestroy(exec: CUgraphExec) => |real| exec_destroy(real, exec);
+    fn cuGraphExecUpdate(exec: CUgraphExec, graph: CUgraph, error_node: *mut CUgraphNode, result: *mut c_int)
+        => |real| updated(real(exec, graph, error_node, result), exec, graph);
+    fn cuGraphExecUpdate_v2(exec: CUgraphExec, graph: CUgraph, info: *mut c_void)
+        => |real| updated(real(exec, graph, info), exec, graph);
+    fn cuGraphAddNode(node: *mut CUgraphNode, graph: CUgraph, deps: *const CUgraphNode, n: usize, params: *mut GraphNodeParams)
+        => |real| node_added(real(node, graph, deps, n, params), graph, params);
+    fn cuGraphAddNode_v2(node: *mut CUgraphNode, graph: CUgraph, deps: *const CUgraphNode, edges: *const c_void, n: usize, params: *mut GraphNodeParams)
+        => |real| node_added(real(node, graph, deps, edges, n, params), graph, params);
 }
+
+/// `CUgraphNodeType`s gpusan reads.
+const CHILD_GRAPH: c_int = 4;
+const MEM_ALLOC: c_int = 10;
+const MEM_FREE: c_int = 11;
 
 /// One graph allocation, by its node's address.
 #[derive(Clone, Copy)]
@@ -67,8 +89,9 @@ struct GraphAlloc {
     site: SiteId,
     /// The graph whose node it is, while that graph exists.
     graph: Option<u64>,
-    /// A free node of its own graph frees it at the end of each launch.
-    freed_by_own_graph: bool,
+    /// Where the free node of its own graph that frees it at the end of each launch was made
+    /// (or its graph instantiated), if it has one.
+    freed_by_own_graph: Option<SiteId>,
     /// A launch has allocated it.
     launched: bool,
 }
@@ -76,7 +99,7 @@ struct GraphAlloc {
 impl GraphAlloc {
     /// Memory the graph keeps to itself: never the program's to free, never a leak.
     fn graphs_own(&self) -> bool {
-        self.freed_by_own_graph || !self.launched
+        self.freed_by_own_graph.is_some() || !self.launched
     }
 }
 
@@ -91,8 +114,9 @@ struct ExecMemory {
 #[derive(Default)]
 struct GraphMemory {
     allocs: HashMap<u64, GraphAlloc>,
-    /// Graph → the addresses its free nodes free, as gpusan saw the nodes made.
-    frees: HashMap<u64, Vec<u64>>,
+    /// Graph → the addresses its free nodes free and where each was made, as gpusan saw
+    /// the nodes made.
+    frees: HashMap<u64, Vec<(u64, SiteId)>>,
     execs: HashMap<u64, ExecMemory>,
 }
 
@@ -128,53 +152,88 @@ pub fn capturing(stream: CUstream) -> Option<u64> {
 /// A graph allocation at `base` (a node made, or a stream-ordered allocation captured).
 pub fn graph_alloc(graph: u64, base: u64, size: u64, site: SiteId) {
     record_alloc(base, size, AllocKind::GraphNode, site);
-    let node = GraphAlloc { size, site, graph: Some(graph), freed_by_own_graph: false, launched: false };
+    let node = GraphAlloc { size, site, graph: Some(graph), freed_by_own_graph: None, launched: false };
     graphs(|g| g.allocs.insert(base, node));
 }
 
-/// A free node of `graph` frees `base` (not now: at the end of each launch).
-pub fn graph_frees(graph: u64, base: u64) {
+/// A free node of `graph`, made at `site`, frees `base` (not now: at the end of each launch).
+pub fn graph_frees(graph: u64, base: u64, site: SiteId) {
     graphs(|g| {
-        g.frees.entry(graph).or_default().push(base);
+        g.frees.entry(graph).or_default().push((base, site));
         if let Some(a) = g.allocs.get_mut(&base).filter(|a| a.graph == Some(graph)) {
-            a.freed_by_own_graph = true;
+            a.freed_by_own_graph = Some(site);
         }
     });
 }
 
+/// Where the free node is, when `base` is memory its own graph frees: the driver refuses
+/// any free call of it outside the graph.
+pub fn freed_by_own_graph(base: u64) -> Option<SiteId> {
+    graphs(|g| g.allocs.get(&base).and_then(|a| a.freed_by_own_graph))
+}
+
+/// A launch under way, for [`launched`].
+pub struct Launch {
+    exec: u64,
+    /// Allocations [`launching`] made live again, and where the program had freed each.
+    revived: Vec<(u64, SiteId)>,
+}
+
+/// What the registry must record after a launch (`memory::after_graph_launch`).
+pub enum AfterLaunch {
+    /// It went through: memory of other graphs its free nodes freed (judged as frees).
+    Freed(Vec<u64>),
+    /// The driver refused it: what [`launching`] made live again, to be freed as the
+    /// program had freed it (where).
+    Refused(Vec<(u64, SiteId)>),
+}
+
 /// Before a launch of `exec`: its allocations are there again, whatever the program freed
 /// since the last launch (an allocation the registry already has live is left as it is).
-pub fn launching(exec: CUgraphExec) {
-    let Some(allocs) = graphs(|g| {
-        let e = g.execs.get(&(exec as u64))?;
-        let mut allocs = Vec::with_capacity(e.allocs.len());
+/// `None` for a graph without memory nodes.
+pub fn launching(exec: CUgraphExec) -> Option<Launch> {
+    let exec = exec as u64;
+    let allocs: Vec<(u64, GraphAlloc)> = graphs(|g| {
+        let e = g.execs.get(&exec).filter(|e| !e.allocs.is_empty() || !e.frees.is_empty())?;
+        Some(e.allocs.iter().filter_map(|b| g.allocs.get(b).map(|a| (*b, *a))).collect())
+    })?;
+    let registry = &state().registry;
+    let mut revived = Vec::new();
+    for (base, a) in allocs {
+        match registry.lookup(base) {
+            Lookup::Live { alloc, .. }
+                if alloc.base == base && alloc.size == a.size && alloc.kind == AllocKind::GraphNode =>
+            {
+                continue
+            }
+            Lookup::Freed { alloc, .. } if alloc.base == base && alloc.kind == AllocKind::GraphNode => {
+                revived.extend(alloc.free_site().map(|at| (base, at)))
+            }
+            _ => {}
+        }
+        record_alloc(base, a.size, AllocKind::GraphNode, a.site);
+    }
+    Some(Launch { exec, revived })
+}
+
+/// After the launch [`launching`] prepared, which returned `r`, on `stream`.
+pub fn launched(launch: Launch, stream: CUstream, r: CUresult) -> AfterLaunch {
+    if r != CUDA_SUCCESS {
+        return AfterLaunch::Refused(launch.revived);
+    }
+    // Launched into a capturing stream, the graph became part of the capture: nothing ran.
+    if crate::capture::any() && crate::capture::stream_is_capturing(stream) {
+        return AfterLaunch::Freed(Vec::new());
+    }
+    graphs(|g| {
+        let Some(e) = g.execs.get(&launch.exec) else { return AfterLaunch::Freed(Vec::new()) };
         for base in &e.allocs {
             if let Some(a) = g.allocs.get_mut(base) {
                 a.launched = true;
-                allocs.push((*base, *a));
             }
         }
-        Some(allocs)
-    }) else {
-        return;
-    };
-    let registry = &state().registry;
-    for (base, a) in allocs {
-        let live = matches!(registry.lookup(base), Lookup::Live { alloc, .. }
-            if alloc.base == base && alloc.size == a.size && alloc.kind == AllocKind::GraphNode);
-        if !live {
-            record_alloc(base, a.size, AllocKind::GraphNode, a.site);
-        }
-    }
-}
-
-/// After a launch of `exec` that returned `r`: what its free nodes freed of other graphs'
-/// memory (to be judged as a free would be: `memory::freed_by_graph_launch`).
-pub fn launched(exec: CUgraphExec, r: CUresult) -> Vec<u64> {
-    if r != CUDA_SUCCESS {
-        return Vec::new();
-    }
-    graphs(|g| g.execs.get(&(exec as u64)).map(|e| e.frees.clone())).unwrap_or_default()
+        AfterLaunch::Freed(e.frees.clone())
+    })
 }
 
 /// A graph's memory nodes, child graphs' included.
@@ -188,9 +247,6 @@ struct MemoryNodes {
 
 /// A graph's memory nodes as the driver has them; `None` where it cannot list them.
 fn memory_nodes(graph: CUgraph) -> Option<MemoryNodes> {
-    const CHILD_GRAPH: c_int = 4;
-    const MEM_ALLOC: c_int = 10;
-    const MEM_FREE: c_int = 11;
     // Child graphs nest; a cycle is impossible, a very deep nest is not worth following.
     const MAX_DEPTH: usize = 16;
     let (get_nodes, get_type, get_alloc, get_free) = (
@@ -248,19 +304,22 @@ fn memory_nodes(graph: CUgraph) -> Option<MemoryNodes> {
 /// allocations gpusan had not seen made (by `cuGraphAddNode`, in a child graph) are
 /// learnt here, made at `site`.
 fn learn(g: &mut GraphMemory, graph: u64, listed: Option<MemoryNodes>, site: SiteId) -> ExecMemory {
+    let seen = g.frees.get(&graph).cloned().unwrap_or_default();
     let MemoryNodes { allocs, frees } = listed.unwrap_or_else(|| MemoryNodes {
         allocs: g.allocs.iter().filter(|(_, a)| a.graph == Some(graph)).map(|(b, a)| (*b, a.size)).collect(),
-        frees: g.frees.get(&graph).cloned().unwrap_or_default(),
+        frees: seen.iter().map(|(b, _)| *b).collect(),
     });
+    // Where a free node was made: as gpusan saw it made, or else here.
+    let made_at = |base: u64| seen.iter().find(|(b, _)| *b == base).map_or(site, |(_, s)| *s);
     let mut exec = ExecMemory::default();
     for (base, size) in allocs {
-        let new = GraphAlloc { size, site, graph: None, freed_by_own_graph: false, launched: false };
+        let new = GraphAlloc { size, site, graph: None, freed_by_own_graph: None, launched: false };
         let a = g.allocs.entry(base).or_insert(new);
         if a.size != size {
             *a = new; // an address a destroyed graph's node had
         }
         a.graph = Some(graph);
-        a.freed_by_own_graph = frees.contains(&base);
+        a.freed_by_own_graph = frees.contains(&base).then(|| made_at(base));
         exec.allocs.push(base);
     }
     exec.frees = frees.into_iter().filter(|b| !exec.allocs.contains(b)).collect();
@@ -270,16 +329,32 @@ fn learn(g: &mut GraphMemory, graph: u64, listed: Option<MemoryNodes>, site: Sit
 /// After an instantiation: what each launch of the executable graph allocates and frees.
 unsafe fn instantiated(r: CUresult, exec: *mut CUgraphExec, graph: CUgraph) -> CUresult {
     if r == CUDA_SUCCESS && !exec.is_null() {
-        let exec = *exec as u64;
-        quietly(|| {
-            let (listed, site) = (memory_nodes(graph), site());
-            graphs(|g| {
-                let memory = learn(g, graph as u64, listed, site);
-                g.execs.insert(exec, memory);
-            })
-        });
+        let exec = *exec;
+        quietly(|| learn_exec(exec, graph));
     }
     r
+}
+
+/// After `cuGraphExecUpdate`: the executable graph takes the updating graph's memory nodes,
+/// addresses included.
+fn updated(r: CUresult, exec: CUgraphExec, graph: CUgraph) -> CUresult {
+    if r == CUDA_SUCCESS {
+        quietly(|| learn_exec(exec, graph));
+    }
+    r
+}
+
+/// What each launch of `exec`, made or updated from `graph`, allocates and frees.
+fn learn_exec(exec: CUgraphExec, graph: CUgraph) {
+    let (listed, site) = (memory_nodes(graph), site());
+    let before = graphs(|g| {
+        let memory = learn(g, graph as u64, listed, site);
+        g.execs.insert(exec as u64, memory)
+    });
+    // Updated: what it allocated before may be no one's now.
+    if let Some(before) = before {
+        release(before.allocs);
+    }
 }
 
 /// Forgets what gpusan knows of the allocations at `bases` that neither a graph nor an
@@ -357,7 +432,30 @@ unsafe fn graph_add_mem_free_node(
     if r == CUDA_SUCCESS {
         // Not freed now: the memory is freed at the end of each launch and comes back at
         // the next one.
-        quietly(|| graph_frees(graph as u64, dptr));
+        quietly(|| graph_frees(graph as u64, dptr, site()));
+    }
+    r
+}
+
+/// `cuGraphAddNode`: the generic call that adds any node, memory nodes too.
+unsafe fn node_added(r: CUresult, graph: CUgraph, params: *const GraphNodeParams) -> CUresult {
+    if r != CUDA_SUCCESS || params.is_null() {
+        return r;
+    }
+    // The type's parameters: `CUDA_MEM_ALLOC_NODE_PARAMS` (the driver wrote the address in
+    // it) or `CUDA_MEM_FREE_NODE_PARAMS` (the address). A child graph's memory nodes are
+    // learnt when the parent is instantiated.
+    let at = std::ptr::addr_of!((*params).params) as *const u8;
+    match (*params).kind {
+        MEM_ALLOC => {
+            let p = std::ptr::read_unaligned(at as *const MemAllocNodeParams);
+            quietly(|| graph_alloc(graph as u64, p.dptr, p.bytesize as u64, site()));
+        }
+        MEM_FREE => {
+            let base = std::ptr::read_unaligned(at as *const CUdeviceptr);
+            quietly(|| graph_frees(graph as u64, base, site()));
+        }
+        _ => {}
     }
     r
 }

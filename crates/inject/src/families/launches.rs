@@ -77,13 +77,13 @@ unsafe fn graph_launch(
     stream: CUstream,
 ) -> CUresult {
     // The graph's allocations first: the launch's table must have them.
-    crate::state::quietly(|| super::graphs::launching(exec));
+    let launch = crate::state::quietly(|| super::graphs::launching(exec)).flatten();
     // Launched into a capturing stream, the graph becomes a child node of the capture.
     before_launch_on(stream);
     let r = real(exec, stream);
-    // What its free nodes freed of other graphs' memory.
-    crate::state::quietly(|| {
-        super::graphs::launched(exec, r).into_iter().for_each(super::memory::freed_by_graph_launch)
-    });
+    // What its free nodes freed of other graphs' memory (or, refused, what it did not allocate).
+    if let Some(after) = launch.and_then(|l| crate::state::quietly(|| super::graphs::launched(l, stream, r))) {
+        super::memory::after_graph_launch(after);
+    }
     r
 }

@@ -301,15 +301,41 @@ unsafe fn mem_alloc_host(
 // ---- frees -------------------------------------------------------------------------
 
 unsafe fn mem_free(real: unsafe extern "C" fn(CUdeviceptr) -> CUresult, dptr: CUdeviceptr) -> CUresult {
-    // Graph memory comes from the graph's pool: the driver must get it back at once (gpusan
-    // cannot release it later), and the registry keeps it as freed until it is trimmed.
-    let graph = quietly(|| is_graph_memory(dptr)).unwrap_or(false);
-    let release = if graph { Release::Immediate } else { Release::Deferred };
-    free_common(FreeApi::Free, "cuMemFree", dptr, release, || real(dptr))
+    free_device("cuMemFree", FreeApi::Free, dptr, Release::Deferred, || real(dptr))
 }
 
-fn is_graph_memory(p: u64) -> bool {
-    matches!(state().registry.lookup(p), Lookup::Live { alloc, .. } if alloc.kind == AllocKind::GraphNode)
+/// `cuMemFree` and `cuMemFreeAsync` outside a capture; `other` for memory not a graph's.
+/// Graph memory comes from the graph's pool: the driver must get it back at once (gpusan
+/// cannot release it later), and the registry keeps it as freed until the graph's next
+/// launch allocates it again. Memory its own graph frees the driver refuses to free outside
+/// the graph: a double free, the graph's free node the first.
+fn free_device(
+    name: &'static str,
+    api: FreeApi,
+    dptr: CUdeviceptr,
+    other: Release,
+    real: impl FnOnce() -> CUresult,
+) -> CUresult {
+    let graph = quietly(|| match state().registry.lookup(dptr) {
+        Lookup::Live { alloc, .. } if alloc.kind == AllocKind::GraphNode => {
+            Some((alloc, graphs::freed_by_own_graph(dptr).filter(|_| alloc.base == dptr)))
+        }
+        _ => None,
+    });
+    match graph.flatten() {
+        Some((alloc, Some(first_free))) => {
+            quietly(|| {
+                let st = state();
+                let outcome = FreeOutcome::DoubleFree { alloc, first_free };
+                if let Some(f) = check_free(&st.registry, name, dptr, &outcome) {
+                    st.finding(&f, site());
+                }
+            });
+            real() // which the driver refuses
+        }
+        Some((_, None)) => free_common(api, name, dptr, Release::Immediate, real),
+        None => free_common(api, name, dptr, other, real),
+    }
 }
 
 unsafe fn mem_free_async(
@@ -319,18 +345,34 @@ unsafe fn mem_free_async(
 ) -> CUresult {
     // Under capture this adds a free node: nothing is freed now (see `graphs`).
     if let Some(Some(graph)) = quietly(|| graphs::capturing(stream)) {
-        quietly(|| graphs::graph_frees(graph, dptr));
+        quietly(|| graphs::graph_frees(graph, dptr, site()));
         return real(dptr, stream);
     }
     // Stream-ordered: the free must take its place in the stream, so it reaches the
     // driver now; the registry still knows the range as freed until it is reused.
-    free_common(FreeApi::FreeAsync, "cuMemFreeAsync", dptr, Release::Immediate, || real(dptr, stream))
+    free_device("cuMemFreeAsync", FreeApi::FreeAsync, dptr, Release::Immediate, || real(dptr, stream))
+}
+
+/// After a graph's launch: what it freed of other graphs' memory, or, when the driver
+/// refused it, what `graphs::launching` made live for it freed again as before.
+pub fn after_graph_launch(after: graphs::AfterLaunch) {
+    match after {
+        graphs::AfterLaunch::Freed(bases) => bases.into_iter().for_each(freed_by_graph_launch),
+        graphs::AfterLaunch::Refused(revived) => quietly(|| {
+            let registry = &state().registry;
+            for (base, freed_at) in revived {
+                let freed = registry.free(base, FreeApi::GraphFree, freed_at);
+                freed.evicted.iter().filter(|a| a.base != base).for_each(release);
+            }
+        })
+        .unwrap_or_default(),
+    }
 }
 
 /// A free node of another graph freed graph memory at `base` during a launch: judged as a
 /// free call, which the driver has made (its memory is the graph's, never held back).
 /// Memory gpusan never saw allocated is left alone: the driver accepted the launch.
-pub fn freed_by_graph_launch(base: u64) {
+fn freed_by_graph_launch(base: u64) {
     if matches!(quietly(|| state().registry.lookup(base)), Some(Lookup::Outside { .. }) | None) {
         return;
     }
