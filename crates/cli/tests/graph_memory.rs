@@ -154,3 +154,56 @@ fn an_overflow_of_graph_memory_is_reported_against_it_in_check_mode() {
         );
     }
 }
+
+/// Memory its own graph frees, freed outside the graph too: the driver refuses it (on the
+/// H100 at any time, before the first launch too), so it is a double free, the graph's
+/// free node the first; whatever made the nodes.
+#[test]
+fn freeing_outside_the_graph_what_the_graph_frees_itself_is_a_double_free() {
+    for scenario in ["freed_inside_and_outside", "freed_inside_and_outside_generic"] {
+        for door in ["link", "getproc"] {
+            let o = run("api", door, scenario);
+            assert_eq!(o.code, Some(0), "{scenario} {door}: {}{}", o.stdout, o.stderr);
+            assert_eq!(
+                (o.kinds(), o.count("double_free")),
+                (vec!["double_free".to_string()], 1),
+                "{scenario} {door}: {:#}",
+                o.report
+            );
+        }
+    }
+}
+
+/// `cuGraphExecUpdate` with a graph of the same shape: from then on the executable graph
+/// allocates at the new graph's address (as on the H100, where the old one can no longer be
+/// freed). Freed outside after each launch: silent, no leak, and each launch's table holds
+/// the new allocation.
+#[test]
+fn an_updated_executable_graph_allocates_at_the_updating_graph_address() {
+    all_silent(&["exec_update"]);
+}
+
+/// A launch the driver refuses (another allocation of its graph still unfreed) allocates
+/// nothing: memory freed before it and freed again after it is a double free.
+#[test]
+fn a_refused_launch_allocates_nothing() {
+    for door in ["link", "getproc"] {
+        let o = run("api", door, "refused_relaunch");
+        assert_eq!(o.code, Some(0), "{door}: {}{}", o.stdout, o.stderr);
+        assert_eq!((o.kinds(), o.count("double_free")), (vec!["double_free".to_string()], 1), "{door}: {:#}", o.report);
+    }
+}
+
+/// Graph memory whose node `cuGraphAddNode` made (how cudart 13's `cudaGraphAddNode` makes
+/// one) is known from the node's making: a leak of it names where the program made the node
+/// (`alloc_graph`), not where it instantiated the graph.
+#[test]
+fn graph_memory_of_a_generic_node_is_named_where_the_node_was_made() {
+    for door in ["link", "getproc"] {
+        let o = run("api", door, "leak_launched_generic");
+        assert_eq!(o.code, Some(0), "{door}: {}{}", o.stdout, o.stderr);
+        assert_eq!(o.kinds(), vec!["leak".to_string()], "{door}: {:#}", o.report);
+        let stack = o.report["leaks"][0]["alloc_stack"].to_string();
+        assert!(stack.contains("alloc_graph"), "{door}: the leak's stack misses the node's making: {stack}");
+    }
+}

@@ -35,6 +35,7 @@ static struct {
     CUresult (*instantiate)(void **, void *, unsigned long long);
     CUresult (*launch)(void *, void *);
     CUresult (*exec_destroy)(void *);
+    CUresult (*exec_update)(void *, void *, void *);
     CUresult (*graph_destroy)(void *);
     CUresult (*trim)(int);
     CUresult (*stream_create)(void **, unsigned);
@@ -77,6 +78,7 @@ static int find_driver(const char *door) {
     FIND(instantiate, "cuGraphInstantiateWithFlags", 11040, "cuGraphInstantiateWithFlags");
     FIND(launch, "cuGraphLaunch", 10000, "cuGraphLaunch");
     FIND(exec_destroy, "cuGraphExecDestroy", 10000, "cuGraphExecDestroy");
+    FIND(exec_update, "cuGraphExecUpdate", 12000, "cuGraphExecUpdate_v2");
     FIND(graph_destroy, "cuGraphDestroy", 10000, "cuGraphDestroy");
     FIND(trim, "cuDeviceGraphMemTrim", 11040, "cuDeviceGraphMemTrim");
     FIND(stream_create, "cuStreamCreate", 2000, "cuStreamCreate");
@@ -272,14 +274,53 @@ static int overflow(void *m) {
 }
 
 /* Graph memory at the exit: "launched" — launched once and never freed (graph and
- * executable graph destroyed); "unlaunched" — a graph never launched, kept to the exit. */
+ * executable graph destroyed; 2: its node made by cuGraphAddNode); "unlaunched" — a graph
+ * never launched, kept to the exit. */
 static int at_exit(int launched) {
     void *g = 0, *exec = 0;
     uint64_t p = 0;
-    int rc = alloc_graph(&g, &p, 0, 0);
+    int rc = alloc_graph(&g, &p, launched == 2, 0);
     if (!launched) return rc;
     rc |= cu.instantiate(&exec, g, 0) | launch(exec, p) | use(p);
     return rc | cu.exec_destroy(exec) | cu.graph_destroy(g);
+}
+
+/* Bug: memory its own graph frees, freed outside the graph too (after 2 launches), which
+ * the driver refuses: one double free, the graph's free node the first. */
+static int freed_inside_and_outside(int generic) {
+    void *g = 0, *exec = 0;
+    uint64_t p = 0;
+    int rc = alloc_graph(&g, &p, generic, 1) | cu.instantiate(&exec, g, 0);
+    for (int r = 0; r < 2 && !rc; r++) rc |= launch(exec, p);
+    if (cu.mem_free(p) != 1) rc |= 128;
+    return rc | cu.exec_destroy(exec) | cu.graph_destroy(g);
+}
+
+/* An executable graph updated (cuGraphExecUpdate) with a second graph of the same shape
+ * allocates at the second graph's address from then on: launched, used and freed outside
+ * twice after the update. */
+static int exec_update(void) {
+    void *g = 0, *g2 = 0, *exec = 0;
+    uint64_t p = 0, p2 = 0;
+    unsigned char info[24] = {0};
+    int rc = alloc_graph(&g, &p, 0, 0) | alloc_graph(&g2, &p2, 0, 0) | cu.instantiate(&exec, g, 0);
+    rc |= launch(exec, p) | use(p) | cu.mem_free(p) | cu.exec_update(exec, g2, info);
+    for (int r = 0; r < 2 && !rc; r++) rc |= launch(exec, p2) | use(p2) | cu.mem_free(p2);
+    return rc | cu.exec_destroy(exec) | cu.graph_destroy(g) | cu.graph_destroy(g2);
+}
+
+/* Bug: a graph allocating twice, launched; the program frees one allocation only, so the
+ * driver refuses the next launch (the other is still allocated), and frees the first once
+ * more: a double free, as the refused launch allocated nothing. */
+static int refused_relaunch(void) {
+    void *g = 0, *exec = 0, *n = 0;
+    uint64_t p = 0;
+    struct mem_alloc_node_params q = {{0}, 0, 0, BYTES, 0};
+    int rc = alloc_graph(&g, &p, 0, 0) | cu.add_alloc_node(&n, g, 0, 0, &q) | cu.instantiate(&exec, g, 0);
+    rc |= launch(exec, p) | cu.mem_free(p);
+    if (cu.launch(exec, 0) != 1) rc |= 64; /* CUDA_ERROR_INVALID_VALUE: q.dptr is not freed */
+    if (cu.mem_free(p) != 1) rc |= 128;
+    return rc | cu.mem_free(q.dptr) | cu.exec_destroy(exec) | cu.graph_destroy(g);
 }
 
 int main(int argc, char **argv) {
@@ -307,6 +348,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(s, "leak_launched")) rc |= at_exit(1);
     else if (!strcmp(s, "leak_unlaunched")) rc |= at_exit(0);
     else if (!strcmp(s, "overflow")) rc |= overflow(m);
+    else if (!strcmp(s, "leak_launched_generic")) rc |= at_exit(2);
+    else if (!strcmp(s, "freed_inside_and_outside")) rc |= freed_inside_and_outside(0);
+    else if (!strcmp(s, "freed_inside_and_outside_generic")) rc |= freed_inside_and_outside(1);
+    else if (!strcmp(s, "exec_update")) rc |= exec_update();
+    else if (!strcmp(s, "refused_relaunch")) rc |= refused_relaunch();
     else return 2;
     rc |= use(other) | cu.mem_free(other);
     printf("%s done rc=%d\n", s, rc);

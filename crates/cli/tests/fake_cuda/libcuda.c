@@ -455,10 +455,25 @@ CUresult cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long lon
     return 0;
 }
 CUresult cuGraphExecDestroy(void *exec) { (void)exec; return 0; }
+/* An executable graph (its graph's handle here) runs its graph, or the graph it was last
+ * updated with (cuGraphExecUpdate): that graph's nodes, memory nodes at their addresses. */
+#define MAX_UPDATES 16
+static struct { void *exec, *graph; } updates[MAX_UPDATES];
+static void *graph_run_by(void *exec) {
+    for (int i = 0; i < MAX_UPDATES; i++) if (updates[i].exec == exec) return updates[i].graph;
+    return exec;
+}
+CUresult cuGraphExecUpdate_v2(void *exec, void *graph, void *info) {
+    (void)info;
+    for (int i = 0; i < MAX_UPDATES; i++)
+        if (updates[i].exec == exec || !updates[i].exec) { updates[i].exec = exec; updates[i].graph = graph; return 0; }
+    return 2;
+}
 CUresult cuGraphLaunch(void *exec, void *stream) {
     int captured;
     CUresult r = stream_work("cuGraphLaunch", stream, &captured);
     if (r || captured) return r;
+    exec = graph_run_by(exec);
     if (mem_nodes_unfreed(exec)) return 1; /* CUDA_ERROR_INVALID_VALUE, as cuGraphLaunch says */
     mem_nodes_launched(exec);
     struct graph *g = exec;
@@ -811,6 +826,7 @@ static const struct entry table[] = {
     {"cuGraphInstantiateWithFlags", (void *)cuGraphInstantiateWithFlags},
     {"cuGraphInstantiateWithParams", (void *)cuGraphInstantiateWithParams}, {"cuGraphLaunch", (void *)cuGraphLaunch},
     {"cuGraphExecDestroy", (void *)cuGraphExecDestroy}, {"cuGraphDestroy", (void *)cuGraphDestroy},
+    {"cuGraphExecUpdate", (void *)cuGraphExecUpdate_v2},
     {"cuDeviceGraphMemTrim", (void *)cuDeviceGraphMemTrim}, {"cuMemAllocAsync", (void *)cuMemAllocAsync},
     {"cuMemFreeAsync", (void *)cuMemFreeAsync}, {"cuMemAllocFromPoolAsync", (void *)cuMemAllocFromPoolAsync},
     {"cuStreamCreate", (void *)cuStreamCreate}, {"cuStreamBeginCapture", (void *)cuStreamBeginCapture_v2},
