@@ -10,10 +10,13 @@
 //   4. cudaMallocFromPoolAsync captured (the device's default pool), freed by the program
 //      with cudaFree after each launch;
 //   5. the allocation node made by the generic cudaGraphAddNode, freed with cudaFreeAsync;
-//   6. graph A allocates, graph B's free node frees it, launched in turn.
+//   6. graph A allocates, graph B's free node frees it, launched in turn;
+//   8. an executable graph updated (cudaGraphExecUpdate) with a second graph of the same
+//      shape, which allocates at the second graph's address from then on, freed outside.
 // argv[1]: "bug" — graph 1's kernel writes one element past the end of its allocation;
 // "double" — graph 1's memory is freed once more after its last free (cudaErrorInvalidValue
-// natively); "leak" — a graph allocation is launched and never freed, and the program ends
+// natively); "double-inside" — graph 2's memory, which graph 2 frees itself, freed outside
+// after its launches (cudaErrorInvalidValue natively); "leak" — a graph allocation is launched and never freed, and the program ends
 // with cudaDeviceReset (where compute-sanitizer's leak check looks).
 #include <cstdio>
 #include <cstring>
@@ -105,7 +108,7 @@ static int freed_outside(int extra, bool twice) {
     return 0;
 }
 
-static int freed_inside() {
+static int freed_inside(bool bug) {
     cudaGraph_t g;
     CK(cudaGraphCreate(&g, 0));
     cudaMemAllocNodeParams ap = alloc_params(n * sizeof(int));
@@ -119,6 +122,8 @@ static int freed_inside() {
     CK(cudaGraphDestroy(g));
     for (int r = 0; r < 3; r++)
         if (launch(exec, "2 (freed inside)", r)) return 1;
+    if (bug) printf("free outside of what the graph frees -> %s\n", cudaGetErrorName(cudaFree(buf)));
+    cudaGetLastError();
     CK(cudaGraphExecDestroy(exec));
     return 0;
 }
@@ -204,6 +209,37 @@ static int other_graph_frees() {
     return 0;
 }
 
+// One allocation node and the two kernels, in a new graph; the address in *buf.
+static int alloc_graph(cudaGraph_t *g, int **buf) {
+    CK(cudaGraphCreate(g, 0));
+    cudaMemAllocNodeParams ap = alloc_params(n * sizeof(int));
+    cudaGraphNode_t an, last;
+    CK(cudaGraphAddMemAllocNode(&an, *g, nullptr, 0, &ap));
+    *buf = (int *)ap.dptr;
+    if (!fill_and_sum(*g, an, *buf, 0, &last)) { printf("kernel node failed\n"); return 1; }
+    return 0;
+}
+
+static int exec_update() {
+    cudaGraph_t a, b;
+    int *buf_a, *buf_b;
+    if (alloc_graph(&a, &buf_a) || alloc_graph(&b, &buf_b)) return 1;
+    cudaGraphExec_t exec;
+    CK(cudaGraphInstantiate(&exec, a, 0));
+    if (launch(exec, "8 (before its update)", 0)) return 1;
+    CK(cudaFree(buf_a));
+    cudaGraphExecUpdateResultInfo info = {};
+    CK(cudaGraphExecUpdate(exec, b, &info));
+    for (int r = 1; r < 3; r++) {
+        if (launch(exec, "8 (updated)", r)) return 1;
+        CK(cudaFree(buf_b));
+    }
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(a));
+    CK(cudaGraphDestroy(b));
+    return 0;
+}
+
 // A graph allocation one launch made and nothing frees.
 static int leaked() {
     cudaGraph_t g;
@@ -225,7 +261,9 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&total, sizeof *total));
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     if (freed_outside(!strcmp(variant, "bug") ? 1 : 0, !strcmp(variant, "double"))) return 1;
-    if (freed_inside() || captured(false) || captured(true) || generic_node() || other_graph_frees()) return 1;
+    if (freed_inside(!strcmp(variant, "double-inside")) || captured(false) || captured(true) || generic_node() ||
+        other_graph_frees() || exec_update())
+        return 1;
     if (!strcmp(variant, "leak") && leaked()) return 1;
     CK(cudaFree(total));
     CK(cudaStreamDestroy(s));

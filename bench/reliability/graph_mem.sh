@@ -5,11 +5,13 @@
 # graphs 3 times each (allocation node freed outside; freed inside with the graph destroyed
 # after instantiation; captured cudaMallocAsync/cudaFreeAsync; captured
 # cudaMallocFromPoolAsync freed outside; a cudaGraphAddNode allocation node; another
-# graph's free node), kernels using the memory in bounds, sums checked on the host.
+# graph's free node; an executable graph updated with cudaGraphExecUpdate), kernels using
+# the memory in bounds, sums checked on the host.
 #   clean:  native, `gpusan run --mode api` and `--mode check` (--leak-check full): correct,
 #           exit 0, silent; compute-sanitizer memcheck: 0 errors (where it is installed).
 #   bug:    graph 1's kernel writes one element past its allocation: reported in check mode.
 #   double: graph 1's memory freed once more: one double_free in api mode, exit as natively.
+#   double-inside: memory graph 2 frees itself freed outside too: the same.
 #   leak:   a graph allocation launched and never freed, then cudaDeviceReset: gpusan
 #           --leak-check full reports the leak exactly when compute-sanitizer --leak-check
 #           full does (recorded either way; judged only where compute-sanitizer ran).
@@ -36,11 +38,12 @@ gpusan() {  # label, mode, then the program's argument
   local label=$1 mode=$2; shift 2
   run "$label" "$GPUSAN" run --mode "$mode" --leak-check full --report-json "$WORK/$label.json" -- ./prog "$@"
 }
-for v in clean bug double leak; do run "native-$v" ./prog "$v"; done
+for v in clean bug double double-inside leak; do run "native-$v" ./prog "$v"; done
 gpusan api api clean
 gpusan check check clean
 gpusan check-bug check bug
 gpusan api-double api double
+gpusan api-double-inside api double-inside
 gpusan api-leak api leak
 if [ -n "$cs" ]; then
   run cs-clean "$cs" --tool memcheck --leak-check full ./prog clean
@@ -69,14 +72,15 @@ for l in labels:
     res[l] = r
 ok_line = lambda r: r["rc"] == 0 and "\nok\n" in "\n" + r["stdout_tail"]
 checks = {}
-for v in ("clean", "bug", "double", "leak"):
+for v in ("clean", "bug", "double", "double-inside", "leak"):
     # An out-of-bounds write natively: whatever happens is the reference.
     checks[f"native-{v}"] = v == "bug" or ok_line(res[f"native-{v}"])
 for l in ("api", "check"):
     checks[l] = ok_line(res[l]) and res[l]["by_kind"] == {}
 checks["check-bug"] = any(k.startswith("out_of_bounds") for k in (res["check-bug"]["by_kind"] or {}))
-checks["api-double"] = (res["api-double"]["rc"] == res["native-double"]["rc"]
-                        and res["api-double"]["by_kind"] == {"double_free": 1})
+for v in ("double", "double-inside"):
+    checks[f"api-{v}"] = (res[f"api-{v}"]["rc"] == res[f"native-{v}"]["rc"]
+                          and res[f"api-{v}"]["by_kind"] == {"double_free": 1})
 gpusan_leak = (res["api-leak"]["by_kind"] or {}).get("leak", 0) > 0
 checks["api-leak"] = ok_line(res["api-leak"]) and set(res["api-leak"]["by_kind"] or {}) <= {"leak"}
 notes = []
@@ -98,9 +102,11 @@ if failed:
 json.dump({"case": "graph_mem", "ok": ok,
            "expected": "graph allocations freed outside the graph (cudaFree, cudaFreeAsync, trimmed), inside it "
                        "(graph destroyed after instantiation), captured (cudaMallocAsync, cudaMallocFromPoolAsync), "
-                       "made by cudaGraphAddNode, freed by another graph, each launched 3 times: correct sums, exit 0, "
+                       "made by cudaGraphAddNode, freed by another graph, an executable graph updated, each launched "
+                       "3 times: correct sums, exit 0, "
                        "silent in api and check mode with --leak-check full; the off-by-one reported in check mode; "
-                       "a double free reported once; an unfreed graph allocation a leak as compute-sanitizer says",
+                       "a double free reported once (freed outside twice; freed outside what the graph frees itself); "
+                       "an unfreed graph allocation a leak as compute-sanitizer says",
            "native": {l: res.pop(l) for l in list(res) if l.startswith("native")},
            "compute_sanitizer": {l: res.pop(l) for l in list(res) if l.startswith("cs-")},
            "gpusan": res, "checks": checks, "notes": "; ".join(notes)},
