@@ -17,7 +17,9 @@
 // "double" — graph 1's memory is freed once more after its last free (cudaErrorInvalidValue
 // natively); "double-inside" — graph 2's memory, which graph 2 frees itself, freed outside
 // after its launches (cudaErrorInvalidValue natively); "leak" — a graph allocation is launched and never freed, and the program ends
-// with cudaDeviceReset (where compute-sanitizer's leak check looks).
+// with cudaDeviceReset (where compute-sanitizer's leak check looks); "no-update" — the clean
+// run without graph 8 (compute-sanitizer reports the memory of an updated executable graph
+// as leaked, though the program frees it: its reference run is this one).
 #include <cstdio>
 #include <cstring>
 #include <cuda_runtime.h>
@@ -262,7 +264,7 @@ int main(int argc, char **argv) {
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     if (freed_outside(!strcmp(variant, "bug") ? 1 : 0, !strcmp(variant, "double"))) return 1;
     if (freed_inside(!strcmp(variant, "double-inside")) || captured(false) || captured(true) || generic_node() ||
-        other_graph_frees() || exec_update())
+        other_graph_frees() || (strcmp(variant, "no-update") && exec_update()))
         return 1;
     if (!strcmp(variant, "leak") && leaked()) return 1;
     CK(cudaFree(total));
