@@ -6,28 +6,52 @@
 
 use gpusan_abi::{env, Mode};
 use gpusan_runtime::registry;
+use gpusan_runtime::report::{Collector, CollectorConfig, Document};
 use gpusan_runtime::{checks, per_process};
 
-use crate::driver::fork;
+use crate::driver::{boundary, fork};
 use crate::routes::{mirror, substitute};
-use crate::state::State;
+use crate::state::{quietly, State};
 use crate::{doors, families, probe, state};
 
-/// Writes the final document: findings, and leaks when `--leak-check full`.
+/// Writes the final document: findings, and leaks when `--leak-check full`. It is written
+/// even when gpusan failed inside the program, with that said: each part that could fail
+/// again is contained, and after an internal error what rests on bookkeeping since (the
+/// kernels' last records, judged against tables no longer kept up, and the leak check,
+/// against a registry that missed the frees) is left out rather than invent findings.
 fn finish(st: &State) {
     let Some(path) = &st.options.report else { return };
     // Kernels may have written errors after the last synchronization (fails harmlessly
-    // once CUDA has torn its contexts down).
-    if !fork::forward_only() {
-        mirror::drain_at_exit();
-    }
+    // once CUDA has torn its contexts down). Not in a child that only forwards, nor after
+    // an internal error.
+    quietly(mirror::drain_at_exit);
     let collector = st.take_findings();
-    if st.options.leak_check {
+    let leaks = if st.options.leak_check {
         // After the drain: records that name graph memory were decoded with it known.
-        families::graphs::before_leak_check();
+        quietly(|| {
+            families::graphs::before_leak_check();
+            checks::leak_summary(&st.registry)
+        })
+        .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let mode = st.options.mode.name();
+    let mut doc = boundary::contain(
+        "exit",
+        || collector.finish(mode, leaks, registry::symbolize),
+        || Collector::new(CollectorConfig::default()).finish(mode, Vec::new(), |_| Vec::new()),
+    );
+    boundary::enter("exit", || more(st, &mut doc));
+    if let Some(note) = boundary::internal_error() {
+        doc.notes.push(note);
     }
-    let leaks = if st.options.leak_check { checks::leak_summary(&st.registry) } else { Vec::new() };
-    let mut doc = collector.finish(st.options.mode.name(), leaks, registry::symbolize);
+    state::write_no_follow(path, doc.to_json().as_bytes());
+}
+
+/// The document's notes, counters and unchecked modules.
+fn more(st: &State, doc: &mut Document) {
+    boundary::test_panic("exit");
     // `gpusan run` named the sanitizer library, but this process (which used CUDA) never
     // got the runtime-API callbacks: say so rather than pass for clean.
     let asked = std::env::var_os(env::SANITIZER_LIB).is_some_and(|v| !v.is_empty())
@@ -41,9 +65,6 @@ fn finish(st: &State) {
         );
     } else if asked && !doors::sanitizer::runtime_api_observed() && !families::call_counts().is_empty() {
         doc.notes.push("runtime API errors were not observed (the Compute Sanitizer API did not start)".into());
-    }
-    if let Some(note) = crate::driver::boundary::internal_error() {
-        doc.notes.push(note);
     }
     if let Some(note) = families::memory::release_failures() {
         doc.notes.push(note);
@@ -62,13 +83,13 @@ fn finish(st: &State) {
     }
     if st.options.mode == Mode::Check && st.options.check_counting.is_on() {
         // A last read, as for `count` below.
-        substitute::read_counters();
+        quietly(substitute::read_counters);
         doc.check_counts = Some(substitute::with(|m| m.check_counts()));
     }
     if st.options.mode == Mode::Count {
         // A last read, in case kernels ran after the last synchronization; fails
         // harmlessly once CUDA has torn its contexts down.
-        substitute::read_counters();
+        quietly(substitute::read_counters);
         substitute::with(|m| {
             doc.counters.insert("executed_memory_instructions".into(), m.counts.values().sum());
             doc.counters.insert("modules_instrumented".into(), m.substituted);
@@ -80,7 +101,6 @@ fn finish(st: &State) {
     if st.options.mode != Mode::Api {
         doc.unchecked_modules = substitute::with(|m| m.unchecked.clone());
     }
-    state::write_no_follow(path, doc.to_json().as_bytes());
 }
 
 // `fork`: the parent's threads may hold gpusan's locks at that moment, and in the child
@@ -88,24 +108,24 @@ fn finish(st: &State) {
 // (`per_process`), deciding first whether it can use CUDA at all (`driver::fork`); only
 // work on third-party state that cannot be left behind (the symbolizer's) is waited for.
 extern "C" fn before_fork() {
-    let _ = std::panic::catch_unwind(per_process::before_fork);
+    boundary::enter("fork", per_process::before_fork);
 }
 
 extern "C" fn after_fork_in_parent() {
-    let _ = std::panic::catch_unwind(per_process::after_fork_in_parent);
+    boundary::enter("fork", per_process::after_fork_in_parent);
 }
 
 extern "C" fn after_fork_in_child() {
     fork::in_child();
-    let _ = std::panic::catch_unwind(per_process::after_fork_in_child);
+    boundary::enter("fork", per_process::after_fork_in_child);
 }
 
 extern "C" fn at_exit() {
-    let _ = std::panic::catch_unwind(|| {
+    boundary::enter("exit", || {
         // A process whose driver calls never needed the state (`cuInit` alone) used CUDA
         // all the same: its report says it was seen.
         // So did one where gpusan failed before any stand-in ran: that must be said.
-        let used = || !families::call_counts().is_empty() || crate::driver::boundary::stopped();
+        let used = || !families::call_counts().is_empty() || boundary::stopped();
         if let Some(s) = state::existing().or_else(|| used().then(state::state)) {
             finish(s);
         }
@@ -113,7 +133,10 @@ extern "C" fn at_exit() {
 }
 
 extern "C" fn on_load() {
-    let _ = std::panic::catch_unwind(crate::driver::boundary::read_test_panic);
+    boundary::enter("library load", || {
+        boundary::silence_panics();
+        boundary::read_test_panic();
+    });
     // Registered before main, so it runs after the handlers CUDA registers later
     // (atexit runs in reverse order): the program's frees have all been seen by then.
     unsafe {
@@ -128,7 +151,7 @@ static ON_LOAD: extern "C" fn() = on_load;
 
 /// The probe's record, at exit (registered from the library constructor).
 extern "C" fn write_probe_at_exit() {
-    let _ = std::panic::catch_unwind(|| {
+    boundary::enter("exit", || {
         let Some(path) = std::env::var_os(env::PROBE_OUT) else { return };
         let calls = families::call_counts();
         if calls.is_empty() && probe::with(|s| s.resolved.is_empty() && s.callbacks.is_empty() && s.notes.is_empty()) {
@@ -155,7 +178,9 @@ extern "C" fn write_probe_at_exit() {
 }
 
 extern "C" fn on_load_probe() {
-    unsafe { libc::atexit(write_probe_at_exit) };
+    boundary::enter("library load", || unsafe {
+        libc::atexit(write_probe_at_exit);
+    });
 }
 
 #[used]

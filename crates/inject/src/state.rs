@@ -142,15 +142,9 @@ pub fn write_no_follow(path: &std::path::Path, bytes: &[u8]) -> bool {
 /// child forked once CUDA was initialised (`driver::fork`) and once stopped: the call then
 /// simply goes through.
 pub fn quietly<R>(f: impl FnOnce() -> R) -> Option<R> {
-    use crate::driver::{boundary, fork};
-    if fork::forward_only() || boundary::stopped() {
+    use crate::driver::boundary;
+    if boundary::bypassed() {
         return None;
     }
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        Ok(r) => Some(r),
-        Err(payload) => {
-            boundary::failed("bookkeeping", &*payload);
-            None
-        }
-    }
+    boundary::contain(boundary::entry(), || Some(f()), || None)
 }

@@ -2,10 +2,11 @@
 //! `cuGetProcAddress`. Each returns the real answer unless it names a function a family
 //! stands in for ([`crate::families::hooks`]); then it hands out the stand-in.
 
+use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void, CStr};
 
 use crate::driver::resolve::{real_dlsym, real_dlsym_next};
-use crate::driver::{boundary, fork, typed, Slot, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS};
+use crate::driver::{boundary, typed, Slot, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS};
 use crate::families;
 use crate::probe;
 
@@ -23,12 +24,23 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *m
 }
 
 unsafe extern "C" fn dlsym_from(handle: *mut c_void, symbol: *const c_char, caller: usize) -> *mut c_void {
-    let real = if handle == libc::RTLD_NEXT { real_dlsym_next(caller, symbol) } else { real_dlsym(handle, symbol) };
-    if real.is_null() || symbol.is_null() || fork::forward_only() || boundary::stopped() {
-        return real;
-    }
-    // Should gpusan fail choosing a stand-in, the program gets the real function.
-    boundary::contain("dlsym", || stand_in_for(real, symbol), || real)
+    // The real answer, once found: what the program gets should gpusan fail after (choosing
+    // a stand-in). Should the walk for `RTLD_NEXT` itself fail, null ("not found") is the
+    // only answer gpusan can vouch for: glibc's, asked from here, would mean "after gpusan".
+    let found = Cell::new(std::ptr::null_mut());
+    boundary::contain(
+        "dlsym",
+        || {
+            let real =
+                if handle == libc::RTLD_NEXT { real_dlsym_next(caller, symbol) } else { real_dlsym(handle, symbol) };
+            found.set(real);
+            if real.is_null() || symbol.is_null() || boundary::bypassed() {
+                return real;
+            }
+            stand_in_for(real, symbol)
+        },
+        || found.get(),
+    )
 }
 
 /// What `dlsym` hands out for `symbol`, whose real address is `real`: gpusan's stand-in for
@@ -73,7 +85,7 @@ static REAL_GETPROC_V1: Slot = Slot::new();
 /// driver function one of our stand-ins stands for. Comparing addresses (not names) keeps
 /// each stand-in on the exact ABI version it was written for (`cuMemAlloc` vs `_v2`).
 unsafe fn swap_answer(symbol: *const c_char, pfn: *mut *mut c_void) {
-    if symbol.is_null() || pfn.is_null() || (*pfn).is_null() || fork::forward_only() || boundary::stopped() {
+    if symbol.is_null() || pfn.is_null() || (*pfn).is_null() || boundary::bypassed() {
         return;
     }
     boundary::test_panic("cuGetProcAddress");
@@ -93,6 +105,25 @@ unsafe fn swap_answer(symbol: *const c_char, pfn: *mut *mut c_void) {
     }
 }
 
+/// The real resolver's answer, then gpusan's swap of it ([`swap_answer`]). Should gpusan
+/// fail, the program gets the real answer: its result (made once), and in `*pfn` the real
+/// function, which stays there until the swap's last step.
+unsafe fn get_proc(symbol: *const c_char, pfn: *mut *mut c_void, real: impl Fn() -> c_int) -> c_int {
+    let made = Cell::new(None);
+    boundary::contain(
+        "cuGetProcAddress",
+        || {
+            let r = real();
+            made.set(Some(r));
+            if r == CUDA_SUCCESS {
+                swap_answer(symbol, pfn);
+            }
+            r
+        },
+        || made.get().unwrap_or_else(&real),
+    )
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn cuGetProcAddress_v2(
     symbol: *const c_char,
@@ -104,12 +135,7 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     let Some(f) = typed::<GetProcV2>(REAL_GETPROC_V2.driver(c"cuGetProcAddress_v2")) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let r = f(symbol, pfn, version, flags, status);
-    if r == CUDA_SUCCESS {
-        // The real answer is in `*pfn` until the swap's last step: a failure leaves it.
-        boundary::contain("cuGetProcAddress", || swap_answer(symbol, pfn), || ());
-    }
-    r
+    get_proc(symbol, pfn, || f(symbol, pfn, version, flags, status))
 }
 
 #[no_mangle]
@@ -122,10 +148,5 @@ pub unsafe extern "C" fn cuGetProcAddress(
     let Some(f) = typed::<GetProcV1>(REAL_GETPROC_V1.driver(c"cuGetProcAddress")) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let r = f(symbol, pfn, version, flags);
-    if r == CUDA_SUCCESS {
-        // The real answer is in `*pfn` until the swap's last step: a failure leaves it.
-        boundary::contain("cuGetProcAddress", || swap_answer(symbol, pfn), || ());
-    }
-    r
+    get_proc(symbol, pfn, || f(symbol, pfn, version, flags))
 }

@@ -20,7 +20,7 @@ use gpusan_runtime::per_process::PerProcess;
 use gpusan_runtime::report::Operand;
 
 use crate::driver::resolve::real_dlsym;
-use crate::driver::typed;
+use crate::driver::{boundary, typed};
 use crate::probe;
 
 #[repr(C)]
@@ -55,7 +55,7 @@ const CBID_DEVICE_MEMORY_ALLOC: u32 = 11;
 const CBID_LAUNCH_BEGIN: u32 = 1;
 
 unsafe extern "C" fn callback(_user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
-    let _ = std::panic::catch_unwind(|| {
+    boundary::enter("a sanitizer callback", || {
         probe::with(|s| {
             *s.callbacks.entry((domain, cbid)).or_default() += 1;
             if data.is_null() {
@@ -178,28 +178,31 @@ pub fn runtime_api_observed() -> bool {
 }
 
 unsafe extern "C" fn runtime_callback(_user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
-    if domain != DOMAIN_RUNTIME_API || data.is_null() || crate::driver::fork::forward_only() {
+    if domain != DOMAIN_RUNTIME_API || data.is_null() || boundary::bypassed() {
         return;
     }
     let Some(call) = watched(cbid) else { return };
-    let _ = std::panic::catch_unwind(|| {
-        let d = unsafe { &*(data as *const ApiData) };
-        let found = crate::families::judge::FOUND_ON_THREAD.with(|n| n.get());
-        match d.site {
-            SITE_ENTER => AT_ENTER.with(|n| n.set(found)),
-            SITE_EXIT if !d.return_value.is_null() && !d.params.is_null() => {
-                if AT_ENTER.with(|n| n.get()) != found {
-                    return; // a driver hook inside this call reported it already
-                }
-                let r = unsafe { *(d.return_value as *const i32) };
-                if let Some(f) = unsafe { runtime_exit(call, r, d.params) } {
-                    let st = crate::state::state();
-                    st.finding(&f, gpusan_runtime::registry::capture_site(3));
-                }
+    boundary::enter("a runtime API callback", || runtime_event(call, unsafe { &*(data as *const ApiData) }));
+}
+
+/// The entry or exit of a watched runtime-API call.
+fn runtime_event(call: Watched, d: &ApiData) {
+    boundary::test_panic("runtime_callback");
+    let found = crate::families::judge::FOUND_ON_THREAD.with(|n| n.get());
+    match d.site {
+        SITE_ENTER => AT_ENTER.with(|n| n.set(found)),
+        SITE_EXIT if !d.return_value.is_null() && !d.params.is_null() => {
+            if AT_ENTER.with(|n| n.get()) != found {
+                return; // a driver hook inside this call reported it already
             }
-            _ => {}
+            let r = unsafe { *(d.return_value as *const i32) };
+            if let Some(f) = unsafe { runtime_exit(call, r, d.params) } {
+                let st = crate::state::state();
+                st.finding(&f, gpusan_runtime::registry::capture_site(3));
+            }
         }
-    });
+        _ => {}
+    }
 }
 
 /// What a watched runtime call that returned `r` establishes, from its parameters.
@@ -280,46 +283,53 @@ fn sanitizer_library() -> Option<CString> {
 
 #[no_mangle]
 pub extern "C" fn InitializeInjection() -> c_int {
-    let r = std::panic::catch_unwind(|| unsafe {
-        probe::note("InitializeInjection called");
-        let Some(path) = sanitizer_library() else {
-            probe::note("no sanitizer library path");
-            return;
-        };
-        let h = libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL);
-        if h.is_null() {
-            let err = libc::dlerror();
-            let msg = if err.is_null() { String::new() } else { CStr::from_ptr(err).to_string_lossy().into_owned() };
-            probe::note(format!("dlopen {}: {msg}", path.to_string_lossy()));
-            return;
-        }
-        type Subscribe = unsafe extern "C" fn(
-            *mut *mut c_void,
-            unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void),
-            *mut c_void,
-        ) -> c_int;
-        type EnableAll = unsafe extern "C" fn(u32, *mut c_void) -> c_int;
-        type EnableDomain = unsafe extern "C" fn(u32, *mut c_void, u32) -> c_int;
-        let sub = typed::<Subscribe>(real_dlsym(h, c"sanitizerSubscribe".as_ptr()) as usize);
-        let all = typed::<EnableAll>(real_dlsym(h, c"sanitizerEnableAllDomains".as_ptr()) as usize);
-        let domain = typed::<EnableDomain>(real_dlsym(h, c"sanitizerEnableDomain".as_ptr()) as usize);
-        let (Some(sub), Some(all), Some(domain)) = (sub, all, domain) else {
-            probe::note("sanitizer symbols missing");
-            return;
-        };
-        let mut handle = std::ptr::null_mut();
-        if std::env::var_os(gpusan_abi::env::PROBE_OUT).is_some() {
-            let r1 = sub(&mut handle, callback, std::ptr::null_mut());
-            let r2 = all(1, handle);
-            probe::note(format!("sanitizerSubscribe={r1} sanitizerEnableAllDomains={r2}"));
-            return;
-        }
-        if sub(&mut handle, runtime_callback, std::ptr::null_mut()) == 0 && domain(1, handle, DOMAIN_RUNTIME_API) == 0 {
-            RUNTIME_API_OBSERVED.get().store(true, Ordering::Relaxed);
-        }
-    });
-    if r.is_err() {
-        return 0;
+    boundary::contain(
+        "InitializeInjection",
+        || {
+            unsafe { subscribe() };
+            1
+        },
+        || 0,
+    )
+}
+
+/// Subscribes to the Sanitizer API's callbacks (see the module's comment).
+unsafe fn subscribe() {
+    boundary::test_panic("InitializeInjection");
+    probe::note("InitializeInjection called");
+    let Some(path) = sanitizer_library() else {
+        probe::note("no sanitizer library path");
+        return;
+    };
+    let h = libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL);
+    if h.is_null() {
+        let err = libc::dlerror();
+        let msg = if err.is_null() { String::new() } else { CStr::from_ptr(err).to_string_lossy().into_owned() };
+        probe::note(format!("dlopen {}: {msg}", path.to_string_lossy()));
+        return;
     }
-    1
+    type Subscribe = unsafe extern "C" fn(
+        *mut *mut c_void,
+        unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void),
+        *mut c_void,
+    ) -> c_int;
+    type EnableAll = unsafe extern "C" fn(u32, *mut c_void) -> c_int;
+    type EnableDomain = unsafe extern "C" fn(u32, *mut c_void, u32) -> c_int;
+    let sub = typed::<Subscribe>(real_dlsym(h, c"sanitizerSubscribe".as_ptr()) as usize);
+    let all = typed::<EnableAll>(real_dlsym(h, c"sanitizerEnableAllDomains".as_ptr()) as usize);
+    let domain = typed::<EnableDomain>(real_dlsym(h, c"sanitizerEnableDomain".as_ptr()) as usize);
+    let (Some(sub), Some(all), Some(domain)) = (sub, all, domain) else {
+        probe::note("sanitizer symbols missing");
+        return;
+    };
+    let mut handle = std::ptr::null_mut();
+    if std::env::var_os(gpusan_abi::env::PROBE_OUT).is_some() {
+        let r1 = sub(&mut handle, callback, std::ptr::null_mut());
+        let r2 = all(1, handle);
+        probe::note(format!("sanitizerSubscribe={r1} sanitizerEnableAllDomains={r2}"));
+        return;
+    }
+    if sub(&mut handle, runtime_callback, std::ptr::null_mut()) == 0 && domain(1, handle, DOMAIN_RUNTIME_API) == 0 {
+        RUNTIME_API_OBSERVED.get().store(true, Ordering::Relaxed);
+    }
 }

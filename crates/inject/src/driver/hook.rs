@@ -1,7 +1,7 @@
 //! gpusan's stand-ins for driver functions: `hooks!` exports each under the driver's exact
 //! (versioned) name and signature, counts its calls, and hands the real function, typed,
 //! to the family's handler, or only forwards in a child that cannot use CUDA (see
-//! [`super::fork`]). The real address comes from whichever door handed the stand-in
+//! [`super::fork`]) and after an internal error ([`super::boundary`]). The real address comes from whichever door handed the stand-in
 //! out (`dlsym` stores it in the stand-in's [`Slot`]), or is resolved on first use when the
 //! program linked against `libcuda` directly.
 
@@ -71,7 +71,7 @@ macro_rules! hooks {
                 else {
                     return $crate::driver::types::CUDA_ERROR_NOT_INITIALIZED; // the driver is not loaded
                 };
-                if $crate::driver::fork::forward_only() || $crate::driver::boundary::stopped() {
+                if $crate::driver::boundary::bypassed() {
                     return f($($arg),*);
                 }
                 let outer = RESULT.with(|c| c.replace(None));

@@ -111,11 +111,19 @@ pub fn in_context<R>(context: u64, f: impl FnOnce() -> R) -> R {
         if push(context as CUcontext) != CUDA_SUCCESS {
             return f();
         }
-        let r = f();
-        let mut popped: CUcontext = std::ptr::null_mut();
-        pop(&mut popped);
-        r
     }
+    // Popped even if `f` panics: the program's thread must be left in its own context.
+    struct Pop(unsafe extern "C" fn(*mut CUcontext) -> CUresult);
+    impl Drop for Pop {
+        fn drop(&mut self) {
+            let mut popped: CUcontext = std::ptr::null_mut();
+            // SAFETY: the driver's `cuCtxPopCurrent_v2`, undoing the push above.
+            unsafe { (self.0)(&mut popped) };
+        }
+    }
+    let _pop = Pop(pop);
+    super::boundary::test_panic("in_context");
+    f()
 }
 
 /// The current context and its device, for the registry (0 and -1 without one).

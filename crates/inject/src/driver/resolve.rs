@@ -207,7 +207,7 @@ mod tests {
 
     #[test]
     fn typed_turns_an_address_into_the_function_and_zero_into_none() {
-        let f = unsafe { typed::<extern "C" fn() -> i32>(seven as usize) }.expect("an address");
+        let f = unsafe { typed::<extern "C" fn() -> i32>(seven as *const () as usize) }.expect("an address");
         assert_eq!(f(), 7);
         assert!(unsafe { typed::<extern "C" fn() -> i32>(0) }.is_none());
     }

@@ -100,7 +100,7 @@ unsafe fn memcpy_htod(
     src: *const c_void,
     n: usize,
 ) -> CUresult {
-    check("cuMemcpyHtoD", Call::Copy { dst: device(dst), src: Mem::Host(src as u64), count: n as u64 });
+    check("cuMemcpyHtoD", || Call::Copy { dst: device(dst), src: Mem::Host(src as u64), count: n as u64 });
     real(dst, src, n)
 }
 
@@ -110,7 +110,7 @@ unsafe fn memcpy_dtoh(
     src: u64,
     n: usize,
 ) -> CUresult {
-    check("cuMemcpyDtoH", Call::Copy { dst: Mem::Host(dst as u64), src: device(src), count: n as u64 });
+    check("cuMemcpyDtoH", || Call::Copy { dst: Mem::Host(dst as u64), src: device(src), count: n as u64 });
     // A synchronous copy back is where most programs wait for their kernels.
     after_sync(real(dst, src, n))
 }
@@ -121,12 +121,12 @@ unsafe fn memcpy_dtod(
     src: u64,
     n: usize,
 ) -> CUresult {
-    check("cuMemcpyDtoD", Call::Copy { dst: device(dst), src: device(src), count: n as u64 });
+    check("cuMemcpyDtoD", || Call::Copy { dst: device(dst), src: device(src), count: n as u64 });
     real(dst, src, n)
 }
 
 unsafe fn memcpy(real: unsafe extern "C" fn(u64, u64, usize) -> CUresult, dst: u64, src: u64, n: usize) -> CUresult {
-    check("cuMemcpy", Call::Copy { dst: uva(dst), src: uva(src), count: n as u64 });
+    check("cuMemcpy", || Call::Copy { dst: uva(dst), src: uva(src), count: n as u64 });
     real(dst, src, n)
 }
 
@@ -137,7 +137,7 @@ unsafe fn memcpy_async(
     n: usize,
     s: CUstream,
 ) -> CUresult {
-    check("cuMemcpyAsync", Call::Copy { dst: uva(dst), src: uva(src), count: n as u64 });
+    check("cuMemcpyAsync", || Call::Copy { dst: uva(dst), src: uva(src), count: n as u64 });
     real(dst, src, n, s)
 }
 
@@ -148,7 +148,7 @@ unsafe fn memcpy_htod_async(
     n: usize,
     s: CUstream,
 ) -> CUresult {
-    check("cuMemcpyHtoDAsync", Call::Copy { dst: device(dst), src: Mem::Host(src as u64), count: n as u64 });
+    check("cuMemcpyHtoDAsync", || Call::Copy { dst: device(dst), src: Mem::Host(src as u64), count: n as u64 });
     real(dst, src, n, s)
 }
 
@@ -159,7 +159,7 @@ unsafe fn memcpy_dtoh_async(
     n: usize,
     s: CUstream,
 ) -> CUresult {
-    check("cuMemcpyDtoHAsync", Call::Copy { dst: Mem::Host(dst as u64), src: device(src), count: n as u64 });
+    check("cuMemcpyDtoHAsync", || Call::Copy { dst: Mem::Host(dst as u64), src: device(src), count: n as u64 });
     real(dst, src, n, s)
 }
 
@@ -170,7 +170,7 @@ unsafe fn memcpy_dtod_async(
     n: usize,
     s: CUstream,
 ) -> CUresult {
-    check("cuMemcpyDtoDAsync", Call::Copy { dst: device(dst), src: device(src), count: n as u64 });
+    check("cuMemcpyDtoDAsync", || Call::Copy { dst: device(dst), src: device(src), count: n as u64 });
     real(dst, src, n, s)
 }
 
@@ -189,19 +189,14 @@ unsafe fn check_2d(api: &'static str, p: *const Memcpy2D) {
         return;
     }
     let c = &*p;
-    let src = side(c.src_type, c.src_host as u64, c.src_device, c.src_array as u64, c.src_x, c.src_y, c.src_pitch);
-    let dst = side(c.dst_type, c.dst_host as u64, c.dst_device, c.dst_array as u64, c.dst_x, c.dst_y, c.dst_pitch);
-    check(
-        api,
-        Call::Copy2D {
-            dst,
-            dpitch: c.dst_pitch as u64,
-            src,
-            spitch: c.src_pitch as u64,
-            width: c.width as u64,
-            height: c.height as u64,
-        },
-    );
+    check(api, || Call::Copy2D {
+        dst: side(c.dst_type, c.dst_host as u64, c.dst_device, c.dst_array as u64, c.dst_x, c.dst_y, c.dst_pitch),
+        dpitch: c.dst_pitch as u64,
+        src: side(c.src_type, c.src_host as u64, c.src_device, c.src_array as u64, c.src_x, c.src_y, c.src_pitch),
+        spitch: c.src_pitch as u64,
+        width: c.width as u64,
+        height: c.height as u64,
+    });
 }
 
 unsafe fn memcpy_2d(real: unsafe extern "C" fn(*const Memcpy2D) -> CUresult, p: *const Memcpy2D) -> CUresult {
@@ -228,7 +223,7 @@ unsafe fn memset<T: Copy>(
     v: T,
     n: usize,
 ) -> CUresult {
-    check(api, Call::Set { dst: device(dst), count: (n as u64).saturating_mul(elem) });
+    check(api, || Call::Set { dst: device(dst), count: (n as u64).saturating_mul(elem) });
     real(dst, v, n)
 }
 
@@ -241,7 +236,7 @@ unsafe fn memset_async<T: Copy>(
     n: usize,
     s: CUstream,
 ) -> CUresult {
-    check(api, Call::Set { dst: device(dst), count: (n as u64).saturating_mul(elem) });
+    check(api, || Call::Set { dst: device(dst), count: (n as u64).saturating_mul(elem) });
     real(dst, v, n, s)
 }
 
@@ -256,7 +251,7 @@ unsafe fn memset_2d<T: Copy>(
     h: usize,
 ) -> CUresult {
     let width = (w as u64).saturating_mul(elem);
-    check(api, Call::Set2D { dst: device(dst), pitch: pitch as u64, width, height: h as u64 });
+    check(api, || Call::Set2D { dst: device(dst), pitch: pitch as u64, width, height: h as u64 });
     real(dst, pitch, v, w, h)
 }
 
@@ -272,7 +267,7 @@ unsafe fn memset_2d_async<T: Copy>(
     s: CUstream,
 ) -> CUresult {
     let width = (w as u64).saturating_mul(elem);
-    check(api, Call::Set2D { dst: device(dst), pitch: pitch as u64, width, height: h as u64 });
+    check(api, || Call::Set2D { dst: device(dst), pitch: pitch as u64, width, height: h as u64 });
     real(dst, pitch, v, w, h, s)
 }
 
@@ -292,20 +287,22 @@ unsafe fn check_3d(api: &'static str, p: *const Memcpy3D) {
         return;
     }
     let c = &*p;
-    let src = Pitched3D {
-        mem: base_of(c.src_type, c.src_host as u64, c.src_device, c.src_array as u64),
-        pitch: c.src_pitch as u64,
-        rows: c.src_height as u64,
-        pos: [c.src_x as u64, c.src_y as u64, c.src_z as u64],
-    };
-    let dst = Pitched3D {
-        mem: base_of(c.dst_type, c.dst_host as u64, c.dst_device, c.dst_array as u64),
-        pitch: c.dst_pitch as u64,
-        rows: c.dst_height as u64,
-        pos: [c.dst_x as u64, c.dst_y as u64, c.dst_z as u64],
-    };
-    let extent = Extent { width: c.width as u64, height: c.height as u64, depth: c.depth as u64 };
-    check(api, Call::Copy3D { dst, src, extent });
+    check(api, || {
+        let src = Pitched3D {
+            mem: base_of(c.src_type, c.src_host as u64, c.src_device, c.src_array as u64),
+            pitch: c.src_pitch as u64,
+            rows: c.src_height as u64,
+            pos: [c.src_x as u64, c.src_y as u64, c.src_z as u64],
+        };
+        let dst = Pitched3D {
+            mem: base_of(c.dst_type, c.dst_host as u64, c.dst_device, c.dst_array as u64),
+            pitch: c.dst_pitch as u64,
+            rows: c.dst_height as u64,
+            pos: [c.dst_x as u64, c.dst_y as u64, c.dst_z as u64],
+        };
+        let extent = Extent { width: c.width as u64, height: c.height as u64, depth: c.depth as u64 };
+        Call::Copy3D { dst, src, extent }
+    });
 }
 
 unsafe fn memcpy_3d(real: unsafe extern "C" fn(*const Memcpy3D) -> CUresult, p: *const Memcpy3D) -> CUresult {
@@ -330,7 +327,7 @@ unsafe fn memcpy_peer(
     src_ctx: CUcontext,
     n: usize,
 ) -> CUresult {
-    check("cuMemcpyPeer", Call::Copy { dst: device(dst), src: device(src), count: n as u64 });
+    check("cuMemcpyPeer", || Call::Copy { dst: device(dst), src: device(src), count: n as u64 });
     real(dst, dst_ctx, src, src_ctx, n)
 }
 
@@ -343,6 +340,6 @@ unsafe fn memcpy_peer_async(
     n: usize,
     s: CUstream,
 ) -> CUresult {
-    check("cuMemcpyPeerAsync", Call::Copy { dst: device(dst), src: device(src), count: n as u64 });
+    check("cuMemcpyPeerAsync", || Call::Copy { dst: device(dst), src: device(src), count: n as u64 });
     real(dst, dst_ctx, src, src_ctx, n, s)
 }

@@ -70,9 +70,12 @@ thread_local! {
     pub static FOUND_ON_THREAD: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-/// Judges a call; the call stack (the costly part) is captured only for a finding.
-pub fn check(api: &'static str, call: Call) {
+/// Judges the call `call` describes, made under the guard (its operands are looked up in
+/// the registry and may ask the driver); the call stack (the costly part) is captured only
+/// for a finding.
+pub fn check<'a>(api: &'static str, call: impl FnOnce() -> Call<'a>) {
     quietly(|| {
+        let call = call();
         let st = state();
         let mut findings = gpusan_runtime::checks::check_call(&st.registry, api, &call);
         if !findings.is_empty() {

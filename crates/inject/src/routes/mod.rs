@@ -42,45 +42,39 @@ pub unsafe fn load_module(
 ) -> CUresult {
     // What reports need to know of the module loaded, when gpusan instrumented it.
     let mut meta = None;
-    let r = if !substituting() {
-        load(image)
-    } else {
-        match quietly(|| substitute::substitute(image, state().options.mode)) {
-            Some(substitute::Image::Substitute { bytes, meta: instrumented }) => {
-                let r = load(bytes.as_ptr() as *const c_void);
-                if r == CUDA_SUCCESS {
+    // `None` in `api` mode, in a child that only forwards, and when the pass failed (a
+    // gpusan bug, caught: checking stops there and the report says so); the program's own
+    // module is loaded then.
+    let instrumented =
+        quietly(|| substituting().then(|| substitute::substitute(image, state().options.mode))).flatten();
+    let r = match instrumented {
+        None => load(image),
+        Some(substitute::Image::Substitute { bytes, meta: instrumented }) => {
+            let r = load(bytes.as_ptr() as *const c_void);
+            if r == CUDA_SUCCESS {
+                quietly(|| {
                     substitute::with(|m| {
                         m.substituted += 1;
                         m.instrumented.push(handle());
-                    });
-                    meta = Some(instrumented);
-                    r
-                } else {
+                    })
+                });
+                meta = Some(instrumented);
+                r
+            } else {
+                quietly(|| {
                     substitute::with(|m| {
                         *m.unchecked
                             .entry(format!("instrumented module refused by the driver (error {r})"))
                             .or_default() += 1
                     });
-                    quietly(|| substitute::refused(image, state().options.mode));
-                    load(image)
-                }
-            }
-            Some(substitute::Image::Original(why)) => {
-                substitute::with(|m| *m.unchecked.entry(why).or_default() += 1);
-                load(image)
-            }
-            // The pass panicked (a gpusan bug, caught): the program runs its own module,
-            // and the report says this one went unchecked rather than passing it over.
-            None => {
-                quietly(|| {
-                    substitute::with(|m| {
-                        *m.unchecked
-                            .entry("not instrumented: gpusan failed internally (a bug in gpusan)".into())
-                            .or_default() += 1
-                    })
+                    substitute::refused(image, state().options.mode);
                 });
                 load(image)
             }
+        }
+        Some(substitute::Image::Original(why)) => {
+            quietly(|| substitute::with(|m| *m.unchecked.entry(why).or_default() += 1));
+            load(image)
         }
     };
     if r == CUDA_SUCCESS {
@@ -94,10 +88,7 @@ pub unsafe fn load_module(
 /// records, and read the counters of instrumented modules.
 pub fn after_sync(r: CUresult) -> CUresult {
     if r == CUDA_SUCCESS {
-        quietly(mirror::drain);
-        if substituting() {
-            quietly(substitute::read_counters);
-        }
+        read_what_kernels_left(mirror::drain);
     }
     r
 }
@@ -132,10 +123,11 @@ fn register_late_exit() {
 }
 
 extern "C" fn read_before_cuda_exits() {
-    if !crate::driver::fork::forward_only() {
+    crate::driver::boundary::enter("exit", || {
+        crate::driver::boundary::test_panic("late_exit");
         // The program may have torn a context down behind gpusan's back by now.
         read_what_kernels_left(mirror::drain_at_exit);
-    }
+    });
 }
 
 /// Before a context goes away, what its kernels recorded must be read: cudart tears the
@@ -146,10 +138,12 @@ pub fn before_teardown() {
 }
 
 fn read_what_kernels_left(drain: fn()) {
-    quietly(drain);
-    if substituting() {
-        quietly(substitute::read_counters);
-    }
+    quietly(|| {
+        drain();
+        if substituting() {
+            substitute::read_counters();
+        }
+    });
 }
 
 /// After the driver destroyed `context` (and with it every buffer and module of it):
