@@ -26,7 +26,7 @@ use super::plan::{order, Insertion, Layout, Root};
 use super::regs::RegBits;
 use super::report::CheckFunction;
 use super::shadows::{shadow_copy, shadow_move, ShadowPlan};
-use super::sitecode::SiteGen;
+use super::sitecode::{SiteGen, SlowPath};
 use super::sites::{Site, SitePlan};
 use super::snippet::parse as snippet;
 use super::spans;
@@ -133,14 +133,11 @@ pub(super) fn run(
     tail.retain(|t| !t.is_empty());
     if !tail.is_empty() {
         // Unreachable but by the branches to it: a body that ends without `ret` must not
-        // fall into it. Insertions of one order at one point go in the reverse of theirs.
+        // fall into it.
         let end = vec![body.len() as u32];
-        for stmts in tail.into_iter().rev() {
-            insertions.push(Insertion { at: end.clone(), order: order::TAIL, stmts });
-        }
         insertions.push(Insertion { at: end, order: order::TAIL, stmts: snippet("\tret;\n") });
     }
-    report.inserted += super::insert::insert_all(body, insertions);
+    report.inserted += super::insert::insert_all(body, insertions, tail);
     spans
 }
 
@@ -156,7 +153,7 @@ struct Emitter<'x> {
     /// Slow paths of sites at the body's top level, in order: after its last statement, out
     /// of the way of the code that runs (a site inside a `{ }` block keeps its own inline,
     /// since a label inside the block is not visible outside it).
-    tail: Vec<Vec<Statement>>,
+    tail: Vec<SlowPath>,
     /// Statically in-bounds accesses by instruction not counted yet (counting builds).
     static_counts: BTreeMap<InstId, u32>,
     report: &'x mut CheckFunction,

@@ -6,15 +6,21 @@
 use gpusan_ptx::ast::Statement;
 
 use super::plan::Insertion;
+use super::sitecode::SlowPath;
 
-/// Puts every insertion into `body` (paths of the body as it was), and returns the number
-/// of instructions added. Each statement list is rebuilt once with all of its insertions,
-/// rather than moving its tail once per insertion. At one point the LOADMETA goes first,
-/// then group checks, then the access's check; insertions of one kind at one point go in
-/// the reverse of their order in `insertions` (as when each was spliced in at that point
-/// in turn).
-pub(super) fn insert_all(body: &mut Vec<Statement>, insertions: Vec<Insertion>) -> u32 {
+/// Puts every insertion into `body` (paths of the body as it was), then the slow paths of
+/// `tail` after everything else at its end, and returns the number of instructions added.
+/// Each statement list is rebuilt once with all of its insertions, rather than moving its
+/// tail once per insertion. At one point the LOADMETA goes first, then group checks, then
+/// the access's check; insertions of one kind at one point go in the reverse of their order
+/// in `insertions` (as when each was spliced in at that point in turn).
+///
+/// The tail becomes statements only here, written straight into the rebuilt body's room:
+/// as statements made beforehand it was as large as the body and alive beside it.
+pub(super) fn insert_all(body: &mut Vec<Statement>, insertions: Vec<Insertion>, tail: Vec<SlowPath>) -> u32 {
     let mut inserted = 0;
+    let mut tail = tail;
+    let tail_len: usize = tail.iter().map(SlowPath::len).sum();
     let mut insertions: Vec<(usize, Insertion)> = insertions.into_iter().enumerate().collect();
     // Inner and later lists before the lists holding them: a rebuilt list moves its blocks,
     // but the paths into them only use indices of the lists above.
@@ -27,9 +33,12 @@ pub(super) fn insert_all(body: &mut Vec<Statement>, insertions: Vec<Insertion>) 
     while let Some(((_, first), _)) = rest.split_first() {
         let parents = first.at[..first.at.len() - 1].to_vec();
         let n = rest.iter().take_while(|(_, i)| i.at[..i.at.len() - 1] == parents).count();
-        let (group, tail) = std::mem::take(&mut rest).split_at_mut(n);
+        let (group, later) = std::mem::take(&mut rest).split_at_mut(n);
         let list = list_at_mut(body, &parents);
-        let added: usize = group.iter().map(|(_, i)| i.stmts.len()).sum();
+        let mut added: usize = group.iter().map(|(_, i)| i.stmts.len()).sum();
+        if parents.is_empty() {
+            added += tail_len;
+        }
         let old = std::mem::take(list);
         let old_len = old.len();
         let mut new = Vec::with_capacity(old_len + added);
@@ -50,10 +59,28 @@ pub(super) fn insert_all(body: &mut Vec<Statement>, insertions: Vec<Insertion>) 
             assert_eq!(*ins.at.last().unwrap() as usize, old_len, "an insertion point past the end of its list");
             put(&mut new, ins);
         }
+        if parents.is_empty() {
+            inserted += put_tail(&mut new, &mut tail);
+        }
         *list = new;
-        rest = tail;
+        rest = later;
+    }
+    if !tail.is_empty() {
+        // No insertion in the top-level list.
+        body.reserve_exact(tail_len);
+        inserted += put_tail(body, &mut tail);
     }
     inserted
+}
+
+/// The slow paths of `tail`, each freed as it is written: the tail's own memory goes back
+/// as the body grows.
+fn put_tail(new: &mut Vec<Statement>, tail: &mut Vec<SlowPath>) -> u32 {
+    let start = new.len();
+    for slow in std::mem::take(tail) {
+        slow.emit_into(new);
+    }
+    new[start..].iter().filter(|s| matches!(s, Statement::Inst(_))).count() as u32
 }
 
 fn list_at_mut<'a>(body: &'a mut Vec<Statement>, parents: &[u32]) -> &'a mut Vec<Statement> {
@@ -125,7 +152,7 @@ mod tests {
         };
         let (mut want, mut got) = (body.clone(), body);
         let n = splice_each(&mut want, insertions());
-        assert_eq!(insert_all(&mut got, insertions()), n);
+        assert_eq!(insert_all(&mut got, insertions(), Vec::new()), n);
         assert_eq!(n, 12);
         assert_eq!(got, want);
     }
@@ -133,6 +160,6 @@ mod tests {
     #[test]
     #[should_panic(expected = "past the end")]
     fn a_point_past_the_end_is_refused() {
-        insert_all(&mut vec![label("a")], vec![ins(&[2], 0, "x")]);
+        insert_all(&mut vec![label("a")], vec![ins(&[2], 0, "x")], Vec::new());
     }
 }

@@ -89,6 +89,7 @@ pub(super) enum Blame {
 }
 
 /// The fields of an error record known when instrumenting.
+#[derive(Clone, Copy)]
 pub(super) struct Record {
     pub(super) blame: Blame,
     pub(super) width: u32,
@@ -120,15 +121,8 @@ pub(super) fn record_where() -> &'static str {
     &WHERE
 }
 
-/// Writes one error record when `%__gs_bad` holds: `i = atom.add(count, 1)`, and if
-/// `i < capacity`, record `i` ([`record::record_offset`]; bench/injection/abi_test.cpp
-/// writes the same), every field of it. Under
-/// [`Reaction::Abort`] every bad access then reaches `stop` and traps, stored or not (no
-/// runtime, or a full buffer).
-///
-/// Every checked access gets one, some 40 lines, and they differ only in their labels and
-/// numbers: each kind of record ([`record_text`]) is a [`snippet::Template`], parsed once
-/// per thread and then filled, rather than written and parsed line by line.
+/// [`fill_record_into`] with the labels as the pass writes them.
+#[cfg(test)]
 pub(super) fn report_record_into(
     r: &Record,
     reaction: Reaction,
@@ -139,6 +133,22 @@ pub(super) fn report_record_into(
     debug_assert_eq!(stop.is_some(), reaction == Reaction::Abort);
     let skip = label_name(skip);
     let end = stop.as_deref().map_or(skip, label_name);
+    fill_record_into(r, stop.is_some(), skip, end, out);
+}
+
+/// Writes one error record when `%__gs_bad` holds: `i = atom.add(count, 1)`, and if
+/// `i < capacity`, record `i` ([`record::record_offset`]; bench/injection/abi_test.cpp
+/// writes the same), every field of it. Under
+/// [`Reaction::Abort`] every bad access then reaches `end` (the stop label) and traps, stored or not (no
+/// runtime, or a full buffer).
+///
+/// Every checked access gets one, some 40 lines, and they differ only in their labels and
+/// numbers: each kind of record ([`record_text`]) is a [`snippet::Template`], parsed once
+/// per thread and then filled, rather than written and parsed line by line.
+///
+/// `skip` is the label the access skips to; `end` the one the writer ends at: the stop
+/// label with `abort`, else `skip`.
+pub(super) fn fill_record_into(r: &Record, abort: bool, skip: Name, end: Name, out: &mut Vec<Statement>) {
     let int = |v: u32| Operand::Int(gpusan_ptx::ast::IntLit::dec(v.into()));
     let Record { blame, width, line, function, space, access } = *r;
     let values =
@@ -150,15 +160,25 @@ pub(super) fn report_record_into(
         if records.len() >= MAX_RECORD_KINDS {
             records.clear();
         }
-        let kind = (blame, stop.is_some());
         records
-            .entry(kind)
-            .or_insert_with(|| snippet::Template::new(&record_text(blame, stop.is_some())))
+            .entry((blame, abort))
+            .or_insert_with(|| snippet::Template::new(&record_text(blame, abort)))
             .fill_into(&values, out)
     });
 }
 
-/// Record kinds kept by [`report_record_into`].
+/// The number of statements [`fill_record_into`] writes for a record of `blame`.
+pub(super) fn record_len(blame: Blame, abort: bool) -> usize {
+    RECORDS.with(|records| {
+        let mut records = records.borrow_mut();
+        if records.len() >= MAX_RECORD_KINDS {
+            records.clear();
+        }
+        records.entry((blame, abort)).or_insert_with(|| snippet::Template::new(&record_text(blame, abort))).len()
+    })
+}
+
+/// Record kinds kept by [`fill_record_into`].
 pub(super) const MAX_RECORD_KINDS: usize = 1024;
 
 thread_local! {

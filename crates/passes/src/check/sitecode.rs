@@ -9,7 +9,7 @@ use gpusan_ptx::semantics::Space;
 
 use super::config::Reaction;
 use super::plan::Layout;
-use super::records::{access_code, label_name, report_record_into, stop_label, Blame, Record};
+use super::records::{access_code, fill_record_into, label_name, record_len, stop_label, Blame, Record};
 use super::regs::RegBits;
 use super::sites::{Access, Site};
 use super::{counting, heap, onchip, snippet, spans};
@@ -22,7 +22,73 @@ use gpusan_abi::table::STATE_LIVE;
 pub(super) struct SiteCode {
     pub(super) before: Vec<Statement>,
     pub(super) after: Vec<Statement>,
-    pub(super) slow: Vec<Statement>,
+    pub(super) slow: SlowPath,
+}
+
+/// A site's slow path as what it is made of (its labels, its checks' text, its records'
+/// fields), turned into statements by [`SlowPath::emit_into`] only where it goes. A slow
+/// path is some 45 statements of 96 bytes an access and this a tenth of that: a large
+/// kernel's slow paths (the tail of its body) held as statements until the body was
+/// rebuilt were as large as that body, both alive at once (1.4 GB for 50,000 blocks).
+#[derive(Default)]
+pub(super) struct SlowPath {
+    pieces: Vec<Piece>,
+    /// The statements it becomes.
+    len: usize,
+}
+
+enum Piece {
+    Label(Name),
+    /// PTX text the pass wrote, one statement a line.
+    Text(Box<str>),
+    Record {
+        record: Record,
+        abort: bool,
+        skip: Name,
+        end: Name,
+    },
+}
+
+impl SlowPath {
+    fn label(&mut self, label: Name) {
+        self.pieces.push(Piece::Label(label));
+        self.len += 1;
+    }
+
+    fn text(&mut self, text: &str) {
+        self.len += memchr::memchr_iter(b'\n', text.as_bytes()).count();
+        self.pieces.push(Piece::Text(text.into()));
+    }
+
+    fn record(&mut self, record: Record, stop: Option<String>, skip: &str) {
+        let skip = label_name(skip);
+        let end = stop.as_deref().map_or(skip, label_name);
+        let abort = stop.is_some();
+        self.len += record_len(record.blame, abort);
+        self.pieces.push(Piece::Record { record, abort, skip, end });
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.pieces.is_empty()
+    }
+
+    /// The number of statements [`SlowPath::emit_into`] pushes.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Its statements, pushed onto `out`.
+    pub(super) fn emit_into(&self, out: &mut Vec<Statement>) {
+        let start = out.len();
+        for piece in &self.pieces {
+            match piece {
+                Piece::Label(l) => out.push(Statement::Label(*l, Span::NONE)),
+                Piece::Text(t) => snippet::parse_into(t, out),
+                Piece::Record { record, abort, skip, end } => fill_record_into(record, *abort, *skip, *end, out),
+            }
+        }
+        debug_assert_eq!(out.len() - start, self.len, "a slow path's length is known before it is written");
+    }
 }
 
 /// What the code of every site of a function shares.
@@ -115,10 +181,8 @@ impl SiteGen<'_> {
         let mut before = snippet::parse(&text);
         // The slow path: each access judged again and reported, then the instruction skipped.
         let (slow_label, skip) = (label(), label());
-        // An access's record and checks are some 50 statements: room for them at once,
-        // rather than the list moved each time it doubles.
-        let mut slow = Vec::with_capacity(8 + 56 * (site.accesses.len() + site.windows.len()));
-        slow.push(Statement::Label(label_name(&slow_label), Span::NONE));
+        let mut slow = SlowPath::default();
+        slow.label(label_name(&slow_label));
         let guarded = if guard.is_some() { "\tand.pred %__gs_bad, %__gs_bad, %__gs_g;\n" } else { "" };
         // One buffer for every access's check, rather than a string each.
         let mut check = String::with_capacity(512);
@@ -126,7 +190,7 @@ impl SiteGen<'_> {
             check.clear();
             access_check(self.layout, k, address(operand), w, space, &mut check);
             check.push_str(guarded);
-            snippet::parse_into(&check, &mut slow);
+            slow.text(&check);
             let block_slot = self.block_roots.keys().position(|&b| b == k);
             let record = Record {
                 blame: Blame::Root { k, layout: self.layout, block_slot },
@@ -137,13 +201,13 @@ impl SiteGen<'_> {
                 access: access_code(kind),
             };
             let (done, stop) = (label(), stop_label(self.reaction, label));
-            report_record_into(&record, self.reaction, &stop, &done, &mut slow);
+            slow.record(record, stop, &done);
         }
         for c in &site.windows {
             check.clear();
             check.push_str(&onchip::check_text(c));
             check.push_str(guarded);
-            snippet::parse_into(&check, &mut slow);
+            slow.text(&check);
             let record = Record {
                 blame: Blame::Window(c.code()),
                 width: c.width,
@@ -153,16 +217,17 @@ impl SiteGen<'_> {
                 access: access_code(c.kind),
             };
             let (done, stop) = (label(), stop_label(self.reaction, label));
-            report_record_into(&record, self.reaction, &stop, &done, &mut slow);
+            slow.record(record, stop, &done);
         }
         check.clear();
         check.push_str(&self.zero_destinations(site, inst));
         let _ = writeln!(check, "\tbra.uni {skip};");
-        snippet::parse_into(&check, &mut slow);
+        slow.text(&check);
         let slow = if inline {
             snippet::parse_into(&format!("\t@!%__gs_any bra {fast};\n"), &mut before);
-            before.append(&mut slow);
-            Vec::new()
+            before.reserve(slow.len());
+            slow.emit_into(&mut before);
+            SlowPath::default()
         } else {
             snippet::parse_into(&format!("\t@%__gs_any bra {slow_label};\n"), &mut before);
             slow

@@ -259,6 +259,11 @@ impl Template {
         Template { stmts, holes }
     }
 
+    /// The number of statements [`Template::fill_into`] writes.
+    pub(super) fn len(&self) -> usize {
+        self.stmts.len()
+    }
+
     /// The statements with `values[i]` for hole `i`, pushed onto `out`. A value for a label
     /// must be a name.
     pub(super) fn fill_into(&self, values: &[gpusan_ptx::ast::Operand], out: &mut Vec<Statement>) {
