@@ -28,7 +28,7 @@ use super::report::CheckFunction;
 use super::shadows::{shadow_copy, shadow_move, ShadowPlan};
 use super::sitecode::{SiteGen, SlowPath};
 use super::sites::{Site, SitePlan};
-use super::snippet::parse as snippet;
+use super::snippet::{self, parse as snippet};
 use super::spans;
 
 /// What the analysis stages decided for one function.
@@ -73,21 +73,22 @@ impl Labels {
     }
 }
 
-/// Rewrites `f` by `plan`; the counts of what was added go to `report`. The runs given two
-/// versions are decided here, with the code around them (`spans`), and returned.
+/// The rewrite of `f` by `plan`, to be applied by [`Rewrite::apply`] once the plan and the
+/// control-flow graph are dropped; the counts of what is added go to `report`. The runs
+/// given two versions are decided here, with the code around them (`spans`), and returned.
 pub(super) fn run(
     f: &mut Function,
     cfg: &Cfg,
     plan: &FunctionPlan,
     context: &Context,
     report: &mut CheckFunction,
-) -> Vec<spans::Span> {
+) -> (Vec<spans::Span>, Rewrite) {
     let mut static_counts = plan.sites.static_in_bounds.clone();
     if !context.counters.counting.is_on() {
         static_counts.clear();
     }
     if plan.sites.sites.is_empty() && plan.heap_calls.is_empty() && static_counts.is_empty() {
-        return Vec::new();
+        return (Vec::new(), Rewrite::default());
     }
     let function: &Function = f;
     let mut emitter = Emitter {
@@ -126,19 +127,38 @@ pub(super) fn run(
     emitter.site_checks(body, &site_code, &in_span);
     emitter.static_counts();
     let top = emitter.declarations();
-    let Emitter { mut insertions, mut tail, report, .. } = emitter;
-    let body = f.body.as_mut().unwrap();
+    let Emitter { mut insertions, mut tail, .. } = emitter;
+    let body_len = f.body.as_ref().map_or(0, Vec::len);
     // Pushed last, of the first kind: before whatever else goes at the top.
     insertions.push(Insertion { at: vec![0], order: 0, stmts: snippet(&top) });
     tail.retain(|t| !t.is_empty());
     if !tail.is_empty() {
         // Unreachable but by the branches to it: a body that ends without `ret` must not
         // fall into it.
-        let end = vec![body.len() as u32];
+        let end = vec![body_len as u32];
         insertions.push(Insertion { at: end, order: order::TAIL, stmts: snippet("\tret;\n") });
     }
-    report.inserted += super::insert::insert_all(body, insertions, tail);
-    spans
+    (spans, Rewrite { insertions, tail })
+}
+
+/// What [`run`] puts into a function's body: the insertions, and the slow paths that go
+/// after its last statement.
+#[derive(Default)]
+pub(super) struct Rewrite {
+    insertions: Vec<Insertion>,
+    tail: Vec<SlowPath>,
+}
+
+impl Rewrite {
+    /// Puts the code into `f`'s body, the body it was planned for; the number of
+    /// instructions added goes to `report`.
+    pub(super) fn apply(self, f: &mut Function, report: &mut CheckFunction) {
+        if self.insertions.is_empty() {
+            return;
+        }
+        let body = f.body.as_mut().expect("code is planned only for a body");
+        report.inserted += super::insert::insert_all(body, self.insertions, self.tail);
+    }
 }
 
 struct Emitter<'x> {
@@ -315,6 +335,7 @@ impl Emitter<'_> {
                 _ => None,
             })
             .collect();
+        let mut stmts = Vec::new();
         for span in &spans {
             // Both versions of the span: the checked one, then the original statements.
             let fast = self.labels.next();
@@ -324,7 +345,8 @@ impl Emitter<'_> {
                 naive += static_top.get(&(j as u32)).and_then(|i| self.static_counts.remove(i)).unwrap_or(0);
             }
             let enter = self.context.counters.bump(&[(Counter::Access, naive), (Counter::Span, 1)]);
-            let mut stmts = snippet(&(enter + &spans::enter_text(&span.groups, &fast)));
+            stmts.clear();
+            snippet::parse_into(&(enter + &spans::enter_text(&span.groups, &fast)), &mut stmts);
             for (j, stmt) in body.iter().enumerate().take(span.last + 1).skip(span.first) {
                 match span.sites.iter().find(|&&(at, _)| at == j) {
                     Some(&(_, s)) => {
@@ -341,9 +363,14 @@ impl Emitter<'_> {
                     None => stmts.push(stmt.clone()),
                 }
             }
-            stmts.extend(snippet(&format!("\tbra.uni {end};\n{fast}:\n")));
+            snippet::parse_into(&format!("\tbra.uni {end};\n{fast}:\n"), &mut stmts);
+            // Built in one vector for all and moved into one of its exact length: held until
+            // the body is rebuilt, each span's own doubled vector's spare room (which
+            // shrinking in place does not give back) was a tenth of a large kernel's spans.
+            let mut exact = Vec::with_capacity(stmts.len());
+            exact.append(&mut stmts);
             self.report.spans += 1;
-            self.insertions.push(Insertion { at: vec![span.first as u32], order: order::BEFORE, stmts });
+            self.insertions.push(Insertion { at: vec![span.first as u32], order: order::BEFORE, stmts: exact });
             self.insertions.push(Insertion {
                 at: vec![span.last as u32 + 1],
                 order: order::AFTER_ACCESS,

