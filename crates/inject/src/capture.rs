@@ -25,6 +25,7 @@ use std::ffi::{c_void, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
 
 use crate::driver::{current_context, real, CUresult, CUstream, Loaded, CUDA_SUCCESS};
@@ -42,7 +43,7 @@ pub fn any() -> bool {
 }
 
 fn capturing<R>(f: impl FnOnce(&mut HashSet<u64>) -> R) -> R {
-    let mut g = CAPTURING.get().lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = locks::lock(CAPTURING.get());
     let set = g.get_or_insert_with(HashSet::new);
     let r = f(set);
     ACTIVE.get().store(set.len(), Ordering::Release);
@@ -109,7 +110,7 @@ pub fn own_stream() -> Option<CUstream> {
     if context == 0 {
         return None;
     }
-    let known = STREAMS.get().lock().unwrap_or_else(|p| p.into_inner()).as_ref().and_then(|m| m.get(&context).copied());
+    let known = locks::lock(STREAMS.get()).as_ref().and_then(|m| m.get(&context).copied());
     if let Some(s) = known {
         return Some(s as CUstream);
     }
@@ -119,7 +120,7 @@ pub fn own_stream() -> Option<CUstream> {
     if relaxed(|| unsafe { create(&mut stream, STREAM_NON_BLOCKING) }) != CUDA_SUCCESS || stream.is_null() {
         return None;
     }
-    let mut g = STREAMS.get().lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = locks::lock(STREAMS.get());
     let kept = *g.get_or_insert_with(HashMap::new).entry(context).or_insert(stream as u64);
     drop(g);
     if kept != stream as u64 {
@@ -133,7 +134,7 @@ pub fn own_stream() -> Option<CUstream> {
 
 /// `context` was destroyed, and gpusan's stream in it with it.
 pub fn context_gone(context: u64) {
-    if let Some(streams) = STREAMS.get().lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+    if let Some(streams) = locks::lock(STREAMS.get()).as_mut() {
         streams.remove(&context);
     }
 }

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::ffi::{c_void, CStr};
 use std::sync::Mutex;
 
+use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 
@@ -85,7 +86,7 @@ pub fn name_at(addr: u64) -> Option<String> {
         path = std::fs::read_link("/proc/self/exe").ok()?.to_string_lossy().into_owned();
     }
     let relative = addr.checked_sub(info.dli_fbase as u64)?;
-    let mut g = FILES.get().lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = locks::lock(FILES.get());
     let objects = g.entry(path.clone()).or_insert_with(|| objects_of(&path));
     let objects = objects.as_ref()?;
     let i = objects.binary_search_by_key(&relative, |o| o.0).ok()?;

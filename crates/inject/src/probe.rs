@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
 
 #[derive(Default)]
@@ -26,7 +27,7 @@ pub struct Seen {
 static SEEN: PerProcess<Mutex<Seen>> = PerProcess::new(Default::default);
 
 pub fn with<R>(f: impl FnOnce(&mut Seen) -> R) -> R {
-    f(&mut SEEN.get().lock().unwrap_or_else(|p| p.into_inner()))
+    f(&mut locks::lock(SEEN.get()))
 }
 
 pub fn note(s: impl Into<String>) {

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 
 use gpusan_abi::{env, Mode, Reaction};
 use gpusan_runtime::checks::Finding;
+use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
 use gpusan_runtime::registry::{self, Config as RegistryConfig, Registry, SiteId};
 use gpusan_runtime::report::{Collector, CollectorConfig, Report};
@@ -92,7 +93,7 @@ impl State {
 
     /// Records a finding; a new distinct one is also written to the events file now.
     pub fn report(&self, report: Report) {
-        let is_new = self.collector.lock().unwrap_or_else(|p| p.into_inner()).push(report.clone());
+        let is_new = locks::lock(&self.collector).push(report.clone());
         if !is_new {
             return;
         }
@@ -101,7 +102,7 @@ impl State {
             stack.frames = registry::symbolize(stack.site);
         }
         if let Ok(line) = serde_json::to_string(&report) {
-            if let Some(f) = self.events.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            if let Some(f) = locks::lock(&self.events).as_mut() {
                 let _ = writeln!(f, "{line}");
             }
         }
@@ -113,10 +114,7 @@ impl State {
 
     /// The findings collected so far, leaving an empty collector (for the final document).
     pub fn take_findings(&self) -> Collector {
-        std::mem::replace(
-            &mut *self.collector.lock().unwrap_or_else(|p| p.into_inner()),
-            Collector::new(CollectorConfig::default()),
-        )
+        std::mem::replace(&mut *locks::lock(&self.collector), Collector::new(CollectorConfig::default()))
     }
 }
 

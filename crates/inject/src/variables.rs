@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::ffi::c_void;
 use std::sync::Mutex;
 
+use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
 use gpusan_runtime::registry::{AllocKind, Allocation, Lookup, NewAlloc, SiteId};
 
@@ -54,7 +55,7 @@ struct Variables {
 static VARIABLES: PerProcess<Mutex<Option<Variables>>> = PerProcess::new(|| Mutex::new(None));
 
 fn with<R>(f: impl FnOnce(&mut Variables) -> R) -> R {
-    let mut g = VARIABLES.get().lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = locks::lock(VARIABLES.get());
     f(g.get_or_insert_with(Variables::default))
 }
 

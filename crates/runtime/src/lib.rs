@@ -7,6 +7,7 @@
 //! - [`checks`]: host API calls (copies, sets, frees) judged against the registry.
 //! - [`report`]: one error format for every mode, as text and JSON.
 //! - [`per_process`]: state a child made by `fork` gets afresh, never its parent's locks.
+//! - [`locks`]: how that state's locks are taken, poisoned or not.
 //! - [`device_abi`]: how the error records instrumented kernels write become reports (the
 //!   layouts they share with the runtime are `gpusan_abi`'s).
 
@@ -14,6 +15,7 @@ pub mod checks;
 pub mod device_abi;
 #[doc(hidden)]
 pub mod fuzz;
+pub mod locks;
 pub mod per_process;
 pub mod registry;
 pub mod report;

@@ -21,6 +21,8 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
+use crate::locks;
+
 /// Bumped in every child made by `fork`: values of an older generation are the parent's.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
@@ -105,7 +107,7 @@ pub fn fork_waits<R>(f: impl FnOnce() -> R) -> Option<R> {
     if SPLIT.load(Ordering::Acquire) {
         return None;
     }
-    let _held = UNSPLIT.lock().unwrap_or_else(|p| p.into_inner());
+    let _held = locks::lock(&UNSPLIT);
     Some(f())
 }
 
@@ -191,13 +193,13 @@ mod tests {
     /// forks: the fork waits for the `fork_waits` work, and the child gets a lock of its own.
     #[test]
     fn a_child_never_waits_on_a_lock_held_at_the_fork() {
-        let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        let _serial = locks::lock(&SERIAL);
         static LOCK: PerProcess<Mutex<u32>> = PerProcess::new(|| Mutex::new(7));
-        *LOCK.get().lock().unwrap() = 1;
+        *locks::lock(LOCK.get()) = 1;
         let (held, release) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
         let (waited, status) = std::thread::scope(|s| {
             s.spawn(|| {
-                let _g = LOCK.get().lock().unwrap();
+                let _g = locks::lock(LOCK.get());
                 fork_waits(|| {
                     held.wait();
                     std::thread::sleep(Duration::from_millis(200));
@@ -212,14 +214,14 @@ mod tests {
         assert!(waited >= Duration::from_millis(100), "the fork did not wait: {waited:?}");
         assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child status {status:#x}");
         // The parent's value is untouched.
-        assert_eq!(*LOCK.get().lock().unwrap(), 1);
+        assert_eq!(*locks::lock(LOCK.get()), 1);
     }
 
     /// Work a fork must not split runs past the fork's patience: the fork goes ahead, and
     /// the child does without that work rather than wait on a lock no thread will release.
     #[test]
     fn a_fork_waits_only_so_long_and_the_child_does_without() {
-        let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        let _serial = locks::lock(&SERIAL);
         let started = std::sync::Barrier::new(2);
         let (waited, status) = std::thread::scope(|s| {
             s.spawn(|| {

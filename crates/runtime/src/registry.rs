@@ -27,6 +27,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::{Bound, Range};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::locks;
 use crate::per_process::{fork_waits, PerProcess};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -377,16 +378,16 @@ pub struct Registry {
 }
 
 /// `std`'s reader–writer lock, whose whole state is the lock itself (see `per_process` for
-/// why that matters after `fork`). Nothing panics while holding it, so poisoning is moot.
+/// why that matters after `fork`), taken poisoned or not (`locks`).
 struct Lock<T>(RwLock<T>);
 
 impl<T> Lock<T> {
     fn read(&self) -> RwLockReadGuard<'_, T> {
-        self.0.read().unwrap_or_else(|p| p.into_inner())
+        locks::read(&self.0)
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, T> {
-        self.0.write().unwrap_or_else(|p| p.into_inner())
+        locks::write(&self.0)
     }
 }
 

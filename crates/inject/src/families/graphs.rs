@@ -37,6 +37,7 @@
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
 
+use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
 use gpusan_runtime::registry::{AllocKind, Lookup, SiteId};
 
@@ -124,7 +125,7 @@ static GRAPHS: PerProcess<std::sync::Mutex<Option<GraphMemory>>> = PerProcess::n
 
 /// gpusan's record of graph memory. Never held while the registry or the driver is called.
 fn graphs<R>(f: impl FnOnce(&mut GraphMemory) -> R) -> R {
-    let mut g = GRAPHS.get().lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = locks::lock(GRAPHS.get());
     f(g.get_or_insert_with(GraphMemory::default))
 }
 

@@ -11,6 +11,7 @@
 use std::ffi::c_void;
 
 use gpusan_runtime::checks::check_free;
+use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
 use gpusan_runtime::registry::{AllocKind, Allocation, FreeApi, FreeOutcome, Lookup};
 
@@ -59,7 +60,7 @@ static RELEASE_AFTER_CAPTURE: PerProcess<std::sync::Mutex<Vec<Allocation>>> = Pe
 /// Really frees an allocation leaving quarantine.
 fn release(a: &Allocation) {
     if crate::capture::any() {
-        RELEASE_AFTER_CAPTURE.get().lock().unwrap_or_else(|p| p.into_inner()).push(*a);
+        locks::lock(RELEASE_AFTER_CAPTURE.get()).push(*a);
         return;
     }
     let r = real::in_context(a.context, || match a.kind {
@@ -73,7 +74,7 @@ fn release(a: &Allocation) {
         _ => None,
     });
     if let Some(r) = r.filter(|&r| r != CUDA_SUCCESS) {
-        let mut failed = RELEASE_FAILED.get().lock().unwrap_or_else(|p| p.into_inner());
+        let mut failed = locks::lock(RELEASE_FAILED.get());
         failed.0 += 1;
         if failed.1.is_none() {
             failed.1 = Some(format!("{:#x} ({} bytes, context {:#x}): error {r}", a.base, a.size, a.context));
@@ -87,7 +88,7 @@ static RELEASE_FAILED: PerProcess<std::sync::Mutex<(u64, Option<String>)>> = Per
 
 /// A note for the report if giving held-back memory back ever failed.
 pub fn release_failures() -> Option<String> {
-    let failed = RELEASE_FAILED.get().lock().unwrap_or_else(|p| p.into_inner());
+    let failed = locks::lock(RELEASE_FAILED.get());
     failed.1.as_ref().map(|first| {
         format!(
             "{} freed allocation(s) held back in quarantine could not be given back to the driver (first: {first})",
@@ -105,12 +106,12 @@ pub fn context_gone(context: u64) {
             st.registry.forget(a.base);
         }
     }
-    RELEASE_AFTER_CAPTURE.get().lock().unwrap_or_else(|p| p.into_inner()).retain(|a| a.context != context);
+    locks::lock(RELEASE_AFTER_CAPTURE.get()).retain(|a| a.context != context);
 }
 
 /// The last capture of the process ended: what was held back for it can be done now.
 pub fn after_captures() {
-    let held = std::mem::take(&mut *RELEASE_AFTER_CAPTURE.get().lock().unwrap_or_else(|p| p.into_inner()));
+    let held = std::mem::take(&mut *locks::lock(RELEASE_AFTER_CAPTURE.get()));
     held.iter().for_each(release);
 }
 

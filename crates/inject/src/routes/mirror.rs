@@ -42,6 +42,7 @@ use gpusan_abi::table::{self, table_bytes};
 use gpusan_abi::{RuntimeVar, ERRORS_SYMBOL, MODULE_SYMBOL, RUNTIME_VARS, TABLE_SYMBOL};
 use gpusan_passes::meta::ModuleMeta;
 use gpusan_runtime::device_abi::{ErrorRecord, SourceLines};
+use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
 use gpusan_runtime::registry::DeviceTable;
 
@@ -93,11 +94,11 @@ static ABI: PerProcess<Mutex<Option<Contexts>>> = PerProcess::new(|| Mutex::new(
 static ACTIVE: PerProcess<AtomicBool> = PerProcess::new(|| AtomicBool::new(false));
 
 fn lock() -> MutexGuard<'static, Option<Contexts>> {
-    ABI.get().lock().unwrap_or_else(|p| p.into_inner())
+    locks::lock(ABI.get())
 }
 
 fn lock_abi(abi: &Mutex<Abi>) -> MutexGuard<'_, Abi> {
-    abi.lock().unwrap_or_else(|p| p.into_inner())
+    locks::lock(abi)
 }
 
 /// The entry of `context`, if set up (the map's lock held only for the lookup).

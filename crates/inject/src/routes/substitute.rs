@@ -25,6 +25,7 @@ use std::ffi::c_void;
 use std::sync::Mutex;
 
 use gpusan_passes::meta::ModuleMeta;
+use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
 
 use crate::driver::Loaded;
@@ -85,7 +86,7 @@ impl Modules {
 static MODULES: PerProcess<Mutex<Option<Modules>>> = PerProcess::new(|| Mutex::new(None));
 
 pub fn with<R>(f: impl FnOnce(&mut Modules) -> R) -> R {
-    let mut g = MODULES.get().lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = locks::lock(MODULES.get());
     f(g.get_or_insert_with(Modules::default))
 }
 
