@@ -876,6 +876,8 @@ static MAX_SITES: AtomicUsize = AtomicUsize::new(1 << 20);
 /// How many frames the unwinder reports up to and including `capture_site` itself; fixed for
 /// a build, found on the first capture. `usize::MAX` until then.
 static OWN_FRAMES: AtomicUsize = AtomicUsize::new(usize::MAX);
+/// The same for `capture_site_outside`.
+static OWN_FRAMES_OUTSIDE: AtomicUsize = AtomicUsize::new(usize::MAX);
 
 /// FxHash: the keys are return addresses, not attacker-chosen, and SipHash over 16 of them
 /// would be a visible part of the capture cost.
@@ -927,12 +929,29 @@ pub fn configure_sites(config: SiteConfig) {
 /// before returning it, and mark wrappers counted by `skip_frames` `#[inline(never)]`.
 #[inline(never)]
 pub fn capture_site(skip_frames: usize) -> SiteId {
-    const CALIBRATION_LIMIT: usize = 32;
+    let mut skip = skip_frames;
     let target = capture_site as fn(usize) -> SiteId as usize;
-    let known = OWN_FRAMES.load(Ordering::Relaxed);
+    capture(target, &OWN_FRAMES, |_| skip.checked_sub(1).map(|left| skip = left).is_some())
+}
+
+/// The current host stack from its first frame outside `own`, interned: `own` holds the
+/// code of the library that captures (an injected one), whose frames, however many and
+/// whatever inlining made of them, are none of the program's.
+#[inline(never)]
+pub fn capture_site_outside(own: Range<u64>) -> SiteId {
+    let target = capture_site_outside as fn(Range<u64>) -> SiteId as usize;
+    capture(target, &OWN_FRAMES_OUTSIDE, |ip| own.contains(&ip))
+}
+
+/// The stack above `target`'s frame (`own_frames` counts the frames up to it), from the
+/// first frame `skip` lets through.
+#[inline(always)]
+fn capture(target: usize, own_frames: &AtomicUsize, mut skip: impl FnMut(u64) -> bool) -> SiteId {
+    const CALIBRATION_LIMIT: usize = 32;
+    let known = own_frames.load(Ordering::Relaxed);
     let depth = SITE_DEPTH.load(Ordering::Relaxed).clamp(1, SiteConfig::MAX_DEPTH);
     let mut own = known;
-    let (mut seen, mut skip, mut n) = (0, skip_frames, 0);
+    let (mut seen, mut skipping, mut n) = (0, true, 0);
     let mut buf = [0u64; SiteConfig::MAX_DEPTH];
     // One closure for both cases, so the first (calibrating) capture walks exactly the frames
     // later ones do. Naming functions costs an FDE search per frame, hence done once.
@@ -947,10 +966,10 @@ pub fn capture_site(skip_frames: usize) -> SiteId {
         if seen <= own {
             return true;
         }
-        if skip > 0 {
-            skip -= 1;
+        if skipping && skip(frame.ip() as u64) {
             return true;
         }
+        skipping = false;
         buf[n] = frame.ip() as u64;
         n += 1;
         n < depth
@@ -966,7 +985,7 @@ pub fn capture_site(skip_frames: usize) -> SiteId {
     backtrace::trace(&mut on_frame);
     if known == usize::MAX {
         // Not found: keep every frame from now on (a few runtime frames on top of each stack).
-        OWN_FRAMES.store(if own == usize::MAX { 0 } else { own }, Ordering::Relaxed);
+        own_frames.store(if own == usize::MAX { 0 } else { own }, Ordering::Relaxed);
         if own == usize::MAX {
             return SiteId::UNKNOWN;
         }

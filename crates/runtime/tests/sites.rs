@@ -53,3 +53,31 @@ fn unknown_sites_symbolize_to_nothing() {
     assert!(symbolize(SiteId::UNKNOWN).is_empty());
     assert!(site_addresses(SiteId::from_raw(u32::MAX)).is_empty());
 }
+
+#[inline(never)]
+fn helper_outside(own: std::ops::Range<u64>) -> SiteId {
+    std::hint::black_box(gpusan_runtime::registry::capture_site_outside(own))
+}
+
+/// A stack captured from inside an injected library starts at its first frame outside that
+/// library's code: only the leading frames in the range are left out.
+#[test]
+fn a_site_outside_a_range_starts_at_the_first_frame_beyond_it() {
+    // The same call, first with nothing left out, then leaving out its first frame's code,
+    // then a later frame's only.
+    let mut stacks: Vec<Vec<u64>> = Vec::new();
+    for round in 0..3 {
+        let own = match round {
+            0 => 0..0,
+            1 => stacks[0][0]..stacks[0][0] + 1,
+            _ => stacks[0][1]..stacks[0][1] + 1,
+        };
+        stacks.push(site_addresses(helper_outside(own)));
+    }
+    let n = stacks[0].len();
+    assert!(n > 2, "{stacks:x?}");
+    assert_eq!(stacks[1][..n - 1], stacks[0][1..], "{stacks:x?}");
+    assert_eq!(stacks[2], stacks[0], "{stacks:x?}");
+    let names = function_names(helper_outside(stacks[0][0]..stacks[0][0] + 1));
+    assert!(!names.iter().any(|n| n.contains("helper_outside")), "{names:#?}");
+}
