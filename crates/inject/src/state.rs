@@ -93,7 +93,11 @@ impl State {
 
     /// Records a finding; a new distinct one is also written to the events file now.
     pub fn report(&self, report: Report) {
-        let is_new = locks::lock(&self.collector).push(report.clone());
+        let mut collector = locks::lock(&self.collector);
+        let is_new = collector.push(report.clone());
+        // Tests: a panic with the lock held, which poisons it.
+        crate::driver::boundary::test_panic("report");
+        drop(collector);
         if !is_new {
             return;
         }

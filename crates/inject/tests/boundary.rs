@@ -138,7 +138,12 @@ fn violations(files: &BTreeMap<String, String>) -> Vec<String> {
     wrong
 }
 
+/// The sources of this crate (path relative to `src/` → text).
 fn sources() -> BTreeMap<String, String> {
+    sources_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
+}
+
+fn sources_in(root: &Path) -> BTreeMap<String, String> {
     fn walk(dir: &Path, root: &Path, out: &mut BTreeMap<String, String>) {
         for e in std::fs::read_dir(dir).unwrap().flatten() {
             let p = e.path();
@@ -150,9 +155,8 @@ fn sources() -> BTreeMap<String, String> {
             }
         }
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut out = BTreeMap::new();
-    walk(&root, &root, &mut out);
+    walk(root, root, &mut out);
     out
 }
 
@@ -174,6 +178,27 @@ fn every_function_c_calls_runs_under_the_boundary() {
     for export in ["fn dlsym_from(", "fn cuGetProcAddress_v2(", "fn cuGetProcAddress(", "fn InitializeInjection("] {
         assert!(all.contains(export), "{export} not found");
     }
+}
+
+/// A panic caught at the boundary leaves the locks it held poisoned, and `lock().unwrap()`
+/// would panic again in every later call that takes one (the report at exit among them):
+/// the code that runs inside the program (this crate and `gpusan-runtime`) takes its locks
+/// through `gpusan_runtime::locks`, poisoned or not.
+#[test]
+fn every_lock_is_taken_poisoned_or_not() {
+    let runtime = Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/src");
+    let mut wrong = Vec::new();
+    for (krate, files) in [("inject", sources()), ("runtime", sources_in(&runtime))] {
+        for (path, text) in files.iter().filter(|(p, _)| !(krate == "runtime" && *p == "locks.rs")) {
+            let code = code(text);
+            for taken in [".lock()", ".read().unwrap", ".write().unwrap", ".read().expect", ".write().expect"] {
+                if code.contains(taken) {
+                    wrong.push(format!("crates/{krate}/src/{path}: `{taken}` (use gpusan_runtime::locks)"));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 #[test]

@@ -834,8 +834,12 @@ static const struct entry table[] = {
     {"cuLaunchKernel", (void *)cuLaunchKernel}, {"cuModuleLoadData", (void *)cuModuleLoadData},
     {"cuModuleGetGlobal", (void *)cuModuleGetGlobal_v2},
 };
+/* Not a driver function: how many times cuGetProcAddress_v2 was called. */
+static int getproc_calls;
+int fake_getproc_calls(void) { return getproc_calls; }
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t flags, int *status) {
     (void)version; (void)flags;
+    __atomic_add_fetch(&getproc_calls, 1, __ATOMIC_RELAXED);
     for (size_t i = 0; i < sizeof table / sizeof *table; i++)
         if (strcmp(table[i].name, symbol) == 0) { *pfn = table[i].fn; if (status) *status = 0; return 0; }
     *pfn = 0;

@@ -198,7 +198,7 @@ fn runtime_event(call: Watched, d: &ApiData) {
             let r = unsafe { *(d.return_value as *const i32) };
             if let Some(f) = unsafe { runtime_exit(call, r, d.params) } {
                 let st = crate::state::state();
-                st.finding(&f, gpusan_runtime::registry::capture_site(3));
+                st.finding(&f, crate::families::judge::site());
             }
         }
         _ => {}

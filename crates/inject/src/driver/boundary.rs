@@ -134,7 +134,8 @@ pub fn read_test_panic() {
 
 /// Panics when `GPUSAN_TEST_PANIC` named `place`: a stand-in's name (before its real call),
 /// `name:after` (after it), `dlsym`, `cuGetProcAddress`, or one of the other places tests
-/// name (`InitializeInjection`, `runtime_callback`, `in_context`, `exit`, `late_exit`).
+/// name (`InitializeInjection`, `runtime_callback`, `in_context`, `exit`, `late_exit`,
+/// `report`, `symbolize`).
 #[inline]
 #[track_caller]
 pub fn test_panic(place: &str) {

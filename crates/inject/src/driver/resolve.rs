@@ -2,7 +2,7 @@
 //! and [`Slot`]: the one resolve-once cell every real function pointer lives in.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// A function's address, resolved at its first use and kept: `UNRESOLVED` until then,
 /// `ABSENT` when it was not found (so it is not looked for again), else the address. A door
@@ -107,6 +107,54 @@ unsafe fn objects() -> Vec<(usize, CString)> {
     let mut list: Vec<(usize, CString)> = Vec::new();
     libc::dl_iterate_phdr(Some(each), (&raw mut list).cast());
     list
+}
+
+/// The addresses of gpusan's own library as loaded (its segments, from the lowest to past
+/// the highest): a stack frame there is gpusan's, never the program's. Found once.
+pub fn own_code() -> std::ops::Range<u64> {
+    static START: AtomicU64 = AtomicU64::new(0);
+    static END: AtomicU64 = AtomicU64::new(0);
+    if END.load(Ordering::Acquire) == 0 {
+        // Racing threads find the same range.
+        let found = unsafe { segments_holding(own_code as *const () as usize) }.unwrap_or(0..0);
+        START.store(found.start, Ordering::Relaxed);
+        END.store(found.end.max(1), Ordering::Release);
+    }
+    START.load(Ordering::Relaxed)..END.load(Ordering::Acquire)
+}
+
+/// The span of the loaded segments of the object holding `address`.
+unsafe fn segments_holding(address: usize) -> Option<std::ops::Range<u64>> {
+    struct Find {
+        address: u64,
+        found: Option<std::ops::Range<u64>>,
+    }
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
+        let find = data as *mut Find;
+        let object = || {
+            let info = &*info;
+            if info.dlpi_phdr.is_null() {
+                return 0;
+            }
+            let headers = std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum));
+            let (mut span, mut holds): (Option<std::ops::Range<u64>>, bool) = (None, false);
+            for h in headers.iter().filter(|h| h.p_type == libc::PT_LOAD) {
+                let start = info.dlpi_addr.wrapping_add(h.p_vaddr);
+                let segment = start..start.saturating_add(h.p_memsz);
+                holds |= segment.contains(&(*find).address);
+                span = Some(span.map_or(segment.clone(), |s| s.start.min(segment.start)..s.end.max(segment.end)));
+            }
+            if holds {
+                (*find).found = span;
+                return 1; // found: the walk stops
+            }
+            0
+        };
+        super::boundary::contain("dl_iterate_phdr", object, || 1)
+    }
+    let mut find = Find { address: address as u64, found: None };
+    libc::dl_iterate_phdr(Some(each), (&raw mut find).cast());
+    find.found
 }
 
 /// What `dlsym(RTLD_NEXT, symbol)` answers to code at `caller`: the first definition in

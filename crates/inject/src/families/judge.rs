@@ -5,18 +5,16 @@
 use std::ffi::c_void;
 
 use gpusan_runtime::checks::{Call, Mem};
-use gpusan_runtime::registry::{capture_site, AllocKind, Lookup, NewAlloc, SiteId};
+use gpusan_runtime::registry::{capture_site_outside, AllocKind, Lookup, NewAlloc, SiteId};
 
 use crate::driver::{current_context, real, CUDA_SUCCESS};
 use crate::state::{quietly, state};
 
-/// Frames of gpusan's own between the program and `capture_site`: the handler and the
-/// exported wrapper.
-const OWN_FRAMES: usize = 2;
-
+/// The program's call stack: from its first frame outside gpusan's library, however many
+/// frames of gpusan's (stand-in, boundary, handler, bookkeeping) lie above it.
 #[inline(never)]
 pub fn site() -> SiteId {
-    let s = capture_site(OWN_FRAMES + 1);
+    let s = capture_site_outside(crate::driver::resolve::own_code());
     std::hint::black_box(s)
 }
 
