@@ -48,7 +48,7 @@ unsafe extern "C" fn dlsym_from(handle: *mut c_void, symbol: *const c_char, call
 unsafe fn stand_in_for(real: *mut c_void, symbol: *const c_char) -> *mut c_void {
     boundary::test_panic("dlsym");
     let name = CStr::from_ptr(symbol).to_bytes();
-    if !name.starts_with(b"cu") {
+    if !name.starts_with(b"cu") && !name.starts_with(b"nvrtc") {
         return real;
     }
     probe::with(|s| *s.resolved.entry(("dlsym".into(), String::from_utf8_lossy(name).into_owned())).or_default() += 1);

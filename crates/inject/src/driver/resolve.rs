@@ -202,13 +202,28 @@ unsafe fn libcuda() -> *mut c_void {
     libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD)
 }
 
-/// Real address of a driver export by its exact (versioned) name.
+/// The loaded NVRTC library (`libnvrtc.so*`, not its builtins), if any: Python extensions
+/// load it into their own scope, where `RTLD_NEXT` does not look. The first one loaded: a
+/// second copy's programs are its own and never reach gpusan's stand-ins (see
+/// `families::nvrtc`).
+unsafe fn libnvrtc() -> *mut c_void {
+    for (_, path) in objects() {
+        let file = path.to_bytes().rsplit(|&b| b == b'/').next().unwrap_or_default();
+        if file.starts_with(b"libnvrtc.so") {
+            return libc::dlopen(path.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+        }
+    }
+    std::ptr::null_mut()
+}
+
+/// Real address of a driver export by its exact (versioned) name, or of an NVRTC function
+/// (`nvrtc…`) in the loaded NVRTC library.
 unsafe fn real_driver_symbol(name: &CStr) -> usize {
     let p = real_dlsym(libc::RTLD_NEXT, name.as_ptr());
     if !p.is_null() {
         return p as usize;
     }
-    let h = libcuda();
+    let h = if name.to_bytes().starts_with(b"nvrtc") { libnvrtc() } else { libcuda() };
     if h.is_null() {
         return 0;
     }

@@ -11,8 +11,10 @@ pub mod copies;
 pub mod graphs;
 pub mod judge;
 pub mod launches;
+pub mod link;
 pub mod memory;
 pub mod modules;
+pub mod nvrtc;
 pub mod streams;
 
 use std::collections::BTreeMap;
@@ -29,6 +31,8 @@ pub fn hooks() -> Vec<Hook> {
     all.extend(graphs::hooks());
     all.extend(streams::hooks());
     all.extend(contexts::hooks());
+    all.extend(nvrtc::hooks());
+    all.extend(link::hooks());
     all
 }
 
