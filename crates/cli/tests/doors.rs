@@ -30,11 +30,25 @@ fn dir() -> &'static Path {
         let _ = std::os::unix::fs::symlink(d.join("libnvrtc.so.13"), d.join("libnvrtc.so"));
         fake_driver::run(
             Command::new("cc")
+                .args(["-shared", "-fPIC", "-Wl,-soname,libnvJitLink.so.13", "-o"])
+                .args([&d.join("libnvJitLink.so.13"), &src.join("libnvjitlink.c")]),
+        );
+        fake_driver::run(
+            Command::new("cc")
                 .arg("-o")
                 .args([&d.join("doors_prog"), &src.join("doors_prog.c")])
                 .arg("-L")
                 .arg(&d)
                 .args(["-lcuda", "-lnvrtc", "-ldl"])
+                .arg(format!("-Wl,-rpath,{}", d.display())),
+        );
+        fake_driver::run(
+            Command::new("cc")
+                .args(["-DNVRTC_LOADED_LATE", "-o"])
+                .args([&d.join("doors_prog_late"), &src.join("doors_prog.c")])
+                .arg("-L")
+                .arg(&d)
+                .args(["-lcuda", "-ldl"])
                 .arg(format!("-Wl,-rpath,{}", d.display())),
         );
         d
@@ -67,7 +81,8 @@ fn run(f: &Files, mode: &str, door: &str, scenario: &str) -> Outcome {
     for log in [&f.loaded, &f.linked, &f.nvrtc] {
         let _ = std::fs::remove_file(log);
     }
-    let prog = dir().join("doors_prog");
+    // The `default` door: NVRTC loaded by the program only when it opens it.
+    let prog = dir().join(if door == "default" { "doors_prog_late" } else { "doors_prog" });
     let o = fake_driver::gpusan_run(
         dir(),
         &["--mode", mode],
@@ -102,7 +117,7 @@ fn unchecked(o: &Outcome) -> Vec<String> {
 
 #[test]
 fn a_cubin_asked_of_nvrtc_is_built_from_the_instrumented_ptx() {
-    for door in ["link", "dlsym"] {
+    for door in ["link", "dlsym", "default"] {
         let f = files(&format!("cubin-{door}"));
         let o = run(&f, "check", door, "nvrtc-cubin");
         assert!(o.stdout.contains("cubin: FAKE-LINKED"), "{door}: not gpusan's cubin: {}", o.stdout);
@@ -197,7 +212,7 @@ fn instrumented_ptx_the_linker_refuses_is_linked_as_given_and_reported_unchecked
     assert!(o.kinds().is_empty(), "{:#}", o.report);
     let why = unchecked(&o);
     assert!(
-        why.iter().any(|w| w == "linked from PTX not instrumented: instrumented PTX refused by the linker (error 218)"),
+        why.iter().any(|w| w == "linked code not instrumented: instrumented PTX refused by the linker (error 218)"),
         "{why:?}"
     );
 }
@@ -231,4 +246,15 @@ fn the_programs_kernel_caches_are_gpusans_own_in_modes_that_instrument() {
     let theirs = env("check", Some("/their/cupy"));
     assert!(var(&theirs, "CUPY_CACHE_DIR").is_some_and(|v| v.starts_with("/their/cupy/gpusan-")), "{theirs}");
     assert_eq!(var(&env("api", None), "CUPY_CACHE_DIR"), None, "api mode leaves them");
+}
+
+#[test]
+fn ptx_given_to_nvjitlink_is_instrumented_whichever_version_names_its_functions() {
+    let f = files("nvjitlink");
+    let o = run(&f, "check", "default", "nvjitlink");
+    assert!(o.stdout.contains("cubin: FAKE-LINKED"), "{}", o.stdout);
+    let linked = read(&f.linked);
+    assert!(linked.lines().any(|l| l.starts_with(".weak .global") && l.contains("__gpusan_errors")), "{linked}");
+    assert_zeta_found(&o, "nvjitlink");
+    assert!(unchecked(&o).is_empty(), "{:#}", o.report);
 }

@@ -1,8 +1,12 @@
 /* The doors through which PTX reaches the GPU besides a module load, for tests of gpusan's
  * NVRTC and linker stand-ins with the fake driver and the fake NVRTC (libnvrtc.c):
  *   doors_prog DOOR SCENARIO [FILE]
- * DOOR: `link` (NVRTC's functions bound at link time) or `dlsym` (dlopen + dlsym, as
- * PyTorch and cuda-python reach NVRTC). Each scenario gets code for `checked_ptx`, loads
+ * DOOR: `link` (NVRTC's functions bound at link time), `dlsym` (dlopen + dlsym on the
+ * handle, as PyTorch reaches NVRTC) or `default` (dlopen, then dlsym(RTLD_DEFAULT) first and
+ * the handle only where that finds nothing, as cuda-python's bindings do). Built with
+ * NVRTC_LOADED_LATE, the program is not linked against NVRTC: it is loaded only when the
+ * program opens it, after the driver was asked for functions (`doors_prog_late`). The `nvjitlink`
+ * scenario reaches nvJitLink (libnvJitLink.so.13, names of version 13_1) the `default` way. Each scenario gets code for `checked_ptx`, loads
  * it, launches it and plays the error record its instrumented kernel `zeta` would write
  * (a 4-byte store at PTX line 11, 4 bytes past a 1024-byte allocation), then prints what
  * kind of code it was given and `SCENARIO done rc=N`. */
@@ -23,6 +27,7 @@ CUresult cuModuleGetGlobal_v2(uint64_t *, size_t *, void *, const char *);
 CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **,
                         void **);
 CUresult cuCtxSynchronize(void);
+CUresult cuGetProcAddress_v2(const char *, void **, int, uint64_t, int *);
 CUresult cuLinkCreate_v2(unsigned, int *, void **, void **);
 CUresult cuLinkAddData_v2(void *, int, void *, size_t, const char *, unsigned, int *, void **);
 CUresult cuLinkAddFile_v2(void *, int, const char *, unsigned, int *, void **);
@@ -54,22 +59,38 @@ static struct {
     int (*destroy)(void **);
 } rtc;
 
+/* `name` from the global scope first when `deflt`, else (or where that finds nothing)
+ * from `h`. */
+static void *find(void *h, const char *name, int deflt) {
+    void *f = deflt ? dlsym(RTLD_DEFAULT, name) : 0;
+    return f ? f : dlsym(h, name);
+}
+
 static int bind_nvrtc(const char *door) {
+#ifndef NVRTC_LOADED_LATE
     if (!strcmp(door, "link")) {
         rtc.create = nvrtcCreateProgram, rtc.compile = nvrtcCompileProgram, rtc.ptx_size = nvrtcGetPTXSize;
         rtc.ptx = nvrtcGetPTX, rtc.cubin_size = nvrtcGetCUBINSize, rtc.cubin = nvrtcGetCUBIN;
         rtc.destroy = nvrtcDestroyProgram;
         return 0;
     }
+#endif
+    int deflt = !strcmp(door, "default");
+    if (deflt) {
+        /* As cudart does at its start, before the program loads NVRTC. */
+        void *pfn = 0;
+        int status = 0;
+        cuGetProcAddress_v2("cuCtxGetCurrent", &pfn, 12000, 0, &status);
+    }
     void *h = dlopen("libnvrtc.so.13", RTLD_NOW | RTLD_LOCAL);
     if (!h) return 1;
-    *(void **)&rtc.create = dlsym(h, "nvrtcCreateProgram");
-    *(void **)&rtc.compile = dlsym(h, "nvrtcCompileProgram");
-    *(void **)&rtc.ptx_size = dlsym(h, "nvrtcGetPTXSize");
-    *(void **)&rtc.ptx = dlsym(h, "nvrtcGetPTX");
-    *(void **)&rtc.cubin_size = dlsym(h, "nvrtcGetCUBINSize");
-    *(void **)&rtc.cubin = dlsym(h, "nvrtcGetCUBIN");
-    *(void **)&rtc.destroy = dlsym(h, "nvrtcDestroyProgram");
+    *(void **)&rtc.create = find(h, "nvrtcCreateProgram", deflt);
+    *(void **)&rtc.compile = find(h, "nvrtcCompileProgram", deflt);
+    *(void **)&rtc.ptx_size = find(h, "nvrtcGetPTXSize", deflt);
+    *(void **)&rtc.ptx = find(h, "nvrtcGetPTX", deflt);
+    *(void **)&rtc.cubin_size = find(h, "nvrtcGetCUBINSize", deflt);
+    *(void **)&rtc.cubin = find(h, "nvrtcGetCUBIN", deflt);
+    *(void **)&rtc.destroy = find(h, "nvrtcDestroyProgram", deflt);
     return !rtc.create || !rtc.destroy;
 }
 
@@ -175,6 +196,22 @@ int main(int argc, char **argv) {
         say_cubin(cubin);
         rc |= load_and_run(cubin, a);
         rc |= cuLinkDestroy(l);
+    } else if (!strcmp(s, "nvjitlink")) {
+        void *h = dlopen("libnvJitLink.so.13", RTLD_NOW | RTLD_LOCAL), *l = 0;
+        if (!h) return 5;
+        int (*create)(void **, uint32_t, const char **) = find(h, "__nvJitLinkCreate_13_1", 1);
+        int (*add)(void *, int, const void *, size_t, const char *) = find(h, "__nvJitLinkAddData_13_1", 1);
+        int (*complete)(void *) = find(h, "__nvJitLinkComplete_13_1", 1);
+        int (*cubin_size)(void *, size_t *) = find(h, "__nvJitLinkGetLinkedCubinSize_13_1", 1);
+        int (*cubin)(void *, void *) = find(h, "__nvJitLinkGetLinkedCubin_13_1", 1);
+        int (*destroy)(void **) = find(h, "__nvJitLinkDestroy_13_1", 1);
+        const char *opts[] = {"-arch=sm_90"};
+        rc |= create(&l, 1, opts) | add(l, 2, checked_ptx, strlen(checked_ptx), "k.ptx") | complete(l);
+        rc |= cubin_size(l, &size);
+        code = calloc(1, size + 1);
+        rc |= cubin(l, code) | destroy(&l);
+        say_cubin((unsigned char *)code);
+        rc |= load_and_run(code, a);
     } else {
         return 2;
     }

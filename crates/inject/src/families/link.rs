@@ -47,6 +47,18 @@ hooks! {
 /// `CU_JIT_INPUT_PTX`.
 const INPUT_PTX: c_int = 1;
 
+/// What the report calls an input of type `kind` (`CUjitInputType`).
+fn input_name(kind: c_int) -> &'static str {
+    match kind {
+        0 => "driver linker: machine code (cubin)",
+        2 => "driver linker: fatbin",
+        3 => "driver linker: object",
+        4 => "driver linker: library",
+        5 => "driver linker: LTO-IR",
+        _ => "driver linker: another kind of",
+    }
+}
+
 #[derive(Default)]
 struct Link {
     /// The metadata of the PTX input instrumented (or found instrumented).
@@ -57,9 +69,19 @@ struct Link {
     kept: Vec<Vec<u8>>,
 }
 
-static LINKS: PerProcess<Mutex<Option<HashMap<usize, Link>>>> = PerProcess::new(|| Mutex::new(None));
+/// Which linker a link state belongs to: their handles are of separate spaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Linker {
+    Driver,
+    NvJitLink,
+}
 
-fn links<R>(f: impl FnOnce(&mut HashMap<usize, Link>) -> R) -> R {
+/// A link in progress: its linker and handle.
+pub type Key = (Linker, usize);
+
+static LINKS: PerProcess<Mutex<Option<HashMap<Key, Link>>>> = PerProcess::new(|| Mutex::new(None));
+
+fn links<R>(f: impl FnOnce(&mut HashMap<Key, Link>) -> R) -> R {
     f(locks::lock(LINKS.get()).get_or_insert_with(HashMap::new))
 }
 
@@ -67,22 +89,28 @@ fn substituting() -> bool {
     state().options.mode != gpusan_abi::Mode::Api
 }
 
+/// An input of link `s` that is not PTX and may hold kernels gpusan cannot check (LTO-IR,
+/// machine code): the report says so if the linked module is loaded without a checked part.
+pub fn not_ptx(s: Key, what: &str) {
+    links(|l| l.entry(s).or_default().unchecked.push(format!("{what} input")));
+}
+
 /// What to hand the linker for a PTX input `ptx` of link `s`: `Some(instrumented)`
 /// (NUL-terminated), or `None` for the input as given.
-fn instrument_input(s: CUlinkState, ptx: &[u8]) -> Option<Vec<u8>> {
+pub fn instrument_input(s: Key, ptx: &[u8]) -> Option<Vec<u8>> {
     let end = ptx.iter().position(|&b| b == 0).unwrap_or(ptx.len());
-    let note = |why: String| links(|l| l.entry(s as usize).or_default().unchecked.push(why));
+    let note = |why: String| links(|l| l.entry(s).or_default().unchecked.push(why));
     let Ok(text) = std::str::from_utf8(&ptx[..end]) else {
         note("PTX given to the linker is not text".into());
         return None;
     };
     if gpusan_passes::declares_abi(text) {
         links(|l| {
-            l.entry(s as usize).or_default().meta.get_or_insert_with(|| ModuleMeta::of_ptx(text));
+            l.entry(s).or_default().meta.get_or_insert_with(|| ModuleMeta::of_ptx(text));
         });
         return None;
     }
-    if links(|l| l.get(&(s as usize)).is_some_and(|l| l.meta.is_some())) {
+    if links(|l| l.get(&s).is_some_and(|l| l.meta.is_some())) {
         note("a second PTX input of one link (only the first is instrumented)".into());
         return None;
     }
@@ -91,7 +119,7 @@ fn instrument_input(s: CUlinkState, ptx: &[u8]) -> Option<Vec<u8>> {
             let mut out = gpusan_passes::weak_abi(std::str::from_utf8(&done.text).unwrap_or_default()).into_bytes();
             out.push(0);
             links(|l| {
-                let link = l.entry(s as usize).or_default();
+                let link = l.entry(s).or_default();
                 link.meta = Some(done.meta);
                 link.kept.push(out.clone());
             });
@@ -105,9 +133,9 @@ fn instrument_input(s: CUlinkState, ptx: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// The instrumented input was refused: it is linked as given, and the report says why.
-fn refused(s: CUlinkState, r: CUresult) {
+pub fn refused(s: Key, r: CUresult) {
     links(|l| {
-        let link = l.entry(s as usize).or_default();
+        let link = l.entry(s).or_default();
         link.meta = None;
         link.unchecked.push(format!("instrumented PTX refused by the linker (error {r})"));
     });
@@ -124,8 +152,15 @@ unsafe fn add_data(
     o: Options,
     v: Values,
 ) -> CUresult {
+    if kind != INPUT_PTX && substituting() {
+        quietly(|| not_ptx((Linker::Driver, s as usize), input_name(kind)));
+    }
     let ours = (kind == INPUT_PTX && !data.is_null() && substituting())
-        .then(|| quietly(|| instrument_input(s, std::slice::from_raw_parts(data as *const u8, size))))
+        .then(|| {
+            quietly(|| {
+                instrument_input((Linker::Driver, s as usize), std::slice::from_raw_parts(data as *const u8, size))
+            })
+        })
         .flatten()
         .flatten();
     let Some(ptx) = ours else { return real(s, kind, data, size, name, n, o, v) };
@@ -133,7 +168,7 @@ unsafe fn add_data(
     if r == CUDA_SUCCESS {
         return r;
     }
-    quietly(|| refused(s, r));
+    quietly(|| refused((Linker::Driver, s as usize), r));
     real(s, kind, data, size, name, n, o, v)
 }
 
@@ -155,7 +190,7 @@ unsafe fn add_file(
         let p = std::path::Path::new(std::ffi::OsStr::from_encoded_bytes_unchecked(CStr::from_ptr(path).to_bytes()));
         let small = std::fs::metadata(p).is_ok_and(|m| m.len() <= MAX_PTX);
         let text = small.then(|| std::fs::read(p).ok()).flatten()?;
-        instrument_input(s, &text)
+        instrument_input((Linker::Driver, s as usize), &text)
     })
     .flatten();
     let (Some(ptx), Some(add)) = (read, real::cuLinkAddData_v2()) else { return real(s, kind, path, n, o, v) };
@@ -163,7 +198,7 @@ unsafe fn add_file(
     if r == CUDA_SUCCESS {
         return r;
     }
-    quietly(|| refused(s, r));
+    quietly(|| refused((Linker::Driver, s as usize), r));
     real(s, kind, path, n, o, v)
 }
 
@@ -175,22 +210,29 @@ unsafe fn complete(
 ) -> CUresult {
     let r = real(s, cubin, size);
     if r == CUDA_SUCCESS && !cubin.is_null() && !size.is_null() && !(*cubin).is_null() {
-        quietly(|| {
-            let bytes = std::slice::from_raw_parts(*cubin as *const u8, *size);
-            let (meta, unchecked) =
-                links(|l| l.get(&(s as usize)).map(|l| (l.meta.clone(), l.unchecked.clone()))).unwrap_or_default();
-            match (meta, unchecked.first()) {
-                (Some(meta), _) => built::record(bytes, Origin::Linker, &meta, None),
-                (None, Some(why)) => built::record_unchecked(bytes, format!("linked from PTX not instrumented: {why}")),
-                (None, None) => {}
-            }
-        });
+        quietly(|| linked((Linker::Driver, s as usize), std::slice::from_raw_parts(*cubin as *const u8, *size)));
     }
     r
 }
 
+/// Link `s` made `cubin`: recorded as built from its instrumented PTX input, or unchecked
+/// with the reason its PTX was not instrumented.
+pub fn linked(s: Key, cubin: &[u8]) {
+    let (meta, unchecked) = links(|l| l.get(&s).map(|l| (l.meta.clone(), l.unchecked.clone()))).unwrap_or_default();
+    match (meta, unchecked.first()) {
+        (Some(meta), _) => built::record(cubin, Origin::Linker, &meta, None),
+        (None, Some(why)) => built::record_unchecked(cubin, format!("linked code not instrumented: {why}")),
+        (None, None) => {}
+    }
+}
+
+/// Link `s` is gone.
+pub fn forget(s: Key) {
+    links(|l| l.remove(&s));
+}
+
 unsafe fn destroy(real: unsafe extern "C" fn(CUlinkState) -> CUresult, s: CUlinkState) -> CUresult {
     let r = real(s);
-    quietly(|| links(|l| l.remove(&(s as usize))));
+    quietly(|| forget((Linker::Driver, s as usize)));
     r
 }
