@@ -258,3 +258,22 @@ fn ptx_given_to_nvjitlink_is_instrumented_whichever_version_names_its_functions(
     assert_zeta_found(&o, "nvjitlink");
     assert!(unchecked(&o).is_empty(), "{:#}", o.report);
 }
+
+#[test]
+fn lto_ir_given_to_nvjitlink_is_followed_through_a_link_as_ptx() {
+    let f = files("nvjitlink-lto");
+    let o = run(&f, "check", "default", "nvjitlink-lto");
+    // The cubin the program got: gpusan's, linked by the driver from the instrumented PTX.
+    assert!(o.stdout.contains("cubin: FAKE-LINKED"), "{}", o.stdout);
+    // Both links: the program's, as it asked, and gpusan's of the instrumented PTX.
+    let linked = read(&f.linked);
+    assert!(linked.contains("LTOIR:") && linked.contains("__gpusan_errors"), "{linked}");
+    assert_zeta_found(&o, "nvjitlink lto");
+    assert!(unchecked(&o).is_empty(), "{:#}", o.report);
+
+    // Without a pass, the program's LTO link is its own.
+    let f = files("nvjitlink-lto-api");
+    let o = run(&f, "api", "default", "nvjitlink-lto");
+    assert!(read(&f.linked).contains("LTOIR:"), "{}", read(&f.linked));
+    assert!(o.kinds().is_empty(), "{:#}", o.report);
+}

@@ -196,7 +196,7 @@ int main(int argc, char **argv) {
         say_cubin(cubin);
         rc |= load_and_run(cubin, a);
         rc |= cuLinkDestroy(l);
-    } else if (!strcmp(s, "nvjitlink")) {
+    } else if (!strcmp(s, "nvjitlink") || !strcmp(s, "nvjitlink-lto")) {
         void *h = dlopen("libnvJitLink.so.13", RTLD_NOW | RTLD_LOCAL), *l = 0;
         if (!h) return 5;
         int (*create)(void **, uint32_t, const char **) = find(h, "__nvJitLinkCreate_13_1", 1);
@@ -205,8 +205,11 @@ int main(int argc, char **argv) {
         int (*cubin_size)(void *, size_t *) = find(h, "__nvJitLinkGetLinkedCubinSize_13_1", 1);
         int (*cubin)(void *, void *) = find(h, "__nvJitLinkGetLinkedCubin_13_1", 1);
         int (*destroy)(void **) = find(h, "__nvJitLinkDestroy_13_1", 1);
-        const char *opts[] = {"-arch=sm_90"};
-        rc |= create(&l, 1, opts) | add(l, 2, checked_ptx, strlen(checked_ptx), "k.ptx") | complete(l);
+        const char *opts[] = {"-arch=sm_90", "-lto"};
+        int lto = !strcmp(s, "nvjitlink-lto");
+        char input[4096];
+        snprintf(input, sizeof input, "%s%s", lto ? "LTOIR:" : "", checked_ptx);
+        rc |= create(&l, 1 + lto, opts) | add(l, lto ? 3 : 2, input, strlen(input), "k") | complete(l);
         rc |= cubin_size(l, &size);
         code = calloc(1, size + 1);
         rc |= cubin(l, code) | destroy(&l);

@@ -228,6 +228,12 @@ unsafe fn loaded_library(prefix: &[u8]) -> *mut c_void {
     std::ptr::null_mut()
 }
 
+/// The address of `name` in the driver or the loaded library of its kind, looked for now
+/// (never kept): for functions gpusan calls once in a while under one of several names.
+pub fn find_now(name: &CStr) -> usize {
+    unsafe { real_driver_symbol(name) }
+}
+
 /// Whether `name` is a function of a library the program loads when it wants (NVRTC,
 /// nvJitLink), not of the driver.
 pub fn loaded_late(name: &CStr) -> bool {

@@ -7,21 +7,36 @@
 //! (`__nvJitLinkCreate_13_0`, `_13_1`, …; the functions keep their signatures across a major
 //! version). The stand-ins are exported under the 13.0 names, which a program linked
 //! against nvJitLink 13.0 binds to; `dlsym` hands them out for every version's name of the
-//! same function ([`stand_in_name`]). LTO-IR inputs are linked as they are (unchecked).
+//! same function ([`stand_in_name`]).
+//!
+//! LTO-IR (numba-cuda compiles to it whenever nvJitLink is there) is followed: when a link
+//! of LTO-IR and PTX completes, the same inputs are linked again with `-ptx`, the linked
+//! PTX is instrumented and built into a cubin (`routes::built::link`), and the program gets
+//! that cubin in place of the one nvJitLink made. Links that also hold machine code,
+//! objects or libraries cannot be made PTX: they are linked as they are and listed
+//! unchecked, as is every link where a step fails (the program gets nvJitLink's cubin).
 
-use std::ffi::{c_char, c_void};
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::sync::Mutex;
+
+use gpusan_runtime::built::Origin;
+use gpusan_runtime::locks;
+use gpusan_runtime::per_process::PerProcess;
 
 use crate::driver::hook::hooks;
-use crate::driver::CUresult;
+use crate::driver::{typed, CUresult, Slot};
 use crate::families::link::{self, Key, Linker};
+use crate::routes::{built, substitute};
 use crate::state::{quietly, state};
 
 /// `nvJitLinkHandle`.
 type Handle = *mut c_void;
 /// `nvJitLinkResult` (an `int` enum): success.
 const SUCCESS: CUresult = 0;
-/// `NVJITLINK_INPUT_PTX`, `_ANY`.
+/// `NVJITLINK_INPUT_PTX`, `_LTOIR`, `_ANY`.
 const INPUT_PTX: i32 = 2;
+const INPUT_LTOIR: i32 = 3;
 const INPUT_ANY: i32 = 10;
 
 /// What the report calls an input of type `kind` (`nvJitLinkInputType`).
@@ -45,12 +60,12 @@ unsafe fn looks_like_ptx(data: *const c_void, size: usize) -> bool {
 }
 
 hooks! {
-    fn __nvJitLinkCreate_13_0(handle: *mut Handle, n: u32, options: *const *const c_char) => |real| real(handle, n, options);
+    fn __nvJitLinkCreate_13_0(handle: *mut Handle, n: u32, options: *const *const c_char) => |real| create(real, handle, n, options);
     fn __nvJitLinkAddData_13_0(handle: Handle, kind: i32, data: *const c_void, size: usize, name: *const c_char)
         => |real| add_data(real, handle, kind, data, size, name);
     fn __nvJitLinkAddFile_13_0(handle: Handle, kind: i32, path: *const c_char) => |real| add_file(real, handle, kind, path);
-    fn __nvJitLinkComplete_13_0(handle: Handle) => |real| real(handle);
-    fn __nvJitLinkGetLinkedCubinSize_13_0(handle: Handle, size: *mut usize) => |real| real(handle, size);
+    fn __nvJitLinkComplete_13_0(handle: Handle) => |real| complete(real, handle);
+    fn __nvJitLinkGetLinkedCubinSize_13_0(handle: Handle, size: *mut usize) => |real| cubin_size(real, handle, size);
     fn __nvJitLinkGetLinkedCubin_13_0(handle: Handle, cubin: *mut c_void) => |real| get_cubin(real, handle, cubin);
     fn __nvJitLinkDestroy_13_0(handle: *mut Handle) => |real| destroy(real, handle);
 }
@@ -95,6 +110,11 @@ unsafe fn add_data(
     if !ptx && substituting() {
         quietly(|| link::not_ptx(key(handle), input_name(kind)));
     }
+    if substituting() && !data.is_null() {
+        quietly(|| {
+            keep_input(handle, if ptx { INPUT_PTX } else { kind }, std::slice::from_raw_parts(data as *const u8, size))
+        });
+    }
     let ours = (ptx && !data.is_null() && substituting())
         .then(|| quietly(|| link::instrument_input(key(handle), std::slice::from_raw_parts(data as *const u8, size))))
         .flatten()
@@ -114,7 +134,23 @@ unsafe fn add_file(
     kind: i32,
     path: *const c_char,
 ) -> CUresult {
-    if kind != INPUT_PTX || path.is_null() || !substituting() {
+    if (kind != INPUT_PTX && kind != INPUT_LTOIR) || path.is_null() || !substituting() {
+        if substituting() {
+            quietly(|| {
+                link::not_ptx(key(handle), input_name(kind));
+                keep_input(handle, kind, &[]);
+            });
+        }
+        return real(handle, kind, path);
+    }
+    if kind == INPUT_LTOIR {
+        quietly(|| {
+            link::not_ptx(key(handle), input_name(kind));
+            let p =
+                std::path::Path::new(std::ffi::OsStr::from_encoded_bytes_unchecked(CStr::from_ptr(path).to_bytes()));
+            let data = std::fs::metadata(p).is_ok_and(|m| m.len() <= 1 << 30).then(|| std::fs::read(p).ok()).flatten();
+            keep_input(handle, if data.is_some() { kind } else { -1 }, data.as_deref().unwrap_or_default());
+        });
         return real(handle, kind, path);
     }
     const MAX_PTX: u64 = 1 << 30;
@@ -124,6 +160,7 @@ unsafe fn add_file(
         ));
         let small = std::fs::metadata(p).is_ok_and(|m| m.len() <= MAX_PTX);
         let text = small.then(|| std::fs::read(p).ok()).flatten()?;
+        keep_input(handle, INPUT_PTX, &text);
         link::instrument_input(key(handle), &text)
     })
     .flatten();
@@ -144,6 +181,10 @@ unsafe fn get_cubin(
     handle: Handle,
     cubin: *mut c_void,
 ) -> CUresult {
+    if let Some(ours) = quietly(|| ours(handle)).flatten().filter(|_| !cubin.is_null()) {
+        std::ptr::copy_nonoverlapping(ours.as_ptr(), cubin as *mut u8, ours.len());
+        return SUCCESS;
+    }
     let r = real(handle, cubin);
     if r == SUCCESS && !cubin.is_null() {
         quietly(|| {
@@ -162,9 +203,179 @@ unsafe fn get_cubin(
 unsafe fn destroy(real: unsafe extern "C" fn(*mut Handle) -> CUresult, handle: *mut Handle) -> CUresult {
     if !handle.is_null() {
         let h = *handle;
-        quietly(|| link::forget(key(h)));
+        quietly(|| {
+            link::forget(key(h));
+            lto(|m| m.remove(&(h as usize)));
+        });
     }
     real(handle)
+}
+
+// ---- LTO-IR, followed ------------------------------------------------------------------
+
+/// What a link needs to be made again as PTX.
+#[derive(Default)]
+struct Lto {
+    options: Vec<CString>,
+    /// Inputs in order: (kind, bytes, name). PTX inputs as the program gave them.
+    inputs: Vec<(i32, Vec<u8>)>,
+    /// An input that cannot be linked to PTX (machine code, objects, libraries, a file that
+    /// could not be read).
+    opaque: bool,
+    /// The cubin built from the instrumented linked PTX, handed out instead of nvJitLink's.
+    cubin: Option<Vec<u8>>,
+}
+
+static LTO: PerProcess<Mutex<Option<HashMap<usize, Lto>>>> = PerProcess::new(|| Mutex::new(None));
+
+fn lto<R>(f: impl FnOnce(&mut HashMap<usize, Lto>) -> R) -> R {
+    f(locks::lock(LTO.get()).get_or_insert_with(HashMap::new))
+}
+
+fn keep_input(handle: Handle, kind: i32, data: &[u8]) {
+    lto(|m| {
+        let l = m.entry(handle as usize).or_default();
+        match kind {
+            INPUT_PTX | INPUT_LTOIR => l.inputs.push((kind, data.to_vec())),
+            _ => l.opaque = true,
+        }
+    });
+}
+
+fn ours(handle: Handle) -> Option<Vec<u8>> {
+    lto(|m| m.get(&(handle as usize)).and_then(|l| l.cubin.clone()))
+}
+
+unsafe fn create(
+    real: unsafe extern "C" fn(*mut Handle, u32, *const *const c_char) -> CUresult,
+    handle: *mut Handle,
+    n: u32,
+    options: *const *const c_char,
+) -> CUresult {
+    let r = real(handle, n, options);
+    if r == SUCCESS && !handle.is_null() && substituting() {
+        quietly(|| {
+            let options = (0..n as usize)
+                .filter_map(|i| (!options.is_null()).then(|| *options.add(i)))
+                .filter(|p| !p.is_null())
+                .map(|p| CStr::from_ptr(p).to_owned())
+                .collect();
+            lto(|m| m.insert(*handle as usize, Lto { options, ..Lto::default() }));
+        });
+    }
+    r
+}
+
+unsafe fn complete(real: unsafe extern "C" fn(Handle) -> CUresult, handle: Handle) -> CUresult {
+    let r = real(handle);
+    if r == SUCCESS && substituting() {
+        quietly(|| follow_lto(handle));
+    }
+    r
+}
+
+unsafe fn cubin_size(
+    real: unsafe extern "C" fn(Handle, *mut usize) -> CUresult,
+    handle: Handle,
+    size: *mut usize,
+) -> CUresult {
+    match quietly(|| ours(handle)).flatten() {
+        Some(c) if !size.is_null() => {
+            *size = c.len();
+            SUCCESS
+        }
+        _ => real(handle, size),
+    }
+}
+
+/// A completed link with LTO-IR in it, made again as PTX, instrumented and built: the
+/// cubin the program will get. Nothing for a link without LTO-IR (its PTX was instrumented
+/// on the way in) or with inputs that cannot become PTX.
+unsafe fn follow_lto(handle: Handle) {
+    let Some((options, inputs)) = lto(|m| {
+        let l = m.get(&(handle as usize))?;
+        let has_lto = l.inputs.iter().any(|(k, _)| *k == INPUT_LTOIR);
+        (has_lto && !l.opaque).then(|| (l.options.clone(), l.inputs.clone()))
+    }) else {
+        return;
+    };
+    let built = linked_ptx(&options, &inputs).and_then(|ptx| {
+        let done = substitute::instrument_ptx(&ptx, state().options.mode)?;
+        let mut text = done.text.clone();
+        text.push(0);
+        let cubin = built::link(&text, None)?;
+        built::record(&cubin, Origin::Linker, &done.meta, Some((&done.text, &done.key)));
+        Ok(cubin)
+    });
+    match built {
+        Ok(cubin) => {
+            lto(|m| m.get_mut(&(handle as usize)).map(|l| l.cubin = Some(cubin)));
+        }
+        Err(why) => link::note(key(handle), format!("nvJitLink: LTO-IR not followed: {why}")),
+    }
+}
+
+/// The PTX nvJitLink links of `inputs` with `options` and `-ptx`.
+unsafe fn linked_ptx(options: &[CString], inputs: &[(i32, Vec<u8>)]) -> Result<String, String> {
+    static PTX_SIZE: Slot = Slot::new();
+    static PTX: Slot = Slot::new();
+    type Create = unsafe extern "C" fn(*mut Handle, u32, *const *const c_char) -> CUresult;
+    type Add = unsafe extern "C" fn(Handle, i32, *const c_void, usize, *const c_char) -> CUresult;
+    let missing = || "nvJitLink lacks a function".to_string();
+    let create = typed::<Create>(__nvJitLinkCreate_13_0::REAL.driver(c"__nvJitLinkCreate_13_0")).ok_or_else(missing)?;
+    let add = typed::<Add>(__nvJitLinkAddData_13_0::REAL.driver(c"__nvJitLinkAddData_13_0")).ok_or_else(missing)?;
+    let complete = typed::<unsafe extern "C" fn(Handle) -> CUresult>(
+        __nvJitLinkComplete_13_0::REAL.driver(c"__nvJitLinkComplete_13_0"),
+    )
+    .ok_or_else(missing)?;
+    let destroy = typed::<unsafe extern "C" fn(*mut Handle) -> CUresult>(
+        __nvJitLinkDestroy_13_0::REAL.driver(c"__nvJitLinkDestroy_13_0"),
+    )
+    .ok_or_else(missing)?;
+    // Not stood in for: found under the first 13.x name the library has.
+    let any_version = |slot: &Slot, function: &str| {
+        slot.resolve(|| {
+            (0..10)
+                .filter_map(|v| CString::new(format!("__nvJitLink{function}_13_{v}")).ok())
+                .map(|n| crate::driver::resolve::find_now(&n))
+                .find(|&a| a != 0)
+                .unwrap_or(0)
+        })
+    };
+    let size_of =
+        typed::<unsafe extern "C" fn(Handle, *mut usize) -> CUresult>(any_version(&PTX_SIZE, "GetLinkedPtxSize"))
+            .ok_or_else(missing)?;
+    let get = typed::<unsafe extern "C" fn(Handle, *mut c_char) -> CUresult>(any_version(&PTX, "GetLinkedPtx"))
+        .ok_or_else(missing)?;
+    let mut all: Vec<&CStr> = options.iter().map(CString::as_c_str).collect();
+    all.push(c"-ptx");
+    let pointers: Vec<*const c_char> = all.iter().map(|c| c.as_ptr()).collect();
+    let mut h: Handle = std::ptr::null_mut();
+    let r = create(&mut h, pointers.len() as u32, pointers.as_ptr());
+    if r != SUCCESS {
+        return Err(format!("a PTX link could not start (error {r})"));
+    }
+    let mut r = SUCCESS;
+    for (kind, data) in inputs {
+        if r == SUCCESS {
+            r = add(h, *kind, data.as_ptr() as *const c_void, data.len(), c"gpusan-relink".as_ptr());
+        }
+    }
+    if r == SUCCESS {
+        r = complete(h);
+    }
+    let mut size = 0usize;
+    let mut text = None;
+    if r == SUCCESS && size_of(h, &mut size) == SUCCESS && size > 0 {
+        let mut buf = vec![0u8; size];
+        if get(h, buf.as_mut_ptr() as *mut c_char) == SUCCESS {
+            let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+            buf.truncate(end);
+            text = String::from_utf8(buf).ok();
+        }
+    }
+    destroy(&mut h);
+    text.ok_or_else(|| format!("the link as PTX failed (error {r})"))
 }
 
 #[cfg(test)]

@@ -92,7 +92,12 @@ fn substituting() -> bool {
 /// An input of link `s` that is not PTX and may hold kernels gpusan cannot check (LTO-IR,
 /// machine code): the report says so if the linked module is loaded without a checked part.
 pub fn not_ptx(s: Key, what: &str) {
-    links(|l| l.entry(s).or_default().unchecked.push(format!("{what} input")));
+    note(s, format!("{what} input"));
+}
+
+/// Why link `s`, if its module is loaded without a checked part, was not checked.
+pub fn note(s: Key, why: String) {
+    links(|l| l.entry(s).or_default().unchecked.insert(0, why));
 }
 
 /// What to hand the linker for a PTX input `ptx` of link `s`: `Some(instrumented)`
