@@ -256,7 +256,8 @@ unsafe fn create(
     if r == SUCCESS && !handle.is_null() && substituting() {
         quietly(|| {
             let options = (0..n as usize)
-                .filter_map(|i| (!options.is_null()).then(|| *options.add(i)))
+                .filter(|_| !options.is_null())
+                .map(|i| *options.add(i))
                 .filter(|p| !p.is_null())
                 .map(|p| CStr::from_ptr(p).to_owned())
                 .collect();
