@@ -277,3 +277,17 @@ fn lto_ir_given_to_nvjitlink_is_followed_through_a_link_as_ptx() {
     assert!(read(&f.linked).contains("LTOIR:"), "{}", read(&f.linked));
     assert!(o.kinds().is_empty(), "{:#}", o.report);
 }
+
+#[test]
+fn modules_and_libraries_loaded_from_files_are_instrumented() {
+    for scenario in ["module-file", "library-file"] {
+        let f = files(scenario);
+        let o = run(&f, "check", "link", scenario);
+        let loaded = read(&f.loaded);
+        assert!(loaded.contains("__gpusan_errors"), "{scenario}: loaded {loaded}");
+        assert_zeta_found(&o, scenario);
+        let o = run(&f, "api", "link", scenario);
+        assert!(!read(&f.loaded).contains("__gpusan"), "{scenario}: api mode loads the file as it is");
+        assert!(o.kinds().is_empty(), "{:#}", o.report);
+    }
+}

@@ -23,6 +23,8 @@ CUresult cuDevicePrimaryCtxRetain(void **, int);
 CUresult cuMemAlloc_v2(uint64_t *, size_t);
 CUresult cuMemFree_v2(uint64_t);
 CUresult cuModuleLoadData(void **, const void *);
+CUresult cuModuleLoad(void **, const char *);
+CUresult cuLibraryLoadFromFile(void **, const char *, int *, void **, unsigned, int *, void **, unsigned);
 CUresult cuModuleGetGlobal_v2(uint64_t *, size_t *, void *, const char *);
 CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **,
                         void **);
@@ -101,10 +103,17 @@ static uint64_t global_value(void *m, const char *name) {
     return size == 4 ? *(uint32_t *)(uintptr_t)addr : *(uint64_t *)(uintptr_t)addr;
 }
 
+/* How `load_and_run` loads: from memory, or from `file_path` with one of the file loads. */
+static enum { FROM_MEMORY, MODULE_FILE, LIBRARY_FILE } loading;
+static const char *file_path;
+
 /* Loads `image`, launches, and writes the record kernel `zeta` would: 4 bytes past `a`. */
 static int load_and_run(const void *image, uint64_t a) {
     void *m = 0;
-    int rc = cuModuleLoadData(&m, image);
+    int rc = 0;
+    if (loading == FROM_MEMORY) rc = cuModuleLoadData(&m, image);
+    else if (loading == MODULE_FILE) rc = cuModuleLoad(&m, file_path);
+    else rc = cuLibraryLoadFromFile(&m, file_path, 0, 0, 0, 0, 0, 0);
     rc |= cuLaunchKernel(0, 4, 1, 1, 32, 1, 1, 0, 0, 0, 0);
     unsigned char *errors = (unsigned char *)(uintptr_t)global_value(m, "__gpusan_errors");
     uint32_t module = (uint32_t)global_value(m, "__gpusan_module");
@@ -173,6 +182,15 @@ int main(int argc, char **argv) {
         fclose(f);
         say_cubin(buf);
         rc |= load_and_run(buf, a);
+    } else if (!strcmp(s, "module-file") || !strcmp(s, "library-file")) {
+        /* PTX kept in a file, loaded by path. */
+        FILE *f = fopen(file, "w");
+        if (!f) return 4;
+        fputs(checked_ptx, f);
+        fclose(f);
+        loading = !strcmp(s, "module-file") ? MODULE_FILE : LIBRARY_FILE;
+        file_path = file;
+        rc |= load_and_run(0, a);
     } else if (!strcmp(s, "nvrtc-ptx")) {
         rc |= compile(checked_ptx, "-arch=compute_90", &code, &size);
         printf("ptx instrumented: %s\n", strstr(code, "__gpusan_errors") ? "yes" : "no");

@@ -902,6 +902,29 @@ CUresult cuLibraryLoadData(void **lib, const void *code, int *jo, void **jv, uns
     if (!r) *lib = (void *)0x5000;
     return r;
 }
+/* Loads from a file: read whole, then loaded like data (the fake keeps the bytes). */
+static void *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+CUresult cuModuleLoad(void **module, const char *path) {
+    void *image = read_file(path);
+    return image ? load_image(module, image) : 301; /* CUDA_ERROR_FILE_NOT_FOUND */
+}
+CUresult cuLibraryLoadFromFile(void **lib, const char *path, int *jo, void **jv, unsigned njo, int *lo, void **lv,
+                               unsigned nlo) {
+    (void)jo; (void)jv; (void)njo; (void)lo; (void)lv; (void)nlo;
+    void *image = read_file(path), *m;
+    if (!image) return 301;
+    CUresult r = load_image(&m, image);
+    if (!r) *lib = (void *)0x5000;
+    return r;
+}
 CUresult cuLibraryGetGlobal(uint64_t *dptr, size_t *bytes, void *lib, const char *name) {
     return get_global(dptr, bytes, lib, name);
 }

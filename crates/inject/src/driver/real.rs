@@ -69,6 +69,17 @@ real_functions! {
     fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, bytes: usize, stream: CUstream);
 
     // Modules.
+    fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void);
+    fn cuLibraryLoadData(
+        library: *mut CUlibrary,
+        code: *const c_void,
+        jit_options: *mut c_int,
+        jit_values: *mut *mut c_void,
+        n_jit: u32,
+        library_options: *mut c_int,
+        library_values: *mut *mut c_void,
+        n_library: u32,
+    );
     fn cuModuleGetGlobal_v2(dptr: *mut CUdeviceptr, bytes: *mut usize, module: CUmodule, name: *const c_char);
     fn cuLibraryGetGlobal(dptr: *mut CUdeviceptr, bytes: *mut usize, library: CUlibrary, name: *const c_char);
 
