@@ -51,9 +51,12 @@ pub const PTXAS_KEEP: &str = "GPUSAN_PTXAS_KEEP";
 pub const CUDA: &str = "GPUSAN_CUDA";
 /// A folder of PTX for the parser's corpus tests (default `tests/corpus/ptx`).
 pub const PTX_CORPUS: &str = "GPUSAN_PTX_CORPUS";
+/// Set by the injected library once it pointed the program's own kernel caches (CuPy's,
+/// numba's, PyTorch's) at folders of gpusan's: a child process keeps its parent's folders.
+pub const PROGRAM_CACHES: &str = "GPUSAN_PROGRAM_CACHES";
 
 /// Every variable above.
-pub const ALL: [&str; 16] = [
+pub const ALL: [&str; 17] = [
     MODE,
     REPORT_DIR,
     LEAK_CHECK,
@@ -70,6 +73,7 @@ pub const ALL: [&str; 16] = [
     PTXAS_KEEP,
     CUDA,
     PTX_CORPUS,
+    PROGRAM_CACHES,
 ];
 
 #[cfg(test)]

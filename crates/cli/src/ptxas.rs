@@ -118,6 +118,7 @@ fn run(args: Vec<OsString>) -> Result<u8> {
     let mut out = args.clone();
     let verbose = args.iter().any(|a| a == "-v" || a == "--verbose");
     let relocatable = args.iter().any(|a| a == "-c" || a == "--compile-only");
+    let mut metas = Vec::new();
     for i in inputs(&args) {
         let path = PathBuf::from(&args[i]);
         // An unreadable input is the real ptxas's to report, in its own words; one past
@@ -127,9 +128,10 @@ fn run(args: Vec<OsString>) -> Result<u8> {
             Err(e @ crate::input::InputError::TooLarge { .. }) => return Err(e.into()),
             Err(_) => continue,
         };
-        let Some(mut ptx) = instrument(&config, &path, &src, verbose)? else { continue };
+        let Some((mut ptx, meta)) = instrument(&config, &path, &src, verbose)? else { continue };
+        metas.push(meta);
         if relocatable {
-            ptx = weak_abi(&ptx);
+            ptx = gpusan_passes::weak_abi(&ptx);
         }
         let stem = path.file_stem().unwrap_or(OsStr::new("input")).to_string_lossy();
         let file = work.path().join(format!("{i}-{stem}.gpusan.ptx"));
@@ -154,18 +156,46 @@ fn run(args: Vec<OsString>) -> Result<u8> {
         .status()
         .with_context(|| format!("running {}", real.display()))?;
     drop(work);
+    if let ([meta], false, true) = (&metas[..], relocatable, status.success()) {
+        record_built(&args, meta);
+    }
     Ok(exit_code(status))
+}
+
+/// Records the cubin just assembled from one instrumented module as built so
+/// (`gpusan_runtime::built`): Triton loads only the cubin, and the runtime names its
+/// kernels and lines from the record. Nothing when the cache folder cannot be used.
+fn record_built(args: &[OsString], meta: &gpusan_passes::meta::ModuleMeta) {
+    let output = args
+        .iter()
+        .position(|a| a == "-o" || a == "--output-file")
+        .and_then(|i| args.get(i + 1))
+        .map(PathBuf::from)
+        .or_else(|| args.iter().find_map(|a| a.to_str()?.strip_prefix("--output-file=").map(PathBuf::from)))
+        .unwrap_or_else(|| PathBuf::from("elf.o"));
+    let (Some(dir), Ok(cubin)) = (gpusan_runtime::cache::dir(), std::fs::read(&output)) else { return };
+    let record = gpusan_runtime::built::Built {
+        origin: gpusan_runtime::built::Origin::Ptxas,
+        ptx_key: None,
+        meta: meta.to_text(),
+    };
+    gpusan_runtime::built::write(&dir, &gpusan_runtime::built::digest(&cubin), &record);
 }
 
 /// The instrumented text of one input, or `None` when it is already instrumented (it
 /// declares the device ABI: instrumenting twice would be refused, and is not needed).
-fn instrument(config: &Config, path: &Path, src: &str, verbose: bool) -> Result<Option<String>> {
-    if declares_abi(src) {
+fn instrument(
+    config: &Config,
+    path: &Path,
+    src: &str,
+    verbose: bool,
+) -> Result<Option<(String, gpusan_passes::meta::ModuleMeta)>> {
+    if gpusan_passes::declares_abi(src) {
         return Ok(None);
     }
     let pass = gpusan_passes::pass_by_name(&config.pass).expect("checked in Config::from_env");
-    match gpusan_passes::instrument(src, &*pass) {
-        Ok(out) => {
+    match gpusan_passes::instrument_with_meta(src, &*pass) {
+        Ok((out, meta)) => {
             if verbose {
                 eprintln!(
                     "gpusan ptxas: {}: {} sites instrumented by `{}`",
@@ -174,44 +204,13 @@ fn instrument(config: &Config, path: &Path, src: &str, verbose: bool) -> Result<
                     config.pass
                 );
             }
-            Ok(Some(out.ptx))
+            Ok(Some((out.ptx, meta)))
         }
         Err(e) => {
             eprint!("{}", crate::diag::render(&e, &path.display().to_string(), src));
             bail!("{} was not assembled: gpusan could not instrument it", path.display())
         }
     }
-}
-
-/// Separate compilation (`nvcc -rdc`, `ptxas -c`) puts every translation unit's ABI
-/// variables into one linked module: declared `.weak`, nvlink keeps one of each instead of
-/// refusing the duplicates, and the runtime still finds them by name.
-fn weak_abi(ptx: &str) -> String {
-    let mut out = String::with_capacity(ptx.len());
-    for line in ptx.split_inclusive('\n') {
-        let decl = line.trim_end();
-        let abi = gpusan_abi::RUNTIME_VARS.iter().map(|v| v.name).any(|n| {
-            decl.strip_suffix(';')
-                .is_some_and(|d| d.ends_with(n) && d[..d.len() - n.len()].ends_with(char::is_whitespace))
-        });
-        let space = [".global ", ".const "].into_iter().find(|s| line.starts_with(&format!(".visible {s}")));
-        match space {
-            Some(space) if abi => {
-                out.push_str(".weak ");
-                out.push_str(space);
-                out.push_str(&line[".visible ".len() + space.len()..]);
-            }
-            _ => out.push_str(line),
-        }
-    }
-    out
-}
-
-fn declares_abi(src: &str) -> bool {
-    let name = gpusan_abi::ERRORS_SYMBOL;
-    src.contains(name)
-        && gpusan_ptx::Items::new(src)
-            .any(|i| matches!(i, Ok(gpusan_ptx::ast::Item::Var(v)) if v.name.as_str() == name))
 }
 
 /// `ptxas --version` as the real one prints it, and a line saying gpusan is in front.
@@ -226,7 +225,11 @@ fn version(real: &Path, args: &[OsString]) -> Result<u8> {
     stdout.write_all(&out.stdout)?;
     if out.status.success() {
         let pass = std::env::var(PTXAS_PASS).unwrap_or_else(|_| "check".into());
-        writeln!(stdout, "gpusan {} ptxas stand-in: PTX instrumented by `{pass}`", env!("CARGO_PKG_VERSION"))?;
+        writeln!(
+            stdout,
+            "gpusan {} ptxas stand-in: PTX instrumented by `{pass}`, cubins recorded",
+            env!("CARGO_PKG_VERSION")
+        )?;
     }
     std::io::stderr().write_all(&out.stderr)?;
     Ok(exit_code(out.status))
@@ -330,7 +333,7 @@ mod tests {
         let src = ".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 p)\n{\n\
                    \t.reg .b64 %rd<2>;\n\tld.param.u64 %rd1, [p];\n\tst.global.u32 [%rd1], 0;\n\tret;\n}\n";
         let ptx = gpusan_passes::instrument(src, &gpusan_passes::check::Check).unwrap().ptx;
-        let weak = weak_abi(&ptx);
+        let weak = gpusan_passes::weak_abi(&ptx);
         for gpusan_abi::RuntimeVar { name, space, .. } in gpusan_abi::RUNTIME_VARS {
             let decl = weak.lines().find(|l| l.ends_with(&format!("{name};"))).unwrap();
             assert!(decl.starts_with(&format!(".weak .{space} ")), "{decl}");

@@ -78,7 +78,7 @@ fn more(st: &State, doc: &mut Document) {
     if let Some(note) = families::memory::release_failures() {
         doc.notes.push(note);
     }
-    if let Some(note) = crate::routes::cache::refused() {
+    if let Some(note) = gpusan_runtime::cache::refused() {
         doc.notes.push(note.into());
     }
     let (table_bytes, table_moves) = mirror::table_memory();
@@ -145,6 +145,7 @@ extern "C" fn on_load() {
     boundary::enter("library load", || {
         boundary::silence_panics();
         boundary::read_test_panic();
+        crate::routes::built::separate_program_caches();
     });
     // Registered before main, so it runs after the handlers CUDA registers later
     // (atexit runs in reverse order): the program's frees have all been seen by then.

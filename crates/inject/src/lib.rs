@@ -21,7 +21,8 @@
 //! doors/                    dlsym, cuGetProcAddress, InitializeInjection (sanitizer)
 //! families/                 one file per API family: its exported stand-ins and handlers
 //!   memory copies modules launches graphs streams contexts   (judge: what they share)
-//! routes/                   how a kernel is checked: substitute (+ passes), mirror (+ table_memory)
+//!   nvrtc link jitlink      the other doors PTX comes through: NVRTC, cuLink*, nvJitLink
+//! routes/                   how a kernel is checked: substitute (+ passes), built, mirror (+ table_memory)
 //! variables  capture  host_symbols   module variables; gpusan's own capture-safe driver calls
 //! state  probe  image  peek  options and Mode, registry and findings, `quietly`; the probe's data;
 //!                           a loaded image and how far it may be read; reads that cannot fault

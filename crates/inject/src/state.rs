@@ -134,9 +134,7 @@ fn append_no_follow(path: &std::path::Path) -> Option<std::fs::File> {
 /// exclusively, 0600) renamed into place: a symlink planted at `path` is replaced, never
 /// followed, and a reader never sees half a file. The final report, cache files.
 pub fn write_no_follow(path: &std::path::Path, bytes: &[u8]) -> bool {
-    let Some(dir) = path.parent() else { return false };
-    let Ok(mut tmp) = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir) else { return false };
-    tmp.write_all(bytes).is_ok() && tmp.persist(path).is_ok()
+    gpusan_runtime::cache::write_no_follow(path, bytes)
 }
 
 /// Runs gpusan's bookkeeping; a panic inside it is contained, recorded as an internal

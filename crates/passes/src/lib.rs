@@ -326,6 +326,40 @@ pub fn pass_by_name(name: &str) -> Option<Box<dyn Pass>> {
     }
 }
 
+/// Separate compilation (`nvcc -rdc`, `ptxas -c`, the driver's linker) puts every translation unit's ABI
+/// variables into one linked module: declared `.weak`, nvlink keeps one of each instead of
+/// refusing the duplicates, and the runtime still finds them by name.
+pub fn weak_abi(ptx: &str) -> String {
+    let mut out = String::with_capacity(ptx.len());
+    for line in ptx.split_inclusive('\n') {
+        let decl = line.trim_end();
+        let abi = gpusan_abi::RUNTIME_VARS.iter().map(|v| v.name).any(|n| {
+            decl.strip_suffix(';')
+                .is_some_and(|d| d.ends_with(n) && d[..d.len() - n.len()].ends_with(char::is_whitespace))
+        });
+        let space = [".global ", ".const "].into_iter().find(|s| line.starts_with(&format!(".visible {s}")));
+        match space {
+            Some(space) if abi => {
+                out.push_str(".weak ");
+                out.push_str(space);
+                out.push_str(&line[".visible ".len() + space.len()..]);
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
+}
+
+/// Whether `src` declares the device ABI's error buffer: it was instrumented already (by
+/// gpusan's `ptxas` stand-in, or handed out instrumented by one of gpusan's doors), and a
+/// second pass would refuse its names.
+pub fn declares_abi(src: &str) -> bool {
+    let name = gpusan_abi::ERRORS_SYMBOL;
+    src.contains(name)
+        && gpusan_ptx::Items::new(src)
+            .any(|i| matches!(i, Ok(gpusan_ptx::ast::Item::Var(v)) if v.name.as_str() == name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

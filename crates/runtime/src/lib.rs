@@ -11,6 +11,8 @@
 //! - [`device_abi`]: how the error records instrumented kernels write become reports (the
 //!   layouts they share with the runtime are `gpusan_abi`'s).
 
+pub mod built;
+pub mod cache;
 pub mod checks;
 pub mod device_abi;
 #[doc(hidden)]

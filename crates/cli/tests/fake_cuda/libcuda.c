@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 #include <unistd.h>
 /* A stand-in for libcuda.so.1 so CI (no GPU) can run programs under `gpusan run`:
  * "device" memory is host memory, and each function behaves like the driver's for the
@@ -169,9 +170,23 @@ static CUresult load_image(void **module, const void *image) {
         }
     }
     const unsigned char *img = image;
+    /* A cubin the fake linker made (see cuLinkComplete): its "machine code" is the text it
+     * linked, after the ELF header. */
+    if (img[0] == 0x7f && img[1] == 'E') {
+        const char *text = (const char *)image + 64;
+        int linked = !strncmp(text, "FAKE-LINKED:", 12);
+        if (path && (linked || !strncmp(text, "FAKE-NVRTC:", 11))) {
+            FILE *f = fopen(path, "a");
+            if (f) { fputs(text, f); fclose(f); }
+        }
+        abi_declared = linked && strstr(text, "__gpusan_errors") != 0;
+        counters_declared = 0;
+        *module = (void *)0x4000;
+        return 0;
+    }
     /* PTX cut short (no closing brace) does not compile: CUDA_ERROR_INVALID_PTX. */
-    if (!(img[0] == 0x7f && img[1] == 'E') && !strchr((const char *)image, '}')) return 218;
-    abi_declared = !(img[0] == 0x7f && img[1] == 'E') && strstr((const char *)image, "__gpusan_errors") != 0;
+    if (!strchr((const char *)image, '}')) return 218;
+    abi_declared = strstr((const char *)image, "__gpusan_errors") != 0;
     counters_declared = abi_declared && strstr((const char *)image, "__gpusan_n_access") != 0;
     *module = (void *)0x4000;
     return 0;
@@ -887,6 +902,29 @@ CUresult cuLibraryLoadData(void **lib, const void *code, int *jo, void **jv, uns
     if (!r) *lib = (void *)0x5000;
     return r;
 }
+/* Loads from a file: read whole, then loaded like data (the fake keeps the bytes). */
+static void *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+CUresult cuModuleLoad(void **module, const char *path) {
+    void *image = read_file(path);
+    return image ? load_image(module, image) : 301; /* CUDA_ERROR_FILE_NOT_FOUND */
+}
+CUresult cuLibraryLoadFromFile(void **lib, const char *path, int *jo, void **jv, unsigned njo, int *lo, void **lv,
+                               unsigned nlo) {
+    (void)jo; (void)jv; (void)njo; (void)lo; (void)lv; (void)nlo;
+    void *image = read_file(path), *m;
+    if (!image) return 301;
+    CUresult r = load_image(&m, image);
+    if (!r) *lib = (void *)0x5000;
+    return r;
+}
 CUresult cuLibraryGetGlobal(uint64_t *dptr, size_t *bytes, void *lib, const char *name) {
     return get_global(dptr, bytes, lib, name);
 }
@@ -982,3 +1020,58 @@ CUresult cuCtxDestroy_v2(void *ctx) {
 static void fork_prepare(void) { pthread_mutex_lock(&streams_lock); pthread_mutex_lock(&vmm_lock); }
 static void fork_release(void) { pthread_mutex_unlock(&vmm_lock); pthread_mutex_unlock(&streams_lock); }
 __attribute__((constructor)) static void fork_safe_locks(void) { pthread_atfork(fork_prepare, fork_release, fork_release); }
+
+/* ---- the linker -------------------------------------------------------------------------
+ *
+ * cuLinkAddData_v2 (and cuLinkAddFile_v2) append their input, as text, to the link;
+ * cuLinkComplete makes a "cubin" of it: an ELF header whose section-header offset says the
+ * file ends after "FAKE-LINKED:" and the text linked, NUL included. The text linked is also
+ * written to $FAKE_CUDA_LINKED. With $FAKE_LINK_REFUSE_ABI set, a PTX input that declares
+ * gpusan's ABI is refused (CUDA_ERROR_INVALID_PTX), as a linker refuses PTX it cannot compile. */
+struct fake_link { char text[65536]; size_t len; unsigned char cubin[64 + 65536 + 16]; };
+CUresult cuLinkCreate_v2(unsigned n, int *options, void **values, void **state) {
+    (void)n; (void)options; (void)values;
+    *state = calloc(1, sizeof(struct fake_link));
+    return current_ctx ? 0 : 201;
+}
+static CUresult link_add(void *state, int kind, const void *data, size_t size) {
+    struct fake_link *l = state;
+    size_t n = strnlen(data, size);
+    if (kind == 1 && getenv("FAKE_LINK_REFUSE_ABI") && memmem(data, n, "__gpusan_errors", 15)) return 218;
+    if (l->len + n + 1 >= sizeof l->text) return 2;
+    memcpy(l->text + l->len, data, n);
+    l->len += n;
+    l->text[l->len++] = '\n';
+    return 0;
+}
+CUresult cuLinkAddData_v2(void *state, int kind, void *data, size_t size, const char *name, unsigned n, int *o, void **v) {
+    (void)name; (void)n; (void)o; (void)v;
+    return link_add(state, kind, data, size);
+}
+CUresult cuLinkAddFile_v2(void *state, int kind, const char *path, unsigned n, int *o, void **v) {
+    (void)n; (void)o; (void)v;
+    static char buf[65536];
+    FILE *f = fopen(path, "r");
+    if (!f) return 301; /* CUDA_ERROR_FILE_NOT_FOUND */
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[got] = 0;
+    return link_add(state, kind, buf, got + 1);
+}
+CUresult cuLinkComplete(void *state, void **cubin, size_t *size) {
+    struct fake_link *l = state;
+    l->text[l->len] = 0;
+    const char *path = getenv("FAKE_CUDA_LINKED");
+    FILE *f = path ? fopen(path, "a") : 0;
+    if (f) { fputs(l->text, f); fclose(f); }
+    unsigned char *c = l->cubin;
+    memset(c, 0, 64);
+    memcpy(c, "\x7f" "ELF\x02\x01\x01", 7);
+    int body = snprintf((char *)c + 64, sizeof l->cubin - 64, "FAKE-LINKED:%s", l->text) + 1;
+    uint64_t end = 64 + (uint64_t)body;
+    memcpy(c + 0x28, &end, 8); /* e_shoff: the file's end, with no section headers */
+    *cubin = c;
+    *size = (size_t)end;
+    return 0;
+}
+CUresult cuLinkDestroy(void *state) { free(state); return 0; }

@@ -48,7 +48,10 @@ unsafe extern "C" fn dlsym_from(handle: *mut c_void, symbol: *const c_char, call
 unsafe fn stand_in_for(real: *mut c_void, symbol: *const c_char) -> *mut c_void {
     boundary::test_panic("dlsym");
     let name = CStr::from_ptr(symbol).to_bytes();
-    if !name.starts_with(b"cu") {
+    // nvJitLink's names carry the caller's header version: each maps to one stand-in.
+    let versioned = families::jitlink::stand_in_name(name);
+    let name = versioned.as_deref().unwrap_or(name);
+    if !name.starts_with(b"cu") && !name.starts_with(b"nvrtc") && versioned.is_none() {
         return real;
     }
     probe::with(|s| *s.resolved.entry(("dlsym".into(), String::from_utf8_lossy(name).into_owned())).or_default() += 1);

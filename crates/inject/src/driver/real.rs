@@ -12,8 +12,8 @@ use std::ffi::{c_char, c_int, c_void};
 
 use super::resolve::{typed, Slot};
 use super::types::{
-    CUcontext, CUdevice, CUdeviceptr, CUgraph, CUgraphNode, CUlibrary, CUmemHandle, CUmodule, CUresult, CUstream,
-    CUstreamCaptureStatus, MemAccessDesc, MemAllocNodeParams, MemAllocationProp, CUDA_SUCCESS,
+    CUcontext, CUdevice, CUdeviceptr, CUgraph, CUgraphNode, CUlibrary, CUlinkState, CUmemHandle, CUmodule, CUresult,
+    CUstream, CUstreamCaptureStatus, MemAccessDesc, MemAllocNodeParams, MemAllocationProp, CUDA_SUCCESS,
 };
 
 /// `fn name(arg: type, …);` declares `pub fn name() -> Option<unsafe extern "C" fn(type, …) ->
@@ -69,8 +69,34 @@ real_functions! {
     fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, bytes: usize, stream: CUstream);
 
     // Modules.
+    fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void);
+    fn cuLibraryLoadData(
+        library: *mut CUlibrary,
+        code: *const c_void,
+        jit_options: *mut c_int,
+        jit_values: *mut *mut c_void,
+        n_jit: u32,
+        library_options: *mut c_int,
+        library_values: *mut *mut c_void,
+        n_library: u32,
+    );
     fn cuModuleGetGlobal_v2(dptr: *mut CUdeviceptr, bytes: *mut usize, module: CUmodule, name: *const c_char);
     fn cuLibraryGetGlobal(dptr: *mut CUdeviceptr, bytes: *mut usize, library: CUlibrary, name: *const c_char);
+
+    // The linker: cubins built from instrumented PTX, and PTX a program links.
+    fn cuLinkCreate_v2(n: u32, options: *mut c_int, values: *mut *mut c_void, state: *mut CUlinkState);
+    fn cuLinkAddData_v2(
+        state: CUlinkState,
+        kind: c_int,
+        data: *mut c_void,
+        size: usize,
+        name: *const c_char,
+        n: u32,
+        options: *mut c_int,
+        values: *mut *mut c_void,
+    );
+    fn cuLinkComplete(state: CUlinkState, cubin: *mut *mut c_void, size: *mut usize);
+    fn cuLinkDestroy(state: CUlinkState);
 
     // Streams and capture.
     fn cuStreamCreate(stream: *mut CUstream, flags: u32);

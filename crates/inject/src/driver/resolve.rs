@@ -30,9 +30,21 @@ impl Slot {
     }
 
     /// The address of the real driver export `name` (exact, versioned name); 0 if the
-    /// driver has none.
+    /// driver has none. A library the program may load at any time (NVRTC, nvJitLink) is
+    /// looked for again while its function is not found: its absence is never final.
     pub fn driver(&self, name: &CStr) -> usize {
-        self.resolve(|| unsafe { real_driver_symbol(name) })
+        if !loaded_late(name) {
+            return self.resolve(|| unsafe { real_driver_symbol(name) });
+        }
+        match self.0.load(Ordering::Acquire) {
+            UNRESOLVED | ABSENT => {}
+            p => return p,
+        }
+        let p = unsafe { real_driver_symbol(name) };
+        if p != 0 {
+            self.0.store(p, Ordering::Release);
+        }
+        p
     }
 
     /// The real address a door got for this function.
@@ -202,13 +214,48 @@ unsafe fn libcuda() -> *mut c_void {
     libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD)
 }
 
-/// Real address of a driver export by its exact (versioned) name.
+/// The first loaded library whose file name starts with `prefix` (`libnvrtc.so`, not
+/// NVRTC's builtins; `libnvJitLink.so`), if any: Python extensions load them into their
+/// own scope, where `RTLD_NEXT` does not look. A second copy's functions never reach
+/// gpusan's stand-ins (see `families::nvrtc`).
+unsafe fn loaded_library(prefix: &[u8]) -> *mut c_void {
+    for (_, path) in objects() {
+        let file = path.to_bytes().rsplit(|&b| b == b'/').next().unwrap_or_default();
+        if file.starts_with(prefix) {
+            return libc::dlopen(path.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+        }
+    }
+    std::ptr::null_mut()
+}
+
+/// The address of `name` in the driver or the loaded library of its kind, looked for now
+/// (never kept): for functions gpusan calls once in a while under one of several names.
+pub fn find_now(name: &CStr) -> usize {
+    unsafe { real_driver_symbol(name) }
+}
+
+/// Whether `name` is a function of a library the program loads when it wants (NVRTC,
+/// nvJitLink), not of the driver.
+pub fn loaded_late(name: &CStr) -> bool {
+    let n = name.to_bytes();
+    n.starts_with(b"nvrtc") || n.starts_with(b"__nvJitLink") || n.starts_with(b"nvJitLink")
+}
+
+/// Real address of a driver export by its exact (versioned) name, or of an NVRTC or
+/// nvJitLink function in the loaded library of its kind.
 unsafe fn real_driver_symbol(name: &CStr) -> usize {
     let p = real_dlsym(libc::RTLD_NEXT, name.as_ptr());
     if !p.is_null() {
         return p as usize;
     }
-    let h = libcuda();
+    let n = name.to_bytes();
+    let h = if n.starts_with(b"nvrtc") {
+        loaded_library(b"libnvrtc.so")
+    } else if n.starts_with(b"__nvJitLink") || n.starts_with(b"nvJitLink") {
+        loaded_library(b"libnvJitLink.so")
+    } else {
+        libcuda()
+    };
     if h.is_null() {
         return 0;
     }

@@ -19,6 +19,7 @@ pub type CUgraphNode = *mut c_void;
 pub type CUgraphExec = *mut c_void;
 pub type CUmemoryPool = *mut c_void;
 pub type CUarray = *mut c_void;
+pub type CUlinkState = *mut c_void;
 /// `CUmemGenericAllocationHandle`.
 pub type CUmemHandle = u64;
 /// `CUstreamCaptureStatus`: 0 none, 1 active, 2 invalidated.

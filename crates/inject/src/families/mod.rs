@@ -9,10 +9,13 @@
 pub mod contexts;
 pub mod copies;
 pub mod graphs;
+pub mod jitlink;
 pub mod judge;
 pub mod launches;
+pub mod link;
 pub mod memory;
 pub mod modules;
+pub mod nvrtc;
 pub mod streams;
 
 use std::collections::BTreeMap;
@@ -29,6 +32,9 @@ pub fn hooks() -> Vec<Hook> {
     all.extend(graphs::hooks());
     all.extend(streams::hooks());
     all.extend(contexts::hooks());
+    all.extend(nvrtc::hooks());
+    all.extend(link::hooks());
+    all.extend(jitlink::hooks());
     all
 }
 
@@ -38,7 +44,9 @@ pub fn by_name(name: &[u8]) -> Option<Hook> {
 
 /// The stand-in for the driver function at `addr`, if any.
 pub fn by_real_address(addr: usize) -> Option<Hook> {
-    hooks().into_iter().find(|h| h.real.driver(h.name) == addr)
+    // `cuGetProcAddress` answers with driver functions only: the libraries' stand-ins
+    // (NVRTC, nvJitLink) are not looked up, which would look for their library each time.
+    hooks().into_iter().filter(|h| !crate::driver::resolve::loaded_late(h.name)).find(|h| h.real.driver(h.name) == addr)
 }
 
 /// How often each stand-in was called (those called at all).

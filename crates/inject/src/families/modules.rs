@@ -20,6 +20,11 @@ hooks! {
     fn cuModuleLoadFatBinary(module: *mut CUmodule, fatbin: *const c_void) => |real| module_load_fat_binary(real, module, fatbin);
     fn cuLibraryLoadData(lib: *mut CUlibrary, code: *const c_void, jo: *mut c_int, jv: *mut *mut c_void, njo: u32, lo: *mut c_int, lv: *mut *mut c_void, nlo: u32)
         => |real| library_load_data(real, lib, code, jo, jv, njo, lo, lv, nlo);
+    // Loads from a file (cudart's `cudaLibraryLoadFromFile`, programs that keep cubins or PTX
+    // in files): read, and loaded like data when substituted.
+    fn cuModuleLoad(module: *mut CUmodule, path: *const c_char) => |real| module_load_file(real, module, path);
+    fn cuLibraryLoadFromFile(lib: *mut CUlibrary, path: *const c_char, jo: *mut c_int, jv: *mut *mut c_void, njo: u32, lo: *mut c_int, lv: *mut *mut c_void, nlo: u32)
+        => |real| library_load_file(real, lib, path, jo, jv, njo, lo, lv, nlo);
 
     // Module variables: their bounds become known when the program asks for their address.
     fn cuLibraryGetGlobal(dptr: *mut CUdeviceptr, bytes: *mut usize, lib: CUlibrary, name: *const c_char)
@@ -82,6 +87,79 @@ unsafe fn library_load_data(
     nlo: u32,
 ) -> CUresult {
     load_module(code, |i| real(lib, i, jo, jv, njo, lo, lv, nlo), || Loaded::Library(*lib as usize))
+}
+
+/// The contents of the module file at `path`, NUL-terminated (PTX is text), kept for the
+/// life of the process: what gpusan learnt of the image (its variables, read lazily) points
+/// into it. `None` when it cannot be read or is over 1 GiB: the driver then loads the file.
+unsafe fn file_image(path: *const c_char) -> Option<&'static [u8]> {
+    if path.is_null() {
+        return None;
+    }
+    quietly(|| {
+        let p = std::path::Path::new(std::ffi::OsStr::from_encoded_bytes_unchecked(CStr::from_ptr(path).to_bytes()));
+        if std::fs::metadata(p).ok()?.len() > 1 << 30 {
+            return None;
+        }
+        let mut bytes = std::fs::read(p).ok()?;
+        bytes.push(0);
+        Some(&*Box::leak(bytes.into_boxed_slice()))
+    })
+    .flatten()
+}
+
+unsafe fn module_load_file(
+    real: unsafe extern "C" fn(*mut CUmodule, *const c_char) -> CUresult,
+    module: *mut CUmodule,
+    path: *const c_char,
+) -> CUresult {
+    let (Some(image), Some(load_data)) = (file_image(path), crate::driver::real::cuModuleLoadData()) else {
+        return real(module, path);
+    };
+    let own = image.as_ptr() as *const c_void;
+    // The program's own module is loaded from its file, as it asked.
+    load_module(
+        own,
+        |i| if i == own { real(module, path) } else { load_data(module, i) },
+        || Loaded::Module(*module as usize),
+    )
+}
+
+unsafe fn library_load_file(
+    real: unsafe extern "C" fn(
+        *mut CUlibrary,
+        *const c_char,
+        *mut c_int,
+        *mut *mut c_void,
+        u32,
+        *mut c_int,
+        *mut *mut c_void,
+        u32,
+    ) -> CUresult,
+    lib: *mut CUlibrary,
+    path: *const c_char,
+    jo: *mut c_int,
+    jv: *mut *mut c_void,
+    njo: u32,
+    lo: *mut c_int,
+    lv: *mut *mut c_void,
+    nlo: u32,
+) -> CUresult {
+    let (Some(image), Some(load_data)) = (file_image(path), crate::driver::real::cuLibraryLoadData()) else {
+        return real(lib, path, jo, jv, njo, lo, lv, nlo);
+    };
+    let own = image.as_ptr() as *const c_void;
+    load_module(
+        own,
+        |i| {
+            if i == own {
+                real(lib, path, jo, jv, njo, lo, lv, nlo)
+            } else {
+                load_data(lib, i, jo, jv, njo, lo, lv, nlo)
+            }
+        },
+        || Loaded::Library(*lib as usize),
+    )
 }
 
 // ---- module variables ----------------------------------------------------------------

@@ -16,7 +16,7 @@
 //! (NVRTC, `cuLink*`/nvJitLink) is a family that hands what it produced to [`load_module`]
 //! or to [`substitute`] directly.
 
-pub mod cache;
+pub mod built;
 pub mod mirror;
 pub mod passes;
 pub mod substitute;
@@ -71,6 +71,10 @@ pub unsafe fn load_module(
                 });
                 load(image)
             }
+        }
+        Some(substitute::Image::Built(known)) => {
+            meta = Some(known);
+            load(image)
         }
         Some(substitute::Image::Original(why)) => {
             quietly(|| substitute::with(|m| *m.unchecked.entry(why).or_default() += 1));

@@ -29,8 +29,9 @@ use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
 
 use crate::driver::Loaded;
-use crate::routes::{cache, passes};
+use crate::routes::passes;
 use gpusan_abi::Mode;
+use gpusan_runtime::cache;
 
 /// What a load became.
 pub enum Image {
@@ -39,6 +40,9 @@ pub enum Image {
     Substitute { bytes: &'static [u8], meta: ModuleMeta },
     /// Load the original; the reason goes into the report.
     Original(String),
+    /// Load the original: machine code gpusan built from instrumented PTX (`routes::built`);
+    /// `meta` is its module's.
+    Built(ModuleMeta),
 }
 
 #[derive(Default)]
@@ -118,7 +122,7 @@ pub unsafe fn ptx_of(image: *const c_void, max_arch: u32) -> Result<String, Stri
 /// load with no context current: then device 0's, where programs start). Where the driver
 /// does not say, the newest PTX: if that is too new, the driver refuses the instrumented
 /// build and the original is loaded.
-fn target_arch() -> u32 {
+pub fn target_arch() -> u32 {
     let (_, device) = crate::driver::current_context();
     crate::driver::real::device_arch(device.max(0)).unwrap_or(u32::MAX)
 }
@@ -130,35 +134,66 @@ fn key(ptx: &str, pass: &str) -> String {
 
 /// Decides what to load for `image` in a run whose mode is `mode` (a pass).
 pub unsafe fn substitute(image: *const c_void, mode: Mode) -> Image {
+    if let Ok(crate::image::Image::Cubin(cubin)) = crate::image::read(image) {
+        return super::built::substitute(cubin, mode);
+    }
     let ptx = match ptx_of(image, target_arch()) {
         Ok(p) => p,
         Err(why) => return Image::Original(why),
     };
-    let k = key(&ptx, &passes::cache_name(mode));
+    if gpusan_passes::declares_abi(&ptx) {
+        // Instrumented already (handed out so by NVRTC's door, or built so): checked as it is.
+        let meta = super::built::meta_of(ptx.as_bytes()).unwrap_or_else(|| ModuleMeta::of_ptx(&ptx));
+        return Image::Built(meta);
+    }
+    match instrument_ptx(&ptx, mode) {
+        Ok(Instrumented { mut text, meta, .. }) => {
+            text.push(0);
+            Image::Substitute { bytes: Box::leak(text.into_boxed_slice()), meta }
+        }
+        Err(why) => Image::Original(why),
+    }
+}
+
+/// A module's PTX instrumented: the text (no NUL), its metadata, and the cache key it is
+/// kept under (written when the cache folder can be used).
+pub struct Instrumented {
+    pub text: Vec<u8>,
+    pub meta: ModuleMeta,
+    pub key: String,
+}
+
+/// `ptx` instrumented by the pass of `mode`, from the cache when it holds it. The error
+/// says why not, for the report.
+pub fn instrument_ptx(ptx: &str, mode: Mode) -> Result<Instrumented, String> {
+    let k = key(ptx, &passes::cache_name(mode));
     // A counting build is instrumented at every load: the report needs its static counts.
     let counting = mode == Mode::Check && passes::counting();
     let cached = if counting { None } else { cache::dir() };
-    if let Some((mut text, meta)) = cached.as_deref().and_then(|d| read_cached(d, &k)) {
+    if let Some((text, meta)) = cached.as_deref().and_then(|d| read_cached(d, &k)) {
         with(|m| m.cache_hits += 1);
-        text.push(0);
-        return Image::Substitute { bytes: Box::leak(text.into_boxed_slice()), meta };
+        return Ok(Instrumented { text, meta, key: k });
     }
-    let (mut text, meta) = match passes::instrument(&ptx, mode) {
+    let (text, meta) = match passes::instrument(ptx, mode) {
         Ok(out) => {
             if let (true, Some(r)) = (counting, &out.check) {
                 with(|m| m.add_static(r));
             }
             (out.ptx.into_bytes(), out.meta)
         }
-        Err(why) => return Image::Original(format!("not instrumented: {why}")),
+        Err(why) => return Err(format!("not instrumented: {why}")),
     };
     if let Some(dir) = &cached {
         // The metadata first: a reader that finds the PTX mostly finds its metadata too.
         cache::write(dir, &format!("{k}.meta"), &k, meta.to_text().as_bytes());
         cache::write(dir, &format!("{k}.ptx"), &k, &text);
     }
-    text.push(0);
-    Image::Substitute { bytes: Box::leak(text.into_boxed_slice()), meta }
+    Ok(Instrumented { text, meta, key: k })
+}
+
+/// The instrumented PTX and metadata cached under `key`, for a cubin built from it.
+pub fn cached(key: &str) -> Option<(Vec<u8>, ModuleMeta)> {
+    read_cached(&cache::dir()?, key)
 }
 
 /// The cached PTX of entry `key` in `dir` and its metadata; `None` (instrument again)

@@ -1,4 +1,5 @@
-//! The on-disk cache of instrumented modules, and what makes it safe to load from: the
+//! The on-disk cache of instrumented modules (written by the injected library and by the
+//! `ptxas` stand-in), and what makes it safe to load from: the
 //! cached PTX runs as the program's own code, so an entry another user could have written,
 //! or one whose content is not what gpusan wrote under its name, is never used.
 //!
@@ -17,10 +18,9 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use gpusan_abi::env;
-use gpusan_runtime::per_process::PerProcess;
 use sha2::{Digest, Sha256};
 
-use crate::state::write_no_follow;
+use crate::per_process::PerProcess;
 
 /// The cache folder: `$GPUSAN_CACHE_DIR`, else `$XDG_CACHE_HOME/gpusan` or
 /// `~/.cache/gpusan`. An empty variable counts as unset (it would mean the program's
@@ -129,6 +129,15 @@ pub fn write(dir: &Path, name: &str, key: &str, body: &[u8]) {
     let mut file = header(key, body).into_bytes();
     file.extend_from_slice(body);
     write_no_follow(&dir.join(name), &file);
+}
+
+/// Writes `bytes` to `path` through a fresh temporary file in its folder renamed into
+/// place: never through a symlink planted at `path`, never half a file to a reader.
+pub fn write_no_follow(path: &Path, bytes: &[u8]) -> bool {
+    use std::io::Write;
+    let Some(dir) = path.parent() else { return false };
+    let Ok(mut tmp) = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir) else { return false };
+    tmp.write_all(bytes).is_ok() && tmp.persist(path).is_ok()
 }
 
 #[cfg(test)]
