@@ -105,6 +105,7 @@ fn more(st: &State, doc: &mut Document) {
             doc.counters.insert("modules_from_cache".into(), m.cache_hits);
         });
     }
+    doc.coverage = quietly(crate::routes::coverage::coverage).unwrap_or_default();
     // Every mode that instruments says which modules it could not: a `check` run that
     // passed over a machine-code-only module must not read as if that module was clean.
     if st.options.mode != Mode::Api {

@@ -14,6 +14,7 @@
 pub mod built;
 pub mod cache;
 pub mod checks;
+pub mod coverage;
 pub mod device_abi;
 #[doc(hidden)]
 pub mod fuzz;

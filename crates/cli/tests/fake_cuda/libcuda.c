@@ -928,14 +928,35 @@ CUresult cuLibraryLoadFromFile(void **lib, const char *path, int *jo, void **jv,
 CUresult cuLibraryGetGlobal(uint64_t *dptr, size_t *bytes, void *lib, const char *name) {
     return get_global(dptr, bytes, lib, name);
 }
+/* Kernels by name: the first name looked up is 0x4100 (0x5100 in a library), the next
+ * 0x4110, …; cuFuncGetName and cuFuncGetModule answer for them. */
+static char kernel_names[16][64];
+static int kernel_count;
+static int kernel_index(const char *name) {
+    for (int i = 0; i < kernel_count; i++) if (!strcmp(kernel_names[i], name)) return i;
+    if (kernel_count == 16) return 15;
+    snprintf(kernel_names[kernel_count], sizeof kernel_names[0], "%s", name);
+    return kernel_count++;
+}
 CUresult cuModuleGetFunction(void **f, void *module, const char *name) {
-    (void)module; (void)name;
-    *f = (void *)0x4100;
+    (void)module;
+    *f = (void *)(uintptr_t)(0x4100 + 0x10 * kernel_index(name));
     return 0;
 }
 CUresult cuLibraryGetKernel(void **k, void *lib, const char *name) {
-    (void)lib; (void)name;
-    *k = (void *)0x5100;
+    (void)lib;
+    *k = (void *)(uintptr_t)(0x5100 + 0x10 * kernel_index(name));
+    return 0;
+}
+CUresult cuFuncGetName(const char **name, void *f) {
+    uintptr_t i = ((uintptr_t)f - 0x4100) / 0x10;
+    if ((uintptr_t)f < 0x4100 || (uintptr_t)f >= 0x4200 || (int)i >= kernel_count) return 400; /* INVALID_HANDLE */
+    *name = kernel_names[i];
+    return 0;
+}
+CUresult cuFuncGetModule(void **module, void *f) {
+    if ((uintptr_t)f < 0x4100 || (uintptr_t)f >= 0x4200) return 400;
+    *module = (void *)0x4000;
     return 0;
 }
 CUresult cuKernelGetFunction(void **f, void *k) { *f = k; return 0; }

@@ -40,6 +40,7 @@ unsafe fn launch_kernel(
     extra: Params,
 ) -> CUresult {
     before_launch_on(stream);
+    crate::state::quietly(|| crate::routes::coverage::launched(f));
     real(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem, stream, params, extra)
 }
 
@@ -55,6 +56,7 @@ unsafe fn launch_kernel_ex(
     let stream =
         if config.is_null() { std::ptr::null_mut() } else { *(config.cast::<u8>().add(32) as *const CUstream) };
     before_launch_on(stream);
+    crate::state::quietly(|| crate::routes::coverage::launched(f));
     real(config, f, params, extra)
 }
 
@@ -68,6 +70,7 @@ unsafe fn launch_cooperative(
     params: Params,
 ) -> CUresult {
     before_launch_on(stream);
+    crate::state::quietly(|| crate::routes::coverage::launched(f));
     real(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem, stream, params)
 }
 
