@@ -147,6 +147,7 @@ extern "C" fn on_load() {
         boundary::silence_panics();
         boundary::read_test_panic();
         crate::routes::built::separate_program_caches();
+        crate::driver::fault::set_handler(crate::routes::faults::seen);
     });
     // Registered before main, so it runs after the handlers CUDA registers later
     // (atexit runs in reverse order): the program's frees have all been seen by then.

@@ -15,6 +15,7 @@ use std::fmt::{self, Write as _};
 use serde::{Deserialize, Serialize};
 
 use crate::coverage::Coverage;
+use crate::fault::FaultDetails;
 use crate::registry::{hex, AllocKind, Allocation, Frame, SiteId};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -48,6 +49,8 @@ pub enum ErrorKind {
     // The run as a whole.
     /// A kernel launched unchecked, counted as an error under `gpusan run --require-checked`.
     UncheckedLaunch,
+    /// A kernel faulted (illegal address, trap, …): `crate::fault`.
+    KernelFault,
 }
 
 /// Which pointer argument of an API call a host finding is about.
@@ -239,6 +242,7 @@ pub struct HeapBlock {
 pub enum Details {
     Host(HostDetails),
     Device(DeviceDetails),
+    Fault(FaultDetails),
 }
 
 /// One error.
@@ -284,10 +288,16 @@ impl Report {
         Report { kind, message, details: Details::Device(details) }
     }
 
+    /// A GPU fault's finding.
+    pub fn fault(details: FaultDetails) -> Report {
+        Report { kind: ErrorKind::KernelFault, message: details.headline(), details: Details::Fault(details) }
+    }
+
     pub fn stacks_mut(&mut self) -> Vec<&mut Stack> {
         let (own, nearest) = match &mut self.details {
             Details::Host(h) => (&mut h.call_stack, &mut h.nearest),
             Details::Device(d) => (&mut d.launch_stack, &mut d.nearest),
+            Details::Fault(d) => return vec![&mut d.launch_stack, &mut d.call_stack],
         };
         let mut stacks = vec![own];
         if let Some(n) = nearest {
@@ -624,6 +634,11 @@ impl fmt::Display for Report {
                 }
                 write_stack(f, "Launched at", &d.launch_stack)
             }
+            Details::Fault(d) => {
+                d.write(f, BAR)?;
+                write_stack(f, "Launched at", &d.launch_stack)?;
+                write_stack(f, "Seen at", &d.call_stack)
+            }
         }
     }
 }
@@ -757,6 +772,14 @@ impl Key {
                 operand: None,
                 ptx: d.ptx.clone(),
                 source: d.source.clone(),
+            },
+            Details::Fault(d) => Key {
+                kind: report.kind,
+                site: d.call_stack.site,
+                name: d.error.clone(),
+                operand: None,
+                ptx: None,
+                source: None,
             },
         }
     }

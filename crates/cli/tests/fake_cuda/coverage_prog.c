@@ -1,10 +1,11 @@
 /* Kernel launches for tests of the report's coverage, with the fake driver:
  *   coverage_prog SCENARIO
- * `ptx`: a PTX module (check mode instruments it); `zeta` launched 3 times (once through
- * cuLaunchKernelEx), `alpha` once. `cubin`: a cubin (machine code only); `mc` launched
+ * `ptx`: a PTX module (check mode instruments it); `zeta` launched 3 times, `alpha` once. `cubin`: a cubin (machine code only); `mc` launched
  * twice. `ghost`: the PTX module, and a launch of a handle the program never looked up
- * through the driver (so neither gpusan nor the driver can name it). Prints `SCENARIO done
- * rc=N`. */
+ * through the driver (so neither gpusan nor the driver can name it). `fault`: `zeta` runs and
+ * is synchronized; then `fault_me` (grid 2, block 64, the fake's faulting kernel) and `zeta`
+ * again; every synchronization after returns 700, printed as `sync=N`. Prints `SCENARIO done
+ * rc=N` (the fault expected in `fault` not counted). */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -41,6 +42,17 @@ int main(int argc, char **argv) {
         static unsigned char cubin[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
         rc |= cuModuleLoadData(&m, cubin) | cuModuleGetFunction(&f, m, "mc");
         rc |= launch(f) | launch(f);
+    } else if (!strcmp(s, "fault")) {
+        rc |= cuModuleLoadData(&m, checked_ptx);
+        rc |= cuModuleGetFunction(&f, m, "zeta") | cuModuleGetFunction(&g, m, "fault_me");
+        rc |= launch(f) | cuCtxSynchronize();
+        rc |= cuLaunchKernel(g, 2, 1, 1, 64, 1, 1, 0, 0, 0, 0);
+        int after = launch(f);
+        printf("launch=%d\n", after);
+        int first = cuCtxSynchronize(), second = cuCtxSynchronize();
+        printf("sync=%d sync=%d\n", first, second);
+        printf("%s done rc=%d\n", s, rc);
+        return first != 700 || second != 700;
     } else {
         return 2;
     }

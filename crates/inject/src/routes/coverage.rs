@@ -116,6 +116,12 @@ fn ask_driver(f: CUfunction) -> (Option<Loaded>, String) {
     (None, format!("<kernel {:#x}>", f as usize))
 }
 
+/// The demangled name of kernel handle `f`, as far as it is known.
+pub fn name_of(f: usize) -> String {
+    let name = with(|s| s.functions.get(&f).map(|(_, n)| n.clone()));
+    name.map_or_else(|| format!("<kernel {f:#x}>"), |n| gpusan_runtime::coverage::demangle(&n))
+}
+
 /// The coverage of the launches so far.
 pub fn coverage() -> Coverage {
     with(|s| {

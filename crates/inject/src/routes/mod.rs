@@ -18,6 +18,7 @@
 
 pub mod built;
 pub mod coverage;
+pub mod faults;
 pub mod mirror;
 pub mod passes;
 pub mod substitute;
@@ -98,6 +99,7 @@ pub unsafe fn load_module(
 /// records, and read the counters of instrumented modules.
 pub fn after_sync(r: CUresult) -> CUresult {
     if r == CUDA_SUCCESS {
+        quietly(faults::synced);
         read_what_kernels_left(mirror::drain);
     }
     r
