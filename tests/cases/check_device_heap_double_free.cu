@@ -1,6 +1,7 @@
 // gpusan-case: check
 // expect: double_free
 // expect-leak: none
+// accept: kernel_fault
 // compute-sanitizer: yes
 // native: may-fail
 // what: a kernel mallocs a block on the device heap, frees it, and frees it again (the

@@ -1,6 +1,7 @@
 // gpusan-case: check
 // expect: invalid_free
 // expect-leak: none
+// accept: kernel_fault
 // compute-sanitizer: yes
 // native: may-fail
 // what: a kernel mallocs 64 bytes on the device heap and frees p + 4, a pointer inside the

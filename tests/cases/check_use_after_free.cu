@@ -1,6 +1,7 @@
 // gpusan-case: check
 // expect: use_after_free
 // expect-leak: none
+// accept: kernel_fault
 // compute-sanitizer: yes
 // native: may-fail
 // what: a kernel reads a buffer right after it was freed, with no allocation in between (the

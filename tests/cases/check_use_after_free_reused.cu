@@ -1,6 +1,7 @@
 // gpusan-case: check
 // expect: use_after_free
 // expect-leak: none
+// accept: kernel_fault
 // compute-sanitizer: no
 // native: may-fail
 // what: a kernel writes through a pointer whose buffer was freed; the driver has (usually)

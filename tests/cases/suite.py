@@ -30,7 +30,7 @@ KNOWN_KINDS = {
     "invalid_pitch", "device_mismatch", "double_free", "invalid_free", "mismatched_free",
     "unknown_free", "leak", "out_of_bounds_read", "out_of_bounds_write", "out_of_bounds_atomic",
     "use_after_free", "use_after_scope", "shared_out_of_bounds", "local_out_of_bounds",
-    "misaligned_access",
+    "misaligned_access", "kernel_fault", "unchecked_launch",
 }
 HEADER_KEYS = {"gpusan-case", "expect", "expect-leak", "accept", "known-gap", "compute-sanitizer",
                "native", "what", "also-cudart-shared"}

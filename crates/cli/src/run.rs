@@ -105,6 +105,10 @@ pub struct RunArgs {
     /// processes left, and exit with 124.
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<u64>,
+    /// Make every kernel launched unchecked an error (machine code only, PTX the pass
+    /// refused, …): all-or-nothing runs fail unless every launch was checked.
+    #[arg(long)]
+    require_checked: bool,
     /// Freed bytes held back from reuse so use-after-free stays detectable.
     #[arg(long, value_name = "BYTES", default_value_t = 256 << 20)]
     quarantine_bytes: u64,
@@ -349,6 +353,9 @@ pub fn run(a: RunArgs) -> Result<i32> {
             a.timeout.unwrap_or_default()
         ),
     }));
+    if a.require_checked {
+        doc.require_checked();
+    }
     let mut text = doc.to_text();
     use std::os::unix::process::ExitStatusExt;
     let program_code = match (status.code(), status.signal()) {

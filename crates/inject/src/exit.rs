@@ -105,6 +105,7 @@ fn more(st: &State, doc: &mut Document) {
             doc.counters.insert("modules_from_cache".into(), m.cache_hits);
         });
     }
+    doc.coverage = quietly(crate::routes::coverage::coverage).unwrap_or_default();
     // Every mode that instruments says which modules it could not: a `check` run that
     // passed over a machine-code-only module must not read as if that module was clean.
     if st.options.mode != Mode::Api {
@@ -146,6 +147,7 @@ extern "C" fn on_load() {
         boundary::silence_panics();
         boundary::read_test_panic();
         crate::routes::built::separate_program_caches();
+        crate::driver::fault::set_handler(crate::routes::faults::seen);
     });
     // Registered before main, so it runs after the handlers CUDA registers later
     // (atexit runs in reverse order): the program's frees have all been seen by then.

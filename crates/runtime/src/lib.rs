@@ -14,7 +14,9 @@
 pub mod built;
 pub mod cache;
 pub mod checks;
+pub mod coverage;
 pub mod device_abi;
+pub mod fault;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod locks;

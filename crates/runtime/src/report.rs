@@ -14,6 +14,8 @@ use std::fmt::{self, Write as _};
 
 use serde::{Deserialize, Serialize};
 
+use crate::coverage::Coverage;
+use crate::fault::FaultDetails;
 use crate::registry::{hex, AllocKind, Allocation, Frame, SiteId};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -44,6 +46,11 @@ pub enum ErrorKind {
     SharedOutOfBounds,
     LocalOutOfBounds,
     MisalignedAccess,
+    // The run as a whole.
+    /// A kernel launched unchecked, counted as an error under `gpusan run --require-checked`.
+    UncheckedLaunch,
+    /// A kernel faulted (illegal address, trap, …): `crate::fault`.
+    KernelFault,
 }
 
 /// Which pointer argument of an API call a host finding is about.
@@ -235,6 +242,7 @@ pub struct HeapBlock {
 pub enum Details {
     Host(HostDetails),
     Device(DeviceDetails),
+    Fault(FaultDetails),
 }
 
 /// One error.
@@ -280,10 +288,16 @@ impl Report {
         Report { kind, message, details: Details::Device(details) }
     }
 
+    /// A GPU fault's finding.
+    pub fn fault(details: FaultDetails) -> Report {
+        Report { kind: ErrorKind::KernelFault, message: details.headline(), details: Details::Fault(details) }
+    }
+
     pub fn stacks_mut(&mut self) -> Vec<&mut Stack> {
         let (own, nearest) = match &mut self.details {
             Details::Host(h) => (&mut h.call_stack, &mut h.nearest),
             Details::Device(d) => (&mut d.launch_stack, &mut d.nearest),
+            Details::Fault(d) => return vec![&mut d.launch_stack, &mut d.call_stack],
         };
         let mut stacks = vec![own];
         if let Some(n) = nearest {
@@ -352,6 +366,9 @@ pub struct Document {
     /// nothing was checked, and the report says so instead of a clean verdict.
     #[serde(default)]
     pub cuda_processes: u64,
+    /// The kernels launched, and which were checked (`crate::coverage`).
+    #[serde(default, skip_serializing_if = "Coverage::is_empty")]
+    pub coverage: Coverage,
 }
 
 /// What the report says where it has no verdict: no process used CUDA under gpusan.
@@ -446,11 +463,34 @@ impl Document {
             self.check_counts.get_or_insert_with(CheckCounts::default).merge(o);
         }
         add(&mut self.cuda_processes, other.cuda_processes);
+        self.coverage.merge(other.coverage);
         for note in other.notes {
             if !self.notes.contains(&note) {
                 self.notes.push(note);
             }
         }
+    }
+
+    /// `--require-checked`: each kernel launched unchecked is an error of the run (counted
+    /// in the summary, named in a note). Returns how many there were.
+    pub fn require_checked(&mut self) -> u64 {
+        let unchecked: Vec<String> = self
+            .coverage
+            .unchecked()
+            .map(|k| {
+                let launches =
+                    if k.launches == 1 { "1 launch".to_string() } else { format!("{} launches", k.launches) };
+                format!("{} ({}, {launches})", k.name, k.unchecked.as_deref().unwrap_or_default())
+            })
+            .collect();
+        let n = unchecked.len() as u64;
+        if n > 0 {
+            add(&mut self.summary.total, n);
+            add(&mut self.summary.unique, n);
+            add(self.summary.by_kind.entry(ErrorKind::UncheckedLaunch).or_default(), n);
+            self.notes.push(format!("--require-checked: kernels launched unchecked: {}", unchecked.join("; ")));
+        }
+        n
     }
 
     /// The human rendering, in the style of compute-sanitizer.
@@ -510,6 +550,9 @@ impl fmt::Display for Document {
         }
         for (why, n) in &self.unchecked_modules {
             writeln!(f, "{BAR} UNCHECKED: {} loaded unchanged: {why}", plural(*n, "module"))?;
+        }
+        if !self.coverage.is_empty() {
+            writeln!(f, "{BAR} COVERAGE: {}", self.coverage.summary_line())?;
         }
         let s = &self.summary;
         write!(f, "{BAR} ERROR SUMMARY: {}", plural(s.total, "error"))?;
@@ -590,6 +633,11 @@ impl fmt::Display for Report {
                     write_nearest(f, d.address, u64::from(d.size), d.nearest.as_ref(), false)?;
                 }
                 write_stack(f, "Launched at", &d.launch_stack)
+            }
+            Details::Fault(d) => {
+                d.write(f, BAR)?;
+                write_stack(f, "Launched at", &d.launch_stack)?;
+                write_stack(f, "Seen at", &d.call_stack)
             }
         }
     }
@@ -725,6 +773,14 @@ impl Key {
                 ptx: d.ptx.clone(),
                 source: d.source.clone(),
             },
+            Details::Fault(d) => Key {
+                kind: report.kind,
+                site: d.call_stack.site,
+                name: d.error.clone(),
+                operand: None,
+                ptx: None,
+                source: None,
+            },
         }
     }
 }
@@ -817,6 +873,7 @@ impl Collector {
             notes: Vec::new(),
             // A process makes its document only when gpusan saw it use CUDA.
             cuda_processes: 1,
+            coverage: Coverage::default(),
             check_counts: None,
         }
     }

@@ -435,7 +435,12 @@ CUresult cuStreamSynchronize(void *h) {
     pthread_mutex_unlock(&streams_lock);
     return r;
 }
+/* A kernel named "fault_me" faults: from its launch on, synchronizations and later launches
+ * return CUDA_ERROR_ILLEGAL_ADDRESS, as the driver's sticky errors do. */
+static CUresult sticky;
+static int is_fault_me(void *f);
 CUresult cuCtxSynchronize(void) {
+    if (sticky) return sticky;
     /* Waits for every stream of the context: never while one captures. */
     int hit = 0;
     pthread_mutex_lock(&streams_lock);
@@ -450,7 +455,9 @@ CUresult cuCtxSynchronize(void) {
 
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shmem, void *stream, void **params, void **extra) {
-    (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shmem; (void)params; (void)extra;
+    (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shmem; (void)params; (void)extra;
+    if (sticky) return sticky;
+    if (is_fault_me(f)) { sticky = 700; return 0; }
     int captured;
     CUresult r = stream_work("cuLaunchKernel", stream, &captured);
     if (!r && captured) stream_of(stream)->kernels++;
@@ -928,14 +935,39 @@ CUresult cuLibraryLoadFromFile(void **lib, const char *path, int *jo, void **jv,
 CUresult cuLibraryGetGlobal(uint64_t *dptr, size_t *bytes, void *lib, const char *name) {
     return get_global(dptr, bytes, lib, name);
 }
+/* Kernels by name: the first name looked up is 0x4100 (0x5100 in a library), the next
+ * 0x4110, …; cuFuncGetName and cuFuncGetModule answer for them. */
+static char kernel_names[16][64];
+static int kernel_count;
+static int kernel_index(const char *name) {
+    for (int i = 0; i < kernel_count; i++) if (!strcmp(kernel_names[i], name)) return i;
+    if (kernel_count == 16) return 15;
+    snprintf(kernel_names[kernel_count], sizeof kernel_names[0], "%s", name);
+    return kernel_count++;
+}
 CUresult cuModuleGetFunction(void **f, void *module, const char *name) {
-    (void)module; (void)name;
-    *f = (void *)0x4100;
+    (void)module;
+    *f = (void *)(uintptr_t)(0x4100 + 0x10 * kernel_index(name));
     return 0;
 }
 CUresult cuLibraryGetKernel(void **k, void *lib, const char *name) {
-    (void)lib; (void)name;
-    *k = (void *)0x5100;
+    (void)lib;
+    *k = (void *)(uintptr_t)(0x5100 + 0x10 * kernel_index(name));
+    return 0;
+}
+static int is_fault_me(void *f) {
+    uintptr_t i = ((uintptr_t)f - 0x4100) / 0x10;
+    return (uintptr_t)f >= 0x4100 && (uintptr_t)f < 0x4200 && (int)i < kernel_count && !strcmp(kernel_names[i], "fault_me");
+}
+CUresult cuFuncGetName(const char **name, void *f) {
+    uintptr_t i = ((uintptr_t)f - 0x4100) / 0x10;
+    if ((uintptr_t)f < 0x4100 || (uintptr_t)f >= 0x4200 || (int)i >= kernel_count) return 400; /* INVALID_HANDLE */
+    *name = kernel_names[i];
+    return 0;
+}
+CUresult cuFuncGetModule(void **module, void *f) {
+    if ((uintptr_t)f < 0x4100 || (uintptr_t)f >= 0x4200) return 400;
+    *module = (void *)0x4000;
     return 0;
 }
 CUresult cuKernelGetFunction(void **f, void *k) { *f = k; return 0; }

@@ -90,6 +90,7 @@ macro_rules! hooks {
                     },
                 );
                 RESULT.with(|c| c.set(outer));
+                $crate::driver::fault::seen(stringify!($name), r);
                 r
             }
         )*

@@ -7,12 +7,14 @@
 //!   into a typed function pointer;
 //! - [`real`]: every driver function gpusan calls for its own work, declared once with its
 //!   exact signature (`real::cuMemAlloc_v2()` is `Option<unsafe extern "C" fn(…)>`);
+//! - [`fault`]: where a GPU fault shows (every stand-in's result passes it);
 //! - [`fork`]: whether this process is a child forked once CUDA was initialised (its
 //!   stand-ins then only forward);
 //! - [`hook`]: the `hooks!` macro that exports gpusan's stand-in for a driver function (the
 //!   API families declare theirs with it) and [`Hook`], what the doors know of each.
 
 pub mod boundary;
+pub mod fault;
 pub mod fork;
 pub mod hook;
 pub mod real;

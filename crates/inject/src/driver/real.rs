@@ -12,8 +12,9 @@ use std::ffi::{c_char, c_int, c_void};
 
 use super::resolve::{typed, Slot};
 use super::types::{
-    CUcontext, CUdevice, CUdeviceptr, CUgraph, CUgraphNode, CUlibrary, CUlinkState, CUmemHandle, CUmodule, CUresult,
-    CUstream, CUstreamCaptureStatus, MemAccessDesc, MemAllocNodeParams, MemAllocationProp, CUDA_SUCCESS,
+    CUcontext, CUdevice, CUdeviceptr, CUfunction, CUgraph, CUgraphNode, CUkernel, CUlibrary, CUlinkState, CUmemHandle,
+    CUmodule, CUresult, CUstream, CUstreamCaptureStatus, MemAccessDesc, MemAllocNodeParams, MemAllocationProp,
+    CUDA_SUCCESS,
 };
 
 /// `fn name(arg: type, …);` declares `pub fn name() -> Option<unsafe extern "C" fn(type, …) ->
@@ -67,6 +68,12 @@ real_functions! {
     fn cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, bytes: usize, stream: CUstream);
     fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, bytes: usize);
     fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, bytes: usize, stream: CUstream);
+
+    // Kernels: what a handle the program launches is.
+    fn cuFuncGetName(name: *mut *const c_char, f: CUfunction);
+    fn cuFuncGetModule(module: *mut CUmodule, f: CUfunction);
+    fn cuKernelGetName(name: *mut *const c_char, k: CUkernel);
+    fn cuKernelGetLibrary(library: *mut CUlibrary, k: CUkernel);
 
     // Modules.
     fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void);

@@ -29,6 +29,14 @@ hooks! {
 
 type Params = *mut *mut c_void;
 
+/// What the routes keep of a launch: the coverage's count, the ring a fault names.
+fn launching(f: CUfunction, grid: [u32; 3], block: [u32; 3], stream: CUstream) {
+    crate::state::quietly(|| {
+        crate::routes::coverage::launched(f);
+        crate::routes::faults::launched(f as usize, grid, block, stream as usize);
+    });
+}
+
 unsafe fn launch_kernel(
     real: unsafe extern "C" fn(CUfunction, u32, u32, u32, u32, u32, u32, u32, CUstream, Params, Params) -> CUresult,
     f: CUfunction,
@@ -40,6 +48,7 @@ unsafe fn launch_kernel(
     extra: Params,
 ) -> CUresult {
     before_launch_on(stream);
+    launching(f, grid, block, stream);
     real(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem, stream, params, extra)
 }
 
@@ -54,7 +63,9 @@ unsafe fn launch_kernel_ex(
     // then the stream at offset 32.
     let stream =
         if config.is_null() { std::ptr::null_mut() } else { *(config.cast::<u8>().add(32) as *const CUstream) };
+    let dims = |at: usize| if config.is_null() { [0; 3] } else { *(config.cast::<u8>().add(at) as *const [u32; 3]) };
     before_launch_on(stream);
+    launching(f, dims(0), dims(12), stream);
     real(config, f, params, extra)
 }
 
@@ -68,6 +79,7 @@ unsafe fn launch_cooperative(
     params: Params,
 ) -> CUresult {
     before_launch_on(stream);
+    launching(f, grid, block, stream);
     real(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem, stream, params)
 }
 

@@ -32,9 +32,30 @@ hooks! {
     fn cuModuleGetGlobal_v2(dptr: *mut CUdeviceptr, bytes: *mut usize, module: CUmodule, name: *const c_char)
         => |real| module_get_global(real, dptr, bytes, module, name);
 
-    // Watched: launches reach the substituted modules' kernels by construction.
-    fn cuModuleGetFunction(f: *mut CUfunction, module: CUmodule, name: *const c_char);
-    fn cuLibraryGetKernel(k: *mut CUkernel, lib: CUlibrary, name: *const c_char);
+    // Launches reach the substituted modules' kernels by construction; the lookups say
+    // which module each handle the program launches belongs to (the report's coverage).
+    fn cuModuleGetFunction(f: *mut CUfunction, module: CUmodule, name: *const c_char)
+        => |real| looked_up(real(f, module, name), f as *mut usize, Loaded::Module(module as usize), name);
+    fn cuLibraryGetKernel(k: *mut CUkernel, lib: CUlibrary, name: *const c_char)
+        => |real| looked_up(real(k, lib, name), k as *mut usize, Loaded::Library(lib as usize), name);
+    fn cuKernelGetFunction(f: *mut CUfunction, k: CUkernel) => |real| kernel_function(real(f, k), f, k);
+}
+
+/// The program got `*handle` for kernel `name` of `module`.
+unsafe fn looked_up(r: CUresult, handle: *mut usize, module: Loaded, name: *const c_char) -> CUresult {
+    if r == CUDA_SUCCESS && !handle.is_null() && !name.is_null() {
+        let name = CStr::from_ptr(name).to_string_lossy();
+        quietly(|| crate::routes::coverage::function(*handle, module, &name));
+    }
+    r
+}
+
+/// The program got `*f`, kernel `k` in the current context.
+unsafe fn kernel_function(r: CUresult, f: *mut CUfunction, k: CUkernel) -> CUresult {
+    if r == CUDA_SUCCESS && !f.is_null() {
+        quietly(|| crate::routes::coverage::same_as(*f as usize, k as usize));
+    }
+    r
 }
 
 // ---- module loads (kernel substitution) ------------------------------------------------

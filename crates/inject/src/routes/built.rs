@@ -24,6 +24,7 @@ use gpusan_runtime::cache;
 use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
 
+use super::coverage::Route;
 use super::substitute::{self, Image};
 use crate::driver::{real, CUDA_SUCCESS};
 
@@ -59,13 +60,25 @@ pub fn record_unchecked(cubin: &[u8], why: String) {
 /// The metadata of an image gpusan made from instrumented PTX (a cubin, or PTX handed out
 /// instrumented: its lines are those of the PTX before instrumenting, which the kernels'
 /// records carry), if it is one.
-pub fn meta_of(image: &[u8]) -> Option<ModuleMeta> {
+pub fn meta_of(image: &[u8]) -> Option<(ModuleMeta, Route)> {
     let digest = built::digest(image);
     let here = with(|m| match m.get(&digest) {
-        Some(Known::Built { meta, .. }) => Some(meta.clone()),
+        Some(Known::Built { meta, record, .. }) => Some((meta.clone(), route(record.origin))),
         _ => None,
     });
-    here.or_else(|| ModuleMeta::from_text(&built::read(&cache::dir()?, &digest)?.meta).ok())
+    here.or_else(|| {
+        let record = built::read(&cache::dir()?, &digest)?;
+        Some((ModuleMeta::from_text(&record.meta).ok()?, route(record.origin)))
+    })
+}
+
+/// The route that checks what `origin` built.
+fn route(origin: Origin) -> Route {
+    match origin {
+        Origin::Nvrtc => Route::Nvrtc,
+        Origin::Linker => Route::Linker,
+        Origin::Ptxas => Route::BuildTime,
+    }
 }
 
 /// What to load for a cubin the program loads.
@@ -98,9 +111,9 @@ pub fn substitute(cubin: &[u8], mode: Mode) -> Image {
     match ptx {
         Some(mut text) if record.ptx_key.is_some() && mode != Mode::Api => {
             text.push(0);
-            Image::Substitute { bytes: Box::leak(text.into_boxed_slice()), meta }
+            Image::Substitute { bytes: Box::leak(text.into_boxed_slice()), meta, route: route(record.origin) }
         }
-        _ => Image::Built(meta),
+        _ => Image::Built(meta, route(record.origin)),
     }
 }
 

@@ -17,6 +17,8 @@
 //! or to [`substitute`] directly.
 
 pub mod built;
+pub mod coverage;
+pub mod faults;
 pub mod mirror;
 pub mod passes;
 pub mod substitute;
@@ -47,9 +49,16 @@ pub unsafe fn load_module(
     // module is loaded then.
     let instrumented =
         quietly(|| substituting().then(|| substitute::substitute(image, state().options.mode))).flatten();
-    let r = match instrumented {
-        None => load(image),
-        Some(substitute::Image::Substitute { bytes, meta: instrumented }) => {
+    let (r, verdict) = match instrumented {
+        None => {
+            let why = if substituting() {
+                "gpusan stopped checking (internal error)"
+            } else {
+                "api mode: kernels are not instrumented (use --mode check)"
+            };
+            (load(image), Err(why.to_string()))
+        }
+        Some(substitute::Image::Substitute { bytes, meta: instrumented, route }) => {
             let r = load(bytes.as_ptr() as *const c_void);
             if r == CUDA_SUCCESS {
                 quietly(|| {
@@ -59,29 +68,27 @@ pub unsafe fn load_module(
                     })
                 });
                 meta = Some(instrumented);
-                r
+                (r, Ok(route))
             } else {
+                let why = format!("instrumented module refused by the driver (error {r})");
                 quietly(|| {
-                    substitute::with(|m| {
-                        *m.unchecked
-                            .entry(format!("instrumented module refused by the driver (error {r})"))
-                            .or_default() += 1
-                    });
+                    substitute::with(|m| *m.unchecked.entry(why.clone()).or_default() += 1);
                     substitute::refused(image, state().options.mode);
                 });
-                load(image)
+                (load(image), Err(why))
             }
         }
-        Some(substitute::Image::Built(known)) => {
+        Some(substitute::Image::Built(known, route)) => {
             meta = Some(known);
-            load(image)
+            (load(image), Ok(route))
         }
         Some(substitute::Image::Original(why)) => {
-            quietly(|| substitute::with(|m| *m.unchecked.entry(why).or_default() += 1));
-            load(image)
+            quietly(|| substitute::with(|m| *m.unchecked.entry(why.clone()).or_default() += 1));
+            (load(image), Err(why))
         }
     };
     if r == CUDA_SUCCESS {
+        quietly(|| coverage::module_loaded(handle(), verdict));
         quietly(|| crate::variables::on_module_loaded(handle(), image));
         quietly(|| mirror::on_module_loaded(handle(), || meta.or_else(|| substitute::meta_of_image(image))));
     }
@@ -92,6 +99,7 @@ pub unsafe fn load_module(
 /// records, and read the counters of instrumented modules.
 pub fn after_sync(r: CUresult) -> CUresult {
     if r == CUDA_SUCCESS {
+        quietly(faults::synced);
         read_what_kernels_left(mirror::drain);
     }
     r

@@ -37,12 +37,12 @@ use gpusan_runtime::cache;
 pub enum Image {
     /// Load `bytes` instead (leaked: the driver may read a lazily loaded image later);
     /// `meta` is what reports of its kernels need to know of it.
-    Substitute { bytes: &'static [u8], meta: ModuleMeta },
+    Substitute { bytes: &'static [u8], meta: ModuleMeta, route: super::coverage::Route },
     /// Load the original; the reason goes into the report.
     Original(String),
     /// Load the original: machine code gpusan built from instrumented PTX (`routes::built`);
     /// `meta` is its module's.
-    Built(ModuleMeta),
+    Built(ModuleMeta, super::coverage::Route),
 }
 
 #[derive(Default)]
@@ -143,13 +143,19 @@ pub unsafe fn substitute(image: *const c_void, mode: Mode) -> Image {
     };
     if gpusan_passes::declares_abi(&ptx) {
         // Instrumented already (handed out so by NVRTC's door, or built so): checked as it is.
-        let meta = super::built::meta_of(ptx.as_bytes()).unwrap_or_else(|| ModuleMeta::of_ptx(&ptx));
-        return Image::Built(meta);
+        return match super::built::meta_of(ptx.as_bytes()) {
+            Some((meta, route)) => Image::Built(meta, route),
+            None => Image::Built(ModuleMeta::of_ptx(&ptx), super::coverage::Route::BuildTime),
+        };
     }
     match instrument_ptx(&ptx, mode) {
         Ok(Instrumented { mut text, meta, .. }) => {
             text.push(0);
-            Image::Substitute { bytes: Box::leak(text.into_boxed_slice()), meta }
+            Image::Substitute {
+                bytes: Box::leak(text.into_boxed_slice()),
+                meta,
+                route: super::coverage::Route::PtxAtLoad,
+            }
         }
         Err(why) => Image::Original(why),
     }

@@ -1,0 +1,62 @@
+/* Kernel launches for tests of the report's coverage, with the fake driver:
+ *   coverage_prog SCENARIO
+ * `ptx`: a PTX module (check mode instruments it); `zeta` launched 3 times, `alpha` once. `cubin`: a cubin (machine code only); `mc` launched
+ * twice. `ghost`: the PTX module, and a launch of a handle the program never looked up
+ * through the driver (so neither gpusan nor the driver can name it). `fault`: `zeta` runs and
+ * is synchronized; then `fault_me` (grid 2, block 64, the fake's faulting kernel) and `zeta`
+ * again; every synchronization after returns 700, printed as `sync=N`. Prints `SCENARIO done
+ * rc=N` (the fault expected in `fault` not counted). */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef int CUresult;
+CUresult cuInit(unsigned);
+CUresult cuDevicePrimaryCtxRetain(void **, int);
+CUresult cuModuleLoadData(void **, const void *);
+CUresult cuModuleGetFunction(void **, void *, const char *);
+CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **,
+                        void **);
+CUresult cuCtxSynchronize(void);
+
+static const char *checked_ptx =
+    ".version 9.0\n.target sm_90\n.address_size 64\n"
+    ".visible .entry zeta(.param .u64 p)\n{\n\t.reg .b64 %rd<3>;\n\tld.param.u64 %rd1, [p];\n"
+    "\tcvta.to.global.u64 %rd2, %rd1;\n\tst.global.u32 [%rd2], 0;\n\tret;\n}\n"
+    ".visible .entry alpha(.param .u64 p)\n{\n\t.reg .b64 %rd<3>;\n\tld.param.u64 %rd1, [p];\n"
+    "\tcvta.to.global.u64 %rd2, %rd1;\n\tst.global.u32 [%rd2], 1;\n\tret;\n}\n";
+
+static int launch(void *f) { return cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, 0, 0); }
+
+int main(int argc, char **argv) {
+    if (argc < 2) return 2;
+    const char *s = argv[1];
+    void *ctx = 0, *m = 0, *f = 0, *g = 0;
+    int rc = cuInit(0) | cuDevicePrimaryCtxRetain(&ctx, 0);
+    if (!strcmp(s, "ptx") || !strcmp(s, "ghost")) {
+        rc |= cuModuleLoadData(&m, checked_ptx);
+        rc |= cuModuleGetFunction(&f, m, "zeta") | cuModuleGetFunction(&g, m, "alpha");
+        if (!strcmp(s, "ptx")) rc |= launch(f) | launch(f) | launch(f) | launch(g);
+        else rc |= launch((void *)0x7777);
+    } else if (!strcmp(s, "cubin")) {
+        static unsigned char cubin[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+        rc |= cuModuleLoadData(&m, cubin) | cuModuleGetFunction(&f, m, "mc");
+        rc |= launch(f) | launch(f);
+    } else if (!strcmp(s, "fault")) {
+        rc |= cuModuleLoadData(&m, checked_ptx);
+        rc |= cuModuleGetFunction(&f, m, "zeta") | cuModuleGetFunction(&g, m, "fault_me");
+        rc |= launch(f) | cuCtxSynchronize();
+        rc |= cuLaunchKernel(g, 2, 1, 1, 64, 1, 1, 0, 0, 0, 0);
+        int after = launch(f);
+        printf("launch=%d\n", after);
+        int first = cuCtxSynchronize(), second = cuCtxSynchronize();
+        printf("sync=%d sync=%d\n", first, second);
+        printf("%s done rc=%d\n", s, rc);
+        return first != 700 || second != 700;
+    } else {
+        return 2;
+    }
+    rc |= cuCtxSynchronize();
+    printf("%s done rc=%d\n", s, rc);
+    return rc != 0;
+}

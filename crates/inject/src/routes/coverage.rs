@@ -1,0 +1,141 @@
+//! Which kernels the program launched and whether gpusan checked them: each loaded module's
+//! verdict (the route that instrumented it, or why not), each function handle's module and
+//! name (learnt where the program looks kernels up, or asked of the driver at a handle's
+//! first launch), and each handle's launches. At exit it becomes the report's coverage
+//! (`gpusan_runtime::coverage`). A launch costs one lookup under a lock.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::{c_char, CStr};
+use std::sync::Mutex;
+
+use gpusan_runtime::coverage::{Coverage, KernelCoverage};
+use gpusan_runtime::locks;
+use gpusan_runtime::per_process::PerProcess;
+
+use crate::driver::{real, CUfunction, CUkernel, CUlibrary, CUmodule, Loaded, CUDA_SUCCESS};
+
+/// How a checked module was instrumented.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// Its PTX was instrumented when the program loaded it.
+    PtxAtLoad,
+    /// It was built instrumented (the `ptxas` stand-in: nvcc, Triton).
+    BuildTime,
+    /// Through NVRTC.
+    Nvrtc,
+    /// Through the driver's linker or nvJitLink.
+    Linker,
+}
+
+impl Route {
+    pub fn name(self) -> &'static str {
+        match self {
+            Route::PtxAtLoad => "PTX at load",
+            Route::BuildTime => "build time",
+            Route::Nvrtc => "NVRTC",
+            Route::Linker => "linker",
+        }
+    }
+}
+
+#[derive(Default)]
+struct Seen {
+    /// Each module's verdict: the route that checked it, or why it was not.
+    modules: BTreeMap<Loaded, Result<Route, String>>,
+    /// Each function or kernel handle's module (when known) and name.
+    functions: HashMap<usize, (Option<Loaded>, String)>,
+    launches: HashMap<usize, u64>,
+}
+
+static SEEN: PerProcess<Mutex<Option<Seen>>> = PerProcess::new(|| Mutex::new(None));
+
+fn with<R>(f: impl FnOnce(&mut Seen) -> R) -> R {
+    f(locks::lock(SEEN.get()).get_or_insert_with(Seen::default))
+}
+
+/// A module the program loaded (successfully), and gpusan's verdict on it.
+pub fn module_loaded(module: Loaded, verdict: Result<Route, String>) {
+    with(|s| s.modules.insert(module, verdict));
+}
+
+/// The program looked up kernel `name` of `module` and got `handle`.
+pub fn function(handle: usize, module: Loaded, name: &str) {
+    with(|s| s.functions.insert(handle, (Some(module), name.to_string())));
+}
+
+/// `function` is `kernel` in a context (`cuKernelGetFunction`).
+pub fn same_as(function: usize, kernel: usize) {
+    with(|s| {
+        if let Some(k) = s.functions.get(&kernel).cloned() {
+            s.functions.insert(function, k);
+        }
+    });
+}
+
+/// A launch of `f` (a `CUfunction`, or a `CUkernel` cudart passes as one).
+pub fn launched(f: CUfunction) {
+    let first = with(|s| {
+        let n = s.launches.entry(f as usize).or_default();
+        *n += 1;
+        *n == 1 && !s.functions.contains_key(&(f as usize))
+    });
+    if first {
+        // Never looked up through a door gpusan watches: the driver says what it is.
+        let found = ask_driver(f);
+        with(|s| {
+            s.functions.entry(f as usize).or_insert(found);
+        });
+    }
+}
+
+/// The module and name of a handle the program did not look up through gpusan's stand-ins.
+fn ask_driver(f: CUfunction) -> (Option<Loaded>, String) {
+    let mut name: *const c_char = std::ptr::null();
+    // SAFETY: the driver's functions with out-parameters of ours; the name it returns is
+    // its own, valid while the module is loaded (copied at once).
+    unsafe {
+        let as_function = real::cuFuncGetName().is_some_and(|g| g(&mut name, f) == CUDA_SUCCESS && !name.is_null());
+        if as_function {
+            let text = CStr::from_ptr(name).to_string_lossy().into_owned();
+            let mut m: CUmodule = std::ptr::null_mut();
+            let module = real::cuFuncGetModule()
+                .is_some_and(|g| g(&mut m, f) == CUDA_SUCCESS && !m.is_null())
+                .then(|| Loaded::Module(m as usize));
+            return (module, text);
+        }
+        let k = f as CUkernel;
+        if real::cuKernelGetName().is_some_and(|g| g(&mut name, k) == CUDA_SUCCESS && !name.is_null()) {
+            let text = CStr::from_ptr(name).to_string_lossy().into_owned();
+            let mut l: CUlibrary = std::ptr::null_mut();
+            let library = real::cuKernelGetLibrary()
+                .is_some_and(|g| g(&mut l, k) == CUDA_SUCCESS && !l.is_null())
+                .then(|| Loaded::Library(l as usize));
+            return (library, text);
+        }
+    }
+    (None, format!("<kernel {:#x}>", f as usize))
+}
+
+/// The demangled name of kernel handle `f`, as far as it is known.
+pub fn name_of(f: usize) -> String {
+    let name = with(|s| s.functions.get(&f).map(|(_, n)| n.clone()));
+    name.map_or_else(|| format!("<kernel {f:#x}>"), |n| gpusan_runtime::coverage::demangle(&n))
+}
+
+/// The coverage of the launches so far.
+pub fn coverage() -> Coverage {
+    with(|s| {
+        let mut c = Coverage::default();
+        for (f, &n) in &s.launches {
+            let (module, name) = s.functions.get(f).cloned().unwrap_or((None, format!("<kernel {f:#x}>")));
+            let verdict = match module.and_then(|m| s.modules.get(&m)) {
+                Some(Ok(route)) => Ok(route.name()),
+                Some(Err(why)) => Err(why.as_str()),
+                None => Err("its module was loaded where gpusan did not see it"),
+            };
+            c.add(KernelCoverage::new(&name, n, verdict));
+        }
+        c.kernels.sort_by(|a, b| b.launches.cmp(&a.launches).then(a.name.cmp(&b.name)));
+        c
+    })
+}
