@@ -101,25 +101,50 @@ fn on_chip_cases_are_checked_and_assemble() {
         common::assemble(&ptxas, &file, &dir.join(format!("{case}.cubin")))
             .unwrap_or_else(|e| panic!("{case}: instrumented, it does not assemble:\n{e}"));
         // The bug cases' checks name the right code (`%__gs_r` is the record less the
-        // buffer's header).
+        // buffer's header): the window's, which a misaligned address replaces.
         let code_at = gpusan_abi::record::HEADER_BYTES + gpusan_abi::record::CODE.offset;
+        let text = out.ptx.split_whitespace().collect::<Vec<_>>().join(" ");
+        let names = |code: u32| {
+            text.contains(&format!("mov.u32 %__gs_k, {code};"))
+                && text.contains(&format!("selp.u32 %__gs_k, {}, %__gs_k, %__gs_q;", gpusan_abi::CODE_MISALIGNED))
+                && text.contains(&format!("[%__gs_r+{code_at}], %__gs_k;"))
+        };
         if case.contains("shared") && !case.contains("clean") {
-            assert!(
-                out.ptx.contains(&format!("[%__gs_r+{code_at}], {};", gpusan_abi::CODE_SHARED_OUT_OF_BOUNDS)),
-                "{case}"
-            );
+            assert!(names(gpusan_abi::CODE_SHARED_OUT_OF_BOUNDS), "{case}");
         }
         if case.contains("scope") && !case.contains("clean") {
-            assert!(
-                out.ptx.contains(&format!("[%__gs_r+{code_at}], {};", gpusan_abi::CODE_LOCAL_USE_AFTER_SCOPE)),
-                "{case}"
-            );
+            assert!(names(gpusan_abi::CODE_LOCAL_USE_AFTER_SCOPE), "{case}");
         } else if case.contains("local") && !case.contains("clean") {
-            assert!(
-                out.ptx.contains(&format!("[%__gs_r+{code_at}], {};", gpusan_abi::CODE_LOCAL_OUT_OF_BOUNDS)),
-                "{case}"
-            );
+            assert!(names(gpusan_abi::CODE_LOCAL_OUT_OF_BOUNDS), "{case}");
         }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The misaligned-load case (`tests/cases/check_misaligned_vector_load.cu`): its float4 load
+/// is checked for 16-byte alignment as well as for bounds, a misaligned address is recorded
+/// as misaligned, and the instrumented PTX assembles. The aligned twin gets the same checks
+/// on its global, shared and local vector accesses (its silence on the GPU then means
+/// something).
+#[test]
+fn vector_accesses_are_checked_for_alignment() {
+    let dir = std::env::temp_dir().join(format!("gpusan-check-align-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ptxas = gpusan_testkit::cuda_tool("ptxas");
+    for (case, masks) in [("check_misaligned_vector_load", &[15][..]), ("check_clean_aligned_vectors", &[15, 7, 3][..])]
+    {
+        let (_, src) = compile(case, &dir);
+        let out = gpusan_passes::instrument(&src, &Check).unwrap();
+        let text = out.ptx.split_whitespace().collect::<Vec<_>>().join(" ");
+        for mask in masks {
+            assert!(text.contains(&format!("and.b32 %__gs_al, %__gs_al, {mask};")), "{case}: no {mask} alignment test");
+        }
+        assert!(text.contains("setp.ne.or.u32 %__gs_bad, %__gs_al, 0, %__gs_bad;"), "{case}");
+        assert!(text.contains(&format!("selp.u32 %__gs_k, {}, %__gs_k, %__gs_q;", gpusan_abi::CODE_MISALIGNED)));
+        let file = dir.join(format!("{case}.instrumented.ptx"));
+        std::fs::write(&file, &out.ptx).unwrap();
+        common::assemble(&ptxas, &file, &dir.join(format!("{case}.cubin")))
+            .unwrap_or_else(|e| panic!("{case}: instrumented, it does not assemble:\n{e}"));
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

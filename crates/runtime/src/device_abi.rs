@@ -196,8 +196,8 @@ mod tests {
     use crate::registry::{AllocKind, NewAlloc, SiteId};
     use gpusan_abi::heap::BLOCK_TAG as HEAP_BLOCK_TAG;
     use gpusan_abi::{
-        CODE_DOUBLE_FREE, CODE_INVALID_FREE, CODE_LOCAL_OUT_OF_BOUNDS, CODE_LOCAL_USE_AFTER_SCOPE, CODE_OUT_OF_BOUNDS,
-        CODE_SHARED_OUT_OF_BOUNDS, CODE_USE_AFTER_FREE,
+        CODE_DOUBLE_FREE, CODE_INVALID_FREE, CODE_LOCAL_OUT_OF_BOUNDS, CODE_LOCAL_USE_AFTER_SCOPE, CODE_MISALIGNED,
+        CODE_OUT_OF_BOUNDS, CODE_SHARED_OUT_OF_BOUNDS, CODE_USE_AFTER_FREE,
     };
 
     #[test]
@@ -307,6 +307,7 @@ mod tests {
         assert_eq!(k(CODE_LOCAL_USE_AFTER_SCOPE, 1), ErrorKind::UseAfterScope);
         assert_eq!(k(CODE_DOUBLE_FREE, 0), ErrorKind::DoubleFree);
         assert_eq!(k(CODE_INVALID_FREE, 1), ErrorKind::InvalidFree);
+        assert_eq!(k(CODE_MISALIGNED, 0), ErrorKind::MisalignedAccess);
         assert_eq!(k(99, 1), ErrorKind::OutOfBoundsWrite, "an unknown code reads as out of bounds");
     }
 

@@ -260,7 +260,7 @@ impl Emitter<'_> {
                         .iter()
                         .find(|c| c.base_reg().is_some_and(|(b, _)| b == group.base) && c.symbol() == Some(symbol))
                         .expect("a window group's first member is a window check of its site");
-                    let mut t = onchip::check_text(&check.spanning(group.min, group.end));
+                    let mut t = onchip::check_text(&check.spanning(group.min, group.end, group.align));
                     t.push_str(&format!("\tnot.pred %__gs_gok{g}, %__gs_bad;\n"));
                     t
                 }
@@ -430,7 +430,7 @@ impl Emitter<'_> {
         let mut top = String::new();
         for (ty, names) in [
             ("b64", &["t", "lo", "hi", "mid", "x", "y", "sz", "a", "e", "eb", "r", "h", "f"][..]),
-            ("b32", &["i", "c", "k"][..]),
+            ("b32", &["i", "c", "k", "al"][..]),
             ("pred", &["q", "g", "bad", "any", "nb"][..]),
         ] {
             for name in names {

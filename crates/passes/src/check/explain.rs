@@ -70,7 +70,12 @@ impl Explained<'_> {
                     format!("root {}", access.root)
                 };
                 let (space, kind, width) = (access.space, access.kind, access.width);
-                writeln!(f, "    {}: {kind:?} {space:?} {at} {width} bytes against {against}", self.inst(site.inst))?;
+                let aligned = if access.align > 1 { format!(" aligned {}", access.align) } else { String::new() };
+                writeln!(
+                    f,
+                    "    {}: {kind:?} {space:?} {at} {width} bytes{aligned} against {against}",
+                    self.inst(site.inst)
+                )?;
             }
             for check in &site.windows {
                 writeln!(f, "    {}: {:?} {:?} {check}", self.inst(site.inst), check.kind, check.counted())?;
@@ -140,9 +145,13 @@ impl Explained<'_> {
                 Key::Window(symbol) => format!("window {symbol}"),
             };
             let used = if plan.fast_paths.used.contains(&g) { "checked" } else { "unused (no fast path needs it)" };
+            let aligned = match group.align {
+                a if a.is_none() => String::new(),
+                a => format!(" (first byte at {} mod {})", a.want, a.bytes()),
+            };
             writeln!(
                 f,
-                "    group {g}: after {}, {} members against {against}, [{}{:+}, {}{:+}), {used}",
+                "    group {g}: after {}, {} members against {against}, [{}{:+}, {}{:+}){aligned}, {used}",
                 self.inst(group.def),
                 group.members,
                 group.base,

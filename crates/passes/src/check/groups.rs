@@ -24,6 +24,7 @@ use gpusan_ptx::cfg::{Cfg, DomTree, InstId, LoopForest};
 use gpusan_ptx::dataflow::{DefSite, RegId};
 use gpusan_ptx::semantics::Space;
 
+use super::plan::Align;
 use super::roots::RootAnalysis;
 use super::sites::Site;
 
@@ -38,6 +39,8 @@ pub(super) struct Candidate {
     pub base: Name,
     pub offset: i64,
     pub width: u32,
+    /// Bytes the address must be a multiple of (1: any).
+    pub align: u32,
     /// What the range is judged against.
     pub key: Key,
     /// The only definition of `reg` reaching the access, if there is exactly one and it is
@@ -66,6 +69,9 @@ pub(super) struct Group {
     /// `[base + min, base + end)` covers every member's bytes.
     pub min: i64,
     pub end: i64,
+    /// What `base + min` must be modulo the members' largest alignment for every member to
+    /// be aligned (see [`alignment`]).
+    pub align: Align,
     pub members: u32,
 }
 
@@ -95,15 +101,15 @@ pub(super) fn candidates(analysis: &mut RootAnalysis, sites: &[Site], first_shad
             let Some((Some(base), offset)) = inst.operands[access.operand].as_address() else { continue };
             let Some(reg) = analysis.resolve(site.inst, base) else { continue };
             let def = only_def(analysis, reg);
-            let (width, key) = (access.width, Key::Root(access.root));
-            out.push(Candidate { site: index, inst: site.inst, reg, base, offset, width, key, def });
+            let (width, align, key) = (access.width, access.align, Key::Root(access.root));
+            out.push(Candidate { site: index, inst: site.inst, reg, base, offset, width, align, key, def });
         }
         for check in &site.windows {
             let (Some((base, offset)), Some(symbol)) = (check.base_reg(), check.symbol()) else { continue };
             let Some(reg) = analysis.resolve(site.inst, base) else { continue };
             let def = only_def(analysis, reg);
-            let (width, key) = (check.width, Key::Window(symbol));
-            out.push(Candidate { site: index, inst: site.inst, reg, base, offset, width, key, def });
+            let (width, align, key) = (check.width, check.align.bytes(), Key::Window(symbol));
+            out.push(Candidate { site: index, inst: site.inst, reg, base, offset, width, align, key, def });
         }
     }
     out
@@ -175,6 +181,10 @@ pub(super) fn plan(candidates: &[Candidate], cfg: &Cfg) -> Plan {
         if min.unsigned_abs() > 1 << 40 || end.unsigned_abs() > 1 << 40 {
             continue;
         }
+        // Members that cannot all be aligned at once keep their own checks.
+        let Some(align) = alignment(members.iter().map(|&m| (candidates[m].offset, candidates[m].align)), min) else {
+            continue;
+        };
         let g = plan.groups.len();
         let first = members[0];
         plan.groups.push(Group {
@@ -184,6 +194,7 @@ pub(super) fn plan(candidates: &[Candidate], cfg: &Cfg) -> Plan {
             first,
             min,
             end,
+            align,
             members: members.len() as u32,
         });
         for m in members {
@@ -191,6 +202,17 @@ pub(super) fn plan(candidates: &[Candidate], cfg: &Cfg) -> Plan {
         }
     }
     plan
+}
+
+/// The one alignment test of `base + min` that holds exactly when every access
+/// `(offset, align)` through `base` is aligned: the largest alignment `W` at its access's
+/// offset `r`, when every other access lies a multiple of its own alignment away from `r`
+/// (alignments are powers of two, so each divides `W`). `None` when they cannot all hold
+/// at once: some access is misaligned whatever `base` is.
+pub(super) fn alignment(accesses: impl Iterator<Item = (i64, u32)> + Clone, min: i64) -> Option<Align> {
+    let (reference, widest) = accesses.clone().max_by_key(|&(offset, align)| (align, std::cmp::Reverse(offset)))?;
+    let consistent = accesses.into_iter().all(|(offset, align)| (offset - reference).rem_euclid(i64::from(align)) == 0);
+    consistent.then(|| Align::of(widest).moved(min, reference))
 }
 
 /// The range check of a group against its root: `%__gs_gok{g}` holds when `[base + min,
@@ -204,6 +226,7 @@ pub(super) fn check_text(g: usize, group: &Group) -> String {
         "\tadd.s64 %__gs_a, {base}, {min};\n\
          \tadd.s64 %__gs_e, {base}, {end};\n\
          \tsetp.ge.u64 %__gs_gok{g}, %__gs_a, %__gs_low{k};\n\
-         \tsetp.le.and.u64 %__gs_gok{g}, %__gs_e, %__gs_lim{k}, %__gs_gok{g};\n"
+         \tsetp.le.and.u64 %__gs_gok{g}, %__gs_e, %__gs_lim{k}, %__gs_gok{g};\n{align}",
+        align = group.align.text("%__gs_a", &format!("%__gs_gok{g}"), false),
     )
 }

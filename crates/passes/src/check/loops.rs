@@ -56,7 +56,7 @@ use gpusan_ptx::dataflow::{DefSite, RegId};
 use gpusan_ptx::semantics::Space;
 
 use super::groups;
-use super::plan::Root;
+use super::plan::{Align, Root};
 use super::roots::RootAnalysis;
 use super::sites::{Access, Site};
 
@@ -126,6 +126,10 @@ struct Range {
     steps: Steps,
     min: i64,
     end: i64,
+    /// What `b` must be modulo the accesses' largest alignment for every access to be
+    /// aligned on the first step; the stride keeps them so (a constant one is a multiple of
+    /// it, a register one is tested).
+    align: Align,
 }
 
 /// Which values of an induction variable an access reads over iterations `0..T`: how many
@@ -439,7 +443,10 @@ impl LoopPlanner<'_, '_> {
         }
 
         // Every checked access in the loop needs a range.
-        let mut ranges: BTreeMap<(usize, Name, Option<Name>, Stride, Steps), (i64, i64)> = BTreeMap::new();
+        type RangeKey = (usize, Name, Option<Name>, Stride, Steps);
+        // The range's ends, and each access's first byte and alignment.
+        type Covered = (i64, i64, Vec<(i64, u32)>);
+        let mut ranges: BTreeMap<RangeKey, Covered> = BTreeMap::new();
         let mut covered = 0usize;
         let mut accesses = 0u32;
         let mut trip: Option<Option<Trip>> = None;
@@ -451,7 +458,7 @@ impl LoopPlanner<'_, '_> {
                 return None;
             }
             let inst = self.analysis.insts[site.inst.index()];
-            for &Access { operand, width: w, space, root: k, .. } in &site.accesses {
+            for &Access { operand, width: w, space, root: k, align, .. } in &site.accesses {
                 if !matches!(space, Space::Global | Space::Generic) {
                     return None;
                 }
@@ -472,9 +479,10 @@ impl LoopPlanner<'_, '_> {
                 if min.abs() > MAX_OFFSET || end.abs() > MAX_OFFSET {
                     return None;
                 }
-                let e = ranges.entry((k, start, addend, stride, steps)).or_insert((min, end));
+                let e = ranges.entry((k, start, addend, stride, steps)).or_insert((min, end, Vec::new()));
                 e.0 = e.0.min(min);
                 e.1 = e.1.max(end);
+                e.2.push((min, align));
                 accesses += 1;
             }
             covered += 1;
@@ -482,10 +490,17 @@ impl LoopPlanner<'_, '_> {
         if covered == 0 {
             return None;
         }
-        let ranges = ranges
-            .into_iter()
-            .map(|((k, start, addend, stride, steps), (min, end))| Range { k, start, addend, stride, steps, min, end })
-            .collect();
+        let mut versioned = Vec::with_capacity(ranges.len());
+        for ((k, start, addend, stride, steps), (min, end, aligns)) in ranges {
+            // Accesses that cannot all be aligned, or a constant stride that leaves the
+            // alignment, are misaligned on some iteration: the checked loop reports them.
+            let align = groups::alignment(aligns.iter().copied(), 0)?;
+            if matches!(stride, Stride::Const(c) if c.rem_euclid(i64::from(align.bytes())) != 0) {
+                return None;
+            }
+            versioned.push(Range { k, start, addend, stride, steps, min, end, align });
+        }
+        let ranges = versioned;
         Some(Version { first, last, check_at, accesses, trip: trip.flatten(), ranges })
     }
 
@@ -749,13 +764,17 @@ fn exact_quotient(step: i64) -> String {
 impl Range {
     /// `%__gs_vok` stays set when the range lies inside root `k`'s bounds.
     fn text(&self) -> String {
-        let Range { k, start, addend, stride, steps, min, end } = self;
+        let Range { k, start, addend, stride, steps, min, end, align } = self;
         // The constant parts of both ends; the end that moves with T gets `stride * T`.
         let (lowest, highest) = steps.bounds();
         let mut t = match addend {
             Some(r) => format!("\tadd.s64 %__gs_x, {start}, {r};\n"),
             None => format!("\tmov.b64 %__gs_x, {start};\n"),
         };
+        t.push_str(&align.text("%__gs_x", "%__gs_vok", false));
+        if let Stride::Reg(s) = stride {
+            t.push_str(&Align::of(align.bytes()).text(s, "%__gs_vok", false));
+        }
         match *stride {
             Stride::Const(s) => {
                 let (lo, hi) = match s {
@@ -839,6 +858,9 @@ impl std::fmt::Display for Version {
                 "\n  root {}: [{}{addend} + {}, {}{addend} + {}) stride {stride}, steps {:?}",
                 r.k, r.start, r.min, r.start, r.end, r.steps
             )?;
+            if !r.align.is_none() {
+                write!(f, ", start at {} mod {}", r.align.want, r.align.bytes())?;
+            }
         }
         Ok(())
     }

@@ -48,7 +48,10 @@
 //!    generic access is judged only when `isspacep.global` holds for `a`. A bad access
 //!    writes an error record ([`gpusan_abi::record`]; the sequence of
 //!    `bench/injection/abi_test.cpp`) and is skipped: its guard becomes "not bad" (and its
-//!    old guard, composed with `and.pred`).
+//!    old guard, composed with `and.pred`). The same predicate also tests the address's
+//!    alignment (`plan::Align`): an access of a typed instruction must sit on a multiple of
+//!    its whole width (a `ld.v4.f32` on 16 bytes), or it is reported as
+//!    `CODE_MISALIGNED` (before the hardware faults on it), in every state space.
 //!
 //! Outside device-heap modules the verdicts of LOADMETA are folded into the bounds
 //! (`Layout::Folded`): a root found nowhere gets `[0, 2^64)`, a freed one the limit

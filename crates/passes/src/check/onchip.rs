@@ -52,6 +52,7 @@ use gpusan_ptx::dataflow::DefSite;
 use gpusan_ptx::semantics::{address_conversion, AccessKind, Conversion, MemAccess, Space};
 use gpusan_ptx::Module;
 
+use super::plan::{required_alignment, Align};
 use super::regs::RegWidths;
 use super::roots::RootAnalysis;
 
@@ -151,6 +152,8 @@ pub(super) struct WindowCheck {
     pub(super) space: Space,
     pub(super) kind: AccessKind,
     bound: Bound,
+    /// What the address must be aligned to ([`super::plan::required_alignment`]).
+    pub(super) align: Align,
 }
 
 /// One line of the plan (`explain`): what the access is held to, and through which address.
@@ -162,6 +165,12 @@ impl std::fmt::Display for WindowCheck {
             Base::Symbol => write!(f, "[symbol{offset:+}]")?,
         }
         write!(f, " {} bytes", self.width)?;
+        if !self.align.is_none() {
+            match self.align.want {
+                0 => write!(f, " aligned {}", self.align.bytes())?,
+                w => write!(f, " at {w} mod {}", self.align.bytes())?,
+            }
+        }
         match &self.bound {
             Bound::Window { symbol, window } => {
                 let region = if window.region == Region::Shared { "shared" } else { "local" };
@@ -215,10 +224,10 @@ impl WindowCheck {
         }
     }
 
-    /// The same address form over `[base + min, base + end)`: the range check of a group of
-    /// accesses through one register (`groups`).
-    pub(super) fn spanning(&self, min: i64, end: i64) -> WindowCheck {
-        WindowCheck { offset: min, width: u32::try_from(end - min).unwrap_or(u32::MAX), ..self.clone() }
+    /// The same address form over `[base + min, base + end)`, its first byte aligned as
+    /// `align` says: the range check of a group of accesses through one register (`groups`).
+    pub(super) fn spanning(&self, min: i64, end: i64, align: Align) -> WindowCheck {
+        WindowCheck { offset: min, width: u32::try_from(end - min).unwrap_or(u32::MAX), align, ..self.clone() }
     }
 
     /// A record's [`record::SPACE`].
@@ -282,6 +291,7 @@ pub(super) fn classify(
     }
     let Some(width) = access.width.bytes() else { return not_mine() };
     let Some((Some(name), offset)) = access.address(inst).as_address() else { return not_mine() };
+    let align = Align::of(required_alignment(inst, width));
     let make = |base: Base, bound: Bound| WindowCheck {
         operand: access.operand,
         offset,
@@ -290,6 +300,7 @@ pub(super) fn classify(
         space: access.space,
         kind: access.kind,
         bound,
+        align,
     };
     if !name.starts_with('%') {
         // `[sym+k]`: only in the symbol's own space is it the window's address.
@@ -686,6 +697,7 @@ pub(super) fn check_text(c: &WindowCheck) -> String {
         Bound::Window { symbol, window } => (symbol, window),
         Bound::Live(frame) => {
             t.push_str(&scope::check_text(*frame, c.space == Space::Generic));
+            t.push_str(&c.align.text("%__gs_a", "%__gs_bad", true));
             return t;
         }
     };
@@ -711,6 +723,7 @@ pub(super) fn check_text(c: &WindowCheck) -> String {
          \tsetp.gt.or.u64 %__gs_bad, %__gs_e, %__gs_wlim, %__gs_bad;\n",
         c.width
     );
+    t.push_str(&c.align.text("%__gs_a", "%__gs_bad", true));
     t
 }
 
@@ -770,6 +783,7 @@ mod tests {
                 symbol: "a".into(),
                 window: Window { region: Region::Shared, extent: Extent::Bytes(16) },
             },
+            align: Align::of(4),
         };
         let t = check_text(&c);
         assert!(t.starts_with("\tadd.s32 %__gs_a32, %r1, 8;\n\tcvt.u64.u32 %__gs_a, %__gs_a32;\n"), "{t}");

@@ -84,3 +84,71 @@ pub(super) enum Layout {
     /// heap block's state is read again before every check (`check/heap.rs`).
     Heap,
 }
+
+/// The alignment the hardware requires of an access's address: it faults on a `ld.v4.f32`
+/// whose address is not a multiple of 16 (`CUDA_ERROR_MISALIGNED_ADDRESS`), and the check
+/// reports it first ([`gpusan_abi::CODE_MISALIGNED`]). Held as "the address's low bits
+/// `mask` equal `want`": a single access wants 0 under `width - 1`; a group's range check
+/// tests its first byte, which may sit a known distance before the access that needs the
+/// largest alignment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub(super) struct Align {
+    pub(super) mask: u32,
+    pub(super) want: u32,
+}
+
+impl Align {
+    /// The alignment `bytes` (a power of two; 1 or 0: none).
+    pub(super) fn of(bytes: u32) -> Align {
+        Align { mask: bytes.saturating_sub(1), want: 0 }
+    }
+
+    pub(super) fn is_none(self) -> bool {
+        self.mask == 0
+    }
+
+    /// The bytes it requires.
+    pub(super) fn bytes(self) -> u32 {
+        self.mask + 1
+    }
+
+    /// The alignment of bytes `[a + offset, …)` when `a + reference` must be a multiple
+    /// of `self.bytes()`: what `a + offset` has to be modulo it.
+    pub(super) fn moved(self, offset: i64, reference: i64) -> Align {
+        let n = i64::from(self.bytes());
+        Align { mask: self.mask, want: (offset - reference).rem_euclid(n) as u32 }
+    }
+
+    /// Code setting `pred` too when the 64-bit address in `a` breaks the alignment:
+    /// `or` into `pred` (`bad`), or clearing it (`and`, an `ok` predicate). Only the low
+    /// word is tested; empty when nothing is required. Clobbers `%__gs_al`.
+    pub(super) fn text(self, a: &str, pred: &str, bad: bool) -> String {
+        if self.is_none() {
+            return String::new();
+        }
+        let (cmp, op) = if bad { ("ne", "or") } else { ("eq", "and") };
+        format!(
+            "\tcvt.u32.u64 %__gs_al, {a};\n\tand.b32 %__gs_al, %__gs_al, {};\n\tsetp.{cmp}.{op}.u32 {pred}, %__gs_al, {}, {pred};\n",
+            self.mask, self.want
+        )
+    }
+}
+
+/// The alignment an access requires: its width for the instructions that move data of a
+/// type (`ld`, `st`, `atom`, `red`, `multimem`, vectors as a whole), 16 for the rows of
+/// `ldmatrix`/`stmatrix`, 8 for an mbarrier; none for copies and anything else, and for a
+/// width that is not a power of two.
+pub(super) fn required_alignment(inst: &gpusan_ptx::ast::Instruction, width: u32) -> u32 {
+    let typed = match inst.opcode.as_str() {
+        "ld" | "ldu" | "atom" => true,
+        "multimem" => !inst.has_modifier("cp"),
+        "st" | "red" => !inst.has_modifier("async") && !inst.has_modifier("bulk"),
+        "ldmatrix" | "stmatrix" | "mbarrier" => true,
+        _ => false,
+    };
+    if typed && width.is_power_of_two() && width <= 32 {
+        width
+    } else {
+        1
+    }
+}

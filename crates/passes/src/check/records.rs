@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 
 use gpusan_abi::record::{self, ACCESS, ADDRESS, ALLOCATION, BLOCK, CODE, KERNEL, PTX_LINE, SIZE, SPACE, THREAD};
 use gpusan_abi::table::STATE_LIVE;
-use gpusan_abi::{Field, CODE_OUT_OF_BOUNDS, CODE_USE_AFTER_FREE, ERRORS_SYMBOL, MODULE_SYMBOL};
+use gpusan_abi::{Field, CODE_MISALIGNED, CODE_OUT_OF_BOUNDS, CODE_USE_AFTER_FREE, ERRORS_SYMBOL, MODULE_SYMBOL};
 use gpusan_ptx::ast::{Name, Operand, Statement};
 use gpusan_ptx::semantics::AccessKind;
 
@@ -93,6 +93,10 @@ pub(super) enum Blame {
 pub(super) struct Record {
     pub(super) blame: Blame,
     pub(super) width: u32,
+    /// The low bits of the address that must be 0 (the access's alignment less one): when
+    /// some is set, the record's code is [`CODE_MISALIGNED`] whatever else is wrong, as it
+    /// is what the hardware would fault on.
+    pub(super) align_mask: u32,
     pub(super) line: u32,
     pub(super) function: u32,
     pub(super) space: u32,
@@ -150,9 +154,17 @@ pub(super) fn report_record_into(
 /// label with `abort`, else `skip`.
 pub(super) fn fill_record_into(r: &Record, abort: bool, skip: Name, end: Name, out: &mut Vec<Statement>) {
     let int = |v: u32| Operand::Int(gpusan_ptx::ast::IntLit::dec(v.into()));
-    let Record { blame, width, line, function, space, access } = *r;
-    let values =
-        [Operand::Name(skip), Operand::Name(end), int(function), int(width), int(line), int(space), int(access)];
+    let Record { blame, width, align_mask, line, function, space, access } = *r;
+    let values = [
+        Operand::Name(skip),
+        Operand::Name(end),
+        int(function),
+        int(width),
+        int(line),
+        int(space),
+        int(access),
+        int(align_mask),
+    ];
     RECORDS.with(|records| {
         let mut records = records.borrow_mut();
         // Kinds are few (a function's roots, block slots, window codes), but bounded all
@@ -214,7 +226,7 @@ static RECORD_FIXED: LazyLock<(String, String, String)> = LazyLock::new(|| {
 /// The text of an error record's writer for `blame`, with holes ([`snippet::Template`]):
 /// 0 the skip label, 1 the label it ends at when stored (the stop label with `abort`, else
 /// the skip label), 2 the function's index, 3 the access's width, 4 its line, 5 its space,
-/// 6 its kind.
+/// 6 its kind, 7 its alignment mask ([`Record::align_mask`]).
 pub(super) fn record_text(blame: Blame, abort: bool) -> String {
     let (at_allocation, at_code) = (field(ALLOCATION), field(CODE));
     let (alloc, code) = match blame {
@@ -232,8 +244,7 @@ pub(super) fn record_text(blame: Blame, abort: bool) -> String {
                 ),
                 format!(
                     "\tsetp.lt.s64 %__gs_q, %__gs_x, 0;\n\
-                     \tselp.u32 %__gs_k, {CODE_USE_AFTER_FREE}, {CODE_OUT_OF_BOUNDS}, %__gs_q;\n\
-                     \tst.global.u32 [%__gs_r+{at_code}], %__gs_k;\n"
+                     \tselp.u32 %__gs_k, {CODE_USE_AFTER_FREE}, {CODE_OUT_OF_BOUNDS}, %__gs_q;\n"
                 ),
             )
         }
@@ -241,15 +252,21 @@ pub(super) fn record_text(blame: Blame, abort: bool) -> String {
             format!("\tst.global.u64 [%__gs_r+{at_allocation}], %__gs_id{k};\n"),
             format!(
                 "\tsetp.ne.u32 %__gs_q, %__gs_st{k}, {STATE_LIVE};\n\
-                 \tselp.u32 %__gs_k, {CODE_USE_AFTER_FREE}, {CODE_OUT_OF_BOUNDS}, %__gs_q;\n\
-                 \tst.global.u32 [%__gs_r+{at_code}], %__gs_k;\n"
+                 \tselp.u32 %__gs_k, {CODE_USE_AFTER_FREE}, {CODE_OUT_OF_BOUNDS}, %__gs_q;\n"
             ),
         ),
-        Blame::Window(window_code) => (
-            format!("\tst.global.u64 [%__gs_r+{at_allocation}], 0;\n"),
-            format!("\tst.global.u32 [%__gs_r+{at_code}], {window_code};\n"),
-        ),
+        Blame::Window(window_code) => {
+            (format!("\tst.global.u64 [%__gs_r+{at_allocation}], 0;\n"), format!("\tmov.u32 %__gs_k, {window_code};\n"))
+        }
     };
+    // A misaligned address is what the hardware faults on: that is the record's code.
+    let code = format!(
+        "{code}\tcvt.u32.u64 %__gs_c, %__gs_a;\n\
+         \tand.b32 %__gs_c, %__gs_c, __gs_hole7;\n\
+         \tsetp.ne.u32 %__gs_q, %__gs_c, 0;\n\
+         \tselp.u32 %__gs_k, {CODE_MISALIGNED}, %__gs_k, %__gs_q;\n\
+         \tst.global.u32 [%__gs_r+{at_code}], %__gs_k;\n"
+    );
     let fixed = &*RECORD_FIXED;
     let mut t = format!("{head}{alloc}{kernel}{code}{tail}", head = fixed.0, kernel = fixed.1, tail = fixed.2);
     if abort {
@@ -319,7 +336,7 @@ mod tests {
         ];
         for blame in blames {
             for reaction in [Reaction::Report, Reaction::Abort] {
-                let r = Record { blame, width: 8, line: 1234, function: 3, space: 0, access: 1 };
+                let r = Record { blame, width: 8, align_mask: 7, line: 1234, function: 3, space: 0, access: 1 };
                 let stop = (reaction == Reaction::Abort).then(|| "$__gs_L9".to_string());
                 // Twice: built, then from the kept template.
                 for _ in 0..2 {
@@ -332,7 +349,8 @@ mod tests {
                         .replace("__gs_hole3", "8")
                         .replace("__gs_hole4", "1234")
                         .replace("__gs_hole5", "0")
-                        .replace("__gs_hole6", "1");
+                        .replace("__gs_hole6", "1")
+                        .replace("__gs_hole7", "7");
                     assert_eq!(got, snippet::parse(&text), "{blame:?} {reaction:?}");
                 }
             }

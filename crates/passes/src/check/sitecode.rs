@@ -8,7 +8,7 @@ use gpusan_ptx::ast::{Name, Operand, Span, Statement};
 use gpusan_ptx::semantics::Space;
 
 use super::config::Reaction;
-use super::plan::Layout;
+use super::plan::{Align, Layout};
 use super::records::{access_code, fill_record_into, label_name, record_len, stop_label, Blame, Record};
 use super::regs::RegBits;
 use super::sites::{Access, Site};
@@ -167,8 +167,8 @@ impl SiteGen<'_> {
             first = false;
         };
         let address = |operand: usize| inst.operands[operand].as_address().expect("a checked access has an address");
-        for &Access { operand, width: w, space, root: k, .. } in &site.accesses {
-            access_check(self.layout, k, address(operand), w, space, &mut text);
+        for &Access { operand, width: w, space, root: k, align, .. } in &site.accesses {
+            access_check(self.layout, k, address(operand), (w, Align::of(align)), space, &mut text);
             any(&mut text);
         }
         for c in &site.windows {
@@ -186,15 +186,16 @@ impl SiteGen<'_> {
         let guarded = if guard.is_some() { "\tand.pred %__gs_bad, %__gs_bad, %__gs_g;\n" } else { "" };
         // One buffer for every access's check, rather than a string each.
         let mut check = String::with_capacity(512);
-        for &Access { operand, width: w, space, kind, root: k } in &site.accesses {
+        for &Access { operand, width: w, space, kind, root: k, align } in &site.accesses {
             check.clear();
-            access_check(self.layout, k, address(operand), w, space, &mut check);
+            access_check(self.layout, k, address(operand), (w, Align::of(align)), space, &mut check);
             check.push_str(guarded);
             slow.text(&check);
             let block_slot = self.block_roots.keys().position(|&b| b == k);
             let record = Record {
                 blame: Blame::Root { k, layout: self.layout, block_slot },
                 width: w,
+                align_mask: Align::of(align).mask,
                 line,
                 function: self.function,
                 space: if space == Space::Generic { record::SPACE_GENERIC } else { record::SPACE_GLOBAL },
@@ -211,6 +212,7 @@ impl SiteGen<'_> {
             let record = Record {
                 blame: Blame::Window(c.code()),
                 width: c.width,
+                align_mask: c.align.mask,
                 line,
                 function: self.function,
                 space: c.record_space(),
@@ -238,13 +240,15 @@ impl SiteGen<'_> {
 }
 
 /// MEMCHECK of one access through `address` (register and constant offset) against root
-/// `k`: `%__gs_a` is its first byte, `%__gs_bad` whether it is bad. A generic access is
-/// judged only inside the global window. Appended to `t`.
+/// `k`, `w` bytes wide and aligned as `align` says: `%__gs_a` is its first byte,
+/// `%__gs_bad` whether it is bad. A generic access is judged against the root only inside
+/// the global window, and for its alignment in every window (a misaligned access faults
+/// wherever it goes). Appended to `t`.
 pub(super) fn access_check(
     layout: Layout,
     k: usize,
     address: (Option<Name>, i64),
-    w: u32,
+    (w, align): (u32, Align),
     space: Space,
     t: &mut String,
 ) {
@@ -276,4 +280,5 @@ pub(super) fn access_check(
     if space == Space::Generic {
         t.push_str("\tisspacep.global %__gs_q, %__gs_a;\n\tand.pred %__gs_bad, %__gs_bad, %__gs_q;\n");
     }
+    t.push_str(&align.text("%__gs_a", "%__gs_bad", true));
 }

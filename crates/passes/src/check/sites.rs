@@ -11,7 +11,7 @@ use gpusan_ptx::dataflow::RegId;
 use gpusan_ptx::semantics::{memory_accesses, AccessKind, MemAccess, Space};
 
 use super::onchip;
-use super::plan::Root;
+use super::plan::{required_alignment, Root};
 use super::regs::RegWidths;
 use super::report::CheckFunction;
 use super::roots::{Carriers, RootAnalysis};
@@ -36,6 +36,8 @@ pub(super) struct Access {
     /// Root number, or shadow number (from `ShadowPlan::first` on) for an access with
     /// several roots.
     pub(super) root: usize,
+    /// Bytes the address must be a multiple of ([`required_alignment`]; 1: any).
+    pub(super) align: u32,
 }
 
 /// An access with several roots, checked through shadows: where it is in the plan, its
@@ -170,7 +172,9 @@ impl Finder<'_, '_> {
             self.report.no_root += 1;
             return;
         }
-        let checked = |root| Access { operand: access.operand, width, space: access.space, kind: access.kind, root };
+        let align = required_alignment(inst, width);
+        let checked =
+            |root| Access { operand: access.operand, width, space: access.space, kind: access.kind, root, align };
         match roots.len() {
             0 => self.report.no_root += 1,
             1 => {
