@@ -156,11 +156,14 @@ def main():
         rest = [j for j in jobs if j not in firsts]
         for batch in (firsts, rest):
             futures = [pool.submit(one, args, p, s, e, env, work) for p, s, e, env in batch]
-            for f in futures:
+            for f in concurrent.futures.as_completed(futures):
                 try:
                     rows.append(f.result())
                 except Exception as e:  # recorded, never lost
                     rows.append({"error": repr(e)})
+                # What is done so far, should the call be cut short.
+                Path(args.out).write_text(json.dumps({"partial": True, "rows": rows}, indent=1))
+    rows.sort(key=lambda r: (r.get("case", ""), r.get("scenario", "")))
     summary = {}
     for key in ("gpusan_first", "gpusan_cached"):
         bug = [r for r in rows if "case" in r and r["expect"] != "clean"]
