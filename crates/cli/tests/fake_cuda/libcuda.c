@@ -514,7 +514,29 @@ CUresult cuMemAllocAsync(uint64_t *dptr, size_t size, void *stream) {
     CUresult r = captured_alloc(dptr, size, stream, &captured);
     return captured ? r : cuMemAlloc_v2(dptr, size);
 }
+/* Events, and a log of the calls stream-ordered frees make, for tests: each line
+ * "record EVENT STREAM", "wait STREAM EVENT", "sync EVENT", "freeasync PTR STREAM" is
+ * appended to $FAKE_CUDA_ORDER. */
+static void order_log(const char *fmt, uintptr_t a, uintptr_t b) {
+    const char *path = getenv("FAKE_CUDA_ORDER");
+    FILE *f = path ? fopen(path, "a") : 0;
+    if (!f) return;
+    fprintf(f, fmt, a, b);
+    fputc('\n', f);
+    fclose(f);
+}
+static uintptr_t next_event = 0xe000;
+CUresult cuEventCreate(void **event, unsigned flags) { (void)flags; *event = (void *)(next_event += 0x10); return 0; }
+CUresult cuEventRecord(void *event, void *stream) { order_log("record %#lx %#lx", (uintptr_t)event, (uintptr_t)stream); return 0; }
+CUresult cuEventSynchronize(void *event) { order_log("sync %#lx %#lx", (uintptr_t)event, 0); return 0; }
+CUresult cuEventDestroy_v2(void *event) { (void)event; return 0; }
+CUresult cuStreamWaitEvent(void *stream, void *event, unsigned flags) {
+    (void)flags;
+    order_log("wait %#lx %#lx", (uintptr_t)stream, (uintptr_t)event);
+    return 0;
+}
 CUresult cuMemFreeAsync(uint64_t dptr, void *stream) {
+    order_log("freeasync %#lx %#lx", (uintptr_t)dptr, (uintptr_t)stream);
     int captured;
     CUresult r = captured_free(dptr, stream, &captured);
     return captured ? r : capturing ? 0 : mem_free(dptr);

@@ -12,9 +12,9 @@ use std::ffi::{c_char, c_int, c_void};
 
 use super::resolve::{typed, Slot};
 use super::types::{
-    CUcontext, CUdevice, CUdeviceptr, CUfunction, CUgraph, CUgraphNode, CUkernel, CUlibrary, CUlinkState, CUmemHandle,
-    CUmodule, CUresult, CUstream, CUstreamCaptureStatus, MemAccessDesc, MemAllocNodeParams, MemAllocationProp,
-    CUDA_SUCCESS,
+    CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUgraph, CUgraphNode, CUkernel, CUlibrary, CUlinkState,
+    CUmemHandle, CUmodule, CUresult, CUstream, CUstreamCaptureStatus, MemAccessDesc, MemAllocNodeParams,
+    MemAllocationProp, CUDA_SUCCESS,
 };
 
 /// `fn name(arg: type, …);` declares `pub fn name() -> Option<unsafe extern "C" fn(type, …) ->
@@ -104,6 +104,14 @@ real_functions! {
     );
     fn cuLinkComplete(state: CUlinkState, cubin: *mut *mut c_void, size: *mut usize);
     fn cuLinkDestroy(state: CUlinkState);
+
+    // Events (stream-ordered frees held back: `families::ordered`).
+    fn cuEventCreate(event: *mut CUevent, flags: u32);
+    fn cuEventRecord(event: CUevent, stream: CUstream);
+    fn cuEventSynchronize(event: CUevent);
+    fn cuEventDestroy_v2(event: CUevent);
+    fn cuStreamWaitEvent(stream: CUstream, event: CUevent, flags: u32);
+    fn cuMemFreeAsync(dptr: CUdeviceptr, stream: CUstream);
 
     // Streams and capture.
     fn cuStreamCreate(stream: *mut CUstream, flags: u32);

@@ -69,8 +69,10 @@ fn release(a: &Allocation) {
             real::cuMemFree_v2().map(|free| unsafe { free(a.base) })
         }
         AllocKind::HostPinned { .. } => real::cuMemFreeHost().map(|free| unsafe { free(a.base as *mut c_void) }),
-        // Released when the program freed them (stream-ordered frees, unregistrations,
-        // unmaps) or never by a free call (module variables, device heap, arrays, graphs).
+        // Stream-ordered frees held back: freed on gpusan's stream after the program's.
+        AllocKind::Async { .. } | AllocKind::Pool { .. } => super::ordered::release(a),
+        // Released when the program freed them (unregistrations, unmaps) or never by a
+        // free call (module variables, device heap, arrays, graphs).
         _ => None,
     });
     if let Some(r) = r.filter(|&r| r != CUDA_SUCCESS) {
@@ -100,6 +102,7 @@ pub fn release_failures() -> Option<String> {
 /// The program destroyed `context`: the driver took its memory with it, so what gpusan
 /// holds back of it is forgotten, never freed again.
 pub fn context_gone(context: u64) {
+    super::ordered::context_gone(context);
     let st = state();
     for a in st.registry.snapshot() {
         if a.context == context && !a.is_live() {
@@ -128,6 +131,9 @@ fn synchronize() -> CUresult {
 fn drain_quarantine() -> bool {
     let evicted = state().registry.evict_quarantine(0);
     evicted.iter().for_each(release);
+    if evicted.iter().any(|a| matches!(a.kind, AllocKind::Async { .. } | AllocKind::Pool { .. })) {
+        super::ordered::wait_for_releases();
+    }
     !evicted.is_empty()
 }
 
@@ -147,6 +153,8 @@ fn alloc_with_retry(mut alloc: impl FnMut() -> CUresult) -> CUresult {
 enum Release {
     Deferred,
     Immediate,
+    /// Stream-ordered: held back after an event on this stream (`ordered`).
+    Ordered(CUstream),
 }
 
 fn free_common(
@@ -170,6 +178,14 @@ fn free_common(
     };
     match (outcome, release_now) {
         ((FreeOutcome::Freed(_), _), Release::Immediate) => real(),
+        ((FreeOutcome::Freed(_), false), Release::Ordered(stream)) => {
+            if quietly(|| super::ordered::hold(ptr, stream)).unwrap_or(false) {
+                CUDA_SUCCESS
+            } else {
+                real()
+            }
+        }
+        ((FreeOutcome::Freed(_), true), Release::Ordered(_)) => real(),
         // A zero quarantine budget evicts the allocation at once: free it now.
         ((FreeOutcome::Freed(_), true), Release::Deferred) => real(),
         ((FreeOutcome::Freed(_), false), Release::Deferred) => {
@@ -349,9 +365,9 @@ unsafe fn mem_free_async(
         quietly(|| graphs::graph_frees(graph, dptr, site()));
         return real(dptr, stream);
     }
-    // Stream-ordered: the free must take its place in the stream, so it reaches the
-    // driver now; the registry still knows the range as freed until it is reused.
-    free_device("cuMemFreeAsync", FreeApi::FreeAsync, dptr, Release::Immediate, || real(dptr, stream))
+    // Stream-ordered: held in quarantine after an event at the free's place in the stream
+    // (`ordered`), so the pool cannot hand the address out again while it is quarantined.
+    free_device("cuMemFreeAsync", FreeApi::FreeAsync, dptr, Release::Ordered(stream), || real(dptr, stream))
 }
 
 /// After a graph's launch: what it freed of other graphs' memory, or, when the driver

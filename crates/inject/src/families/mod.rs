@@ -16,6 +16,7 @@ pub mod link;
 pub mod memory;
 pub mod modules;
 pub mod nvrtc;
+pub mod ordered;
 pub mod streams;
 
 use std::collections::BTreeMap;
