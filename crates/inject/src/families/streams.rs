@@ -1,6 +1,7 @@
 //! Streams and events: stream capture (while a stream captures, gpusan's own driver calls
 //! must not break it: see `capture`) and the synchronizations after which what kernels
-//! wrote is final (`routes::after_sync`).
+//! wrote is final (`routes::after_sync`); the queries, through which a program may learn of
+//! a GPU fault.
 
 use std::ffi::{c_int, c_void};
 
@@ -23,6 +24,11 @@ hooks! {
     fn cuEventSynchronize(event: CUevent) => |real| event_synchronize(real, event);
     fn cuStreamSynchronize(stream: CUstream) => |real| stream_synchronize(real, stream);
     fn cuStreamSynchronize_ptsz(stream: CUstream) => |real| stream_synchronize(real, stream);
+    // Forwarded untouched: how a program that polls (PyTorch's allocator with its events)
+    // learns of a GPU fault, which every stand-in's result is checked for (`driver::fault`).
+    fn cuStreamQuery(stream: CUstream);
+    fn cuStreamQuery_ptsz(stream: CUstream);
+    fn cuEventQuery(event: CUevent);
 }
 
 /// `cuStreamBeginCapture*` on `stream`, made by `real`: from now on gpusan's own driver

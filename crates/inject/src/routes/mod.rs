@@ -137,6 +137,7 @@ fn register_late_exit() {
 extern "C" fn read_before_cuda_exits() {
     crate::driver::boundary::enter("exit", || {
         crate::driver::boundary::test_panic("late_exit");
+        faults::at_exit();
         // The program may have torn a context down behind gpusan's back by now.
         read_what_kernels_left(mirror::drain_at_exit);
     });
@@ -164,5 +165,6 @@ pub fn context_gone(context: u64) {
     quietly(|| {
         mirror::context_gone(context);
         crate::capture::context_gone(context);
+        faults::context_gone(context);
     });
 }
