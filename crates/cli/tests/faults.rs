@@ -129,3 +129,15 @@ fn each_context_that_faults_is_one_finding() {
     assert_eq!(o.count("kernel_fault"), 2, "{:#}", o.report);
     assert_eq!(o.code, Some(0), "the program's own exit code");
 }
+
+#[test]
+fn only_a_synchronization_of_its_stream_or_context_clears_a_kernel_from_the_suspects() {
+    let o = run_prog("faults_prog", "streams", &["--mode", "api"]);
+    assert!(o.stdout.contains("sync=700 rc=0"), "{}", o.stdout);
+    let d = details(&o, "kernel_fault");
+    assert_eq!(d.len(), 1, "{:#}", o.report);
+    let kernels: Vec<&str> =
+        d[0]["kernels"].as_array().unwrap().iter().map(|k| k["kernel"].as_str().unwrap()).collect();
+    assert_eq!(kernels, vec!["alpha", "fault_me"], "zeta's stream was synchronized, theirs was not: {:#}", d[0]);
+    assert_eq!(d[0]["kernels"][1]["block"], serde_json::json!([64, 1, 1]), "{:#}", d[0]);
+}

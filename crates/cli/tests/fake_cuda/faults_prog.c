@@ -9,6 +9,9 @@
  * `unchecked`: `fault_me` faults and the program exits with 0, never asking.
  * `two_contexts`: `fault_me` faults in context 0x1000, then in 0x2000; each context's
  *   synchronizations fail three times.
+ * `streams`: `alpha` runs on stream 2 and `zeta` on stream 1, stream 1 is synchronized,
+ *   `fault_me` (grid 2, block 64) runs on stream 2, a copy succeeds (fault_me has not
+ *   faulted yet), then the context's synchronization returns 700.
  * Prints each call's result the scenario judges (`sync=700`, `query=700`). */
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +31,9 @@ CUresult cuMemAlloc_v2(uint64_t *, size_t);
 CUresult cuStreamQuery(void *);
 CUresult cuEventQuery(void *);
 CUresult cuEventCreate(void **, unsigned);
+CUresult cuStreamCreate(void **, unsigned);
+CUresult cuStreamSynchronize(void *);
+CUresult cuMemcpyDtoH_v2(void *, uint64_t, size_t);
 void fake_set_context(uintptr_t);
 
 /* Functions numbered by name once instrumented: alpha 0, zeta 1 (as in prog.c). */
@@ -60,7 +66,7 @@ static int play_record(void *m, uint64_t addr, uint32_t function, uint32_t ptx_l
     return 0;
 }
 
-static void *fault_me, *zeta;
+static void *fault_me, *zeta, *alpha;
 
 static int fault(void) { return cuLaunchKernel(fault_me, 2, 1, 1, 64, 1, 1, 0, 0, 0, 0); }
 
@@ -70,6 +76,7 @@ int main(int argc, char **argv) {
     void *ctx = 0, *m = 0;
     int rc = cuInit(0) | cuDevicePrimaryCtxRetain(&ctx, 0) | cuModuleLoadData(&m, checked_ptx);
     rc |= cuModuleGetFunction(&zeta, m, "zeta") | cuModuleGetFunction(&fault_me, m, "fault_me");
+    rc |= cuModuleGetFunction(&alpha, m, "alpha");
     if (rc) return 2;
     if (!strcmp(s, "abort")) {
         uint64_t a = 0;
@@ -92,6 +99,20 @@ int main(int argc, char **argv) {
     if (!strcmp(s, "unchecked")) {
         rc |= fault();
         printf("launched rc=%d\n", rc);
+        return rc;
+    }
+    if (!strcmp(s, "streams")) {
+        void *s1 = 0, *s2 = 0;
+        uint64_t a = 0;
+        int v = 0;
+        void *params[] = {&a};
+        rc |= cuStreamCreate(&s1, 1) | cuStreamCreate(&s2, 1) | cuMemAlloc_v2(&a, 64);
+        rc |= cuLaunchKernel(alpha, 1, 1, 1, 32, 1, 1, 0, s2, params, 0);
+        rc |= cuLaunchKernel(zeta, 1, 1, 1, 32, 1, 1, 0, s1, params, 0);
+        rc |= cuStreamSynchronize(s1);
+        rc |= cuLaunchKernel(fault_me, 2, 1, 1, 64, 1, 1, 0, s2, 0, 0);
+        rc |= cuMemcpyDtoH_v2(&v, a, sizeof v);
+        printf("sync=%d rc=%d\n", cuCtxSynchronize(), rc);
         return rc;
     }
     if (!strcmp(s, "two_contexts")) {

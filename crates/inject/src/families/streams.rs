@@ -7,7 +7,7 @@ use std::ffi::{c_int, c_void};
 
 use crate::driver::hook::hooks;
 use crate::driver::{CUevent, CUgraph, CUgraphNode, CUresult, CUstream};
-use crate::routes::after_sync;
+use crate::routes::{after_stream_sync, after_sync};
 use crate::state::quietly;
 
 hooks! {
@@ -52,7 +52,7 @@ fn end_capture(stream: CUstream, real: impl FnOnce() -> CUresult) -> CUresult {
 }
 
 unsafe fn stream_synchronize(real: unsafe extern "C" fn(CUstream) -> CUresult, s: CUstream) -> CUresult {
-    after_sync(real(s))
+    after_stream_sync(real(s), s)
 }
 
 unsafe fn event_synchronize(real: unsafe extern "C" fn(CUevent) -> CUresult, e: CUevent) -> CUresult {

@@ -67,9 +67,22 @@ pub fn launched(f: usize, grid: [u32; 3], block: [u32; 3], stream: usize) {
 }
 
 /// A synchronization of the current context succeeded: what was launched before it ran.
-pub fn synced() {
+pub fn synced_context() {
     let (context, _) = current_context();
     with(|s| s.recent.get_mut(&context).map(VecDeque::clear));
+}
+
+/// A synchronization of `stream` in the current context succeeded: what was launched into
+/// it ran. The legacy stream's handles (null, `CU_STREAM_LEGACY`) name one stream.
+pub fn synced_stream(stream: usize) {
+    const LEGACY: usize = 1;
+    let legacy = |s: usize| s == 0 || s == LEGACY;
+    let (context, _) = current_context();
+    with(|s| {
+        if let Some(ring) = s.recent.get_mut(&context) {
+            ring.retain(|l| l.stream != stream && !(legacy(l.stream) && legacy(stream)));
+        }
+    });
 }
 
 /// Stand-in `entry` returned `r`, a sticky kernel error: the first time in this context, a
