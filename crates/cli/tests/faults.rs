@@ -16,7 +16,16 @@ use fake_driver::Outcome;
 fn dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        fake_driver::build("faults", &[("coverage_prog", "coverage_prog.c"), ("faults_prog", "faults_prog.c")])
+        let d = fake_driver::build("faults", &[("coverage_prog", "coverage_prog.c"), ("faults_prog", "faults_prog.c")]);
+        // The Compute Sanitizer API's stand-in, for `runtime_only`.
+        let sanitizer = d.join("sanitizer");
+        std::fs::create_dir_all(&sanitizer).unwrap();
+        fake_driver::run(
+            std::process::Command::new("cc")
+                .args(["-shared", "-fPIC", "-o"])
+                .args([sanitizer.join("libsanitizer-public.so"), fake_driver::sources().join("libsanitizer.c")]),
+        );
+        d
     })
 }
 
@@ -28,7 +37,9 @@ fn run_prog(prog: &str, scenario: &str, options: &[&str]) -> Outcome {
     let d = dir();
     let prog = d.join(prog);
     let cache = d.join("cache");
-    fake_driver::gpusan_run(d, options, &[prog.to_str().unwrap(), scenario], &[("GPUSAN_CACHE_DIR", &cache)])
+    let sanitizer = d.join("sanitizer/libsanitizer-public.so");
+    let env = [("GPUSAN_CACHE_DIR", cache.as_path()), ("GPUSAN_SANITIZER_LIB", sanitizer.as_path())];
+    fake_driver::gpusan_run(d, options, &[prog.to_str().unwrap(), scenario], &env)
 }
 
 /// The details of the report's errors of `kind`.
@@ -140,4 +151,14 @@ fn only_a_synchronization_of_its_stream_or_context_clears_a_kernel_from_the_susp
         d[0]["kernels"].as_array().unwrap().iter().map(|k| k["kernel"].as_str().unwrap()).collect();
     assert_eq!(kernels, vec!["alpha", "fault_me"], "zeta's stream was synchronized, theirs was not: {:#}", d[0]);
     assert_eq!(d[0]["kernels"][1]["block"], serde_json::json!([64, 1, 1]), "{:#}", d[0]);
+}
+
+#[test]
+fn a_fault_only_a_runtime_call_returned_is_found_through_the_runtime_api_callbacks() {
+    let o = run_prog("faults_prog", "runtime_only", &["--mode", "api", "--error-exitcode", "7"]);
+    assert!(o.stdout.contains("runtime=700"), "the program's own result: {}{}", o.stdout, o.stderr);
+    assert_eq!(o.count("kernel_fault"), 1, "{:#}", o.report);
+    let d = details(&o, "kernel_fault");
+    assert_eq!(d[0]["api"], "cudaFake", "the runtime call's name: {:#}", d[0]);
+    assert_eq!(o.code, Some(7));
 }

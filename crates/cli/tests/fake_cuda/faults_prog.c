@@ -12,7 +12,10 @@
  * `streams`: `alpha` runs on stream 2 and `zeta` on stream 1, stream 1 is synchronized,
  *   `fault_me` (grid 2, block 64) runs on stream 2, a copy succeeds (fault_me has not
  *   faulted yet), then the context's synchronization returns 700.
+ * `runtime_only`: a runtime-API call returns 700 through the Compute Sanitizer callbacks
+ *   (fake_runtime_call, libsanitizer.c) and no driver call does; the program exits 1.
  * Prints each call's result the scenario judges (`sync=700`, `query=700`). */
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +117,13 @@ int main(int argc, char **argv) {
         rc |= cuMemcpyDtoH_v2(&v, a, sizeof v);
         printf("sync=%d rc=%d\n", cuCtxSynchronize(), rc);
         return rc;
+    }
+    if (!strcmp(s, "runtime_only")) {
+        int (*call)(uint32_t, const void *, int) = (int (*)(uint32_t, const void *, int))dlsym(RTLD_DEFAULT, "fake_runtime_call");
+        int dummy = 0;
+        int r = call ? call(165, &dummy, 700) : -2; /* cudaDeviceSynchronize */
+        printf("runtime=%d\n", r);
+        return 1;
     }
     if (!strcmp(s, "two_contexts")) {
         for (uintptr_t c = 0x1000; c <= 0x2000; c += 0x1000) {

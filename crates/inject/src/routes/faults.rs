@@ -87,10 +87,14 @@ pub fn synced_stream(stream: usize) {
 
 /// Stand-in `entry` returned `r`, a sticky kernel error: the first time in this context, a
 /// finding.
-pub fn seen(entry: &'static str, r: CUresult) {
+pub fn seen(entry: &str, r: CUresult) {
     quietly(|| {
         let Some(error) = fault_name(r) else { return };
         let (context, _) = current_context();
+        // Every later call of the context fails alike: only the first costs an unwind.
+        if with(|s| s.reported.contains(&context)) {
+            return;
+        }
         let call_stack = capture_site_outside(crate::driver::resolve::own_code());
         report(context, entry, r, error, call_stack);
     });
