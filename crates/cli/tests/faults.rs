@@ -162,3 +162,18 @@ fn a_fault_only_a_runtime_call_returned_is_found_through_the_runtime_api_callbac
     assert_eq!(d[0]["api"], "cudaFake", "the runtime call's name: {:#}", d[0]);
     assert_eq!(o.code, Some(7));
 }
+
+#[test]
+fn a_graph_launch_is_among_the_suspects() {
+    let o = run_prog("faults_prog", "graph", &["--mode", "api"]);
+    assert!(o.stdout.contains("sync=700 rc=0"), "{}", o.stdout);
+    let d = details(&o, "kernel_fault");
+    assert_eq!(d.len(), 1, "{:#}", o.report);
+    let kernels = d[0]["kernels"].as_array().unwrap();
+    assert_eq!(kernels.len(), 1, "the captured launch did not run; the graph did: {:#}", d[0]);
+    let exec = o.stdout.split("exec=").nth(1).and_then(|t| t.split_whitespace().next()).unwrap();
+    let exec = u64::from_str_radix(exec.trim_start_matches("0x"), 16).unwrap();
+    assert_eq!(kernels[0]["graph"], exec, "{:#}", d[0]);
+    assert!(has_main(&kernels[0]["launch_stack"]), "{:#}", d[0]);
+    assert!(o.stderr.contains(&format!("the kernels of CUDA graph {exec:#x} (cuGraphLaunch)")), "{}", o.stderr);
+}

@@ -313,7 +313,11 @@ impl Report {
 /// One launch that may have faulted (`crate::fault`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FaultLaunch {
+    /// Empty for a graph's launch.
     pub kernel: String,
+    /// The executable graph launched (`cuGraphLaunch`), whose kernels are not named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<u64>,
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub stream: u64,
@@ -376,6 +380,9 @@ impl FaultDetails {
 const FIRST_LAUNCHED: &str = "First launched at (a kernel's stack is taken at its first launch only)";
 
 fn fault_launch(k: &FaultLaunch) -> String {
+    if let Some(graph) = k.graph {
+        return format!("the kernels of CUDA graph {graph:#x} (cuGraphLaunch) on stream {:#x}", k.stream);
+    }
     let [gx, gy, gz] = k.grid;
     let [bx, by, bz] = k.block;
     format!("{} with grid ({gx},{gy},{gz}), block ({bx},{by},{bz}) on stream {:#x}", k.kernel, k.stream)

@@ -375,6 +375,7 @@ fn named_stack(function: &str) -> Stack {
 fn fault_launch(name: &str, launched_in: &str) -> FaultLaunch {
     FaultLaunch {
         kernel: name.into(),
+        graph: None,
         grid: [2, 1, 1],
         block: [64, 1, 1],
         stream: 0,
@@ -388,7 +389,18 @@ fn a_fault_shows_each_kernel_with_where_it_was_first_launched_once_per_place() {
         error: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
         code: 700,
         api: "cuCtxSynchronize".into(),
-        kernels: vec![fault_launch("a", "step"), fault_launch("b", "step"), fault_launch("c", "other")],
+        kernels: vec![
+            fault_launch("a", "step"),
+            fault_launch("b", "step"),
+            fault_launch("c", "other"),
+            FaultLaunch {
+                kernel: String::new(),
+                graph: Some(0x9000),
+                grid: [0; 3],
+                block: [0; 3],
+                ..fault_launch("", "step")
+            },
+        ],
         launch_stack: named_stack("other"),
         call_stack: named_stack("wait"),
     };
@@ -398,6 +410,7 @@ fn a_fault_shows_each_kernel_with_where_it_was_first_launched_once_per_place() {
         "{text}"
     );
     assert!(text.contains("a with grid (2,1,1), block (64,1,1) on stream 0x0"), "{text}");
+    assert!(text.contains("the kernels of CUDA graph 0x9000 (cuGraphLaunch) on stream 0x0"), "{text}");
     let title = "First launched at (a kernel's stack is taken at its first launch only)";
     assert_eq!(text.matches(title).count(), 2, "{text}");
     assert_eq!(text.matches("Host Frame: step").count(), 1, "b's stack is a's: {text}");

@@ -12,6 +12,8 @@
  * `streams`: `alpha` runs on stream 2 and `zeta` on stream 1, stream 1 is synchronized,
  *   `fault_me` (grid 2, block 64) runs on stream 2, a copy succeeds (fault_me has not
  *   faulted yet), then the context's synchronization returns 700.
+ * `graph`: `zeta` captured into a graph on stream 1 and synchronized; the graph launched on
+ *   stream 1, and one of its kernels faults; the context's synchronization returns 700.
  * `runtime_only`: a runtime-API call returns 700 through the Compute Sanitizer callbacks
  *   (fake_runtime_call, libsanitizer.c) and no driver call does; the program exits 1.
  * Prints each call's result the scenario judges (`sync=700`, `query=700`). */
@@ -38,6 +40,11 @@ CUresult cuStreamCreate(void **, unsigned);
 CUresult cuStreamSynchronize(void *);
 CUresult cuMemcpyDtoH_v2(void *, uint64_t, size_t);
 void fake_set_context(uintptr_t);
+void fake_fault(void);
+CUresult cuStreamBeginCapture_v2(void *, int);
+CUresult cuStreamEndCapture(void *, void **);
+CUresult cuGraphInstantiateWithFlags(void **, void *, unsigned long long);
+CUresult cuGraphLaunch(void *, void *);
 
 /* Functions numbered by name once instrumented: alpha 0, zeta 1 (as in prog.c). */
 static const char *checked_ptx =
@@ -116,6 +123,19 @@ int main(int argc, char **argv) {
         rc |= cuLaunchKernel(fault_me, 2, 1, 1, 64, 1, 1, 0, s2, 0, 0);
         rc |= cuMemcpyDtoH_v2(&v, a, sizeof v);
         printf("sync=%d rc=%d\n", cuCtxSynchronize(), rc);
+        return rc;
+    }
+    if (!strcmp(s, "graph")) {
+        void *st = 0, *graph = 0, *exec = 0;
+        uint64_t a = 0;
+        void *params[] = {&a};
+        rc |= cuStreamCreate(&st, 1) | cuMemAlloc_v2(&a, 64) | cuStreamBeginCapture_v2(st, 0);
+        rc |= cuLaunchKernel(zeta, 1, 1, 1, 32, 1, 1, 0, st, params, 0) | cuStreamEndCapture(st, &graph);
+        rc |= cuGraphInstantiateWithFlags(&exec, graph, 0) | cuCtxSynchronize();
+        rc |= cuGraphLaunch(exec, st);
+        fake_fault();
+        printf("sync=%d rc=%d exec=%#lx stream=%#lx\n", cuCtxSynchronize(), rc, (unsigned long)(uintptr_t)exec,
+               (unsigned long)(uintptr_t)st);
         return rc;
     }
     if (!strcmp(s, "runtime_only")) {

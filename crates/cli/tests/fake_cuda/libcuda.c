@@ -445,6 +445,8 @@ static int is_fault_me(void *f);
 CUresult cuStreamQuery(void *s) { (void)s; return sticky; }
 CUresult cuStreamQuery_ptsz(void *s) { (void)s; return sticky; }
 CUresult cuEventQuery(void *e) { (void)e; return sticky; }
+/* Not a driver function: some kernel of the current context faults now (a graph's, say). */
+void fake_fault(void) { sticky = 700; }
 CUresult cuCtxSynchronize(void) {
     if (sticky) return sticky;
     /* Waits for every stream of the context: never while one captures. */

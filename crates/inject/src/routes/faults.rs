@@ -26,7 +26,9 @@ const RING: usize = 16;
 
 #[derive(Clone, Copy)]
 struct Launch {
+    /// A kernel handle, or an executable graph's.
     f: usize,
+    graph: bool,
     grid: [u32; 3],
     block: [u32; 3],
     stream: usize,
@@ -49,13 +51,23 @@ fn with<R>(f: impl FnOnce(&mut Faults) -> R) -> R {
 
 /// A launch of `f` with this shape on `stream`, in the current context.
 pub fn launched(f: usize, grid: [u32; 3], block: [u32; 3], stream: usize) {
+    record(Launch { f, graph: false, grid, block, stream });
+}
+
+/// A launch of executable graph `exec` on `stream`: its kernels are not named one by one.
+pub fn graph_launched(exec: usize, stream: usize) {
+    record(Launch { f: exec, graph: true, grid: [0; 3], block: [0; 3], stream });
+}
+
+fn record(launch: Launch) {
     let (context, _) = current_context();
+    let f = launch.f;
     let first = with(|s| {
         let ring = s.recent.entry(context).or_default();
         if ring.len() == RING {
             ring.pop_front();
         }
-        ring.push_back(Launch { f, grid, block, stream });
+        ring.push_back(launch);
         !s.first_site.contains_key(&f)
     });
     if first {
@@ -119,7 +131,8 @@ fn report(context: u64, api: &str, r: CUresult, error: &str, call_stack: SiteId)
     let kernels: Vec<FaultLaunch> = launches
         .iter()
         .map(|(l, site)| FaultLaunch {
-            kernel: super::coverage::name_of(l.f),
+            kernel: if l.graph { String::new() } else { super::coverage::name_of(l.f) },
+            graph: l.graph.then_some(l.f as u64),
             grid: l.grid,
             block: l.block,
             stream: l.stream as u64,
