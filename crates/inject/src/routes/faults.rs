@@ -1,8 +1,9 @@
 //! GPU faults as findings (`gpusan_runtime::fault`): the kernels launched in each context
-//! since its last synchronization that succeeded, and, when a stand-in's result says a
+//! that no synchronization has shown to be done, and, when a stand-in's result says a
 //! kernel faulted, one finding per context naming them. A launch records its handle,
-//! shape and stream in a ring of 16 per context; the program's stack is captured at each
-//! kernel's first launch only (an unwind per launch would cost PyTorch's thousands).
+//! shape and stream (a graph's launch: the executable graph) in a ring of 16 per context,
+//! left when its stream or its context is synchronized; the program's stack is captured at
+//! each kernel's first launch only (an unwind per launch would cost PyTorch's thousands).
 //!
 //! At the fault, what instrumented kernels recorded before it is read at once (the error
 //! buffer is host memory, readable with the context broken): a program that aborts on the
@@ -165,7 +166,7 @@ pub fn at_exit() {
             if let Some(error) = fault_name(r) {
                 report(
                     context,
-                    "cuStreamQuery (gpusan's, at exit: the program never learnt of it)",
+                    "cuStreamQuery (gpusan's, at exit: no call gpusan saw had returned it)",
                     r,
                     error,
                     SiteId::UNKNOWN,
