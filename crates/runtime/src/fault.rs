@@ -1,17 +1,23 @@
-//! GPU faults as findings: a kernel that faults (an illegal or misaligned address, an
-//! illegal instruction, a trap or a failed assertion), checked or not, ends the context, and
-//! the program learns of it from some later call's error. The finding names the error, the
-//! call that returned it, and the kernels launched in that context since the last
-//! synchronization that succeeded (one of them faulted), each with its grid, block and
-//! stream, and where the last of them was first launched.
+//! GPU faults: a kernel that faults (an illegal or misaligned address, an illegal
+//! instruction, a trap or a failed assertion), checked or not, ends the context, and the
+//! program learns of it from some later call's error: which errors those are, and what each
+//! means. The finding (`report::FaultDetails`) names the error, the call that returned it,
+//! and the kernels launched in that context since the last synchronization that succeeded
+//! (one of them faulted), each with its grid, block and stream, and where each was first
+//! launched.
+//!
+//! Launch stacks: unwinding the program's stack at every launch would cost PyTorch's
+//! thousands of launches more than the launches themselves, so a kernel's stack is taken at
+//! its first launch only, and a finding says so: it is where the program first launched
+//! that kernel, which for most programs is where it launches it every time.
 
-use serde::{Deserialize, Serialize};
-
-use crate::report::Stack;
-
-/// The driver's sticky kernel errors (`cuda.h`): after one, the context is unusable.
+/// The driver's sticky kernel errors (`cuda.h` 13.0: "This leaves the process in an
+/// inconsistent state and any further CUDA work will return the same error"): after one,
+/// the context is unusable. `CUDA_ERROR_EXTERNAL_DEVICE` (911) is sticky too but comes from
+/// a device outside CUDA, not a kernel.
 pub fn fault_name(code: i32) -> Option<&'static str> {
     Some(match code {
+        226 => "CUDA_ERROR_CONTAINED",
         700 => "CUDA_ERROR_ILLEGAL_ADDRESS",
         702 => "CUDA_ERROR_LAUNCH_TIMEOUT",
         710 => "CUDA_ERROR_ASSERT",
@@ -27,7 +33,7 @@ pub fn fault_name(code: i32) -> Option<&'static str> {
 }
 
 /// What the fault means, for the headline.
-fn meaning(code: i32) -> &'static str {
+pub fn meaning(code: i32) -> &'static str {
     match code {
         700 => "a kernel accessed an illegal address",
         702 => "a kernel ran past the watchdog's limit",
@@ -38,63 +44,10 @@ fn meaning(code: i32) -> &'static str {
         717 => "a kernel accessed an address in the wrong address space",
         718 => "a kernel jumped to an invalid program counter",
         719 => "a kernel trapped or failed",
+        721 => "a kernel exited without freeing its tensor memory",
+        226 => "the GPU contained an error (an invalid access of a peer GPU's memory over NVLink, or a hardware error)",
         _ => "a kernel failed",
     }
-}
-
-/// One launch that may have faulted.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FaultLaunch {
-    pub kernel: String,
-    pub grid: [u32; 3],
-    pub block: [u32; 3],
-    pub stream: u64,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FaultDetails {
-    /// `CUDA_ERROR_ILLEGAL_ADDRESS` and the like.
-    pub error: String,
-    pub code: i32,
-    /// The call whose result told the program (`cuCtxSynchronize`, a copy, a launch).
-    pub api: String,
-    /// Launched in the context since the last synchronization that succeeded, oldest first
-    /// (at most the last 16).
-    pub kernels: Vec<FaultLaunch>,
-    /// Where the program first launched the last of them.
-    pub launch_stack: Stack,
-    /// Where the program learnt of the fault.
-    pub call_stack: Stack,
-}
-
-impl FaultDetails {
-    pub fn headline(&self) -> String {
-        format!("GPU fault: {} ({}): {}", self.error, self.code, meaning(self.code))
-    }
-
-    pub fn write(&self, f: &mut std::fmt::Formatter<'_>, bar: &str) -> std::fmt::Result {
-        writeln!(f, "{bar}     Returned by {} after the kernel ended the context", self.api)?;
-        match self.kernels.as_slice() {
-            [] => writeln!(f, "{bar}     No kernel launch seen since the last synchronization that succeeded")?,
-            [one] => writeln!(f, "{bar}     In kernel {}", launch(one))?,
-            many => {
-                writeln!(
-                    f,
-                    "{bar}     In one of the kernels launched since the last synchronization (the latest last):"
-                )?;
-                for k in many {
-                    writeln!(f, "{bar}       {}", launch(k))?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-fn launch(k: &FaultLaunch) -> String {
-    let [gx, gy, gz] = k.grid;
-    let [bx, by, bz] = k.block;
-    format!("{} with grid ({gx},{gy},{gz}), block ({bx},{by},{bz}) on stream {:#x}", k.kernel, k.stream)
 }
 
 #[cfg(test)]
@@ -106,7 +59,8 @@ mod tests {
         for code in [700, 710, 714, 715, 716, 719] {
             assert!(fault_name(code).is_some(), "{code}");
         }
-        for code in [0, 1, 2, 201, 400, 701, 720] {
+        assert_eq!(fault_name(226), Some("CUDA_ERROR_CONTAINED"));
+        for code in [0, 1, 2, 201, 400, 701, 720, 911] {
             assert_eq!(fault_name(code), None, "{code}: not a fault (701: too many resources, 720: too large)");
         }
     }

@@ -15,7 +15,6 @@ use std::fmt::{self, Write as _};
 use serde::{Deserialize, Serialize};
 
 use crate::coverage::Coverage;
-use crate::fault::FaultDetails;
 use crate::registry::{hex, AllocKind, Allocation, Frame, SiteId};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -297,7 +296,10 @@ impl Report {
         let (own, nearest) = match &mut self.details {
             Details::Host(h) => (&mut h.call_stack, &mut h.nearest),
             Details::Device(d) => (&mut d.launch_stack, &mut d.nearest),
-            Details::Fault(d) => return vec![&mut d.launch_stack, &mut d.call_stack],
+            Details::Fault(d) => {
+                let kernels = d.kernels.iter_mut().map(|k| &mut k.launch_stack);
+                return [&mut d.launch_stack, &mut d.call_stack].into_iter().chain(kernels).collect();
+            }
         };
         let mut stacks = vec![own];
         if let Some(n) = nearest {
@@ -306,6 +308,84 @@ impl Report {
         }
         stacks
     }
+}
+
+/// One launch that may have faulted (`crate::fault`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultLaunch {
+    /// Empty for a graph's launch.
+    pub kernel: String,
+    /// The executable graph launched (`cuGraphLaunch`), whose kernels are not named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<u64>,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub stream: u64,
+    /// Where the program first launched this kernel (stacks are taken at a kernel's first
+    /// launch only).
+    #[serde(default)]
+    pub launch_stack: Stack,
+}
+
+/// A GPU fault's finding (`crate::fault`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultDetails {
+    /// `CUDA_ERROR_ILLEGAL_ADDRESS` and the like.
+    pub error: String,
+    pub code: i32,
+    /// The call whose result told the program (`cuCtxSynchronize`, a copy, a launch).
+    pub api: String,
+    /// Launched in the context since the last synchronization that succeeded, oldest first
+    /// (at most the last 16).
+    pub kernels: Vec<FaultLaunch>,
+    /// Where the program first launched the last of them (each kernel's is in `kernels`).
+    pub launch_stack: Stack,
+    /// Where the program learnt of the fault.
+    pub call_stack: Stack,
+}
+
+impl FaultDetails {
+    pub fn headline(&self) -> String {
+        format!("GPU fault: {} ({}): {}", self.error, self.code, crate::fault::meaning(self.code))
+    }
+
+    pub fn write(&self, f: &mut std::fmt::Formatter<'_>, bar: &str) -> std::fmt::Result {
+        writeln!(f, "{bar}     Returned by {} after the kernel ended the context", self.api)?;
+        match self.kernels.as_slice() {
+            [] => writeln!(f, "{bar}     No kernel launch seen since the last synchronization that succeeded")?,
+            [one] => {
+                writeln!(f, "{bar}     In kernel {}", fault_launch(one))?;
+                write_stack(f, FIRST_LAUNCHED, &one.launch_stack)?;
+            }
+            many => {
+                writeln!(
+                    f,
+                    "{bar}     In one of the kernels launched since the last synchronization (the latest last):"
+                )?;
+                for (i, k) in many.iter().enumerate() {
+                    writeln!(f, "{bar}       {}", fault_launch(k))?;
+                    // Kernels launched from one place share a stack: it is shown once.
+                    let shown = many[..i].iter().any(|o| o.launch_stack.frames == k.launch_stack.frames);
+                    if !shown {
+                        write_stack(f, FIRST_LAUNCHED, &k.launch_stack)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The title of a kernel's launch stack: what it is.
+const FIRST_LAUNCHED: &str = "First launched at (a kernel's stack is taken at its first launch only)";
+
+fn fault_launch(k: &FaultLaunch) -> String {
+    if let Some(graph) = k.graph {
+        return format!("the kernels of CUDA graph {graph:#x} (cuGraphLaunch) on stream {:#x}", k.stream);
+    }
+    let [gx, gy, gz] = k.grid;
+    let [bx, by, bz] = k.block;
+    format!("{} with grid ({gx},{gy},{gz}), block ({bx},{by},{bz}) on stream {:#x}", k.kernel, k.stream)
 }
 
 /// Live allocations never freed, grouped by where they were made.
@@ -636,7 +716,6 @@ impl fmt::Display for Report {
             }
             Details::Fault(d) => {
                 d.write(f, BAR)?;
-                write_stack(f, "Launched at", &d.launch_stack)?;
                 write_stack(f, "Seen at", &d.call_stack)
             }
         }

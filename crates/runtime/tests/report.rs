@@ -366,3 +366,64 @@ fn check_counts_merge_render_and_round_trip() {
     assert_eq!(Document::from_json(&doc.to_json()).unwrap(), doc);
     assert_eq!(CheckCounts::default().dynamic_fraction_removed(), None);
 }
+
+fn named_stack(function: &str) -> Stack {
+    let frame = Frame { function: Some(function.into()), file: None, line: None, address: 0x10 };
+    Stack { site: SiteId::UNKNOWN, frames: vec![frame] }
+}
+
+fn fault_launch(name: &str, launched_in: &str) -> FaultLaunch {
+    FaultLaunch {
+        kernel: name.into(),
+        graph: None,
+        grid: [2, 1, 1],
+        block: [64, 1, 1],
+        stream: 0,
+        launch_stack: named_stack(launched_in),
+    }
+}
+
+#[test]
+fn a_fault_shows_each_kernel_with_where_it_was_first_launched_once_per_place() {
+    let details = FaultDetails {
+        error: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+        code: 700,
+        api: "cuCtxSynchronize".into(),
+        kernels: vec![
+            fault_launch("a", "step"),
+            fault_launch("b", "step"),
+            fault_launch("c", "other"),
+            FaultLaunch {
+                kernel: String::new(),
+                graph: Some(0x9000),
+                grid: [0; 3],
+                block: [0; 3],
+                ..fault_launch("", "step")
+            },
+        ],
+        launch_stack: named_stack("other"),
+        call_stack: named_stack("wait"),
+    };
+    let text = Report::fault(details).to_string();
+    assert!(
+        text.contains("GPU fault: CUDA_ERROR_ILLEGAL_ADDRESS (700): a kernel accessed an illegal address"),
+        "{text}"
+    );
+    assert!(text.contains("a with grid (2,1,1), block (64,1,1) on stream 0x0"), "{text}");
+    assert!(text.contains("the kernels of CUDA graph 0x9000 (cuGraphLaunch) on stream 0x0"), "{text}");
+    let title = "First launched at (a kernel's stack is taken at its first launch only)";
+    assert_eq!(text.matches(title).count(), 2, "{text}");
+    assert_eq!(text.matches("Host Frame: step").count(), 1, "b's stack is a's: {text}");
+    assert_eq!(text.matches("Host Frame: other").count(), 1, "{text}");
+    let seen = text.find("Seen at").expect("where the program learnt of it");
+    assert!(text[seen..].contains("Host Frame: wait"), "{text}");
+    let mut report = Report::fault(FaultDetails {
+        error: "CUDA_ERROR_ASSERT".into(),
+        code: 710,
+        api: "cuCtxSynchronize".into(),
+        kernels: vec![fault_launch("a", "step")],
+        launch_stack: named_stack("step"),
+        call_stack: named_stack("wait"),
+    });
+    assert_eq!(report.stacks_mut().len(), 3, "the kernels' stacks are symbolized with the others");
+}

@@ -435,10 +435,18 @@ CUresult cuStreamSynchronize(void *h) {
     pthread_mutex_unlock(&streams_lock);
     return r;
 }
-/* A kernel named "fault_me" faults: from its launch on, synchronizations and later launches
- * return CUDA_ERROR_ILLEGAL_ADDRESS, as the driver's sticky errors do. */
-static CUresult sticky;
+/* A kernel named "fault_me" faults: from its launch on, synchronizations, queries and later
+ * launches in its context return CUDA_ERROR_ILLEGAL_ADDRESS, as the driver's sticky errors
+ * do (one per context: 0x1000, 0x2000). */
+static CUresult sticky_[2];
+#define sticky sticky_[current_ctx == 0x2000]
 static int is_fault_me(void *f);
+/* Done, unless the context faulted: the fake runs work as it is issued. */
+CUresult cuStreamQuery(void *s) { (void)s; return sticky; }
+CUresult cuStreamQuery_ptsz(void *s) { (void)s; return sticky; }
+CUresult cuEventQuery(void *e) { (void)e; return sticky; }
+/* Not a driver function: some kernel of the current context faults now (a graph's, say). */
+void fake_fault(void) { sticky = 700; }
 CUresult cuCtxSynchronize(void) {
     if (sticky) return sticky;
     /* Waits for every stream of the context: never while one captures. */

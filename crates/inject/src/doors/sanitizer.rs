@@ -8,7 +8,8 @@
 //! [`runtime_exit`] reports what the failed call establishes: a 2-D copy or set whose rows
 //! are wider than the pitch (cudaErrorInvalidPitchValue), a symbol copy running past the
 //! variable's end. Nothing is reported that the call's arguments and the module's variables
-//! do not prove, and nothing a driver hook already reported inside the same call.
+//! do not prove, and nothing a driver hook already reported inside the same call. Any
+//! runtime call's sticky kernel error is a GPU fault (`routes::faults`), where no stand-in saw it.
 //!
 //! With `$GPUSAN_PROBE_OUT` (the injection probe), every domain is enabled and counted.
 
@@ -181,8 +182,31 @@ unsafe extern "C" fn runtime_callback(_user: *mut c_void, domain: u32, cbid: u32
     if domain != DOMAIN_RUNTIME_API || data.is_null() || boundary::bypassed() {
         return;
     }
+    let d = unsafe { &*(data as *const ApiData) };
+    runtime_fault(d);
     let Some(call) = watched(cbid) else { return };
-    boundary::enter("a runtime API callback", || runtime_event(call, unsafe { &*(data as *const ApiData) }));
+    boundary::enter("a runtime API callback", || runtime_event(call, d));
+}
+
+/// A runtime call that returned a sticky kernel error (cudart's codes are the driver's): a
+/// GPU fault, for the programs whose driver calls gpusan's stand-ins do not see (one
+/// finding per context, so none more where they do). One comparison per call otherwise.
+fn runtime_fault(d: &ApiData) {
+    if d.site != SITE_EXIT || d.return_value.is_null() {
+        return;
+    }
+    let r = unsafe { *(d.return_value as *const i32) };
+    if gpusan_runtime::fault::fault_name(r).is_none() {
+        return;
+    }
+    boundary::enter("a runtime API callback", || {
+        let name = if d.function_name.is_null() {
+            "a CUDA runtime call".into()
+        } else {
+            unsafe { CStr::from_ptr(d.function_name) }.to_string_lossy().into_owned()
+        };
+        crate::routes::faults::seen(&name, r);
+    });
 }
 
 /// The entry or exit of a watched runtime-API call.

@@ -17,7 +17,7 @@ pub fn set_handler(handler: fn(&'static str, CUresult)) {
 /// The result `r` of the real function behind stand-in `entry`.
 #[inline]
 pub fn seen(entry: &'static str, r: CUresult) {
-    if (700..=721).contains(&r) && gpusan_runtime::fault::fault_name(r).is_some() {
+    if matches!(r, 226 | 700..=721) && gpusan_runtime::fault::fault_name(r).is_some() {
         if let Some(f) = HANDLER.get() {
             f(entry, r);
         }

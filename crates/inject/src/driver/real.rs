@@ -40,6 +40,8 @@ real_functions! {
     fn cuCtxPopCurrent_v2(ctx: *mut CUcontext);
     fn cuCtxGetDevice(device: *mut CUdevice);
     fn cuCtxSynchronize();
+    /// Whether a stream's work is done, without waiting (a fault shows here as elsewhere).
+    fn cuStreamQuery(stream: CUstream);
     fn cuPointerGetAttribute(data: *mut c_void, attribute: c_int, ptr: CUdeviceptr);
     fn cuDeviceGetAttribute(value: *mut c_int, attribute: c_int, device: CUdevice);
     fn cuDevicePrimaryCtxGetState(device: CUdevice, flags: *mut u32, active: *mut c_int);

@@ -5,7 +5,7 @@
 
 use crate::driver::hook::hooks;
 use crate::driver::{fork, real, CUcontext, CUdevice, CUresult, CUDA_SUCCESS};
-use crate::routes::{after_sync, before_teardown};
+use crate::routes::{after_context_sync, before_teardown};
 use crate::state::quietly;
 
 hooks! {
@@ -28,7 +28,7 @@ unsafe fn init(real: unsafe extern "C" fn(u32) -> CUresult, flags: u32) -> CUres
 }
 
 unsafe fn ctx_synchronize(real: unsafe extern "C" fn() -> CUresult) -> CUresult {
-    after_sync(real())
+    after_context_sync(real())
 }
 
 /// The primary context of `dev`, asked before a call that may end it (afterwards it is

@@ -92,6 +92,7 @@ unsafe fn graph_launch(
     let launch = crate::state::quietly(|| super::graphs::launching(exec)).flatten();
     // Launched into a capturing stream, the graph becomes a child node of the capture.
     before_launch_on(stream);
+    crate::state::quietly(|| crate::routes::faults::graph_launched(exec as usize, stream as usize));
     let r = real(exec, stream);
     // What its free nodes freed of other graphs' memory (or, refused, what it did not allocate).
     if let Some(after) = launch.and_then(|l| crate::state::quietly(|| super::graphs::launched(l, stream, r))) {

@@ -1,12 +1,13 @@
 //! Streams and events: stream capture (while a stream captures, gpusan's own driver calls
 //! must not break it: see `capture`) and the synchronizations after which what kernels
-//! wrote is final (`routes::after_sync`).
+//! wrote is final (`routes::after_sync`); the queries, through which a program may learn of
+//! a GPU fault.
 
 use std::ffi::{c_int, c_void};
 
 use crate::driver::hook::hooks;
 use crate::driver::{CUevent, CUgraph, CUgraphNode, CUresult, CUstream};
-use crate::routes::after_sync;
+use crate::routes::{after_stream_sync, after_sync};
 use crate::state::quietly;
 
 hooks! {
@@ -23,6 +24,11 @@ hooks! {
     fn cuEventSynchronize(event: CUevent) => |real| event_synchronize(real, event);
     fn cuStreamSynchronize(stream: CUstream) => |real| stream_synchronize(real, stream);
     fn cuStreamSynchronize_ptsz(stream: CUstream) => |real| stream_synchronize(real, stream);
+    // Forwarded untouched: how a program that polls (PyTorch's allocator with its events)
+    // learns of a GPU fault, which every stand-in's result is checked for (`driver::fault`).
+    fn cuStreamQuery(stream: CUstream);
+    fn cuStreamQuery_ptsz(stream: CUstream);
+    fn cuEventQuery(event: CUevent);
 }
 
 /// `cuStreamBeginCapture*` on `stream`, made by `real`: from now on gpusan's own driver
@@ -46,7 +52,7 @@ fn end_capture(stream: CUstream, real: impl FnOnce() -> CUresult) -> CUresult {
 }
 
 unsafe fn stream_synchronize(real: unsafe extern "C" fn(CUstream) -> CUresult, s: CUstream) -> CUresult {
-    after_sync(real(s))
+    after_stream_sync(real(s), s)
 }
 
 unsafe fn event_synchronize(real: unsafe extern "C" fn(CUevent) -> CUresult, e: CUevent) -> CUresult {

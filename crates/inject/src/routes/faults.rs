@@ -1,26 +1,35 @@
 //! GPU faults as findings (`gpusan_runtime::fault`): the kernels launched in each context
-//! since its last synchronization that succeeded, and, when a stand-in's result says a
+//! that no synchronization has shown to be done, and, when a stand-in's result says a
 //! kernel faulted, one finding per context naming them. A launch records its handle,
-//! shape and stream in a ring of 16 per context; the program's stack is captured at each
-//! kernel's first launch only (an unwind per launch would cost PyTorch's thousands).
+//! shape and stream (a graph's launch: the executable graph) in a ring of 16 per context,
+//! left when its stream or its context is synchronized; the program's stack is captured at
+//! each kernel's first launch only (an unwind per launch would cost PyTorch's thousands).
+//!
+//! At the fault, what instrumented kernels recorded before it is read at once (the error
+//! buffer is host memory, readable with the context broken): a program that aborts on the
+//! error never reaches the synchronization or the exit where it would be read. At exit, a
+//! context whose kernels were never synchronized is asked, without waiting, whether one
+//! faulted ([`at_exit`]): a program that never checks still gets its fault reported.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 
-use gpusan_runtime::fault::{fault_name, FaultDetails, FaultLaunch};
+use gpusan_runtime::fault::fault_name;
 use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
 use gpusan_runtime::registry::{capture_site_outside, SiteId};
-use gpusan_runtime::report::Report;
+use gpusan_runtime::report::{FaultDetails, FaultLaunch, Report};
 
-use crate::driver::{current_context, CUresult};
+use crate::driver::{current_context, real, CUresult};
 use crate::state::{quietly, state};
 
 const RING: usize = 16;
 
 #[derive(Clone, Copy)]
 struct Launch {
+    /// A kernel handle, or an executable graph's.
     f: usize,
+    graph: bool,
     grid: [u32; 3],
     block: [u32; 3],
     stream: usize,
@@ -43,13 +52,23 @@ fn with<R>(f: impl FnOnce(&mut Faults) -> R) -> R {
 
 /// A launch of `f` with this shape on `stream`, in the current context.
 pub fn launched(f: usize, grid: [u32; 3], block: [u32; 3], stream: usize) {
+    record(Launch { f, graph: false, grid, block, stream });
+}
+
+/// A launch of executable graph `exec` on `stream`: its kernels are not named one by one.
+pub fn graph_launched(exec: usize, stream: usize) {
+    record(Launch { f: exec, graph: true, grid: [0; 3], block: [0; 3], stream });
+}
+
+fn record(launch: Launch) {
     let (context, _) = current_context();
+    let f = launch.f;
     let first = with(|s| {
         let ring = s.recent.entry(context).or_default();
         if ring.len() == RING {
             ring.pop_front();
         }
-        ring.push_back(Launch { f, grid, block, stream });
+        ring.push_back(launch);
         !s.first_site.contains_key(&f)
     });
     if first {
@@ -61,44 +80,106 @@ pub fn launched(f: usize, grid: [u32; 3], block: [u32; 3], stream: usize) {
 }
 
 /// A synchronization of the current context succeeded: what was launched before it ran.
-pub fn synced() {
+pub fn synced_context() {
     let (context, _) = current_context();
     with(|s| s.recent.get_mut(&context).map(VecDeque::clear));
 }
 
+/// A synchronization of `stream` in the current context succeeded: what was launched into
+/// it ran. The legacy stream's handles (null, `CU_STREAM_LEGACY`) name one stream.
+pub fn synced_stream(stream: usize) {
+    const LEGACY: usize = 1;
+    let legacy = |s: usize| s == 0 || s == LEGACY;
+    let (context, _) = current_context();
+    with(|s| {
+        if let Some(ring) = s.recent.get_mut(&context) {
+            ring.retain(|l| l.stream != stream && !(legacy(l.stream) && legacy(stream)));
+        }
+    });
+}
+
 /// Stand-in `entry` returned `r`, a sticky kernel error: the first time in this context, a
 /// finding.
-pub fn seen(entry: &'static str, r: CUresult) {
+pub fn seen(entry: &str, r: CUresult) {
     quietly(|| {
         let Some(error) = fault_name(r) else { return };
         let (context, _) = current_context();
-        let Some((launches, last_site)) = with(|s| {
-            if !s.reported.insert(context) {
-                return None;
-            }
-            let launches: Vec<Launch> = s.recent.get(&context).map(|r| r.iter().copied().collect()).unwrap_or_default();
-            let site = launches.last().and_then(|l| s.first_site.get(&l.f).copied());
-            Some((launches, site))
-        }) else {
+        // Every later call of the context fails alike: only the first costs an unwind.
+        if with(|s| s.reported.contains(&context)) {
             return;
-        };
-        let kernels = launches
-            .iter()
-            .map(|l| FaultLaunch {
-                kernel: super::coverage::name_of(l.f),
-                grid: l.grid,
-                block: l.block,
-                stream: l.stream as u64,
-            })
-            .collect();
-        let details = FaultDetails {
-            error: error.to_string(),
-            code: r,
-            api: entry.to_string(),
-            kernels,
-            launch_stack: last_site.unwrap_or(SiteId::UNKNOWN).into(),
-            call_stack: capture_site_outside(crate::driver::resolve::own_code()).into(),
-        };
-        state().report(Report::fault(details));
+        }
+        let call_stack = capture_site_outside(crate::driver::resolve::own_code());
+        report(context, entry, r, error, call_stack);
+    });
+}
+
+/// The finding for a fault in `context` learnt from `api`, unless one was made already.
+fn report(context: u64, api: &str, r: CUresult, error: &str, call_stack: SiteId) {
+    let Some(launches) = with(|s| {
+        if !s.reported.insert(context) {
+            return None;
+        }
+        let recent = s.recent.get(&context).map(|r| r.iter().copied().collect::<Vec<_>>()).unwrap_or_default();
+        let site = |f: usize| s.first_site.get(&f).copied().unwrap_or(SiteId::UNKNOWN);
+        Some(recent.into_iter().map(|l| (l, site(l.f))).collect::<Vec<_>>())
+    }) else {
+        return;
+    };
+    // What the kernels recorded before the fault (the checked one that explains it, often):
+    // the error buffer is host memory, still mapped, and reads that cannot fault are used
+    // in case a context went away behind gpusan's back.
+    super::mirror::drain_at_exit();
+    let kernels: Vec<FaultLaunch> = launches
+        .iter()
+        .map(|(l, site)| FaultLaunch {
+            kernel: if l.graph { String::new() } else { super::coverage::name_of(l.f) },
+            graph: l.graph.then_some(l.f as u64),
+            grid: l.grid,
+            block: l.block,
+            stream: l.stream as u64,
+            launch_stack: (*site).into(),
+        })
+        .collect();
+    let details = FaultDetails {
+        error: error.to_string(),
+        code: r,
+        api: api.to_string(),
+        launch_stack: kernels.last().map(|k| k.launch_stack.clone()).unwrap_or_default(),
+        kernels,
+        call_stack: call_stack.into(),
+    };
+    state().report(Report::fault(details));
+}
+
+/// At exit, before CUDA tears its contexts down: a context whose last launches were never
+/// synchronized, and whose fault (if any) no call returned, is asked whether a kernel
+/// faulted, with a query that does not wait (a kernel still running is left alone).
+pub fn at_exit() {
+    quietly(|| {
+        let pending: Vec<u64> = with(|s| {
+            s.recent.iter().filter(|(c, r)| !r.is_empty() && !s.reported.contains(c)).map(|(c, _)| *c).collect()
+        });
+        let Some(query) = real::cuStreamQuery() else { return };
+        for context in pending {
+            // SAFETY: the driver's function on the context's legacy stream (null).
+            let r = real::in_context(context, || unsafe { query(std::ptr::null_mut()) });
+            if let Some(error) = fault_name(r) {
+                report(
+                    context,
+                    "cuStreamQuery (gpusan's, at exit: no call gpusan saw had returned it)",
+                    r,
+                    error,
+                    SiteId::UNKNOWN,
+                );
+            }
+        }
+    });
+}
+
+/// `context` was destroyed: a new one the driver gives the same handle starts clean.
+pub fn context_gone(context: u64) {
+    with(|s| {
+        s.recent.remove(&context);
+        s.reported.remove(&context);
     });
 }

@@ -99,10 +99,26 @@ pub unsafe fn load_module(
 /// records, and read the counters of instrumented modules.
 pub fn after_sync(r: CUresult) -> CUresult {
     if r == CUDA_SUCCESS {
-        quietly(faults::synced);
         read_what_kernels_left(mirror::drain);
     }
     r
+}
+
+/// [`after_sync`] of the whole current context: no kernel launched before it can fault now.
+pub fn after_context_sync(r: CUresult) -> CUresult {
+    if r == CUDA_SUCCESS {
+        quietly(faults::synced_context);
+    }
+    after_sync(r)
+}
+
+/// [`after_sync`] of `stream`: no kernel launched into it before can fault now (those of
+/// other streams may still run; a copy or an event says nothing of which).
+pub fn after_stream_sync(r: CUresult, stream: CUstream) -> CUresult {
+    if r == CUDA_SUCCESS {
+        quietly(|| faults::synced_stream(stream as usize));
+    }
+    after_sync(r)
 }
 
 /// `stream`: the launch's stream. A launch into a stream being captured does not run now:
@@ -137,6 +153,7 @@ fn register_late_exit() {
 extern "C" fn read_before_cuda_exits() {
     crate::driver::boundary::enter("exit", || {
         crate::driver::boundary::test_panic("late_exit");
+        faults::at_exit();
         // The program may have torn a context down behind gpusan's back by now.
         read_what_kernels_left(mirror::drain_at_exit);
     });
@@ -164,5 +181,6 @@ pub fn context_gone(context: u64) {
     quietly(|| {
         mirror::context_gone(context);
         crate::capture::context_gone(context);
+        faults::context_gone(context);
     });
 }
