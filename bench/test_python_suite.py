@@ -2,7 +2,8 @@
 """Tests of bench/python_suite.py without a GPU: every header of tests/cases/python parses,
 the judging on fake reports and fake compute-sanitizer output, and a whole run of the suite
 over fake cases with a fake `gpusan` and a fake `compute-sanitizer` (pass, miss, false
-positive, changed output, no report, skip, a hang past the timeout, a prepare step).
+positive, changed output, no report, skip, a hang past the timeout, a prepare step). Also
+bench/coverage/compare.py (bench/coverage.sh's rows) on fake reports and counts.
 
     python3 bench/test_python_suite.py
 """
@@ -17,6 +18,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE / "coverage"))
+import compare  # noqa: E402
 import python_suite as ps  # noqa: E402
 
 CASE = {"case": "c", "framework": "c", "expect": ["out_of_bounds_write"], "accept": [], "known_gap": None,
@@ -319,6 +322,64 @@ class WholeRun(unittest.TestCase):
             (row,) = json.loads(out.read_text())["cases"]
             self.assertEqual(row["gpusan_first"]["rc"], 127)
             self.assertEqual(row["gpusan_first"]["verdict"], "no_report")
+
+
+class CoverageCompare(unittest.TestCase):
+    def row(self, report, native=None, program=None, xla=None):
+        with tempfile.TemporaryDirectory() as t:
+            rep = Path(t, "r.json")
+            if report is not None:
+                rep.write_text(json.dumps(report))
+            args = ["--name", "p", "--report", str(rep), "--rc", "0"]
+            for flag, text in (("--native-out", native), ("--program-out", program)):
+                if text is not None:
+                    Path(t, flag).write_text(text)
+                    args += [flag, str(Path(t, flag))]
+            if xla is not None:
+                Path(t, "dump").mkdir()
+                Path(t, "dump", "m.ptx").write_text(xla)
+                args += ["--xla-dump", str(Path(t, "dump"))]
+            return compare.compare(compare.argparse.Namespace(**{
+                "name": "p", "report": str(rep), "native_out": "", "program_out": "", "xla_dump": "", "log": "",
+                "rc": 0, "native_rc": None, **{a[2:].replace("-", "_"): v for a, v in zip(args[::2], args[1::2])
+                                               if a not in ("--name", "--report", "--rc")}}))
+
+    KERNELS = [{"name": "at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", "mangled": "_Z1a",
+                "launches": 3, "unchecked": "machine code only"},
+               {"name": "at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>", "mangled": "_Z1b",
+                "launches": 2, "unchecked": "machine code only"},
+               {"name": "k0", "mangled": "k0", "launches": 25, "checked_by": "nvrtc"}]
+
+    def test_profiler_count_matches_by_base_name(self):
+        prof = {"profiled_launches": 30, "profiled_kernels": 3, "by_name": {
+            "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(int)": 3,
+            "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float> >(int)": 2, "k0": 25}}
+        r = self.row({"coverage": {"kernels": self.KERNELS, "totals": {"kernels": 3, "launches": 30}}},
+                     native="noise\n" + json.dumps(prof) + "\nloss 1.0\n")
+        self.assertTrue(r["launches_match"])
+        self.assertTrue(r["kernels_match"], r)
+        self.assertTrue(r["report"]["totals_consistent"])
+        self.assertEqual(r["report"]["checked_kernels"], 1)
+
+    def test_mismatch_named(self):
+        own = {"program_launches": 26, "by_name": {"k0": 25, "twice": 1}}
+        r = self.row({"coverage": {"kernels": self.KERNELS[2:]}}, program=json.dumps(own) + "\n")
+        self.assertFalse(r["launches_match"])
+        self.assertEqual(r["name_mismatches"], [{"kernel": "twice", "independent": 1, "report": 0}])
+
+    def test_no_report_and_no_coverage(self):
+        r = self.row(None)
+        self.assertIn("no report", r["report_problem"])
+        self.assertIsNone(r["independent"])
+        r = self.row({"summary": {"by_kind": {}}})
+        self.assertEqual(r["report_problem"], "report has no coverage section")
+
+    def test_xla_entries(self):
+        ptx = ".version 8.0\n.visible .entry fusion_1(\n.param .u64 a)\n{\n}\n.visible .entry loop_add_2(\n"
+        r = self.row({"coverage": {"kernels": [{"name": "fusion_1", "mangled": "fusion_1", "launches": 20}]}}, xla=ptx)
+        self.assertEqual(r["independent"]["xla_kernels"], 2)
+        self.assertEqual(r["xla_kernels_in_report"], 1)
+        self.assertEqual(r["xla_kernels_not_in_report"], ["loop_add_2"])
 
 
 if __name__ == "__main__":
