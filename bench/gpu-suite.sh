@@ -14,10 +14,15 @@
 #    compute-sanitizer memcheck as far as time allows → $OUT/runtime-cases.json;
 # 4. $OUT/suite-logs.tar.gz (every run's output and report), and both tables printed last.
 #
+# 5. with GPUSAN_SUITE_PY=1, bench/python-suite.sh: the Python cases (tests/cases/python) in
+#    the last GPUSAN_SUITE_PY_BUDGET_S seconds (default 240) of the budget, which the C++
+#    cases leave to it → $OUT/python-cases.json, python-logs.tar.gz; GPUSAN_SUITE_PY=only
+#    runs the Python cases alone (no builds, no benchmarks, no C++ cases).
+#
 # Time: everything is bounded by GPUSAN_SUITE_BUDGET_S (default 450 s, under the 8 minutes
 # one call may take); each run has its own `timeout`. Environment knobs: OUT (default
 # /tmp/gpusan-suite-out), GPUSAN_SUITE_MODES (default "api"; later "api check"),
-# GPUSAN_SUITE_ONLY (regex of case names), NVCC, COMPUTE_SANITIZER.
+# GPUSAN_SUITE_ONLY (regex of case names), NVCC, COMPUTE_SANITIZER, GPUSAN_SUITE_PY.
 set -uo pipefail
 
 t0=$(date +%s)
@@ -50,6 +55,31 @@ say() { echo "[gpu-suite +$(( $(date +%s) - t0 ))s] $*"; }
 until_s() { local s=$(( $1 - $(date +%s) + $2 )); [ "$s" -lt 5 ] && s=5; echo "$s"; }
 
 [ -x "$gpusan" ] || say "WARNING: $gpusan missing or not executable: gpusan runs will be recorded as skipped"
+
+# The Python cases (bench/python-suite.sh): their own budget, the last part of ours.
+py=${GPUSAN_SUITE_PY:-0}
+py_budget=0
+if [ "$py" = 1 ] || [ "$py" = only ]; then
+  py_budget=${GPUSAN_SUITE_PY_BUDGET_S:-240}
+fi
+python_suite() {
+  local left=$(( deadline - $(date +%s) ))
+  [ "$left" -lt "$py_budget" ] && py_budget=$left
+  if [ "$py_budget" -lt 30 ]; then
+    say "python cases: no time left (${py_budget} s)"
+    echo '{"error": "no time left in the suite budget for the Python cases"}' >"$out/python-cases.json"
+    return
+  fi
+  say "python cases (${py_budget} s)"
+  OUT="$out" GPUSAN_PY_BUDGET_S="$py_budget" COMPUTE_SANITIZER="$cs" \
+    timeout -k 10 $((py_budget + 90)) bash bench/python-suite.sh "$dir"
+  say "python-suite.sh exit $?"
+}
+if [ "$py" = only ]; then
+  python_suite
+  say "done in $(( $(date +%s) - t0 )) s"
+  exit 0
+fi
 [ -f "$dir/libgpusan_inject.so" ] || say "WARNING: $dir/libgpusan_inject.so missing"
 
 # ---------------------------------------------------------------- 1. environment
@@ -140,7 +170,7 @@ cp "$work"/bin/*.build-error "$work"/benchbin/*.build-error "$work/logs/" 2>/dev
 # ---------------------------------------------------------------- 3. overhead benchmarks
 # About 2 minutes at most, so the cases keep most of the budget.
 bench_deadline=$(( $(date +%s) + 150 ))
-[ "$bench_deadline" -gt $((deadline - 200)) ] && bench_deadline=$((deadline - 200))
+[ "$bench_deadline" -gt $((deadline - 200 - py_budget)) ] && bench_deadline=$((deadline - 200 - py_budget))
 say "overhead benchmarks (until +$((bench_deadline - t0))s)"
 timeout "$(until_s "$bench_deadline" 30)" python3 bench/runtime/overhead.py \
   --bin "$work/benchbin" --gpusan "$gpusan" --out "$out/runtime-overhead.json" \
@@ -149,7 +179,7 @@ timeout "$(until_s "$bench_deadline" 30)" python3 bench/runtime/overhead.py \
 say "overhead.py exit $?"
 
 # ---------------------------------------------------------------- 4. cases, programs, interface, compute-sanitizer
-cases_deadline=$((deadline - 20))
+cases_deadline=$((deadline - 20 - py_budget))
 say "cases (until +$((cases_deadline - t0))s)"
 only=()
 [ -n "${GPUSAN_SUITE_ONLY:-}" ] && only=(--only "$GPUSAN_SUITE_ONLY")
@@ -161,7 +191,10 @@ timeout "$(until_s "$cases_deadline" 15)" python3 tests/cases/suite.py \
   "${only[@]}"
 say "suite.py exit $?"
 
-# ---------------------------------------------------------------- 5. logs and tables
+# ---------------------------------------------------------------- 5. the Python cases
+[ "$py" = 1 ] && python_suite
+
+# ---------------------------------------------------------------- 6. logs and tables
 tar czf "$out/suite-logs.tar.gz" -C "$work" logs env.json 2>/dev/null
 say "outputs: $(find "$out" -maxdepth 1 -type f -printf '%f (%s B) ')"
 python3 -c 'import json, sys; e = json.load(open(sys.argv[1])); print("GPU:", "; ".join(e["gpus"]), "| nvcc:", *e["nvcc"], "| compute-sanitizer:", *e["compute_sanitizer"], "| gpusan:", e["gpusan_version"])' "$work/env.json" 2>/dev/null
