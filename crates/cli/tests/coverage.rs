@@ -90,3 +90,18 @@ fn api_mode_and_unknown_handles_never_read_as_checked() {
     assert!(k[0].0.contains("0x7777"), "{k:?}");
     assert_eq!(k[0].3.as_deref(), Some("its module was loaded where gpusan did not see it"));
 }
+
+/// Kernels run by graphs count once per launch of the graph, not at capture: a captured
+/// launch runs nothing, and each launch of the executable graph runs every kernel node.
+#[test]
+fn graph_launches_count_each_kernel_node_and_captures_count_nothing() {
+    let o = run(&["--mode", "check"], "graph");
+    let route = Some("PTX at load".to_string());
+    assert_eq!(
+        kernels(&o),
+        vec![("alpha".into(), 8, route.clone(), None), ("zeta".into(), 6, route, None)],
+        "{:#}",
+        o.report
+    );
+    assert!(o.stderr.contains("COVERAGE: checked 2 of 2 kernels (launches: 14 of 14)"), "{}", o.stderr);
+}

@@ -4,8 +4,11 @@
  * twice. `ghost`: the PTX module, and a launch of a handle the program never looked up
  * through the driver (so neither gpusan nor the driver can name it). `fault`: `zeta` runs and
  * is synchronized; then `fault_me` (grid 2, block 64, the fake's faulting kernel) and `zeta`
- * again; every synchronization after returns 700, printed as `sync=N`. Prints `SCENARIO done
- * rc=N` (the fault expected in `fault` not counted). */
+ * again; every synchronization after returns 700, printed as `sync=N`. `graph`: the PTX
+ * module; `zeta` twice and `alpha` once captured into a graph launched 3 times, `alpha` once
+ * outside, and a graph made node by node with one `alpha` node launched 4 times (so `zeta` 6
+ * launches, `alpha` 8). Prints `SCENARIO done rc=N` (the fault expected in `fault` not
+ * counted). */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,6 +21,32 @@ CUresult cuModuleGetFunction(void **, void *, const char *);
 CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **,
                         void **);
 CUresult cuCtxSynchronize(void);
+CUresult cuStreamCreate(void **, unsigned);
+CUresult cuStreamBeginCapture_v2(void *, int);
+CUresult cuStreamEndCapture(void *, void **);
+CUresult cuGraphCreate(void **, unsigned);
+CUresult cuGraphInstantiateWithFlags(void **, void *, unsigned long long);
+CUresult cuGraphLaunch(void *, void *);
+/* CUgraphNodeParams with a kernel node's CUDA_KERNEL_NODE_PARAMS_v2 (256 bytes). */
+struct kernel_node { int type, reserved0[3]; union { long long reserved1[29]; struct { void *func; unsigned dims[7]; void **params, **extra; void *kern, *ctx; } k; } u; long long reserved2; };
+CUresult cuGraphAddNode(void **, void *, const void **, size_t, struct kernel_node *);
+
+/* The `graph` scenario: see above. */
+static int graphs(void *f, void *g) {
+    void *stream = 0, *captured = 0, *built = 0, *exec = 0, *exec2 = 0, *node = 0;
+    int rc = cuStreamCreate(&stream, 0) | cuStreamBeginCapture_v2(stream, 0);
+    rc |= cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, stream, 0, 0) | cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, stream, 0, 0);
+    rc |= cuLaunchKernel(g, 1, 1, 1, 32, 1, 1, 0, stream, 0, 0);
+    rc |= cuStreamEndCapture(stream, &captured) | cuGraphInstantiateWithFlags(&exec, captured, 0);
+    for (int i = 0; i < 3; i++) rc |= cuGraphLaunch(exec, stream);
+    rc |= cuLaunchKernel(g, 1, 1, 1, 32, 1, 1, 0, stream, 0, 0);
+    struct kernel_node p;
+    memset(&p, 0, sizeof p);
+    p.u.k.func = g;
+    rc |= cuGraphCreate(&built, 0) | cuGraphAddNode(&node, built, 0, 0, &p) | cuGraphInstantiateWithFlags(&exec2, built, 0);
+    for (int i = 0; i < 4; i++) rc |= cuGraphLaunch(exec2, stream);
+    return rc;
+}
 
 static const char *checked_ptx =
     ".version 9.0\n.target sm_90\n.address_size 64\n"
@@ -33,7 +62,11 @@ int main(int argc, char **argv) {
     const char *s = argv[1];
     void *ctx = 0, *m = 0, *f = 0, *g = 0;
     int rc = cuInit(0) | cuDevicePrimaryCtxRetain(&ctx, 0);
-    if (!strcmp(s, "ptx") || !strcmp(s, "ghost")) {
+    if (!strcmp(s, "graph")) {
+        rc |= cuModuleLoadData(&m, checked_ptx);
+        rc |= cuModuleGetFunction(&f, m, "zeta") | cuModuleGetFunction(&g, m, "alpha");
+        rc |= graphs(f, g);
+    } else if (!strcmp(s, "ptx") || !strcmp(s, "ghost")) {
         rc |= cuModuleLoadData(&m, checked_ptx);
         rc |= cuModuleGetFunction(&f, m, "zeta") | cuModuleGetFunction(&g, m, "alpha");
         if (!strcmp(s, "ptx")) rc |= launch(f) | launch(f) | launch(f) | launch(g);

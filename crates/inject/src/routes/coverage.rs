@@ -3,6 +3,10 @@
 //! name (learnt where the program looks kernels up, or asked of the driver at a handle's
 //! first launch), and each handle's launches. At exit it becomes the report's coverage
 //! (`gpusan_runtime::coverage`). A launch costs one lookup under a lock.
+//!
+//! A launch into a capturing stream runs nothing: it becomes a kernel node of the graph
+//! captured, and counts each time an executable graph of it is launched (the kernel nodes
+//! of each executable graph are listed once, at its instantiation: `families::graphs`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{c_char, CStr};
@@ -12,7 +16,7 @@ use gpusan_runtime::coverage::{Coverage, KernelCoverage};
 use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
 
-use crate::driver::{real, CUfunction, CUkernel, CUlibrary, CUmodule, Loaded, CUDA_SUCCESS};
+use crate::driver::{real, CUfunction, CUkernel, CUlibrary, CUmodule, CUstream, Loaded, CUDA_SUCCESS};
 
 /// How a checked module was instrumented.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +49,8 @@ struct Seen {
     /// Each function or kernel handle's module (when known) and name.
     functions: HashMap<usize, (Option<Loaded>, String)>,
     launches: HashMap<usize, u64>,
+    /// Each executable graph's kernels, with how many of its nodes launch each.
+    graphs: HashMap<usize, Vec<(usize, u64)>>,
 }
 
 static SEEN: PerProcess<Mutex<Option<Seen>>> = PerProcess::new(|| Mutex::new(None));
@@ -72,20 +78,67 @@ pub fn same_as(function: usize, kernel: usize) {
     });
 }
 
-/// A launch of `f` (a `CUfunction`, or a `CUkernel` cudart passes as one).
-pub fn launched(f: CUfunction) {
+/// A launch of `f` (a `CUfunction`, or a `CUkernel` cudart passes as one) into `stream`.
+pub fn launched(f: CUfunction, stream: CUstream) {
+    // Captured, it runs when the graph does ([`graph_launched`]). The capture query is a
+    // driver call: only made while some stream captures.
+    if crate::capture::any() && crate::capture::stream_is_capturing(stream) {
+        return;
+    }
     let first = with(|s| {
         let n = s.launches.entry(f as usize).or_default();
         *n += 1;
         *n == 1 && !s.functions.contains_key(&(f as usize))
     });
     if first {
-        // Never looked up through a door gpusan watches: the driver says what it is.
-        let found = ask_driver(f);
+        name_unknown(&[f as usize]);
+    }
+}
+
+/// Handles never looked up through a door gpusan watches: the driver says what they are.
+fn name_unknown(handles: &[usize]) {
+    let unknown: Vec<usize> = with(|s| handles.iter().copied().filter(|f| !s.functions.contains_key(f)).collect());
+    for f in unknown {
+        let found = ask_driver(f as CUfunction);
         with(|s| {
-            s.functions.entry(f as usize).or_insert(found);
+            s.functions.entry(f).or_insert(found);
         });
     }
+}
+
+/// Executable graph `exec`, instantiated (or updated), launches these kernels: one entry
+/// per kernel node, child graphs' included.
+pub fn graph_kernels(exec: usize, kernels: Vec<usize>) {
+    let mut nodes: Vec<(usize, u64)> = Vec::new();
+    for f in kernels {
+        match nodes.iter_mut().find(|(g, _)| *g == f) {
+            Some((_, n)) => *n += 1,
+            None => nodes.push((f, 1)),
+        }
+    }
+    name_unknown(&nodes.iter().map(|(f, _)| *f).collect::<Vec<_>>());
+    with(|s| s.graphs.insert(exec, nodes));
+}
+
+/// `exec` was destroyed; the driver may hand its handle out again.
+pub fn graph_gone(exec: usize) {
+    with(|s| s.graphs.remove(&exec));
+}
+
+/// A launch of executable graph `exec` into `stream` went through: each of its kernel
+/// nodes is a launch. Launched into a capturing stream, it is a node of that capture
+/// instead, and counts when the graph captured runs.
+pub fn graph_launched(exec: usize, stream: CUstream) {
+    if crate::capture::any() && crate::capture::stream_is_capturing(stream) {
+        return;
+    }
+    with(|s| {
+        let Some(nodes) = s.graphs.get(&exec) else { return };
+        for &(f, n) in nodes {
+            let c = s.launches.entry(f).or_default();
+            *c = c.saturating_add(n);
+        }
+    });
 }
 
 /// The module and name of a handle the program did not look up through gpusan's stand-ins.
