@@ -105,3 +105,18 @@ fn graph_launches_count_each_kernel_node_and_captures_count_nothing() {
     );
     assert!(o.stderr.contains("COVERAGE: checked 2 of 2 kernels (launches: 14 of 14)"), "{}", o.stderr);
 }
+
+/// Machine code that declares the device ABI checks itself even where gpusan kept no record
+/// of its build (a program's cubin cache that outlived gpusan's): it counts as checked at
+/// build time, and its record names the module's one launched kernel, demangled, not
+/// `<unknown kernel>`.
+#[test]
+fn machine_code_with_the_device_abi_is_checked_and_its_kernel_named() {
+    let o = run(&["--mode", "check"], "abi_cubin");
+    let route = Some("build time".to_string());
+    assert_eq!(kernels(&o), vec![("tri".into(), 2, route, None)], "{:#}", o.report);
+    assert_eq!(o.kinds(), vec!["out_of_bounds_write"], "{:#}", o.report);
+    let d = &o.report["errors"][0]["details"];
+    assert_eq!((&d["kernel"], &d["mangled"]), (&"tri(float*, int)".into(), &"_Z3triPfi".into()), "{d:#}");
+    assert!(o.stderr.contains("     at tri(float*, int)"), "{}", o.stderr);
+}

@@ -48,10 +48,19 @@ pub struct ReasonCount {
     pub launches: u64,
 }
 
-/// `mangled` demangled (Itanium C++, Rust), else as it is.
+/// `mangled` demangled (Itanium C++, Rust), else as it is; C++ without its parameters.
 pub fn demangle(mangled: &str) -> String {
+    demangle_with(mangled, cpp_demangle::DemangleOptions::new().no_params().no_return_type())
+}
+
+/// `mangled` demangled with its parameters, which tell overloads apart (`oob(float*, int)`),
+/// as a finding names the function it happened in; else as it is.
+pub fn signature(mangled: &str) -> String {
+    demangle_with(mangled, cpp_demangle::DemangleOptions::new().no_return_type())
+}
+
+fn demangle_with(mangled: &str, options: cpp_demangle::DemangleOptions) -> String {
     if let Ok(sym) = cpp_demangle::Symbol::new(mangled) {
-        let options = cpp_demangle::DemangleOptions::new().no_params().no_return_type();
         if let Ok(s) = sym.demangle_with_options(&options) {
             return s;
         }
@@ -200,6 +209,9 @@ mod tests {
         assert_eq!(demangle("vector_add"), "vector_add");
         assert!(demangle("_ZN2at6native18elementwise_kernelILi128ELi4EEEviT1_")
             .starts_with("at::native::elementwise_kernel<128, 4>"));
+        assert_eq!(signature("_Z3oobPfi"), "oob(float*, int)");
+        assert_eq!(signature("_Z3oobPii"), "oob(int*, int)");
+        assert_eq!(signature("saxpy"), "saxpy");
     }
 
     #[test]

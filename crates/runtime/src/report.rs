@@ -208,7 +208,11 @@ pub struct HostDetails {
 /// A finding of an instrumented kernel.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceDetails {
+    /// The function the access is in, demangled with its parameters.
     pub kernel: String,
+    /// Its symbol, where demangling changed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mangled: Option<String>,
     pub block: [u32; 3],
     pub thread: [u32; 3],
     pub space: Space,

@@ -31,6 +31,7 @@ fn frames(s: SiteId) -> Vec<Frame> {
 fn device_details(kernel: &str, address: u64, nearest: Option<Nearest>) -> DeviceDetails {
     DeviceDetails {
         kernel: kernel.into(),
+        mangled: None,
         block: [1, 0, 0],
         thread: [32, 0, 0],
         space: Space::Global,

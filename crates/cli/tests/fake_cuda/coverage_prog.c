@@ -7,7 +7,10 @@
  * again; every synchronization after returns 700, printed as `sync=N`. `graph`: the PTX
  * module; `zeta` twice and `alpha` once captured into a graph launched 3 times, `alpha` once
  * outside, and a graph made node by node with one `alpha` node launched 4 times (so `zeta` 6
- * launches, `alpha` 8). Prints `SCENARIO done rc=N` (the fault expected in `fault` not
+ * launches, `alpha` 8). `abi_cubin`: machine code that declares the device ABI (built
+ * instrumented where gpusan kept no record of it, as a Triton cache can be), its one kernel
+ * `_Z3triPfi` launched twice, which writes one error record (function 0, the number of a
+ * function gpusan cannot name). Prints `SCENARIO done rc=N` (the fault expected in `fault` not
  * counted). */
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +24,7 @@ CUresult cuModuleGetFunction(void **, void *, const char *);
 CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **,
                         void **);
 CUresult cuCtxSynchronize(void);
+CUresult cuModuleGetGlobal_v2(uint64_t *, size_t *, void *, const char *);
 CUresult cuStreamCreate(void **, unsigned);
 CUresult cuStreamBeginCapture_v2(void *, int);
 CUresult cuStreamEndCapture(void *, void **);
@@ -30,6 +34,34 @@ CUresult cuGraphLaunch(void *, void *);
 /* CUgraphNodeParams with a kernel node's CUDA_KERNEL_NODE_PARAMS_v2 (256 bytes). */
 struct kernel_node { int type, reserved0[3]; union { long long reserved1[29]; struct { void *func; unsigned dims[7]; void **params, **extra; void *kern, *ctx; } k; } u; long long reserved2; };
 CUresult cuGraphAddNode(void **, void *, const void **, size_t, struct kernel_node *);
+
+static uint64_t global_value(void *m, const char *name) {
+    uint64_t addr = 0; size_t size = 0;
+    if (cuModuleGetGlobal_v2(&addr, &size, m, name)) return 0;
+    return size == 4 ? *(uint32_t *)(uintptr_t)addr : *(uint64_t *)(uintptr_t)addr;
+}
+
+/* The `abi_cubin` scenario: see above. The fake driver takes a cubin whose text (after the
+ * 64-byte ELF header) is "FAKE-LINKED: …" to declare the ABI variables it names. */
+static int launch(void *f);
+static int abi_cubin(void) {
+    static unsigned char cubin[256] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+    strcpy((char *)cubin + 64, "FAKE-LINKED: .global .u64 __gpusan_errors; .entry _Z3triPfi");
+    void *m = 0, *f = 0;
+    int rc = cuModuleLoadData(&m, cubin) | cuModuleGetFunction(&f, m, "_Z3triPfi");
+    rc |= launch(f) | launch(f);
+    unsigned char *errors = (unsigned char *)(uintptr_t)global_value(m, "__gpusan_errors");
+    uint32_t module = (uint32_t)global_value(m, "__gpusan_module");
+    if (!errors || module == 0) return rc | 16;
+    uint32_t *count = (uint32_t *)errors, i = (*count)++;
+    unsigned char *r = errors + 16 + 64 * i;
+    uint64_t addr = 0x10;
+    uint32_t w[12] = {module << 16 | 0, 1, 4, 0, 2, 0, 0, 5, 0, 0, 0, 1}; /* a 4-byte write */
+    memcpy(r, &addr, 8);
+    memset(r + 8, 0, 8);
+    memcpy(r + 16, w, sizeof w);
+    return rc;
+}
 
 /* The `graph` scenario: see above. */
 static int graphs(void *f, void *g) {
@@ -62,7 +94,9 @@ int main(int argc, char **argv) {
     const char *s = argv[1];
     void *ctx = 0, *m = 0, *f = 0, *g = 0;
     int rc = cuInit(0) | cuDevicePrimaryCtxRetain(&ctx, 0);
-    if (!strcmp(s, "graph")) {
+    if (!strcmp(s, "abi_cubin")) {
+        rc |= abi_cubin();
+    } else if (!strcmp(s, "graph")) {
         rc |= cuModuleLoadData(&m, checked_ptx);
         rc |= cuModuleGetFunction(&f, m, "zeta") | cuModuleGetFunction(&g, m, "alpha");
         rc |= graphs(f, g);

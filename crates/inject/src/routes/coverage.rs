@@ -169,6 +169,25 @@ fn ask_driver(f: CUfunction) -> (Option<Loaded>, String) {
     (None, format!("<kernel {:#x}>", f as usize))
 }
 
+/// The names of the kernels of `module` launched so far, most launched first.
+pub fn launched_of(module: Loaded) -> Vec<String> {
+    with(|s| {
+        let mut found: Vec<(u64, &String)> = Vec::new();
+        for (f, (m, name)) in &s.functions {
+            let n = s.launches.get(f).copied().unwrap_or(0);
+            if *m != Some(module) || n == 0 {
+                continue;
+            }
+            match found.iter_mut().find(|(_, seen)| *seen == name) {
+                Some((total, _)) => *total += n,
+                None => found.push((n, name)),
+            }
+        }
+        found.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+        found.into_iter().map(|(_, name)| name.clone()).collect()
+    })
+}
+
 /// The demangled name of kernel handle `f`, as far as it is known.
 pub fn name_of(f: usize) -> String {
     let name = with(|s| s.functions.get(&f).map(|(_, n)| n.clone()));
