@@ -47,6 +47,7 @@ fn kernels_of_an_instrumented_module_are_counted_checked() {
         o.report
     );
     assert!(o.stderr.contains("COVERAGE: checked 2 of 2 kernels (launches: 4 of 4)"), "{}", o.stderr);
+    assert!(o.stderr.contains("ERROR SUMMARY: 0 errors\n"), "{}", o.stderr);
 }
 
 #[test]
@@ -58,6 +59,11 @@ fn machine_code_kernels_are_listed_unchecked_and_can_be_made_errors() {
         o.stderr.contains(
             "COVERAGE: checked 0 of 1 kernel (launches: 0 of 2); 1 unchecked: 1 machine code only (cubin) (e.g. mc)"
         ),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        o.stderr.contains("ERROR SUMMARY: 0 errors; no kernel launch was checked (1 kernel, 2 launches)"),
         "{}",
         o.stderr
     );

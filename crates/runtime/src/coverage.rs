@@ -126,6 +126,13 @@ impl Coverage {
         t
     }
 
+    /// Kernels and launches, when kernels ran and not one launch was checked: a report with
+    /// no error then says nothing of the kernels, and must say so.
+    pub fn none_checked(&self) -> Option<(u64, u64)> {
+        let t = self.compute_totals();
+        (t.launches > 0 && t.checked_launches == 0).then_some((t.kernels, t.launches))
+    }
+
     /// Kernels launched that were not checked.
     pub fn unchecked(&self) -> impl Iterator<Item = &KernelCoverage> {
         self.kernels.iter().filter(|k| k.unchecked.is_some())

@@ -566,6 +566,10 @@ impl fmt::Display for Document {
         if self.cuda_processes == 0 {
             write!(f, "; {NO_CUDA_ACTIVITY}")?;
         }
+        if let Some((kernels, launches)) = self.coverage.none_checked() {
+            let launches = if launches == 1 { "1 launch".to_string() } else { format!("{launches} launches") };
+            write!(f, "; no kernel launch was checked ({}, {launches})", plural(kernels, "kernel"))?;
+        }
         writeln!(f)
     }
 }

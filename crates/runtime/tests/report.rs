@@ -367,3 +367,30 @@ fn check_counts_merge_render_and_round_trip() {
     assert_eq!(Document::from_json(&doc.to_json()).unwrap(), doc);
     assert_eq!(CheckCounts::default().dynamic_fraction_removed(), None);
 }
+
+/// A run whose kernels all ran unchecked never reads as clean: its ERROR SUMMARY says no
+/// launch was checked; one checked launch is enough to drop that, and a run without
+/// kernels says nothing of them. The section survives the JSON and a merge.
+#[test]
+fn a_run_that_checked_no_launch_says_so_in_its_error_summary() {
+    use gpusan_runtime::coverage::KernelCoverage;
+    let mut doc = Collector::new(CollectorConfig::default()).finish("check", vec![], |_| vec![]);
+    doc.cuda_processes = 1;
+    assert!(doc.to_text().contains("ERROR SUMMARY: 0 errors\n"), "{}", doc.to_text());
+    doc.coverage.add(KernelCoverage::new("_Z2mcPf", 2, Err("machine code only (cubin)")));
+    doc.coverage.add(KernelCoverage::new("other", 1, Err("machine code only (cubin)")));
+    let text = doc.to_text();
+    assert!(text.contains("ERROR SUMMARY: 0 errors; no kernel launch was checked (2 kernels, 3 launches)\n"), "{text}");
+    assert!(text.contains("COVERAGE: checked 0 of 2 kernels (launches: 0 of 3)"), "{text}");
+
+    let mut merged = Document::from_json(&doc.to_json()).unwrap();
+    let mut other = doc.clone();
+    other.coverage = Default::default();
+    other.coverage.add(KernelCoverage::new("_Z2mcPf", 5, Err("machine code only (cubin)")));
+    other.coverage.add(KernelCoverage::new("k", 1, Ok("PTX at load")));
+    merged.merge(other);
+    let t = &merged.coverage.totals;
+    assert_eq!((t.kernels, t.launches, t.checked_kernels, t.checked_launches), (3, 9, 1, 1));
+    assert_eq!(merged.coverage.kernels.iter().find(|k| k.mangled == "_Z2mcPf").unwrap().launches, 7);
+    assert!(merged.to_text().contains("ERROR SUMMARY: 0 errors\n"), "one launch was checked: {}", merged.to_text());
+}
