@@ -10,7 +10,9 @@
  * launches, `alpha` 8). `abi_cubin`: machine code that declares the device ABI (built
  * instrumented where gpusan kept no record of it, as a Triton cache can be), its one kernel
  * `_Z3triPfi` launched twice, which writes one error record (function 0, the number of a
- * function gpusan cannot name). Prints `SCENARIO done rc=N` (the fault expected in `fault` not
+ * function gpusan cannot name). `unload`: the PTX module, `zeta` launched twice; the module
+ * unloaded, and a cubin loaded at the same handle with a `zeta` of its own (the fake hands out
+ * the same function handle again), launched once. Prints `SCENARIO done rc=N` (the fault expected in `fault` not
  * counted). */
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +27,7 @@ CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned
                         void **);
 CUresult cuCtxSynchronize(void);
 CUresult cuModuleGetGlobal_v2(uint64_t *, size_t *, void *, const char *);
+CUresult cuModuleUnload(void *);
 CUresult cuStreamCreate(void **, unsigned);
 CUresult cuStreamBeginCapture_v2(void *, int);
 CUresult cuStreamEndCapture(void *, void **);
@@ -94,7 +97,14 @@ int main(int argc, char **argv) {
     const char *s = argv[1];
     void *ctx = 0, *m = 0, *f = 0, *g = 0;
     int rc = cuInit(0) | cuDevicePrimaryCtxRetain(&ctx, 0);
-    if (!strcmp(s, "abi_cubin")) {
+    if (!strcmp(s, "unload")) {
+        static unsigned char cubin[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+        void *f2 = 0;
+        rc |= cuModuleLoadData(&m, checked_ptx) | cuModuleGetFunction(&f, m, "zeta");
+        rc |= launch(f) | launch(f) | cuModuleUnload(m);
+        rc |= cuModuleLoadData(&m, cubin) | cuModuleGetFunction(&f2, m, "zeta");
+        rc |= launch(f2) | (f2 != f); /* the handle reused, as the test wants */
+    } else if (!strcmp(s, "abi_cubin")) {
         rc |= abi_cubin();
     } else if (!strcmp(s, "graph")) {
         rc |= cuModuleLoadData(&m, checked_ptx);

@@ -51,6 +51,8 @@ struct Seen {
     launches: HashMap<usize, u64>,
     /// Each executable graph's kernels, with how many of its nodes launch each.
     graphs: HashMap<usize, Vec<(usize, u64)>>,
+    /// Kernels of modules unloaded since: name, launches, their module's verdict.
+    retired: Vec<(String, u64, Option<Result<Route, String>>)>,
 }
 
 static SEEN: PerProcess<Mutex<Option<Seen>>> = PerProcess::new(|| Mutex::new(None));
@@ -62,6 +64,23 @@ fn with<R>(f: impl FnOnce(&mut Seen) -> R) -> R {
 /// A module the program loaded (successfully), and gpusan's verdict on it.
 pub fn module_loaded(module: Loaded, verdict: Result<Route, String>) {
     with(|s| s.modules.insert(module, verdict));
+}
+
+/// `module` was unloaded: what its kernels were and how often they ran is kept, and its
+/// handles and theirs forgotten, since the driver hands them out again for other modules
+/// and kernels (whose launches and verdict are not these).
+pub fn unloaded(module: Loaded) {
+    with(|s| {
+        let verdict = s.modules.remove(&module);
+        let handles: Vec<usize> =
+            s.functions.iter().filter(|(_, (m, _))| *m == Some(module)).map(|(f, _)| *f).collect();
+        for f in handles {
+            let name = s.functions.remove(&f).map(|(_, name)| name).unwrap_or_default();
+            if let Some(n) = s.launches.remove(&f) {
+                s.retired.push((name, n, verdict.clone()));
+            }
+        }
+    });
 }
 
 /// The program looked up kernel `name` of `module` and got `handle`.
@@ -194,18 +213,25 @@ pub fn name_of(f: usize) -> String {
     name.map_or_else(|| format!("<kernel {f:#x}>"), |n| gpusan_runtime::coverage::demangle(&n))
 }
 
+/// A module's verdict as the report words it.
+fn verdict(module: Option<&Result<Route, String>>) -> Result<&'static str, &str> {
+    match module {
+        Some(Ok(route)) => Ok(route.name()),
+        Some(Err(why)) => Err(why.as_str()),
+        None => Err("its module was loaded where gpusan did not see it"),
+    }
+}
+
 /// The coverage of the launches so far.
 pub fn coverage() -> Coverage {
     with(|s| {
         let mut c = Coverage::default();
         for (f, &n) in &s.launches {
             let (module, name) = s.functions.get(f).cloned().unwrap_or((None, format!("<kernel {f:#x}>")));
-            let verdict = match module.and_then(|m| s.modules.get(&m)) {
-                Some(Ok(route)) => Ok(route.name()),
-                Some(Err(why)) => Err(why.as_str()),
-                None => Err("its module was loaded where gpusan did not see it"),
-            };
-            c.add(KernelCoverage::new(&name, n, verdict));
+            c.add(KernelCoverage::new(&name, n, verdict(module.and_then(|m| s.modules.get(&m)))));
+        }
+        for (name, n, v) in &s.retired {
+            c.add(KernelCoverage::new(name, *n, verdict(v.as_ref())));
         }
         c.kernels.sort_by(|a, b| b.launches.cmp(&a.launches).then(a.name.cmp(&b.name)));
         c
