@@ -136,3 +136,12 @@ fn an_unloaded_module_keeps_its_launches_apart_from_its_handles_next_owner() {
     let unchecked = ("zeta".to_string(), 1, None, Some("machine code only (cubin)".to_string()));
     assert_eq!(kernels(&o), vec![unchecked, checked], "{:#}", o.report);
 }
+
+/// A library kernel's function that reaches a launch without passing gpusan (a graph's
+/// kernel node holds it) belongs to its library: the driver says which kernel it is, and
+/// its launches count with the kernel's, checked, not as a module gpusan never saw.
+#[test]
+fn a_library_kernels_function_seen_only_in_a_graph_counts_with_its_library() {
+    let o = run(&["--mode", "check"], "library_graph");
+    assert_eq!(kernels(&o), vec![("zeta".into(), 4, Some("PTX at load".into()), None)], "{:#}", o.report);
+}

@@ -12,7 +12,10 @@
  * `_Z3triPfi` launched twice, which writes one error record (function 0, the number of a
  * function gpusan cannot name). `unload`: the PTX module, `zeta` launched twice; the module
  * unloaded, and a cubin loaded at the same handle with a `zeta` of its own (the fake hands out
- * the same function handle again), launched once. Prints `SCENARIO done rc=N` (the fault expected in `fault` not
+ * the same function handle again), launched once. `library_graph`: the PTX module loaded as
+ * a library; its kernel `zeta` launched once by its CUkernel handle (as cudart 13 does) and
+ * once captured into a graph launched 3 times, whose kernel node holds the kernel's function
+ * in the context, a handle gpusan never saw handed out. Prints `SCENARIO done rc=N` (the fault expected in `fault` not
  * counted). */
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +31,9 @@ CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned
 CUresult cuCtxSynchronize(void);
 CUresult cuModuleGetGlobal_v2(uint64_t *, size_t *, void *, const char *);
 CUresult cuModuleUnload(void *);
+CUresult cuLibraryLoadData(void **, const void *, int *, void **, unsigned, int *, void **, unsigned);
+CUresult cuLibraryGetKernel(void **, void *, const char *);
+void fake_distinct_kernel_functions(int);
 CUresult cuStreamCreate(void **, unsigned);
 CUresult cuStreamBeginCapture_v2(void *, int);
 CUresult cuStreamEndCapture(void *, void **);
@@ -97,7 +103,15 @@ int main(int argc, char **argv) {
     const char *s = argv[1];
     void *ctx = 0, *m = 0, *f = 0, *g = 0;
     int rc = cuInit(0) | cuDevicePrimaryCtxRetain(&ctx, 0);
-    if (!strcmp(s, "unload")) {
+    if (!strcmp(s, "library_graph")) {
+        void *lib = 0, *k = 0, *stream = 0, *graph = 0, *exec = 0;
+        fake_distinct_kernel_functions(1);
+        rc |= cuLibraryLoadData(&lib, checked_ptx, 0, 0, 0, 0, 0, 0) | cuLibraryGetKernel(&k, lib, "zeta");
+        rc |= launch(k) | cuStreamCreate(&stream, 0) | cuStreamBeginCapture_v2(stream, 0);
+        rc |= cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, stream, 0, 0) | cuStreamEndCapture(stream, &graph);
+        rc |= cuGraphInstantiateWithFlags(&exec, graph, 0);
+        for (int i = 0; i < 3; i++) rc |= cuGraphLaunch(exec, stream);
+    } else if (!strcmp(s, "unload")) {
         static unsigned char cubin[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
         void *f2 = 0;
         rc |= cuModuleLoadData(&m, checked_ptx) | cuModuleGetFunction(&f, m, "zeta");

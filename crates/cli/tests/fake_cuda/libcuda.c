@@ -440,6 +440,7 @@ CUresult cuStreamSynchronize(void *h) {
 static CUresult sticky;
 static int is_fault_me(void *f);
 static CUresult add_kernel_node(void *graph, void *f);
+static void *function_of_kernel(void *k);
 CUresult cuCtxSynchronize(void) {
     if (sticky) return sticky;
     /* Waits for every stream of the context: never while one captures. */
@@ -462,7 +463,7 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
     int captured;
     CUresult r = stream_work("cuLaunchKernel", stream, &captured);
     if (!r && captured) stream_of(stream)->kernels++;
-    if (!r && captured) r = add_kernel_node(stream_of(stream)->graph, f);
+    if (!r && captured) r = add_kernel_node(stream_of(stream)->graph, function_of_kernel(f));
     return r;
 }
 
@@ -1027,7 +1028,17 @@ CUresult cuFuncGetModule(void **module, void *f) {
     *module = (void *)0x4000;
     return 0;
 }
-CUresult cuKernelGetFunction(void **f, void *k) { *f = k; return 0; }
+/* A library kernel's function in the context is the kernel's own handle, or after
+ * fake_distinct_kernel_functions(1) the module function of that name (0x4100 + …), as the
+ * driver's are distinct handles; a captured launch of the kernel then makes a kernel node
+ * holding that function. */
+static int distinct_kernel_functions;
+void fake_distinct_kernel_functions(int on) { distinct_kernel_functions = on; }
+static void *function_of_kernel(void *k) {
+    uintptr_t p = (uintptr_t)k;
+    return distinct_kernel_functions && p >= 0x5100 && p < 0x5200 ? (void *)(p - 0x1000) : k;
+}
+CUresult cuKernelGetFunction(void **f, void *k) { *f = function_of_kernel(k); return 0; }
 CUresult cuModuleUnload(void *module) { (void)module; return 0; }
 CUresult cuLibraryUnload(void *lib) { (void)lib; return 0; }
 CUresult cuDeviceGetAttribute(int *value, int attribute, int dev) {

@@ -74,6 +74,7 @@ real_functions! {
     fn cuFuncGetModule(module: *mut CUmodule, f: CUfunction);
     fn cuKernelGetName(name: *mut *const c_char, k: CUkernel);
     fn cuKernelGetLibrary(library: *mut CUlibrary, k: CUkernel);
+    fn cuKernelGetFunction(f: *mut CUfunction, k: CUkernel);
 
     // Modules.
     fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void);

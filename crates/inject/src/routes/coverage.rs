@@ -173,7 +173,8 @@ fn ask_driver(f: CUfunction) -> (Option<Loaded>, String) {
             let module = real::cuFuncGetModule()
                 .is_some_and(|g| g(&mut m, f) == CUDA_SUCCESS && !m.is_null())
                 .then(|| Loaded::Module(m as usize));
-            return (module, text);
+            let known = module.is_some_and(|m| with(|s| s.modules.contains_key(&m)));
+            return (if known { module } else { library_of(f, &text).or(module) }, text);
         }
         let k = f as CUkernel;
         if real::cuKernelGetName().is_some_and(|g| g(&mut name, k) == CUDA_SUCCESS && !name.is_null()) {
@@ -204,6 +205,30 @@ pub fn launched_of(module: Loaded) -> Vec<String> {
         }
         found.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
         found.into_iter().map(|(_, name)| name.clone()).collect()
+    })
+}
+
+/// The library whose kernel `f` (named `name`) is in the current context: the module the
+/// driver names for a library's function is its own, which no load gpusan saw returned.
+/// Such a function reaches a launch without `cuKernelGetFunction` passing gpusan (cudart
+/// asks the driver by its private table; a graph's kernel node holds the function), so the
+/// driver says which of the library kernels of that name it is.
+fn library_of(f: CUfunction, name: &str) -> Option<Loaded> {
+    let get = real::cuKernelGetFunction()?;
+    let candidates: Vec<(usize, Loaded)> = with(|s| {
+        s.functions
+            .iter()
+            .filter_map(|(k, (m, n))| match m {
+                Some(l @ Loaded::Library(_)) if n == name => Some((*k, *l)),
+                _ => None,
+            })
+            .collect()
+    });
+    candidates.into_iter().find_map(|(k, library)| {
+        let mut g: CUfunction = std::ptr::null_mut();
+        // SAFETY: the driver's function with an out-parameter of ours.
+        let same = unsafe { get(&mut g, k as CUkernel) } == CUDA_SUCCESS && g == f;
+        same.then_some(library)
     })
 }
 
