@@ -216,6 +216,7 @@ mod tests {
         assert_eq!(demangle("vector_add"), "vector_add");
         assert!(demangle("_ZN2at6native18elementwise_kernelILi128ELi4EEEviT1_")
             .starts_with("at::native::elementwise_kernel<128, 4>"));
+        assert_eq!(demangle("_Z5scaleIfEvPT_S0_i"), "scale<float>", "no return type, no parameters");
         assert_eq!(signature("_Z3oobPfi"), "oob(float*, int)");
         assert_eq!(signature("_Z3oobPii"), "oob(int*, int)");
         assert_eq!(signature("saxpy"), "saxpy");
