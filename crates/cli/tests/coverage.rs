@@ -127,14 +127,17 @@ fn machine_code_with_the_device_abi_is_checked_and_its_kernel_named() {
     assert!(o.stderr.contains("     at tri(float*, int)"), "{}", o.stderr);
 }
 
-/// A module unloaded keeps its kernels' launches and verdict: the driver hands its handles
-/// out again, and the kernel of another module at the same handle is another line.
+/// A module unloaded, or gone with its context, keeps its kernels' launches and verdict: the
+/// driver hands its handles out again, and the kernel of another module at the same handle
+/// is another line.
 #[test]
 fn an_unloaded_module_keeps_its_launches_apart_from_its_handles_next_owner() {
-    let o = run(&["--mode", "check"], "unload");
-    let checked = ("zeta".to_string(), 2, Some("PTX at load".to_string()), None);
-    let unchecked = ("zeta".to_string(), 1, None, Some("machine code only (cubin)".to_string()));
-    assert_eq!(kernels(&o), vec![unchecked, checked], "{:#}", o.report);
+    for scenario in ["unload", "context"] {
+        let o = run(&["--mode", "check"], scenario);
+        let checked = ("zeta".to_string(), 2, Some("PTX at load".to_string()), None);
+        let unchecked = ("zeta".to_string(), 1, None, Some("machine code only (cubin)".to_string()));
+        assert_eq!(kernels(&o), vec![unchecked, checked], "{scenario}: {:#}", o.report);
+    }
 }
 
 /// A library kernel's function that reaches a launch without passing gpusan (a graph's

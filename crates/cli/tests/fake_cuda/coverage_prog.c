@@ -15,7 +15,9 @@
  * the same function handle again), launched once. `library_graph`: the PTX module loaded as
  * a library; its kernel `zeta` launched once by its CUkernel handle (as cudart 13 does) and
  * once captured into a graph launched 3 times, whose kernel node holds the kernel's function
- * in the context, a handle gpusan never saw handed out. Prints `SCENARIO done rc=N` (the fault expected in `fault` not
+ * in the context, a handle gpusan never saw handed out. `context`: as `unload`, but the
+ * module goes with its context (the primary context released for the last time, then
+ * retained again). Prints `SCENARIO done rc=N` (the fault expected in `fault` not
  * counted). */
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +33,7 @@ CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned
 CUresult cuCtxSynchronize(void);
 CUresult cuModuleGetGlobal_v2(uint64_t *, size_t *, void *, const char *);
 CUresult cuModuleUnload(void *);
+CUresult cuDevicePrimaryCtxRelease_v2(int);
 CUresult cuLibraryLoadData(void **, const void *, int *, void **, unsigned, int *, void **, unsigned);
 CUresult cuLibraryGetKernel(void **, void *, const char *);
 void fake_distinct_kernel_functions(int);
@@ -111,11 +114,13 @@ int main(int argc, char **argv) {
         rc |= cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, stream, 0, 0) | cuStreamEndCapture(stream, &graph);
         rc |= cuGraphInstantiateWithFlags(&exec, graph, 0);
         for (int i = 0; i < 3; i++) rc |= cuGraphLaunch(exec, stream);
-    } else if (!strcmp(s, "unload")) {
+    } else if (!strcmp(s, "unload") || !strcmp(s, "context")) {
         static unsigned char cubin[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
         void *f2 = 0;
         rc |= cuModuleLoadData(&m, checked_ptx) | cuModuleGetFunction(&f, m, "zeta");
-        rc |= launch(f) | launch(f) | cuModuleUnload(m);
+        rc |= launch(f) | launch(f);
+        if (!strcmp(s, "unload")) rc |= cuModuleUnload(m);
+        else rc |= cuDevicePrimaryCtxRelease_v2(0) | cuDevicePrimaryCtxRetain(&ctx, 0);
         rc |= cuModuleLoadData(&m, cubin) | cuModuleGetFunction(&f2, m, "zeta");
         rc |= launch(f2) | (f2 != f); /* the handle reused, as the test wants */
     } else if (!strcmp(s, "abi_cubin")) {

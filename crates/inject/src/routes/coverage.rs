@@ -53,6 +53,38 @@ struct Seen {
     graphs: HashMap<usize, Vec<(usize, u64)>>,
     /// Kernels of modules unloaded since: name, launches, their module's verdict.
     retired: Vec<(String, u64, Option<Result<Route, String>>)>,
+    /// The context of each module, and of each library kernel's function in a context:
+    /// they go with it (a library does not).
+    contexts: BTreeMap<Handle, u64>,
+}
+
+/// A module or a function, as [`Seen::contexts`] keeps them.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Handle {
+    Module(Loaded),
+    Function(usize),
+}
+
+impl Seen {
+    /// Forgets handle `f`, keeping its launches with `verdict`.
+    fn retire(&mut self, f: usize, verdict: Option<Result<Route, String>>) {
+        let name = self.functions.remove(&f).map(|(_, name)| name).unwrap_or_default();
+        self.contexts.remove(&Handle::Function(f));
+        if let Some(n) = self.launches.remove(&f) {
+            self.retired.push((name, n, verdict));
+        }
+    }
+
+    /// Forgets `module` and the handles of its kernels, keeping their launches.
+    fn unload(&mut self, module: Loaded) {
+        let verdict = self.modules.remove(&module);
+        self.contexts.remove(&Handle::Module(module));
+        let handles: Vec<usize> =
+            self.functions.iter().filter(|(_, (m, _))| *m == Some(module)).map(|(f, _)| *f).collect();
+        for f in handles {
+            self.retire(f, verdict.clone());
+        }
+    }
 }
 
 static SEEN: PerProcess<Mutex<Option<Seen>>> = PerProcess::new(|| Mutex::new(None));
@@ -63,21 +95,35 @@ fn with<R>(f: impl FnOnce(&mut Seen) -> R) -> R {
 
 /// A module the program loaded (successfully), and gpusan's verdict on it.
 pub fn module_loaded(module: Loaded, verdict: Result<Route, String>) {
-    with(|s| s.modules.insert(module, verdict));
+    let context = matches!(module, Loaded::Module(_)).then(|| crate::driver::current_context().0);
+    with(|s| {
+        s.modules.insert(module, verdict);
+        if let Some(c) = context {
+            s.contexts.insert(Handle::Module(module), c);
+        }
+    });
 }
 
 /// `module` was unloaded: what its kernels were and how often they ran is kept, and its
 /// handles and theirs forgotten, since the driver hands them out again for other modules
 /// and kernels (whose launches and verdict are not these).
 pub fn unloaded(module: Loaded) {
+    with(|s| s.unload(module));
+}
+
+/// `context` was destroyed, and its modules and its functions of library kernels with it:
+/// their handles go back to the driver as at an unload.
+pub fn context_gone(context: u64) {
     with(|s| {
-        let verdict = s.modules.remove(&module);
-        let handles: Vec<usize> =
-            s.functions.iter().filter(|(_, (m, _))| *m == Some(module)).map(|(f, _)| *f).collect();
-        for f in handles {
-            let name = s.functions.remove(&f).map(|(_, name)| name).unwrap_or_default();
-            if let Some(n) = s.launches.remove(&f) {
-                s.retired.push((name, n, verdict.clone()));
+        let gone: Vec<Handle> = s.contexts.iter().filter(|(_, c)| **c == context).map(|(h, _)| *h).collect();
+        for h in gone {
+            match h {
+                Handle::Module(m) => s.unload(m),
+                Handle::Function(f) => {
+                    let module = s.functions.get(&f).and_then(|(m, _)| *m);
+                    let verdict = module.and_then(|m| s.modules.get(&m).cloned());
+                    s.retire(f, verdict);
+                }
             }
         }
     });
@@ -90,9 +136,15 @@ pub fn function(handle: usize, module: Loaded, name: &str) {
 
 /// `function` is `kernel` in a context (`cuKernelGetFunction`).
 pub fn same_as(function: usize, kernel: usize) {
+    // Asked again for a function it has (cudart may ask at each launch): nothing new.
+    if with(|s| s.functions.contains_key(&function) || !s.functions.contains_key(&kernel)) {
+        return;
+    }
+    let context = crate::driver::current_context().0;
     with(|s| {
         if let Some(k) = s.functions.get(&kernel).cloned() {
             s.functions.insert(function, k);
+            s.contexts.insert(Handle::Function(function), context);
         }
     });
 }
@@ -119,8 +171,13 @@ fn name_unknown(handles: &[usize]) {
     let unknown: Vec<usize> = with(|s| handles.iter().copied().filter(|f| !s.functions.contains_key(f)).collect());
     for f in unknown {
         let found = ask_driver(f as CUfunction);
+        // A library's function is its kernel in the current context, and goes with it.
+        let context = matches!(found.0, Some(Loaded::Library(_))).then(|| crate::driver::current_context().0);
         with(|s| {
             s.functions.entry(f).or_insert(found);
+            if let Some(c) = context {
+                s.contexts.insert(Handle::Function(f), c);
+            }
         });
     }
 }

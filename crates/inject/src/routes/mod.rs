@@ -171,5 +171,6 @@ pub fn context_gone(context: u64) {
     quietly(|| {
         mirror::context_gone(context);
         crate::capture::context_gone(context);
+        coverage::context_gone(context);
     });
 }
