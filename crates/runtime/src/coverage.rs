@@ -158,7 +158,7 @@ impl Coverage {
         for (i, (why, n)) in reasons.iter().enumerate() {
             let mut names: Vec<&KernelCoverage> =
                 self.kernels.iter().filter(|k| k.unchecked.as_deref() == Some(why.as_str())).collect();
-            names.sort_by(|a, b| b.launches.cmp(&a.launches));
+            names.sort_by_key(|k| std::cmp::Reverse(k.launches));
             let shown: Vec<&str> = names.iter().take(3).map(|k| short(&k.name)).collect();
             let more = if names.len() > 3 { ", …" } else { "" };
             let sep = if i == 0 { " " } else { "; " };
@@ -185,7 +185,7 @@ fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

@@ -42,17 +42,20 @@ impl Route {
     }
 }
 
+/// A module's verdict: the route that checked it, or why it was not.
+type Verdict = Result<Route, String>;
+
 #[derive(Default)]
 struct Seen {
     /// Each module's verdict: the route that checked it, or why it was not.
-    modules: BTreeMap<Loaded, Result<Route, String>>,
+    modules: BTreeMap<Loaded, Verdict>,
     /// Each function or kernel handle's module (when known) and name.
     functions: HashMap<usize, (Option<Loaded>, String)>,
     launches: HashMap<usize, u64>,
     /// Each executable graph's kernels, with how many of its nodes launch each.
     graphs: HashMap<usize, Vec<(usize, u64)>>,
     /// Kernels of modules unloaded since: name, launches, their module's verdict.
-    retired: Vec<(String, u64, Option<Result<Route, String>>)>,
+    retired: Vec<(String, u64, Option<Verdict>)>,
     /// The context of each module, and of each library kernel's function in a context:
     /// they go with it (a library does not).
     contexts: BTreeMap<Handle, u64>,
@@ -67,7 +70,7 @@ enum Handle {
 
 impl Seen {
     /// Forgets handle `f`, keeping its launches with `verdict`.
-    fn retire(&mut self, f: usize, verdict: Option<Result<Route, String>>) {
+    fn retire(&mut self, f: usize, verdict: Option<Verdict>) {
         let name = self.functions.remove(&f).map(|(_, name)| name).unwrap_or_default();
         self.contexts.remove(&Handle::Function(f));
         if let Some(n) = self.launches.remove(&f) {
@@ -94,7 +97,7 @@ fn with<R>(f: impl FnOnce(&mut Seen) -> R) -> R {
 }
 
 /// A module the program loaded (successfully), and gpusan's verdict on it.
-pub fn module_loaded(module: Loaded, verdict: Result<Route, String>) {
+pub fn module_loaded(module: Loaded, verdict: Verdict) {
     let context = matches!(module, Loaded::Module(_)).then(|| crate::driver::current_context().0);
     with(|s| {
         s.modules.insert(module, verdict);
@@ -229,7 +232,7 @@ fn ask_driver(f: CUfunction) -> (Option<Loaded>, String) {
             let mut m: CUmodule = std::ptr::null_mut();
             let module = real::cuFuncGetModule()
                 .is_some_and(|g| g(&mut m, f) == CUDA_SUCCESS && !m.is_null())
-                .then(|| Loaded::Module(m as usize));
+                .then_some(Loaded::Module(m as usize));
             let known = module.is_some_and(|m| with(|s| s.modules.contains_key(&m)));
             return (if known { module } else { library_of(f, &text).or(module) }, text);
         }
@@ -239,7 +242,7 @@ fn ask_driver(f: CUfunction) -> (Option<Loaded>, String) {
             let mut l: CUlibrary = std::ptr::null_mut();
             let library = real::cuKernelGetLibrary()
                 .is_some_and(|g| g(&mut l, k) == CUDA_SUCCESS && !l.is_null())
-                .then(|| Loaded::Library(l as usize));
+                .then_some(Loaded::Library(l as usize));
             return (library, text);
         }
     }
@@ -296,7 +299,7 @@ pub fn name_of(f: usize) -> String {
 }
 
 /// A module's verdict as the report words it.
-fn verdict(module: Option<&Result<Route, String>>) -> Result<&'static str, &str> {
+fn verdict(module: Option<&Verdict>) -> Result<&'static str, &str> {
     match module {
         Some(Ok(route)) => Ok(route.name()),
         Some(Err(why)) => Err(why.as_str()),
