@@ -47,6 +47,7 @@ fn kernels_of_an_instrumented_module_are_counted_checked() {
         o.report
     );
     assert!(o.stderr.contains("COVERAGE: checked 2 of 2 kernels (launches: 4 of 4)"), "{}", o.stderr);
+    assert!(o.stderr.contains("ERROR SUMMARY: 0 errors\n"), "{}", o.stderr);
 }
 
 #[test]
@@ -58,6 +59,11 @@ fn machine_code_kernels_are_listed_unchecked_and_can_be_made_errors() {
         o.stderr.contains(
             "COVERAGE: checked 0 of 1 kernel (launches: 0 of 2); 1 unchecked: 1 machine code only (cubin) (e.g. mc)"
         ),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        o.stderr.contains("ERROR SUMMARY: 0 errors; no kernel launch was checked (1 kernel, 2 launches)"),
         "{}",
         o.stderr
     );
@@ -89,4 +95,56 @@ fn api_mode_and_unknown_handles_never_read_as_checked() {
     assert_eq!((k[0].1, k[0].2.as_deref()), (1, None));
     assert!(k[0].0.contains("0x7777"), "{k:?}");
     assert_eq!(k[0].3.as_deref(), Some("its module was loaded where gpusan did not see it"));
+}
+
+/// Kernels run by graphs count once per launch of the graph, not at capture: a captured
+/// launch runs nothing, and each launch of the executable graph runs every kernel node.
+#[test]
+fn graph_launches_count_each_kernel_node_and_captures_count_nothing() {
+    let o = run(&["--mode", "check"], "graph");
+    let route = Some("PTX at load".to_string());
+    assert_eq!(
+        kernels(&o),
+        vec![("alpha".into(), 8, route.clone(), None), ("zeta".into(), 6, route, None)],
+        "{:#}",
+        o.report
+    );
+    assert!(o.stderr.contains("COVERAGE: checked 2 of 2 kernels (launches: 14 of 14)"), "{}", o.stderr);
+}
+
+/// Machine code that declares the device ABI checks itself even where gpusan kept no record
+/// of its build (a program's cubin cache that outlived gpusan's): it counts as checked at
+/// build time, and its record names the module's one launched kernel, demangled, not
+/// `<unknown kernel>`.
+#[test]
+fn machine_code_with_the_device_abi_is_checked_and_its_kernel_named() {
+    let o = run(&["--mode", "check"], "abi_cubin");
+    let route = Some("build time".to_string());
+    assert_eq!(kernels(&o), vec![("tri".into(), 2, route, None)], "{:#}", o.report);
+    assert_eq!(o.kinds(), vec!["out_of_bounds_write"], "{:#}", o.report);
+    let d = &o.report["errors"][0]["details"];
+    assert_eq!((&d["kernel"], &d["mangled"]), (&"tri(float*, int)".into(), &"_Z3triPfi".into()), "{d:#}");
+    assert!(o.stderr.contains("     at tri(float*, int)"), "{}", o.stderr);
+}
+
+/// A module unloaded, or gone with its context, keeps its kernels' launches and verdict: the
+/// driver hands its handles out again, and the kernel of another module at the same handle
+/// is another line.
+#[test]
+fn an_unloaded_module_keeps_its_launches_apart_from_its_handles_next_owner() {
+    for scenario in ["unload", "context"] {
+        let o = run(&["--mode", "check"], scenario);
+        let checked = ("zeta".to_string(), 2, Some("PTX at load".to_string()), None);
+        let unchecked = ("zeta".to_string(), 1, None, Some("machine code only (cubin)".to_string()));
+        assert_eq!(kernels(&o), vec![unchecked, checked], "{scenario}: {:#}", o.report);
+    }
+}
+
+/// A library kernel's function that reaches a launch without passing gpusan (a graph's
+/// kernel node holds it) belongs to its library: the driver says which kernel it is, and
+/// its launches count with the kernel's, checked, not as a module gpusan never saw.
+#[test]
+fn a_library_kernels_function_seen_only_in_a_graph_counts_with_its_library() {
+    let o = run(&["--mode", "check"], "library_graph");
+    assert_eq!(kernels(&o), vec![("zeta".into(), 4, Some("PTX at load".into()), None)], "{:#}", o.report);
 }

@@ -48,10 +48,19 @@ pub struct ReasonCount {
     pub launches: u64,
 }
 
-/// `mangled` demangled (Itanium C++, Rust), else as it is.
+/// `mangled` demangled (Itanium C++, Rust), else as it is; C++ without its parameters.
 pub fn demangle(mangled: &str) -> String {
+    demangle_with(mangled, cpp_demangle::DemangleOptions::new().no_params().no_return_type())
+}
+
+/// `mangled` demangled with its parameters, which tell overloads apart (`oob(float*, int)`),
+/// as a finding names the function it happened in; else as it is.
+pub fn signature(mangled: &str) -> String {
+    demangle_with(mangled, cpp_demangle::DemangleOptions::new().no_return_type())
+}
+
+fn demangle_with(mangled: &str, options: cpp_demangle::DemangleOptions) -> String {
     if let Ok(sym) = cpp_demangle::Symbol::new(mangled) {
-        let options = cpp_demangle::DemangleOptions::new().no_params().no_return_type();
         if let Ok(s) = sym.demangle_with_options(&options) {
             return s;
         }
@@ -117,6 +126,13 @@ impl Coverage {
         t
     }
 
+    /// Kernels and launches, when kernels ran and not one launch was checked: a report with
+    /// no error then says nothing of the kernels, and must say so.
+    pub fn none_checked(&self) -> Option<(u64, u64)> {
+        let t = self.compute_totals();
+        (t.launches > 0 && t.checked_launches == 0).then_some((t.kernels, t.launches))
+    }
+
     /// Kernels launched that were not checked.
     pub fn unchecked(&self) -> impl Iterator<Item = &KernelCoverage> {
         self.kernels.iter().filter(|k| k.unchecked.is_some())
@@ -142,7 +158,7 @@ impl Coverage {
         for (i, (why, n)) in reasons.iter().enumerate() {
             let mut names: Vec<&KernelCoverage> =
                 self.kernels.iter().filter(|k| k.unchecked.as_deref() == Some(why.as_str())).collect();
-            names.sort_by(|a, b| b.launches.cmp(&a.launches));
+            names.sort_by_key(|k| std::cmp::Reverse(k.launches));
             let shown: Vec<&str> = names.iter().take(3).map(|k| short(&k.name)).collect();
             let more = if names.len() > 3 { ", …" } else { "" };
             let sep = if i == 0 { " " } else { "; " };
@@ -169,7 +185,7 @@ fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -200,6 +216,10 @@ mod tests {
         assert_eq!(demangle("vector_add"), "vector_add");
         assert!(demangle("_ZN2at6native18elementwise_kernelILi128ELi4EEEviT1_")
             .starts_with("at::native::elementwise_kernel<128, 4>"));
+        assert_eq!(demangle("_Z5scaleIfEvPT_S0_i"), "scale<float>", "no return type, no parameters");
+        assert_eq!(signature("_Z3oobPfi"), "oob(float*, int)");
+        assert_eq!(signature("_Z3oobPii"), "oob(int*, int)");
+        assert_eq!(signature("saxpy"), "saxpy");
     }
 
     #[test]

@@ -105,7 +105,7 @@ impl ErrorRecord {
         }
     }
 
-    /// The report for this record. `kernel` is the function's name, `module_name` what the
+    /// The report for this record. `kernel` is the function's symbol, `module_name` what the
     /// PTX line refers to, `lines` the module's line table for the CUDA source line; the
     /// nearest allocation comes from the registry as it is now.
     pub fn to_report(&self, kernel: &str, module_name: &str, lines: &SourceLines, registry: &Registry) -> Report {
@@ -117,8 +117,10 @@ impl ErrorRecord {
         let heap = heap_block.is_some() || matches!(kind, ErrorKind::DoubleFree | ErrorKind::InvalidFree);
         // A thread's local memory is in no host allocation either.
         let nearest = if heap || kind == ErrorKind::UseAfterScope { None } else { self.host_nearest(registry) };
+        let demangled = crate::coverage::signature(kernel);
         let details = DeviceDetails {
-            kernel: kernel.to_string(),
+            mangled: (demangled != kernel).then(|| kernel.to_string()),
+            kernel: demangled,
             block: self.block,
             thread: self.thread,
             space: match self.space {
@@ -255,6 +257,16 @@ mod tests {
         assert_eq!(json["details"]["ptx"]["line"], 42);
         let text = report.to_string();
         assert!(text.contains("4 bytes past the end") || text.contains("past the end"), "{text}");
+        assert!(json["details"].get("mangled").is_none(), "a C name is its own symbol: {json:#}");
+
+        // A C++ kernel is named as its source names it, its symbol kept beside.
+        let report = r.to_report("_Z3oobPfi", "m3.ptx", &SourceLines::default(), &reg);
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(
+            (&json["details"]["kernel"], &json["details"]["mangled"]),
+            (&"oob(float*, int)".into(), &"_Z3oobPfi".into())
+        );
+        assert!(report.to_string().contains("     at oob(float*, int)"), "{report}");
     }
 
     #[test]

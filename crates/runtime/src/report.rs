@@ -207,7 +207,11 @@ pub struct HostDetails {
 /// A finding of an instrumented kernel.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceDetails {
+    /// The function the access is in, demangled with its parameters.
     pub kernel: String,
+    /// Its symbol, where demangling changed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mangled: Option<String>,
     pub block: [u32; 3],
     pub thread: [u32; 3],
     pub space: Space,
@@ -641,6 +645,10 @@ impl fmt::Display for Document {
         }
         if self.cuda_processes == 0 {
             write!(f, "; {NO_CUDA_ACTIVITY}")?;
+        }
+        if let Some((kernels, launches)) = self.coverage.none_checked() {
+            let launches = if launches == 1 { "1 launch".to_string() } else { format!("{launches} launches") };
+            write!(f, "; no kernel launch was checked ({}, {launches})", plural(kernels, "kernel"))?;
         }
         writeln!(f)
     }

@@ -31,6 +31,7 @@ fn frames(s: SiteId) -> Vec<Frame> {
 fn device_details(kernel: &str, address: u64, nearest: Option<Nearest>) -> DeviceDetails {
     DeviceDetails {
         kernel: kernel.into(),
+        mangled: None,
         block: [1, 0, 0],
         thread: [32, 0, 0],
         space: Space::Global,
@@ -426,4 +427,29 @@ fn a_fault_shows_each_kernel_with_where_it_was_first_launched_once_per_place() {
         call_stack: named_stack("wait"),
     });
     assert_eq!(report.stacks_mut().len(), 3, "the kernels' stacks are symbolized with the others");
+/// A run whose kernels all ran unchecked never reads as clean: its ERROR SUMMARY says no
+/// launch was checked; one checked launch is enough to drop that, and a run without
+/// kernels says nothing of them. The section survives the JSON and a merge.
+#[test]
+fn a_run_that_checked_no_launch_says_so_in_its_error_summary() {
+    use gpusan_runtime::coverage::KernelCoverage;
+    let mut doc = Collector::new(CollectorConfig::default()).finish("check", vec![], |_| vec![]);
+    doc.cuda_processes = 1;
+    assert!(doc.to_text().contains("ERROR SUMMARY: 0 errors\n"), "{}", doc.to_text());
+    doc.coverage.add(KernelCoverage::new("_Z2mcPf", 2, Err("machine code only (cubin)")));
+    doc.coverage.add(KernelCoverage::new("other", 1, Err("machine code only (cubin)")));
+    let text = doc.to_text();
+    assert!(text.contains("ERROR SUMMARY: 0 errors; no kernel launch was checked (2 kernels, 3 launches)\n"), "{text}");
+    assert!(text.contains("COVERAGE: checked 0 of 2 kernels (launches: 0 of 3)"), "{text}");
+
+    let mut merged = Document::from_json(&doc.to_json()).unwrap();
+    let mut other = doc.clone();
+    other.coverage = Default::default();
+    other.coverage.add(KernelCoverage::new("_Z2mcPf", 5, Err("machine code only (cubin)")));
+    other.coverage.add(KernelCoverage::new("k", 1, Ok("PTX at load")));
+    merged.merge(other);
+    let t = &merged.coverage.totals;
+    assert_eq!((t.kernels, t.launches, t.checked_kernels, t.checked_launches), (3, 9, 1, 1));
+    assert_eq!(merged.coverage.kernels.iter().find(|k| k.mangled == "_Z2mcPf").unwrap().launches, 7);
+    assert!(merged.to_text().contains("ERROR SUMMARY: 0 errors\n"), "one launch was checked: {}", merged.to_text());
 }

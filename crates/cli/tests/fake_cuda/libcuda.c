@@ -447,6 +447,8 @@ CUresult cuStreamQuery_ptsz(void *s) { (void)s; return sticky; }
 CUresult cuEventQuery(void *e) { (void)e; return sticky; }
 /* Not a driver function: some kernel of the current context faults now (a graph's, say). */
 void fake_fault(void) { sticky = 700; }
+static CUresult add_kernel_node(void *graph, void *f);
+static void *function_of_kernel(void *k);
 CUresult cuCtxSynchronize(void) {
     if (sticky) return sticky;
     /* Waits for every stream of the context: never while one captures. */
@@ -469,6 +471,7 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
     int captured;
     CUresult r = stream_work("cuLaunchKernel", stream, &captured);
     if (!r && captured) stream_of(stream)->kernels++;
+    if (!r && captured) r = add_kernel_node(stream_of(stream)->graph, function_of_kernel(f));
     return r;
 }
 
@@ -582,12 +585,42 @@ CUresult cuGraphAddMemFreeNode(void **node, void *graph, const void **deps, size
     (void)deps; (void)n;
     return add_mem_node(node, graph, 11, dptr, 0);
 }
+/* Kernel nodes (CUgraphNodeType 0), captured launches or added: the graph and the function
+ * each launches. Their handles are KERNEL_NODE + the index. */
+#define MAX_KERNEL_NODES 64
+#define KERNEL_NODE 0x10000
+static struct { void *graph, *f; } kernel_nodes[MAX_KERNEL_NODES];
+static int n_kernel_nodes;
+static CUresult add_kernel_node(void *graph, void *f) {
+    if (n_kernel_nodes == MAX_KERNEL_NODES) return 2;
+    kernel_nodes[n_kernel_nodes].graph = graph;
+    kernel_nodes[n_kernel_nodes++].f = f;
+    return 0;
+}
+static int kernel_node(void *node) {
+    uintptr_t i = (uintptr_t)node - KERNEL_NODE;
+    return (uintptr_t)node >= KERNEL_NODE && i < (uintptr_t)n_kernel_nodes ? (int)i : -1;
+}
+/* CUDA_KERNEL_NODE_PARAMS_v2 */
+struct kernel_node_params { void *func; unsigned grid[3], block[3], shmem; void **params, **extra; void *kern, *ctx; };
+CUresult cuGraphKernelNodeGetParams_v2(void *node, struct kernel_node_params *p) {
+    int i = kernel_node(node);
+    if (i < 0) return 400;
+    memset(p, 0, sizeof *p);
+    p->func = kernel_nodes[i].f;
+    return 0;
+}
 /* What gpusan reads of a graph when it is instantiated. */
 CUresult cuGraphGetNodes(void *graph, void **nodes, size_t *count) {
     size_t k = 0;
     for (int i = 0; i < n_mem_nodes; i++) {
         if (mem_nodes[i].graph != graph) continue;
         if (nodes && k < *count) nodes[k] = (void *)(uintptr_t)(i + 1);
+        k++;
+    }
+    for (int i = 0; i < n_kernel_nodes; i++) {
+        if (kernel_nodes[i].graph != graph) continue;
+        if (nodes && k < *count) nodes[k] = (void *)(uintptr_t)(KERNEL_NODE + i);
         k++;
     }
     if (!nodes || k < *count) *count = k;
@@ -598,6 +631,7 @@ static int mem_node(void *node) {
     return i >= 1 && i <= (uintptr_t)n_mem_nodes ? (int)i - 1 : -1;
 }
 CUresult cuGraphNodeGetType(void *node, int *type) {
+    if (kernel_node(node) >= 0) { *type = 0; return 0; }
     int i = mem_node(node);
     if (i < 0) return 400; /* CUDA_ERROR_INVALID_HANDLE */
     *type = mem_nodes[i].type;
@@ -678,18 +712,20 @@ CUresult cuMemAllocFromPoolAsync(uint64_t *dptr, size_t size, void *pool, void *
  * parent's. */
 struct graph_node_params {
     int type, reserved0[3];
-    union { long long reserved1[29]; struct mem_alloc_node_params alloc; uint64_t free_dptr; struct { void *graph; int ownership; } child; } u;
+    union { long long reserved1[29]; struct mem_alloc_node_params alloc; uint64_t free_dptr; struct { void *graph; int ownership; } child; struct kernel_node_params kernel; } u;
     long long reserved2;
 };
 static CUresult add_node(void **node, void *graph, struct graph_node_params *p) {
     switch (p->type) {
-    case 0: ((struct graph *)graph)->kernels++; *node = (void *)0x7300; return 0;
+    case 0: ((struct graph *)graph)->kernels++; *node = (void *)(uintptr_t)(KERNEL_NODE + n_kernel_nodes); return add_kernel_node(graph, p->u.kernel.func ? p->u.kernel.func : p->u.kernel.kern);
     case 10: return alloc_node(node, graph, &p->u.alloc);
     case 11: return add_mem_node(node, graph, 11, p->u.free_dptr, 0);
     case 4:
         if (p->u.child.ownership != 1) return 1;
         for (int i = 0; i < n_mem_nodes; i++)
             if (mem_nodes[i].graph == p->u.child.graph) mem_nodes[i].graph = graph;
+        for (int i = 0; i < n_kernel_nodes; i++)
+            if (kernel_nodes[i].graph == p->u.child.graph) kernel_nodes[i].graph = graph;
         ((struct graph *)graph)->kernels += ((struct graph *)p->u.child.graph)->kernels;
         *node = (void *)0x7400;
         return 0;
@@ -1000,7 +1036,17 @@ CUresult cuFuncGetModule(void **module, void *f) {
     *module = (void *)0x4000;
     return 0;
 }
-CUresult cuKernelGetFunction(void **f, void *k) { *f = k; return 0; }
+/* A library kernel's function in the context is the kernel's own handle, or after
+ * fake_distinct_kernel_functions(1) the module function of that name (0x4100 + …), as the
+ * driver's are distinct handles; a captured launch of the kernel then makes a kernel node
+ * holding that function. */
+static int distinct_kernel_functions;
+void fake_distinct_kernel_functions(int on) { distinct_kernel_functions = on; }
+static void *function_of_kernel(void *k) {
+    uintptr_t p = (uintptr_t)k;
+    return distinct_kernel_functions && p >= 0x5100 && p < 0x5200 ? (void *)(p - 0x1000) : k;
+}
+CUresult cuKernelGetFunction(void **f, void *k) { *f = function_of_kernel(k); return 0; }
 CUresult cuModuleUnload(void *module) { (void)module; return 0; }
 CUresult cuLibraryUnload(void *lib) { (void)lib; return 0; }
 CUresult cuDeviceGetAttribute(int *value, int attribute, int dev) {

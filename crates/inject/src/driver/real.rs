@@ -13,8 +13,8 @@ use std::ffi::{c_char, c_int, c_void};
 use super::resolve::{typed, Slot};
 use super::types::{
     CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUgraph, CUgraphNode, CUkernel, CUlibrary, CUlinkState,
-    CUmemHandle, CUmodule, CUresult, CUstream, CUstreamCaptureStatus, MemAccessDesc, MemAllocNodeParams,
-    MemAllocationProp, CUDA_SUCCESS,
+    CUmemHandle, CUmodule, CUresult, CUstream, CUstreamCaptureStatus, KernelNodeParams, MemAccessDesc,
+    MemAllocNodeParams, MemAllocationProp, CUDA_SUCCESS,
 };
 
 /// `fn name(arg: type, …);` declares `pub fn name() -> Option<unsafe extern "C" fn(type, …) ->
@@ -76,6 +76,7 @@ real_functions! {
     fn cuFuncGetModule(module: *mut CUmodule, f: CUfunction);
     fn cuKernelGetName(name: *mut *const c_char, k: CUkernel);
     fn cuKernelGetLibrary(library: *mut CUlibrary, k: CUkernel);
+    fn cuKernelGetFunction(f: *mut CUfunction, k: CUkernel);
 
     // Modules.
     fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void);
@@ -136,6 +137,8 @@ real_functions! {
     fn cuGraphMemAllocNodeGetParams(node: CUgraphNode, params: *mut MemAllocNodeParams);
     fn cuGraphMemFreeNodeGetParams(node: CUgraphNode, dptr: *mut CUdeviceptr);
     fn cuGraphChildGraphNodeGetGraph(node: CUgraphNode, graph: *mut CUgraph);
+    // … and which kernels each launch runs (the report's coverage).
+    fn cuGraphKernelNodeGetParams_v2(node: CUgraphNode, params: *mut KernelNodeParams);
 }
 
 /// Runs `f` with `context` current (pushed, then popped), unless it is current already or

@@ -100,6 +100,20 @@ pub struct MemAllocNodeParams {
     pub dptr: CUdeviceptr,
 }
 
+/// `CUDA_KERNEL_NODE_PARAMS_v2`: what a kernel node launches (`func`, or where that is null
+/// `kern`, a library's kernel in context `ctx`) and how.
+#[repr(C)]
+pub struct KernelNodeParams {
+    pub func: CUfunction,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem_bytes: u32,
+    pub kernel_params: *mut *mut c_void,
+    pub extra: *mut *mut c_void,
+    pub kern: CUkernel,
+    pub ctx: CUcontext,
+}
+
 /// `CUgraphNodeParams`, the generic parameters of `cuGraphAddNode` (256 bytes): the node's
 /// type, then (at byte 16) the parameters of that type, one of a union.
 #[repr(C)]

@@ -33,6 +33,8 @@
 //!
 //! Launching a graph is a launch (`launches`), which calls [`launching`] and [`launched`]:
 //! a launch the driver refuses (its graph's memory still allocated, say) allocated nothing.
+//! The same listing of an instantiated graph gives its kernel nodes to the report's coverage
+//! (`routes::coverage::graph_kernels`): each launch of the executable graph launches each.
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
@@ -45,7 +47,7 @@ use super::judge::{record_alloc, site};
 use crate::driver::hook::hooks;
 use crate::driver::{
     real, CUdeviceptr, CUgraph, CUgraphExec, CUgraphNode, CUresult, CUstream, CUstreamCaptureStatus, GraphNodeParams,
-    MemAllocNodeParams, CUDA_SUCCESS,
+    KernelNodeParams, MemAllocNodeParams, CUDA_SUCCESS,
 };
 use crate::state::{quietly, state};
 
@@ -77,6 +79,7 @@ hooks! {
 }
 
 /// `CUgraphNodeType`s gpusan reads.
+const KERNEL: c_int = 0;
 const CHILD_GRAPH: c_int = 4;
 const MEM_ALLOC: c_int = 10;
 const MEM_FREE: c_int = 11;
@@ -237,13 +240,16 @@ pub fn launched(launch: Launch, stream: CUstream, r: CUresult) -> AfterLaunch {
     })
 }
 
-/// A graph's memory nodes, child graphs' included.
+/// A graph's memory nodes, child graphs' included, and its kernel nodes.
 #[derive(Default)]
 struct MemoryNodes {
     /// Allocations: base and size.
     allocs: Vec<(u64, u64)>,
     /// What free nodes free.
     frees: Vec<u64>,
+    /// The function (or library kernel) of each kernel node: what a launch runs, for the
+    /// report's coverage.
+    kernels: Vec<usize>,
 }
 
 /// A graph's memory nodes as the driver has them; `None` where it cannot list them.
@@ -257,6 +263,7 @@ fn memory_nodes(graph: CUgraph) -> Option<MemoryNodes> {
         real::cuGraphMemFreeNodeGetParams()?,
     );
     let child_of = real::cuGraphChildGraphNodeGetGraph();
+    let kernel_of = real::cuGraphKernelNodeGetParams_v2();
     let mut found = MemoryNodes::default();
     let mut pending = vec![(graph, 0usize)];
     while let Some((graph, depth)) = pending.pop() {
@@ -286,6 +293,12 @@ fn memory_nodes(graph: CUgraph) -> Option<MemoryNodes> {
                     if get_free(node, &mut dptr) == CUDA_SUCCESS && dptr != 0 {
                         found.frees.push(dptr);
                     }
+                } else if kind == KERNEL {
+                    let mut p: KernelNodeParams = std::mem::zeroed();
+                    if kernel_of.is_some_and(|get| get(node, &mut p) == CUDA_SUCCESS) {
+                        let f = if p.func.is_null() { p.kern as usize } else { p.func as usize };
+                        found.kernels.extend((f != 0).then_some(f));
+                    }
                 } else if kind == CHILD_GRAPH && depth < MAX_DEPTH {
                     let mut child: CUgraph = std::ptr::null_mut();
                     if let Some(f) = child_of {
@@ -306,9 +319,10 @@ fn memory_nodes(graph: CUgraph) -> Option<MemoryNodes> {
 /// learnt here, made at `site`.
 fn learn(g: &mut GraphMemory, graph: u64, listed: Option<MemoryNodes>, site: SiteId) -> ExecMemory {
     let seen = g.frees.get(&graph).cloned().unwrap_or_default();
-    let MemoryNodes { allocs, frees } = listed.unwrap_or_else(|| MemoryNodes {
+    let MemoryNodes { allocs, frees, .. } = listed.unwrap_or_else(|| MemoryNodes {
         allocs: g.allocs.iter().filter(|(_, a)| a.graph == Some(graph)).map(|(b, a)| (*b, a.size)).collect(),
         frees: seen.iter().map(|(b, _)| *b).collect(),
+        kernels: Vec::new(),
     });
     // Where a free node was made: as gpusan saw it made, or else here.
     let made_at = |base: u64| seen.iter().find(|(b, _)| *b == base).map_or(site, |(_, s)| *s);
@@ -348,6 +362,8 @@ fn updated(r: CUresult, exec: CUgraphExec, graph: CUgraph) -> CUresult {
 /// What each launch of `exec`, made or updated from `graph`, allocates and frees.
 fn learn_exec(exec: CUgraphExec, graph: CUgraph) {
     let (listed, site) = (memory_nodes(graph), site());
+    let kernels = listed.as_ref().map(|l| l.kernels.clone()).unwrap_or_default();
+    crate::routes::coverage::graph_kernels(exec as usize, kernels);
     let before = graphs(|g| {
         let memory = learn(g, graph as u64, listed, site);
         g.execs.insert(exec as u64, memory)
@@ -392,6 +408,7 @@ unsafe fn exec_destroy(real: unsafe extern "C" fn(CUgraphExec) -> CUresult, exec
     let r = real(exec);
     if r == CUDA_SUCCESS {
         quietly(|| {
+            crate::routes::coverage::graph_gone(exec as usize);
             let allocs = graphs(|g| g.execs.remove(&(exec as u64)).map(|e| e.allocs).unwrap_or_default());
             release(allocs);
         });

@@ -32,7 +32,7 @@ type Params = *mut *mut c_void;
 /// What the routes keep of a launch: the coverage's count, the ring a fault names.
 fn launching(f: CUfunction, grid: [u32; 3], block: [u32; 3], stream: CUstream) {
     crate::state::quietly(|| {
-        crate::routes::coverage::launched(f);
+        crate::routes::coverage::launched(f, stream);
         crate::routes::faults::launched(f as usize, grid, block, stream as usize);
     });
 }
@@ -94,6 +94,9 @@ unsafe fn graph_launch(
     before_launch_on(stream);
     crate::state::quietly(|| crate::routes::faults::graph_launched(exec as usize, stream as usize));
     let r = real(exec, stream);
+    if r == crate::driver::CUDA_SUCCESS {
+        crate::state::quietly(|| crate::routes::coverage::graph_launched(exec as usize, stream));
+    }
     // What its free nodes freed of other graphs' memory (or, refused, what it did not allocate).
     if let Some(after) = launch.and_then(|l| crate::state::quietly(|| super::graphs::launched(l, stream, r))) {
         super::memory::after_graph_launch(after);

@@ -39,6 +39,17 @@ hooks! {
     fn cuLibraryGetKernel(k: *mut CUkernel, lib: CUlibrary, name: *const c_char)
         => |real| looked_up(real(k, lib, name), k as *mut usize, Loaded::Library(lib as usize), name);
     fn cuKernelGetFunction(f: *mut CUfunction, k: CUkernel) => |real| kernel_function(real(f, k), f, k);
+    // Unloads: the handles go back to the driver, which hands them out again.
+    fn cuModuleUnload(module: CUmodule) => |real| unloaded(real(module), Loaded::Module(module as usize));
+    fn cuLibraryUnload(lib: CUlibrary) => |real| unloaded(real(lib), Loaded::Library(lib as usize));
+}
+
+/// The program unloaded `module`.
+fn unloaded(r: CUresult, module: Loaded) -> CUresult {
+    if r == CUDA_SUCCESS {
+        quietly(|| crate::routes::coverage::unloaded(module));
+    }
+    r
 }
 
 /// The program got `*handle` for kernel `name` of `module`.

@@ -3,6 +3,10 @@
 //! name (learnt where the program looks kernels up, or asked of the driver at a handle's
 //! first launch), and each handle's launches. At exit it becomes the report's coverage
 //! (`gpusan_runtime::coverage`). A launch costs one lookup under a lock.
+//!
+//! A launch into a capturing stream runs nothing: it becomes a kernel node of the graph
+//! captured, and counts each time an executable graph of it is launched (the kernel nodes
+//! of each executable graph are listed once, at its instantiation: `families::graphs`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{c_char, CStr};
@@ -12,7 +16,7 @@ use gpusan_runtime::coverage::{Coverage, KernelCoverage};
 use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
 
-use crate::driver::{real, CUfunction, CUkernel, CUlibrary, CUmodule, Loaded, CUDA_SUCCESS};
+use crate::driver::{real, CUfunction, CUkernel, CUlibrary, CUmodule, CUstream, Loaded, CUDA_SUCCESS};
 
 /// How a checked module was instrumented.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,13 +42,52 @@ impl Route {
     }
 }
 
+/// A module's verdict: the route that checked it, or why it was not.
+type Verdict = Result<Route, String>;
+
 #[derive(Default)]
 struct Seen {
     /// Each module's verdict: the route that checked it, or why it was not.
-    modules: BTreeMap<Loaded, Result<Route, String>>,
+    modules: BTreeMap<Loaded, Verdict>,
     /// Each function or kernel handle's module (when known) and name.
     functions: HashMap<usize, (Option<Loaded>, String)>,
     launches: HashMap<usize, u64>,
+    /// Each executable graph's kernels, with how many of its nodes launch each.
+    graphs: HashMap<usize, Vec<(usize, u64)>>,
+    /// Kernels of modules unloaded since: name, launches, their module's verdict.
+    retired: Vec<(String, u64, Option<Verdict>)>,
+    /// The context of each module, and of each library kernel's function in a context:
+    /// they go with it (a library does not).
+    contexts: BTreeMap<Handle, u64>,
+}
+
+/// A module or a function, as [`Seen::contexts`] keeps them.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Handle {
+    Module(Loaded),
+    Function(usize),
+}
+
+impl Seen {
+    /// Forgets handle `f`, keeping its launches with `verdict`.
+    fn retire(&mut self, f: usize, verdict: Option<Verdict>) {
+        let name = self.functions.remove(&f).map(|(_, name)| name).unwrap_or_default();
+        self.contexts.remove(&Handle::Function(f));
+        if let Some(n) = self.launches.remove(&f) {
+            self.retired.push((name, n, verdict));
+        }
+    }
+
+    /// Forgets `module` and the handles of its kernels, keeping their launches.
+    fn unload(&mut self, module: Loaded) {
+        let verdict = self.modules.remove(&module);
+        self.contexts.remove(&Handle::Module(module));
+        let handles: Vec<usize> =
+            self.functions.iter().filter(|(_, (m, _))| *m == Some(module)).map(|(f, _)| *f).collect();
+        for f in handles {
+            self.retire(f, verdict.clone());
+        }
+    }
 }
 
 static SEEN: PerProcess<Mutex<Option<Seen>>> = PerProcess::new(|| Mutex::new(None));
@@ -54,8 +97,39 @@ fn with<R>(f: impl FnOnce(&mut Seen) -> R) -> R {
 }
 
 /// A module the program loaded (successfully), and gpusan's verdict on it.
-pub fn module_loaded(module: Loaded, verdict: Result<Route, String>) {
-    with(|s| s.modules.insert(module, verdict));
+pub fn module_loaded(module: Loaded, verdict: Verdict) {
+    let context = matches!(module, Loaded::Module(_)).then(|| crate::driver::current_context().0);
+    with(|s| {
+        s.modules.insert(module, verdict);
+        if let Some(c) = context {
+            s.contexts.insert(Handle::Module(module), c);
+        }
+    });
+}
+
+/// `module` was unloaded: what its kernels were and how often they ran is kept, and its
+/// handles and theirs forgotten, since the driver hands them out again for other modules
+/// and kernels (whose launches and verdict are not these).
+pub fn unloaded(module: Loaded) {
+    with(|s| s.unload(module));
+}
+
+/// `context` was destroyed, and its modules and its functions of library kernels with it:
+/// their handles go back to the driver as at an unload.
+pub fn context_gone(context: u64) {
+    with(|s| {
+        let gone: Vec<Handle> = s.contexts.iter().filter(|(_, c)| **c == context).map(|(h, _)| *h).collect();
+        for h in gone {
+            match h {
+                Handle::Module(m) => s.unload(m),
+                Handle::Function(f) => {
+                    let module = s.functions.get(&f).and_then(|(m, _)| *m);
+                    let verdict = module.and_then(|m| s.modules.get(&m).cloned());
+                    s.retire(f, verdict);
+                }
+            }
+        }
+    });
 }
 
 /// The program looked up kernel `name` of `module` and got `handle`.
@@ -65,27 +139,85 @@ pub fn function(handle: usize, module: Loaded, name: &str) {
 
 /// `function` is `kernel` in a context (`cuKernelGetFunction`).
 pub fn same_as(function: usize, kernel: usize) {
+    // Asked again for a function it has (cudart may ask at each launch): nothing new.
+    if with(|s| s.functions.contains_key(&function) || !s.functions.contains_key(&kernel)) {
+        return;
+    }
+    let context = crate::driver::current_context().0;
     with(|s| {
         if let Some(k) = s.functions.get(&kernel).cloned() {
             s.functions.insert(function, k);
+            s.contexts.insert(Handle::Function(function), context);
         }
     });
 }
 
-/// A launch of `f` (a `CUfunction`, or a `CUkernel` cudart passes as one).
-pub fn launched(f: CUfunction) {
+/// A launch of `f` (a `CUfunction`, or a `CUkernel` cudart passes as one) into `stream`.
+pub fn launched(f: CUfunction, stream: CUstream) {
+    // Captured, it runs when the graph does ([`graph_launched`]). The capture query is a
+    // driver call: only made while some stream captures.
+    if crate::capture::any() && crate::capture::stream_is_capturing(stream) {
+        return;
+    }
     let first = with(|s| {
         let n = s.launches.entry(f as usize).or_default();
         *n += 1;
         *n == 1 && !s.functions.contains_key(&(f as usize))
     });
     if first {
-        // Never looked up through a door gpusan watches: the driver says what it is.
-        let found = ask_driver(f);
+        name_unknown(&[f as usize]);
+    }
+}
+
+/// Handles never looked up through a door gpusan watches: the driver says what they are.
+fn name_unknown(handles: &[usize]) {
+    let unknown: Vec<usize> = with(|s| handles.iter().copied().filter(|f| !s.functions.contains_key(f)).collect());
+    for f in unknown {
+        let found = ask_driver(f as CUfunction);
+        // A library's function is its kernel in the current context, and goes with it.
+        let context = matches!(found.0, Some(Loaded::Library(_))).then(|| crate::driver::current_context().0);
         with(|s| {
-            s.functions.entry(f as usize).or_insert(found);
+            s.functions.entry(f).or_insert(found);
+            if let Some(c) = context {
+                s.contexts.insert(Handle::Function(f), c);
+            }
         });
     }
+}
+
+/// Executable graph `exec`, instantiated (or updated), launches these kernels: one entry
+/// per kernel node, child graphs' included.
+pub fn graph_kernels(exec: usize, kernels: Vec<usize>) {
+    let mut nodes: Vec<(usize, u64)> = Vec::new();
+    for f in kernels {
+        match nodes.iter_mut().find(|(g, _)| *g == f) {
+            Some((_, n)) => *n += 1,
+            None => nodes.push((f, 1)),
+        }
+    }
+    name_unknown(&nodes.iter().map(|(f, _)| *f).collect::<Vec<_>>());
+    with(|s| s.graphs.insert(exec, nodes));
+}
+
+/// `exec` was destroyed; the driver may hand its handle out again.
+pub fn graph_gone(exec: usize) {
+    with(|s| s.graphs.remove(&exec));
+}
+
+/// A launch of executable graph `exec` into `stream` went through: each of its kernel
+/// nodes is a launch. Launched into a capturing stream, it is a node of that capture
+/// instead, and counts when the graph captured runs.
+pub fn graph_launched(exec: usize, stream: CUstream) {
+    if crate::capture::any() && crate::capture::stream_is_capturing(stream) {
+        return;
+    }
+    with(|s| {
+        let Some(nodes) = s.graphs.get(&exec) else { return };
+        for &(f, n) in nodes {
+            let c = s.launches.entry(f).or_default();
+            *c = c.saturating_add(n);
+        }
+    });
 }
 
 /// The module and name of a handle the program did not look up through gpusan's stand-ins.
@@ -100,8 +232,9 @@ fn ask_driver(f: CUfunction) -> (Option<Loaded>, String) {
             let mut m: CUmodule = std::ptr::null_mut();
             let module = real::cuFuncGetModule()
                 .is_some_and(|g| g(&mut m, f) == CUDA_SUCCESS && !m.is_null())
-                .then(|| Loaded::Module(m as usize));
-            return (module, text);
+                .then_some(Loaded::Module(m as usize));
+            let known = module.is_some_and(|m| with(|s| s.modules.contains_key(&m)));
+            return (if known { module } else { library_of(f, &text).or(module) }, text);
         }
         let k = f as CUkernel;
         if real::cuKernelGetName().is_some_and(|g| g(&mut name, k) == CUDA_SUCCESS && !name.is_null()) {
@@ -109,11 +242,54 @@ fn ask_driver(f: CUfunction) -> (Option<Loaded>, String) {
             let mut l: CUlibrary = std::ptr::null_mut();
             let library = real::cuKernelGetLibrary()
                 .is_some_and(|g| g(&mut l, k) == CUDA_SUCCESS && !l.is_null())
-                .then(|| Loaded::Library(l as usize));
+                .then_some(Loaded::Library(l as usize));
             return (library, text);
         }
     }
     (None, format!("<kernel {:#x}>", f as usize))
+}
+
+/// The names of the kernels of `module` launched so far, most launched first.
+pub fn launched_of(module: Loaded) -> Vec<String> {
+    with(|s| {
+        let mut found: Vec<(u64, &String)> = Vec::new();
+        for (f, (m, name)) in &s.functions {
+            let n = s.launches.get(f).copied().unwrap_or(0);
+            if *m != Some(module) || n == 0 {
+                continue;
+            }
+            match found.iter_mut().find(|(_, seen)| *seen == name) {
+                Some((total, _)) => *total += n,
+                None => found.push((n, name)),
+            }
+        }
+        found.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+        found.into_iter().map(|(_, name)| name.clone()).collect()
+    })
+}
+
+/// The library whose kernel `f` (named `name`) is in the current context: the module the
+/// driver names for a library's function is its own, which no load gpusan saw returned.
+/// Such a function reaches a launch without `cuKernelGetFunction` passing gpusan (cudart
+/// asks the driver by its private table; a graph's kernel node holds the function), so the
+/// driver says which of the library kernels of that name it is.
+fn library_of(f: CUfunction, name: &str) -> Option<Loaded> {
+    let get = real::cuKernelGetFunction()?;
+    let candidates: Vec<(usize, Loaded)> = with(|s| {
+        s.functions
+            .iter()
+            .filter_map(|(k, (m, n))| match m {
+                Some(l @ Loaded::Library(_)) if n == name => Some((*k, *l)),
+                _ => None,
+            })
+            .collect()
+    });
+    candidates.into_iter().find_map(|(k, library)| {
+        let mut g: CUfunction = std::ptr::null_mut();
+        // SAFETY: the driver's function with an out-parameter of ours.
+        let same = unsafe { get(&mut g, k as CUkernel) } == CUDA_SUCCESS && g == f;
+        same.then_some(library)
+    })
 }
 
 /// The demangled name of kernel handle `f`, as far as it is known.
@@ -122,18 +298,25 @@ pub fn name_of(f: usize) -> String {
     name.map_or_else(|| format!("<kernel {f:#x}>"), |n| gpusan_runtime::coverage::demangle(&n))
 }
 
+/// A module's verdict as the report words it.
+fn verdict(module: Option<&Verdict>) -> Result<&'static str, &str> {
+    match module {
+        Some(Ok(route)) => Ok(route.name()),
+        Some(Err(why)) => Err(why.as_str()),
+        None => Err("its module was loaded where gpusan did not see it"),
+    }
+}
+
 /// The coverage of the launches so far.
 pub fn coverage() -> Coverage {
     with(|s| {
         let mut c = Coverage::default();
         for (f, &n) in &s.launches {
             let (module, name) = s.functions.get(f).cloned().unwrap_or((None, format!("<kernel {f:#x}>")));
-            let verdict = match module.and_then(|m| s.modules.get(&m)) {
-                Some(Ok(route)) => Ok(route.name()),
-                Some(Err(why)) => Err(why.as_str()),
-                None => Err("its module was loaded where gpusan did not see it"),
-            };
-            c.add(KernelCoverage::new(&name, n, verdict));
+            c.add(KernelCoverage::new(&name, n, verdict(module.and_then(|m| s.modules.get(&m)))));
+        }
+        for (name, n, v) in &s.retired {
+            c.add(KernelCoverage::new(name, *n, verdict(v.as_ref())));
         }
         c.kernels.sort_by(|a, b| b.launches.cmp(&a.launches).then(a.name.cmp(&b.name)));
         c

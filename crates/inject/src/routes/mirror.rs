@@ -192,9 +192,9 @@ const ONE_COPY_ENTRIES: usize = 2048;
 
 /// After a module loaded: if it declares the ABI, give it its number and the buffers.
 /// `meta` says what its records' function numbers and PTX lines name; asked only then.
-pub fn on_module_loaded(loaded: Loaded, meta: impl FnOnce() -> Option<ModuleMeta>) {
+pub fn on_module_loaded(loaded: Loaded, meta: impl FnOnce() -> Option<ModuleMeta>) -> bool {
     if global_of(loaded, ERRORS_SYMBOL).is_none() {
-        return;
+        return false;
     }
     let ModuleMeta { functions: names, files, lines } = meta().unwrap_or_default();
     let lines = SourceLines::new(files, lines.iter().map(|e| (e.ptx_line, e.file, e.line)).collect());
@@ -204,7 +204,7 @@ pub fn on_module_loaded(loaded: Loaded, meta: impl FnOnce() -> Option<ModuleMeta
         None => {
             // Set up with no lock held (driver calls); two threads setting up one context
             // at once keep the first entry (the other's buffers, some KiB, stay unused).
-            let Some(new) = (unsafe { set_up(device) }) else { return };
+            let Some(new) = (unsafe { set_up(device) }) else { return false };
             let mut guard = lock();
             let contexts = guard.get_or_insert_with(Contexts::default);
             contexts.by_context.entry(context).or_insert_with(|| Arc::new(Mutex::new(new))).clone()
@@ -227,6 +227,7 @@ pub fn on_module_loaded(loaded: Loaded, meta: impl FnOnce() -> Option<ModuleMeta
     }
     abi.modules.push(m);
     ACTIVE.get().store(true, Ordering::Release);
+    true
 }
 
 /// A context's table and error buffer, allocated in it (current): its kernels find their
@@ -300,14 +301,14 @@ fn drain_with(how: Read) {
         return;
     }
     let mut records = Vec::new();
-    let mut modules: Vec<(u32, Arc<ModuleInfo>)> = Vec::new();
+    let mut modules: Vec<(u32, Loaded, Arc<ModuleInfo>)> = Vec::new();
     for abi in entries() {
         let mut abi = lock_abi(&abi);
         records.extend(drain_one(&mut abi, how));
         // Reports name modules of any context: what they need, taken only when there is
         // something to report.
         if !records.is_empty() {
-            modules.extend(abi.modules.iter().map(|m| (m.id, m.info.clone())));
+            modules.extend(abi.modules.iter().map(|m| (m.id, m.loaded, m.info.clone())));
         }
     }
     if records.is_empty() {
@@ -317,19 +318,37 @@ fn drain_with(how: Read) {
     for abi in entries() {
         let abi = lock_abi(&abi);
         for m in &abi.modules {
-            if !modules.iter().any(|(id, _)| *id == m.id) {
-                modules.push((m.id, m.info.clone()));
+            if !modules.iter().any(|(id, ..)| *id == m.id) {
+                modules.push((m.id, m.loaded, m.info.clone()));
             }
         }
     }
     let st = state();
     for r in records {
-        let m = modules.iter().find(|(id, _)| *id == r.module()).map(|(_, m)| m);
-        let kernel =
-            m.and_then(|m| m.names.get(r.function() as usize)).map(String::as_str).unwrap_or("<unknown kernel>");
+        let found = modules.iter().find(|(id, ..)| *id == r.module());
+        let m = found.map(|(.., m)| m);
+        let kernel = match m.and_then(|m| m.names.get(r.function() as usize)) {
+            Some(name) => name.clone(),
+            None => unnamed(found.map(|(_, loaded, _)| *loaded)),
+        };
         let label = m.map(|m| m.label.as_str()).unwrap_or("<unknown module>");
         let none = SourceLines::default();
-        st.report(r.to_report(kernel, label, m.map_or(&none, |m| &m.lines), &st.registry));
+        st.report(r.to_report(&kernel, label, m.map_or(&none, |m| &m.lines), &st.registry));
+    }
+}
+
+/// The function of a record from a module whose functions gpusan cannot name (machine code
+/// that declares the device ABI, built where gpusan kept no record of it): the kernels of
+/// that module the program launched, one of which made the record. A Triton module has one.
+fn unnamed(module: Option<Loaded>) -> String {
+    let launched = module.map(super::coverage::launched_of).unwrap_or_default();
+    match launched.as_slice() {
+        [] => "<unknown kernel>".to_string(),
+        [one] => one.clone(),
+        many => {
+            let names: Vec<String> = many.iter().map(|n| gpusan_runtime::coverage::demangle(n)).collect();
+            format!("one of {}", names.join(", "))
+        }
     }
 }
 

@@ -88,9 +88,16 @@ pub unsafe fn load_module(
         }
     };
     if r == CUDA_SUCCESS {
-        quietly(|| coverage::module_loaded(handle(), verdict));
         quietly(|| crate::variables::on_module_loaded(handle(), image));
-        quietly(|| mirror::on_module_loaded(handle(), || meta.or_else(|| substitute::meta_of_image(image))));
+        let abi = quietly(|| mirror::on_module_loaded(handle(), || meta.or_else(|| substitute::meta_of_image(image))));
+        // A module that declares the device ABI checks itself, whatever gpusan made of its
+        // image: machine code built instrumented where gpusan kept no record of it (a
+        // program's cache of cubins that outlived gpusan's), or loaded in `api` mode.
+        let verdict = match verdict {
+            Err(_) if abi == Some(true) => Ok(coverage::Route::BuildTime),
+            v => v,
+        };
+        quietly(|| coverage::module_loaded(handle(), verdict));
     }
     r
 }
@@ -182,5 +189,6 @@ pub fn context_gone(context: u64) {
         mirror::context_gone(context);
         crate::capture::context_gone(context);
         faults::context_gone(context);
+        coverage::context_gone(context);
     });
 }
