@@ -158,3 +158,27 @@ fn a_reset_context_takes_gpusans_events_with_it() {
     assert!(o.kinds().is_empty(), "{:#}", o.report);
     released_cleanly(&o);
 }
+
+/// The events the frees recorded (`record EVENT STREAM`), in order.
+fn recorded(calls: &[String]) -> Vec<(&str, &str)> {
+    calls.iter().filter_map(|c| c.strip_prefix("record ")?.split_once(' ')).collect()
+}
+
+#[test]
+fn a_new_stream_with_a_destroyed_ones_handle_records_an_event_of_its_own() {
+    let (o, calls) = run(&["--mode", "api"], "handle_reuse");
+    assert_eq!(printed(&o, "same handle"), "1", "the fake reuses the handle: {}", o.stdout);
+    let events = recorded(&calls);
+    assert_eq!(events.len(), 2, "{calls:?}");
+    assert_eq!(events[0].1, events[1].1, "{calls:?}");
+    assert_ne!(events[0].0, events[1].0, "p's free must not wait for the new stream: {calls:?}");
+}
+
+#[test]
+fn each_threads_per_thread_stream_records_an_event_of_its_own() {
+    let (_, calls) = run(&["--mode", "api"], "threads_ptsz");
+    let events = recorded(&calls);
+    assert_eq!(events.len(), 2, "{calls:?}");
+    assert!(events.iter().all(|(_, stream)| *stream == "0x2"), "{calls:?}");
+    assert_ne!(events[0].0, events[1].0, "one thread's free must not wait for another's stream: {calls:?}");
+}

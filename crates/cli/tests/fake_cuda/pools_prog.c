@@ -16,7 +16,12 @@
  *   pools_prog ptsz      p allocated and freed by the _ptsz functions on the null stream
  *   pools_prog reset     p freed, the primary context reset and retained again, then q
  *                        freed and r of its size allocated: prints `reused=1` when r == q
+ *   pools_prog handle_reuse  p freed on a stream, the stream destroyed, a new one made
+ *                        (the fake gives it the same handle), q freed on it
+ *   pools_prog threads_ptsz  p freed by the _ptsz function on the null stream, and q so in
+ *                        another thread
  * Prints `SCENARIO done rc=N`. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,6 +42,14 @@ CUresult cuMemAllocFromPoolAsync(uint64_t *, size_t, void *, void *);
 CUresult cuMemAllocAsync_ptsz(uint64_t *, size_t, void *);
 CUresult cuMemFreeAsync_ptsz(uint64_t, void *);
 CUresult cuDevicePrimaryCtxReset_v2(int);
+CUresult cuStreamDestroy_v2(void *);
+
+/* `threads_ptsz`'s other thread. */
+static void *ptsz_thread(void *arg) {
+    uint64_t q = 0;
+    *(int *)arg = cuMemAllocAsync_ptsz(&q, 4096, 0) | cuMemFreeAsync_ptsz(q, 0);
+    return 0;
+}
 uint64_t fake_alloc_live_bytes(void);
 
 int main(int argc, char **argv) {
@@ -52,6 +65,14 @@ int main(int argc, char **argv) {
         rc |= cuMemFreeAsync(p, st) | cuMemPoolDestroy(pool) | cuStreamSynchronize(st);
         printf("%s done rc=%d\n", s, rc);
         return rc != 0;
+    }
+    if (!strcmp(s, "threads_ptsz")) {
+        pthread_t t;
+        int other = 1;
+        rc |= cuMemAllocAsync_ptsz(&p, 4096, 0) | cuMemFreeAsync_ptsz(p, 0);
+        rc |= pthread_create(&t, 0, ptsz_thread, &other) | pthread_join(t, 0);
+        printf("%s done rc=%d\n", s, rc | other);
+        return (rc | other) != 0;
     }
     if (!strcmp(s, "ptsz")) {
         rc |= cuMemAllocAsync_ptsz(&p, 4096, 0) | cuMemFreeAsync_ptsz(p, 0);
@@ -83,6 +104,12 @@ int main(int argc, char **argv) {
     } else if (!strcmp(s, "sync_free")) {
         rc |= cuMemFree_v2(p) | cuMemAlloc_v2(&r, 8192) | cuMemFree_v2(r);
         printf("driver has %lu bytes out\n", (unsigned long)fake_alloc_live_bytes());
+    } else if (!strcmp(s, "handle_reuse")) {
+        void *again = 0;
+        rc |= cuMemFreeAsync(p, st) | cuStreamDestroy_v2(st) | cuStreamCreate(&again, 0);
+        printf("same handle=%d\n", again == st);
+        st = again;
+        rc |= cuMemAllocAsync(&q, 4096, st) | cuMemFreeAsync(q, st);
     } else if (!strcmp(s, "reset")) {
         rc |= cuMemFreeAsync(p, st) | cuDevicePrimaryCtxReset_v2(0) | cuDevicePrimaryCtxRetain(&ctx, 0);
         rc |= cuMemAllocAsync(&q, 4096, st) | cuMemFreeAsync(q, st) | cuMemAllocAsync(&r, 4096, st);

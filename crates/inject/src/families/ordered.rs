@@ -15,7 +15,10 @@
 //! [`FREES_PER_EVENT`] have, when the stream takes a fresh one; an event goes back to the
 //! pool once no held block waits for it. So a held block is given back at most that many
 //! frees of its stream later than its own free, and a program freeing thousands of blocks a
-//! step makes a few dozen events, not one per free.
+//! step makes a few dozen events, not one per free. Sharing is only sound within one
+//! stream: a destroyed stream's handle, which the driver may give a new stream, stops
+//! sharing at `cuStreamDestroy` ([`stream_gone`]), and `CU_STREAM_PER_THREAD`, one handle
+//! for a stream of each thread, shares per thread.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -46,17 +49,37 @@ struct Event {
 }
 
 /// The events of one context.
+/// A stream as events are shared: its handle, and for `CU_STREAM_PER_THREAD` the thread's
+/// [`thread_key`] (0 for every other handle).
+type StreamKey = (u64, u64);
+
+/// `CU_STREAM_PER_THREAD`.
+const PER_THREAD: u64 = 2;
+
+/// A number of this thread's own, never 0.
+fn thread_key() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    std::thread_local! { static KEY: u64 = NEXT.fetch_add(1, Ordering::Relaxed); }
+    KEY.with(|k| *k)
+}
+
+fn stream_key(stream: CUstream) -> StreamKey {
+    let handle = stream as u64;
+    (handle, if handle == PER_THREAD { thread_key() } else { 0 })
+}
+
 #[derive(Default)]
 struct Pool {
     events: Vec<Event>,
     idle: Vec<usize>,
-    by_stream: HashMap<u64, usize>,
+    by_stream: HashMap<StreamKey, usize>,
 }
 
 impl Pool {
     /// An event for the next free on `stream`, counted as recorded and held; `None` when
     /// the pool has none to give (the caller makes one: [`Pool::add`]).
-    fn take(&mut self, stream: u64) -> Option<usize> {
+    fn take(&mut self, stream: StreamKey) -> Option<usize> {
         if let Some(&i) = self.by_stream.get(&stream) {
             let e = &mut self.events[i];
             if e.records < FREES_PER_EVENT {
@@ -67,7 +90,7 @@ impl Pool {
             self.retire(stream);
         }
         if self.by_stream.len() >= STREAMS_PER_CONTEXT {
-            let streams: Vec<u64> = self.by_stream.keys().copied().collect();
+            let streams: Vec<StreamKey> = self.by_stream.keys().copied().collect();
             streams.into_iter().for_each(|s| self.retire(s));
         }
         let i = self.idle.pop()?;
@@ -77,7 +100,7 @@ impl Pool {
     }
 
     /// A new event, made by the caller, becomes `stream`'s (counted as [`Pool::take`] does).
-    fn add(&mut self, stream: u64, handle: usize) -> usize {
+    fn add(&mut self, stream: StreamKey, handle: usize) -> usize {
         self.retire(stream);
         self.events.push(Event { handle, holds: 1, records: 1, current: true });
         let i = self.events.len() - 1;
@@ -86,7 +109,7 @@ impl Pool {
     }
 
     /// `stream` records a fresh event from now on.
-    fn retire(&mut self, stream: u64) {
+    fn retire(&mut self, stream: StreamKey) {
         if let Some(i) = self.by_stream.remove(&stream) {
             self.events[i].current = false;
             if self.events[i].holds == 0 {
@@ -155,7 +178,7 @@ fn current() -> u64 {
 /// An event of `context`'s pool for a free on `stream`, made when the pool has none idle
 /// (with no lock held: another thread's free must not wait for this driver call).
 fn take_event(context: u64, stream: CUstream) -> Option<(usize, CUevent)> {
-    let key = stream as u64;
+    let key = stream_key(stream);
     let taken = with(|h| {
         let pool = h.pools.entry(context).or_default();
         pool.take(key).map(|i| (i, pool.events[i].handle as CUevent))
@@ -267,6 +290,13 @@ pub fn pool_of(base: CUdeviceptr) -> Option<u64> {
 /// Whether gpusan holds block `a` to free it in stream order.
 pub fn is_held(a: &Allocation) -> bool {
     with(|h| h.blocks.contains_key(&a.id))
+}
+
+/// The program destroys `stream`: its handle may be a new stream's next, which must not
+/// record the event earlier frees of this one wait for.
+pub fn stream_gone(stream: CUstream) {
+    let key = stream_key(stream);
+    with(|h| h.pools.values_mut().for_each(|p| p.retire(key)));
 }
 
 /// `context` is gone, and with it its events, the blocks held of it, and gpusan's stream.
