@@ -48,7 +48,6 @@ struct Event {
     current: bool,
 }
 
-/// The events of one context.
 /// A stream as events are shared: its handle, and for `CU_STREAM_PER_THREAD` the thread's
 /// [`thread_key`] (0 for every other handle).
 type StreamKey = (u64, u64);
@@ -69,6 +68,7 @@ fn stream_key(stream: CUstream) -> StreamKey {
     (handle, if handle == PER_THREAD { thread_key() } else { 0 })
 }
 
+/// The events of one context.
 #[derive(Default)]
 struct Pool {
     events: Vec<Event>,
