@@ -95,6 +95,7 @@ CUresult cuMemHostGetDevicePointer_v2(uint64_t *dptr, void *p, unsigned flags) {
 static int mem_node_free(uint64_t dptr, CUresult *r);
 static void mem_nodes_launched(void *graph);
 static int mem_nodes_unfreed(void *graph);
+static int pool_free(uint64_t dptr, CUresult *r);
 /* The body of cuMemFree_v2, for the fake's own calls: a call to the exported name from
  * here would go through gpusan's stand-in, as a second free. */
 static CUresult mem_free(uint64_t dptr) {
@@ -104,6 +105,8 @@ static CUresult mem_free(uint64_t dptr) {
     if (getenv("FAKE_CUDA_STICKY")) return 719;
     CUresult graph_r;
     if (mem_node_free(dptr, &graph_r)) return graph_r;
+    /* A pool's block freed by cuMemFree goes back to its pool too. */
+    if (pool_free(dptr, &graph_r)) return graph_r;
     int i = find((uintptr_t)dptr);
     if (dptr == 0) return 0;
     if (i < 0) {
@@ -424,9 +427,11 @@ CUresult cuMemcpyDtoHAsync_v2(void *dst, uint64_t src, size_t n, void *stream) {
     if (!r && !captured) memcpy(dst, (void *)(uintptr_t)src, n);
     return r;
 }
+static void order_log(const char *fmt, uintptr_t a, uintptr_t b);
 CUresult cuStreamSynchronize(void *h) {
     struct stream *s = stream_of(h);
     CUresult r = 0;
+    order_log("streamsync %#lx", (uintptr_t)h, 0);
     pthread_mutex_lock(&streams_lock);
     current_call = "cuStreamSynchronize";
     if (s && s->status != NONE) { invalidate(s); r = UNSUPPORTED; }
@@ -520,38 +525,8 @@ CUresult cuGraphLaunch(void *exec, void *stream) {
 }
 static CUresult captured_alloc(uint64_t *dptr, size_t size, void *stream, int *captured);
 static CUresult captured_free(uint64_t dptr, void *stream, int *captured);
-CUresult cuMemAllocAsync(uint64_t *dptr, size_t size, void *stream) {
-    int captured;
-    CUresult r = captured_alloc(dptr, size, stream, &captured);
-    return captured ? r : cuMemAlloc_v2(dptr, size);
-}
-/* Events, and a log of the calls stream-ordered frees make, for tests: each line
- * "record EVENT STREAM", "wait STREAM EVENT", "sync EVENT", "freeasync PTR STREAM" is
- * appended to $FAKE_CUDA_ORDER. */
-static void order_log(const char *fmt, uintptr_t a, uintptr_t b) {
-    const char *path = getenv("FAKE_CUDA_ORDER");
-    FILE *f = path ? fopen(path, "a") : 0;
-    if (!f) return;
-    fprintf(f, fmt, a, b);
-    fputc('\n', f);
-    fclose(f);
-}
-static uintptr_t next_event = 0xe000;
-CUresult cuEventCreate(void **event, unsigned flags) { (void)flags; *event = (void *)(next_event += 0x10); return 0; }
-CUresult cuEventRecord(void *event, void *stream) { order_log("record %#lx %#lx", (uintptr_t)event, (uintptr_t)stream); return 0; }
-CUresult cuEventSynchronize(void *event) { order_log("sync %#lx %#lx", (uintptr_t)event, 0); return 0; }
-CUresult cuEventDestroy_v2(void *event) { (void)event; return 0; }
-CUresult cuStreamWaitEvent(void *stream, void *event, unsigned flags) {
-    (void)flags;
-    order_log("wait %#lx %#lx", (uintptr_t)stream, (uintptr_t)event);
-    return 0;
-}
-CUresult cuMemFreeAsync(uint64_t dptr, void *stream) {
-    order_log("freeasync %#lx %#lx", (uintptr_t)dptr, (uintptr_t)stream);
-    int captured;
-    CUresult r = captured_free(dptr, stream, &captured);
-    return captured ? r : capturing ? 0 : mem_free(dptr);
-}
+/* Stream-ordered memory, events and pools. */
+#include "pools.c"
 struct mem_alloc_node_params { unsigned char pool_props[88]; void *access; size_t access_count; size_t bytesize; uint64_t dptr; };
 /* Memory nodes, as the driver keeps them: the graph a node belongs to, its type (10: an
  * allocation, 11: a free, as CUgraphNodeType) and its address. Node handles are 1 + the
@@ -697,13 +672,6 @@ static CUresult captured_free(uint64_t dptr, void *stream, int *captured) {
     *captured = s && s->status == ACTIVE;
     void *node;
     return *captured ? add_mem_node(&node, s->graph, 11, dptr, 0) : 0;
-}
-/* Memory pools: only under capture here (an allocation node of the capture's graph). */
-CUresult cuMemAllocFromPoolAsync(uint64_t *dptr, size_t size, void *pool, void *stream) {
-    (void)pool;
-    int captured;
-    CUresult r = captured_alloc(dptr, size, stream, &captured);
-    return captured ? r : 801; /* CUDA_ERROR_NOT_SUPPORTED */
 }
 /* cuGraphAddNode: CUgraphNodeParams is the node's type, 12 reserved bytes, then the type's
  * parameters (232 bytes with padding) and 8 more reserved bytes. Memory allocation (10)
@@ -1082,7 +1050,11 @@ CUresult cuCtxPopCurrent_v2(void **ctx) {
     current_ctx = ctx_stack[--ctx_depth];
     return 0;
 }
+static int pool_blocks_gone(uintptr_t pool, uintptr_t ctx);
 static void destroy_context(uintptr_t ctx) {
+    pool_blocks_gone(~(uintptr_t)0, ctx);
+    for (int i = 0; i < MAX_EVENTS; i++)
+        if (event_ctx[i] == ctx) event_ctx[i] = 0;
     /* Device memory of the context goes with it: remembered, so a later free of it counts. */
     for (int i = 0; i < MAX_ALLOCS; i++)
         if (live[i] && live_ctx[i] == ctx) {
@@ -1125,8 +1097,16 @@ CUresult cuCtxDestroy_v2(void *ctx) {
 
 /* Fork: like the driver, the fake never leaves a child a lock another thread held at the
  * fork (its locks are never nested, so the order here is free). */
-static void fork_prepare(void) { pthread_mutex_lock(&streams_lock); pthread_mutex_lock(&vmm_lock); }
-static void fork_release(void) { pthread_mutex_unlock(&vmm_lock); pthread_mutex_unlock(&streams_lock); }
+static void fork_prepare(void) {
+    pthread_mutex_lock(&streams_lock);
+    pthread_mutex_lock(&vmm_lock);
+    pthread_mutex_lock(&pool_lock);
+}
+static void fork_release(void) {
+    pthread_mutex_unlock(&pool_lock);
+    pthread_mutex_unlock(&vmm_lock);
+    pthread_mutex_unlock(&streams_lock);
+}
 __attribute__((constructor)) static void fork_safe_locks(void) { pthread_atfork(fork_prepare, fork_release, fork_release); }
 
 /* ---- the linker -------------------------------------------------------------------------

@@ -112,7 +112,6 @@ real_functions! {
     fn cuEventCreate(event: *mut CUevent, flags: u32);
     fn cuEventRecord(event: CUevent, stream: CUstream);
     fn cuEventSynchronize(event: CUevent);
-    fn cuEventDestroy_v2(event: CUevent);
     fn cuStreamWaitEvent(stream: CUstream, event: CUevent, flags: u32);
     fn cuMemFreeAsync(dptr: CUdeviceptr, stream: CUstream);
 

@@ -29,26 +29,38 @@ hooks! {
     fn cuMemAllocPitch_v2(dptr: *mut CUdeviceptr, pitch: *mut usize, width: usize, height: usize, elem: u32)
         => |real| mem_alloc_pitch(real, dptr, pitch, width, height, elem);
     fn cuMemAllocAsync(dptr: *mut CUdeviceptr, size: usize, stream: CUstream)
-        => |real| mem_alloc_async(real, dptr, size, stream);
+        => |real| mem_alloc_async(real, dptr, size, stream, stream);
     fn cuMemAllocAsync_ptsz(dptr: *mut CUdeviceptr, size: usize, stream: CUstream)
-        => |real| mem_alloc_async(real, dptr, size, stream);
+        => |real| mem_alloc_async(real, dptr, size, stream, per_thread(stream));
     fn cuMemAllocFromPoolAsync(dptr: *mut CUdeviceptr, size: usize, pool: CUmemoryPool, stream: CUstream)
-        => |real| mem_alloc_from_pool(real, dptr, size, pool, stream);
+        => |real| mem_alloc_from_pool(real, dptr, size, pool, stream, stream);
     fn cuMemAllocFromPoolAsync_ptsz(dptr: *mut CUdeviceptr, size: usize, pool: CUmemoryPool, stream: CUstream)
-        => |real| mem_alloc_from_pool(real, dptr, size, pool, stream);
+        => |real| mem_alloc_from_pool(real, dptr, size, pool, stream, per_thread(stream));
     fn cuMemAllocManaged(dptr: *mut CUdeviceptr, size: usize, flags: u32)
         => |real| mem_alloc_managed(real, dptr, size, flags);
     fn cuMemHostAlloc(pp: *mut *mut c_void, size: usize, flags: u32) => |real| mem_host_alloc(real, pp, size, flags);
     fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) => |real| mem_alloc_host(real, pp, size);
     fn cuMemFree_v2(dptr: CUdeviceptr) => |real| mem_free(real, dptr);
-    fn cuMemFreeAsync(dptr: CUdeviceptr, stream: CUstream) => |real| mem_free_async(real, dptr, stream);
-    fn cuMemFreeAsync_ptsz(dptr: CUdeviceptr, stream: CUstream) => |real| mem_free_async(real, dptr, stream);
+    fn cuMemFreeAsync(dptr: CUdeviceptr, stream: CUstream) => |real| mem_free_async(real, dptr, stream, stream);
+    fn cuMemFreeAsync_ptsz(dptr: CUdeviceptr, stream: CUstream) => |real| mem_free_async(real, dptr, stream, per_thread(stream));
+    fn cuMemPoolDestroy(pool: CUmemoryPool) => |real| mem_pool_destroy(real, pool);
     fn cuMemFreeHost(p: *mut c_void) => |real| mem_free_host(real, p);
     fn cuMemHostRegister_v2(p: *mut c_void, size: usize, flags: u32) => |real| mem_host_register(real, p, size, flags);
     fn cuMemHostUnregister(p: *mut c_void) => |real| mem_host_unregister(real, p);
     fn cuMemMap(ptr: CUdeviceptr, size: usize, offset: usize, handle: CUmemHandle, flags: u64)
         => |real| mem_map(real, ptr, size, offset, handle, flags);
     fn cuMemUnmap(ptr: CUdeviceptr, size: usize) => |real| mem_unmap(real, ptr, size);
+}
+
+/// `CU_STREAM_PER_THREAD`: what the null stream means to a `_ptsz` function. gpusan's own
+/// calls about the program's stream (its capture, the event at a free) name it so: on the
+/// legacy stream they would ask about, and wait for, another stream.
+fn per_thread(stream: CUstream) -> CUstream {
+    if stream.is_null() {
+        2 as CUstream
+    } else {
+        stream
+    }
 }
 
 // ---- quarantine ------------------------------------------------------------------------
@@ -63,17 +75,23 @@ fn release(a: &Allocation) {
         locks::lock(RELEASE_AFTER_CAPTURE.get()).push(*a);
         return;
     }
-    let r = real::in_context(a.context, || match a.kind {
-        // Only these kinds are held back at their free (`Release::Deferred`).
-        AllocKind::Device | AllocKind::Pitched { .. } | AllocKind::Managed | AllocKind::Other => {
-            real::cuMemFree_v2().map(|free| unsafe { free(a.base) })
-        }
-        AllocKind::HostPinned { .. } => real::cuMemFreeHost().map(|free| unsafe { free(a.base as *mut c_void) }),
-        // Stream-ordered frees held back: freed on gpusan's stream after the program's.
-        AllocKind::Async { .. } | AllocKind::Pool { .. } => super::ordered::release(a),
-        // Released when the program freed them (unregistrations, unmaps) or never by a
-        // free call (module variables, device heap, arrays, graphs).
-        _ => None,
+    // Freed in stream order (`cuMemFreeAsync`, whatever allocated it): after the program's
+    // free, on gpusan's stream. Else as the program freed it.
+    let r = super::ordered::release(a).or_else(|| {
+        real::in_context(a.context, || match a.kind {
+            // Only these kinds are held back at their free (`Release::Deferred`); memory of a
+            // pool may be freed by `cuMemFree` too.
+            AllocKind::Device
+            | AllocKind::Pitched { .. }
+            | AllocKind::Managed
+            | AllocKind::Other
+            | AllocKind::Async { .. }
+            | AllocKind::Pool { .. } => real::cuMemFree_v2().map(|free| unsafe { free(a.base) }),
+            AllocKind::HostPinned { .. } => real::cuMemFreeHost().map(|free| unsafe { free(a.base as *mut c_void) }),
+            // Released when the program freed them (unregistrations, unmaps) or never by a
+            // free call (module variables, device heap, arrays, graphs).
+            _ => None,
+        })
     });
     if let Some(r) = r.filter(|&r| r != CUDA_SUCCESS) {
         let mut failed = locks::lock(RELEASE_FAILED.get());
@@ -131,9 +149,8 @@ fn synchronize() -> CUresult {
 fn drain_quarantine() -> bool {
     let evicted = state().registry.evict_quarantine(0);
     evicted.iter().for_each(release);
-    if evicted.iter().any(|a| matches!(a.kind, AllocKind::Async { .. } | AllocKind::Pool { .. })) {
-        super::ordered::wait_for_releases();
-    }
+    // Stream-ordered frees are only queued on gpusan's streams: done before the retry.
+    super::ordered::wait_for_releases();
     !evicted.is_empty()
 }
 
@@ -148,8 +165,8 @@ fn alloc_with_retry(mut alloc: impl FnMut() -> CUresult) -> CUresult {
 }
 
 /// The common path of every free. `Deferred` frees are held in quarantine instead of
-/// reaching the driver; `Immediate` ones (stream-ordered) reach it now and are only
-/// remembered as freed.
+/// reaching the driver; `Immediate` ones (graph memory, unregistrations, unmaps) reach it
+/// now and are only remembered as freed; `Ordered` ones are held after an event.
 enum Release {
     Deferred,
     Immediate,
@@ -178,10 +195,13 @@ fn free_common(
     };
     match (outcome, release_now) {
         ((FreeOutcome::Freed(_), _), Release::Immediate) => real(),
-        ((FreeOutcome::Freed(_), false), Release::Ordered(stream)) => {
-            if quietly(|| super::ordered::hold(ptr, stream)).unwrap_or(false) {
+        ((FreeOutcome::Freed(a), false), Release::Ordered(stream)) => {
+            if quietly(|| super::ordered::hold(&a, stream)).unwrap_or(false) {
                 CUDA_SUCCESS
             } else {
+                // Not held: the pool may hand the address out at once, and gpusan must not free
+                // it again when it would have left quarantine.
+                quietly(|| state().registry.forget(a.base));
                 real()
             }
         }
@@ -237,15 +257,17 @@ unsafe fn mem_alloc_pitch(
     r
 }
 
+/// `ours` is the program's `stream` as gpusan's own calls name it ([`per_thread`]).
 unsafe fn mem_alloc_async(
     real: unsafe extern "C" fn(*mut CUdeviceptr, usize, CUstream) -> CUresult,
     dptr: *mut CUdeviceptr,
     size: usize,
     stream: CUstream,
+    ours: CUstream,
 ) -> CUresult {
     let r = alloc_with_retry(|| real(dptr, size, stream));
     if r == CUDA_SUCCESS && !dptr.is_null() {
-        quietly(|| match graphs::capturing(stream) {
+        quietly(|| match graphs::capturing(ours) {
             // Under stream capture the call adds a memory allocation node: the address is
             // the graph's, valid at every launch of it.
             Some(graph) => graphs::graph_alloc(graph, *dptr, size as u64, site()),
@@ -261,11 +283,12 @@ unsafe fn mem_alloc_from_pool(
     size: usize,
     pool: CUmemoryPool,
     stream: CUstream,
+    ours: CUstream,
 ) -> CUresult {
     let r = alloc_with_retry(|| real(dptr, size, pool, stream));
     if r == CUDA_SUCCESS && !dptr.is_null() {
         let kind = AllocKind::Pool { pool: pool as u64, stream: stream as u64 };
-        quietly(|| match graphs::capturing(stream) {
+        quietly(|| match graphs::capturing(ours) {
             // Under capture, an allocation node like `cuMemAllocAsync`'s: graph memory, which
             // a free outside the graph must give back to the driver at once.
             Some(graph) => graphs::graph_alloc(graph, *dptr, size as u64, site()),
@@ -355,19 +378,47 @@ fn free_device(
     }
 }
 
+/// `ours` is the program's `stream` as gpusan's own calls name it ([`per_thread`]).
 unsafe fn mem_free_async(
     real: unsafe extern "C" fn(CUdeviceptr, CUstream) -> CUresult,
     dptr: CUdeviceptr,
     stream: CUstream,
+    ours: CUstream,
 ) -> CUresult {
     // Under capture this adds a free node: nothing is freed now (see `graphs`).
-    if let Some(Some(graph)) = quietly(|| graphs::capturing(stream)) {
+    if let Some(Some(graph)) = quietly(|| graphs::capturing(ours)) {
         quietly(|| graphs::graph_frees(graph, dptr, site()));
         return real(dptr, stream);
     }
     // Stream-ordered: held in quarantine after an event at the free's place in the stream
     // (`ordered`), so the pool cannot hand the address out again while it is quarantined.
-    free_device("cuMemFreeAsync", FreeApi::FreeAsync, dptr, Release::Ordered(stream), || real(dptr, stream))
+    free_device("cuMemFreeAsync", FreeApi::FreeAsync, dptr, Release::Ordered(ours), || real(dptr, stream))
+}
+
+/// `cuMemPoolDestroy`: the pool's blocks gpusan still holds back (the program freed them
+/// before it destroyed the pool) are given back first, in stream order as ever, and
+/// leave the quarantine. The driver destroys a pool with outstanding allocations only
+/// once they are freed: kept, they would keep the whole pool's memory (all of it, under a
+/// high release threshold) until the quarantine let them go; forgotten unfreed, they would
+/// keep it for good. Freed first, the pool goes when their frees are done, as it would
+/// have. Its blocks cannot stay in the registry as freed: the pool's addresses may be
+/// another pool's next. (A trimmed pool, `cuMemPoolTrimTo`, is left alone: trimming gives
+/// back memory no allocation uses, and a quarantined block is in use to the pool.)
+unsafe fn mem_pool_destroy(real: unsafe extern "C" fn(CUmemoryPool) -> CUresult, pool: CUmemoryPool) -> CUresult {
+    quietly(|| {
+        let registry = &state().registry;
+        for a in registry.snapshot().iter().filter(|a| !a.is_live() && super::ordered::is_held(a)) {
+            let of_pool = match a.kind {
+                AllocKind::Pool { pool: p, .. } => p == pool as u64,
+                // From the device's current pool, which may be this one.
+                _ => super::ordered::pool_of(a.base) == Some(pool as u64),
+            };
+            if of_pool && registry.forget(a.base).is_some() {
+                release(a);
+            }
+        }
+    });
+    real(pool)
 }
 
 /// After a graph's launch: what it freed of other graphs' memory, or, when the driver

@@ -1,7 +1,7 @@
 //! Streams and events: stream capture (while a stream captures, gpusan's own driver calls
-//! must not break it: see `capture`) and the synchronizations after which what kernels
-//! wrote is final (`routes::after_sync`); the queries, through which a program may learn of
-//! a GPU fault.
+//! must not break it: see `capture`), the synchronizations after which what kernels
+//! wrote is final (`routes::after_sync`), the queries, through which a program may learn of
+//! a GPU fault, and a stream's end (its handle's events: see `ordered`).
 
 use std::ffi::{c_int, c_void};
 
@@ -29,6 +29,8 @@ hooks! {
     fn cuStreamQuery(stream: CUstream);
     fn cuStreamQuery_ptsz(stream: CUstream);
     fn cuEventQuery(event: CUevent);
+    fn cuStreamDestroy_v2(stream: CUstream) => |real| stream_destroy(real, stream);
+    fn cuStreamDestroy(stream: CUstream) => |real| stream_destroy(real, stream);
 }
 
 /// `cuStreamBeginCapture*` on `stream`, made by `real`: from now on gpusan's own driver
@@ -49,6 +51,13 @@ fn end_capture(stream: CUstream, real: impl FnOnce() -> CUresult) -> CUresult {
         }
     });
     r
+}
+
+/// A stream's handle may be given to the next stream made: stream-ordered frees held back
+/// stop sharing its event first (`ordered::stream_gone`).
+unsafe fn stream_destroy(real: unsafe extern "C" fn(CUstream) -> CUresult, s: CUstream) -> CUresult {
+    quietly(|| super::ordered::stream_gone(s));
+    real(s)
 }
 
 unsafe fn stream_synchronize(real: unsafe extern "C" fn(CUstream) -> CUresult, s: CUstream) -> CUresult {
