@@ -1,6 +1,7 @@
 // gpusan-case: check
 // expect: misaligned_access
 // expect-leak: none
+// accept: kernel_fault
 // compute-sanitizer: yes
 // native: may-fail
 // what: a float4 load (one 16-byte ld.global.v4.f32) at p + 1 float: 4-byte aligned, not

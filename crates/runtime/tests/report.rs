@@ -427,6 +427,8 @@ fn a_fault_shows_each_kernel_with_where_it_was_first_launched_once_per_place() {
         call_stack: named_stack("wait"),
     });
     assert_eq!(report.stacks_mut().len(), 3, "the kernels' stacks are symbolized with the others");
+}
+
 /// A run whose kernels all ran unchecked never reads as clean: its ERROR SUMMARY says no
 /// launch was checked; one checked launch is enough to drop that, and a run without
 /// kernels says nothing of them. The section survives the JSON and a merge.

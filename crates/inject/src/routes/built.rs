@@ -25,7 +25,7 @@ use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
 
 use super::coverage::Route;
-use super::substitute::{self, Image};
+use super::kept::{self, Image};
 use crate::driver::{real, CUDA_SUCCESS};
 
 enum Known {
@@ -105,7 +105,7 @@ pub fn substitute(cubin: &[u8], mode: Mode) -> Image {
     // The PTX stands in only for the mode it was instrumented for: its key names the pass.
     let ptx = ptx.or_else(|| {
         let key = record.ptx_key.as_deref()?;
-        let (text, _) = substitute::cached(key)?;
+        let (text, _) = kept::cached(key)?;
         Some(text)
     });
     match ptx {

@@ -19,6 +19,7 @@
 pub mod built;
 pub mod coverage;
 pub mod faults;
+pub mod kept;
 pub mod mirror;
 pub mod passes;
 pub mod substitute;

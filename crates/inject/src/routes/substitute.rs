@@ -33,17 +33,7 @@ use crate::routes::passes;
 use gpusan_abi::Mode;
 use gpusan_runtime::cache;
 
-/// What a load became.
-pub enum Image {
-    /// Load `bytes` instead (leaked: the driver may read a lazily loaded image later);
-    /// `meta` is what reports of its kernels need to know of it.
-    Substitute { bytes: &'static [u8], meta: ModuleMeta, route: super::coverage::Route },
-    /// Load the original; the reason goes into the report.
-    Original(String),
-    /// Load the original: machine code gpusan built from instrumented PTX (`routes::built`);
-    /// `meta` is its module's.
-    Built(ModuleMeta, super::coverage::Route),
-}
+pub use super::kept::Image;
 
 #[derive(Default)]
 pub struct Modules {
@@ -176,7 +166,7 @@ pub fn instrument_ptx(ptx: &str, mode: Mode) -> Result<Instrumented, String> {
     // A counting build is instrumented at every load: the report needs its static counts.
     let counting = mode == Mode::Check && passes::counting();
     let cached = if counting { None } else { cache::dir() };
-    if let Some((text, meta)) = cached.as_deref().and_then(|d| read_cached(d, &k)) {
+    if let Some((text, meta)) = cached.as_deref().and_then(|d| super::kept::read_cached(d, &k)) {
         with(|m| m.cache_hits += 1);
         return Ok(Instrumented { text, meta, key: k });
     }
@@ -195,24 +185,6 @@ pub fn instrument_ptx(ptx: &str, mode: Mode) -> Result<Instrumented, String> {
         cache::write(dir, &format!("{k}.ptx"), &k, &text);
     }
     Ok(Instrumented { text, meta, key: k })
-}
-
-/// The instrumented PTX and metadata cached under `key`, for a cubin built from it.
-pub fn cached(key: &str) -> Option<(Vec<u8>, ModuleMeta)> {
-    read_cached(&cache::dir()?, key)
-}
-
-/// The cached PTX of entry `key` in `dir` and its metadata; `None` (instrument again)
-/// when either is missing, fails [`cache::read`]'s checks or is not what this cache writes.
-fn read_cached(dir: &std::path::Path, key: &str) -> Option<(Vec<u8>, ModuleMeta)> {
-    let text = cache::read(dir, &format!("{key}.ptx"), key)?;
-    // The driver reads PTX up to its NUL: a file with one inside, or no `.version`, is not
-    // what this cache wrote.
-    if text.contains(&0) || !text.windows(8).any(|w| w == b".version") {
-        return None;
-    }
-    let meta = String::from_utf8(cache::read(dir, &format!("{key}.meta"), key)?).ok()?;
-    Some((text, ModuleMeta::from_text(&meta).ok()?))
 }
 
 /// What reports of a module gpusan did not instrument need to know of it: read from the
