@@ -86,7 +86,7 @@ pub fn stand_in_name(name: &[u8]) -> Option<Vec<u8>> {
         None => rest,
     };
     let ours = [b"__nvJitLink".as_slice(), function, b"_13_0"].concat();
-    super::by_name(&ours).map(|_| ours)
+    hooks().iter().any(|h| h.name.to_bytes() == ours.as_slice()).then_some(ours)
 }
 
 fn key(handle: Handle) -> Key {
