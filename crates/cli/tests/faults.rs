@@ -154,6 +154,15 @@ fn only_a_synchronization_of_its_stream_or_context_clears_a_kernel_from_the_susp
 }
 
 #[test]
+fn a_faulted_contexts_memory_is_not_reported_as_leaked() {
+    // `streams` never frees its 64 bytes: after the fault it could not have.
+    let o = run_prog("faults_prog", "streams", &["--mode", "api", "--leak-check", "full"]);
+    assert_eq!(o.kinds(), vec!["kernel_fault"], "{:#}", o.report);
+    let notes = o.report["notes"].to_string();
+    assert!(notes.contains("1 allocation(s) of a context where a kernel faulted"), "{notes}");
+}
+
+#[test]
 fn a_fault_only_a_runtime_call_returned_is_found_through_the_runtime_api_callbacks() {
     let o = run_prog("faults_prog", "runtime_only", &["--mode", "api", "--error-exitcode", "7"]);
     assert!(o.stdout.contains("runtime=700"), "the program's own result: {}{}", o.stdout, o.stderr);

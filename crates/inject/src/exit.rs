@@ -26,15 +26,16 @@ fn finish(st: &State) {
     // an internal error.
     quietly(mirror::drain_at_exit);
     let collector = st.take_findings();
-    let leaks = if st.options.leak_check {
+    let (leaks, faulted_left_out) = if st.options.leak_check {
         // After the drain: records that name graph memory were decoded with it known.
         quietly(|| {
             families::graphs::before_leak_check();
-            checks::leak_summary(&st.registry)
+            let config = checks::LeakConfig { faulted_contexts: crate::routes::faults::faulted_contexts() };
+            checks::leak_summary(&st.registry, &config)
         })
         .unwrap_or_default()
     } else {
-        Vec::new()
+        (Vec::new(), 0)
     };
     let mode = st.options.mode.name();
     // A site's frames come from the program's debug information, read by a third party's
@@ -52,6 +53,12 @@ fn finish(st: &State) {
         || Collector::new(CollectorConfig::default()).finish(mode, Vec::new(), |_| Vec::new()),
     );
     boundary::enter("exit", || more(st, &mut doc));
+    if faulted_left_out > 0 {
+        doc.notes.push(format!(
+            "leak check: {faulted_left_out} allocation(s) of a context where a kernel faulted are not counted as \
+             leaks (after the fault every call there fails, the program's frees included)"
+        ));
+    }
     if let Some(note) = boundary::internal_error() {
         doc.notes.push(note);
     }

@@ -7,7 +7,7 @@
 //! judged only when it lies in host memory the registry knows whole (pinned or managed); the
 //! rest of host memory is the program's business, not ours.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::registry::{AllocKind, Allocation, FreeApi, FreeOutcome, Lookup, Registry, SiteId};
 use crate::report::{Details, ErrorKind, HostDetails, Leak, Nearest, Operand, Report, SymbolInfo};
@@ -424,11 +424,25 @@ pub fn check_free(registry: &Registry, api: &'static str, ptr: u64, outcome: &Fr
     Some(Finding { api, op: Op::Free, operand: Operand::Ptr, problem })
 }
 
-/// Live allocations at exit, grouped by allocation site, largest total first.
-pub fn leak_summary(registry: &Registry) -> Vec<Leak> {
+/// What the leak check leaves out besides module variables.
+#[derive(Debug, Default, Clone)]
+pub struct LeakConfig {
+    /// Contexts where a kernel faulted: every later call there fails, the program's frees
+    /// included, so what it still held says nothing about its code.
+    pub faulted_contexts: HashSet<u64>,
+}
+
+/// Live allocations at exit, grouped by allocation site, largest total first, and how many
+/// allocations `config` left out.
+pub fn leak_summary(registry: &Registry, config: &LeakConfig) -> (Vec<Leak>, u64) {
     let mut groups: HashMap<SiteId, (u64, u64)> = HashMap::new();
+    let mut left_out = 0;
     // Module variables live as long as their module: never the program's to free.
     for alloc in registry.snapshot().iter().filter(|a| a.is_live() && a.kind != AllocKind::ModuleVariable) {
+        if config.faulted_contexts.contains(&alloc.context) {
+            left_out += 1;
+            continue;
+        }
         let group = groups.entry(alloc.site).or_default();
         group.0 += 1;
         group.1 = group.1.saturating_add(alloc.size);
@@ -436,5 +450,5 @@ pub fn leak_summary(registry: &Registry) -> Vec<Leak> {
     let mut leaks: Vec<Leak> =
         groups.into_iter().map(|(site, (count, bytes))| Leak { count, bytes, alloc_stack: site.into() }).collect();
     leaks.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.alloc_stack.site.cmp(&b.alloc_stack.site)));
-    leaks
+    (leaks, left_out)
 }

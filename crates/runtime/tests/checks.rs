@@ -305,8 +305,24 @@ fn leaks_are_grouped_by_allocation_site() {
         r.insert(NewAlloc { base, size, kind: AllocKind::Device, device: 0, context: 1, site: site(s) }).unwrap();
     }
     r.free(A + 0x3000, FreeApi::Free, site(9));
-    let leaks: Vec<_> = leak_summary(&r).into_iter().map(|l| (l.alloc_stack.site, l.count, l.bytes)).collect();
+    let leaks: Vec<_> = leak_summary(&r, &LeakConfig::default()).0.into_iter().map(|l| (l.alloc_stack.site, l.count, l.bytes)).collect();
     assert_eq!(leaks, [(site(1), 2, 400), (site(2), 1, 200)]);
+}
+
+#[test]
+fn a_faulted_contexts_memory_is_no_leak() {
+    // After a kernel fault every call of the context fails, its frees too: what it held is
+    // left out and counted, while another context's memory is still judged.
+    let r = Registry::default();
+    for (i, context) in [1u64, 2, 2].into_iter().enumerate() {
+        let base = A + i as u64 * 0x1000;
+        let new = NewAlloc { base, size: 64, kind: AllocKind::Device, device: 0, context, site: SiteId::from_raw(1) };
+        r.insert(new).unwrap();
+    }
+    let config = LeakConfig { faulted_contexts: [2].into_iter().collect() };
+    let (leaks, left_out) = leak_summary(&r, &config);
+    assert_eq!(leaks.iter().map(|l| (l.count, l.bytes)).collect::<Vec<_>>(), [(1, 64)]);
+    assert_eq!(left_out, 2);
 }
 
 #[test]

@@ -176,6 +176,11 @@ pub fn at_exit() {
     });
 }
 
+/// Contexts whose fault was reported: their memory can no longer be freed.
+pub fn faulted_contexts() -> HashSet<u64> {
+    with(|s| s.reported.clone())
+}
+
 /// `context` was destroyed: a new one the driver gives the same handle starts clean.
 pub fn context_gone(context: u64) {
     with(|s| {
