@@ -126,6 +126,8 @@ fn a_cubin_asked_of_nvrtc_is_built_from_the_instrumented_ptx() {
         let compiled = read(&f.nvrtc);
         assert_eq!(compiled.trim(), "-arch=compute_90 -lineinfo", "{door}: one compilation, virtual");
         assert!(read(&f.linked).contains("__gpusan_errors"), "{door}: linked what was not instrumented");
+        // Built quickly: the kept PTX runs in its place (one full compilation per kernel).
+        assert!(read(&f.linked).starts_with("#O0\n"), "{door}: {}", read(&f.linked));
         // Loaded: the instrumented PTX the cubin was built from, in its place.
         let loaded = read(&f.loaded);
         assert!(loaded.starts_with(".version") && loaded.contains("__gpusan_errors"), "{door}: loaded {loaded}");

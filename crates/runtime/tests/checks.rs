@@ -305,7 +305,11 @@ fn leaks_are_grouped_by_allocation_site() {
         r.insert(NewAlloc { base, size, kind: AllocKind::Device, device: 0, context: 1, site: site(s) }).unwrap();
     }
     r.free(A + 0x3000, FreeApi::Free, site(9));
-    let leaks: Vec<_> = leak_summary(&r, &LeakConfig::default()).0.into_iter().map(|l| (l.alloc_stack.site, l.count, l.bytes)).collect();
+    let leaks: Vec<_> = leak_summary(&r, &LeakConfig::default())
+        .0
+        .into_iter()
+        .map(|l| (l.alloc_stack.site, l.count, l.bytes))
+        .collect();
     assert_eq!(leaks, [(site(1), 2, 400), (site(2), 1, 200)]);
 }
 

@@ -1116,10 +1116,10 @@ __attribute__((constructor)) static void fork_safe_locks(void) { pthread_atfork(
  * file ends after "FAKE-LINKED:" and the text linked, NUL included. The text linked is also
  * written to $FAKE_CUDA_LINKED. With $FAKE_LINK_REFUSE_ABI set, a PTX input that declares
  * gpusan's ABI is refused (CUDA_ERROR_INVALID_PTX), as a linker refuses PTX it cannot compile. */
-struct fake_link { char text[65536]; size_t len; unsigned char cubin[64 + 65536 + 16]; };
+struct fake_link { char text[65536]; size_t len; unsigned char cubin[64 + 65536 + 16]; long opt; };
 CUresult cuLinkCreate_v2(unsigned n, int *options, void **values, void **state) {
-    (void)n; (void)options; (void)values;
-    *state = calloc(1, sizeof(struct fake_link));
+    struct fake_link *l = *state = calloc(1, sizeof(struct fake_link));
+    for (unsigned i = 0; i < n; i++) l->opt = options[i] == 7 ? 1 + (long)(uintptr_t)values[i] : l->opt; /* "#O<level>" */
     return current_ctx ? 0 : 201;
 }
 static CUresult link_add(void *state, int kind, const void *data, size_t size) {
@@ -1151,7 +1151,7 @@ CUresult cuLinkComplete(void *state, void **cubin, size_t *size) {
     l->text[l->len] = 0;
     const char *path = getenv("FAKE_CUDA_LINKED");
     FILE *f = path ? fopen(path, "a") : 0;
-    if (f) { fputs(l->text, f); fclose(f); }
+    if (f) { if (l->opt) fprintf(f, "#O%ld\n", l->opt - 1); fputs(l->text, f); fclose(f); }
     unsigned char *c = l->cubin;
     memset(c, 0, 64);
     memcpy(c, "\x7f" "ELF\x02\x01\x01", 7);

@@ -304,7 +304,7 @@ unsafe fn follow_lto(handle: Handle) {
         let done = substitute::instrument_ptx(&ptx, state().options.mode)?;
         let mut text = done.text.clone();
         text.push(0);
-        let cubin = built::link(&text, None)?;
+        let cubin = built::link(&text, None, built::Optimization::Quick)?;
         built::record(&cubin, Origin::Linker, &done.meta, Some((&done.text, &done.key)));
         Ok(cubin)
     });

@@ -322,7 +322,9 @@ unsafe fn instrumented_ptx(prog: Program, relocatable: bool) -> Result<Ptx, Stri
 unsafe fn cubin_of(prog: Program, ptx: Result<Ptx, String>) -> Option<Vec<u8>> {
     let target = programs(|p| p.get(&(prog as usize)).and_then(|c| c.target));
     let built = ptx.and_then(|ptx| {
-        let cubin = built::link(&ptx.text, target)?;
+        // Kept PTX is loaded in the cubin's place: the cubin needs no optimizing.
+        let optimization = if ptx.key.is_some() { built::Optimization::Quick } else { built::Optimization::Full };
+        let cubin = built::link(&ptx.text, target, optimization)?;
         let body = &ptx.text[..ptx.text.len() - 1];
         built::record(&cubin, Origin::Nvrtc, &ptx.meta, ptx.key.as_deref().map(|k| (body, k)));
         Ok(cubin)

@@ -117,13 +117,26 @@ pub fn substitute(cubin: &[u8], mode: Mode) -> Image {
     }
 }
 
-/// `CU_JIT_INPUT_PTX`, `CU_JIT_TARGET`.
+/// `CU_JIT_INPUT_PTX`, `CU_JIT_OPTIMIZATION_LEVEL`, `CU_JIT_TARGET`.
 const INPUT_PTX: i32 = 1;
+const JIT_OPTIMIZATION_LEVEL: i32 = 7;
 const JIT_TARGET: i32 = 9;
+
+/// How hard the driver's linker works on a cubin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Optimization {
+    /// ptxas's default (`-O3`): the cubin's code is what will run.
+    Full,
+    /// `-O0`: the cubin is a stand-in for the PTX it was built from, which is kept and
+    /// loaded in its place ([`substitute`]), so its code runs only if that PTX is lost. The
+    /// program still gets a valid cubin, for a fraction of a full build's time: a first run
+    /// of a CuPy program otherwise compiled every kernel twice (link, then the JIT).
+    Quick,
+}
 
 /// A cubin built by the driver's linker from `ptx` (NUL-terminated), in the current
 /// context, for `target` (a compute capability as one number) or the context's device.
-pub fn link(ptx: &[u8], target: Option<u32>) -> Result<Vec<u8>, String> {
+pub fn link(ptx: &[u8], target: Option<u32>, optimization: Optimization) -> Result<Vec<u8>, String> {
     if crate::driver::current_context().0 == 0 {
         return Err("no CUDA context was current to build the cubin in".into());
     }
@@ -132,9 +145,13 @@ pub fn link(ptx: &[u8], target: Option<u32>) -> Result<Vec<u8>, String> {
     else {
         return Err("the driver has no linker".into());
     };
-    let mut options = [JIT_TARGET];
-    let mut values = [target.unwrap_or(0) as usize as *mut c_void];
-    let n = u32::from(target.is_some());
+    let mut options = vec![JIT_OPTIMIZATION_LEVEL];
+    let mut values = vec![if optimization == Optimization::Quick { 0 } else { 3 } as *mut c_void];
+    if let Some(target) = target {
+        options.push(JIT_TARGET);
+        values.push(target as usize as *mut c_void);
+    }
+    let n = options.len() as u32;
     let mut state = std::ptr::null_mut();
     // SAFETY: the driver's linker, with buffers of ours that outlive the calls; the cubin it
     // hands back lives until the state is destroyed, and is copied before.
