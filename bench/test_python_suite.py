@@ -381,6 +381,26 @@ class CoverageCompare(unittest.TestCase):
         self.assertEqual(r["xla_kernels_in_report"], 1)
         self.assertEqual(r["xla_kernels_not_in_report"], ["loop_add_2"])
 
+    def test_xla_kernel_thunks(self):
+        # XLA 0.7+ dumps no PTX: its thunk sequences name the kernels.
+        thunks = ("000: kCommandBuffer [source | sink] \n"
+                  "    001: kCustomKernel [source       | next=002 (1)] gemm_fusion_dot_2 grid: [128, 1, 1] threads: [1]\n"
+                  "    002: kKernel [prev=001 (1) | sink] loop_reduce_fusion grid: [256, 1, 1] threads: [64, 1, 1]\n")
+        with tempfile.TemporaryDirectory() as t:
+            Path(t, "module_1.jit_step.thunk_sequence.txt").write_text(thunks)
+            self.assertEqual(compare.xla_entries(t), ["gemm_fusion_dot_2", "loop_reduce_fusion"])
+
+    def test_the_gpusan_runs_own_profile_is_the_count(self):
+        # Autotuning makes two runs launch differently: the same process's count is used.
+        mine = {"profiled_launches": 30, "profiled_kernels": 3, "by_name": {"k0": 25, "a": 5}}
+        native = {"profiled_launches": 28, "profiled_kernels": 2, "by_name": {"k0": 23, "a": 5}}
+        kernels = [{"name": "k0", "launches": 25, "checked_by": "nvrtc"}, {"name": "a", "launches": 5}]
+        r = self.row({"coverage": {"kernels": kernels}}, native=json.dumps(native) + "\n",
+                     program=json.dumps(mine) + "\n")
+        self.assertEqual(r["independent"]["source"], "torch.profiler (CUPTI) in the gpusan run itself")
+        self.assertTrue(r["launches_match"] and r["kernels_match"], r)
+        self.assertEqual(r["native_profile"], {"launches": 28, "kernels": 2})
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=1)

@@ -10,8 +10,11 @@ Independent counts, each a JSON line starting with `{` in a program's stdout:
   - `profiled_launches`, `profiled_kernels`, `by_name` (torch.profiler, CUPTI, in a native run
     of the same program): every kernel launched, by name;
   - `program_launches`, `by_name` (the program counts the launches it makes itself);
-  - `--xla-dump DIR`: the `.entry` names of the PTX XLA wrote there (XLA_FLAGS=--xla_dump_to)
-    in the gpusan run: the kernels XLA compiled, which the report must list if launched.
+  - `--xla-dump DIR`: the kernels XLA wrote there (XLA_FLAGS=--xla_dump_to) in the gpusan run:
+    `.entry` names of PTX, kernel thunks of thunk sequences; the report must list those launched.
+A `profiled_*` count printed by the gpusan run itself (the program under torch.profiler there
+too) is preferred to the native run's: Inductor's autotuning launches a kernel as often as
+fits in a time, so two runs differ.
 Kernel names are compared by their base (the qualified name before template arguments and
 parameters): CUPTI's and gpusan's demanglers spell template arguments differently.
 """
@@ -70,12 +73,23 @@ def report_coverage(path):
     return {"doc": doc, "kernels": kernels, "totals": cov.get("totals") if isinstance(cov.get("totals"), dict) else None}, None
 
 
+# A kernel thunk in XLA's thunk-sequence dumps: `001: kCustomKernel [...] NAME grid: [...]`.
+THUNK = re.compile(r"^\s*\d+:\s+k(?:Custom)?Kernel\b[^\]]*\]\s+(\S+)\s+grid:", re.M)
+
+
 def xla_entries(folder):
+    """The kernels XLA made: `.entry` names of dumped PTX, and the kernel thunks of its
+    thunk sequences (XLA 0.7+ dumps no PTX; its thunks name every kernel it launches)."""
     names = set()
     if not folder or not os.path.isdir(folder):
         return None
     for root, _, files in os.walk(folder):
         for fn in files:
+            if "thunk_sequence" in fn and fn.endswith(".txt"):
+                try:
+                    names.update(THUNK.findall(open(os.path.join(root, fn), encoding="utf-8", errors="replace").read()))
+                except OSError:
+                    continue
             if fn.endswith(".ptx"):
                 try:
                     text = open(os.path.join(root, fn), encoding="utf-8", errors="replace").read()
@@ -122,7 +136,17 @@ def compare(args):
         if path:
             independent.update({f"{label}:{k}": v for k, v in json_lines(path).items()})
     counts = None
-    if "native:profiled_launches" in independent:
+    if "program:profiled_launches" in independent:
+        # The same process as the report: launches that vary from run to run (Inductor's
+        # autotuning benchmarks each candidate for a time, not a count) are counted alike.
+        counts = {"source": "torch.profiler (CUPTI) in the gpusan run itself",
+                  "launches": independent["program:profiled_launches"],
+                  "kernels": independent.get("program:profiled_kernels"),
+                  "by_name": independent.get("program:by_name") or {}}
+        if "native:profiled_launches" in independent:
+            row["native_profile"] = {"launches": independent["native:profiled_launches"],
+                                     "kernels": independent.get("native:profiled_kernels")}
+    elif "native:profiled_launches" in independent:
         counts = {"source": "torch.profiler (CUPTI) in a native run", "launches": independent["native:profiled_launches"],
                   "kernels": independent.get("native:profiled_kernels"), "by_name": independent.get("native:by_name") or {}}
     elif "program:program_launches" in independent:
@@ -146,7 +170,7 @@ def compare(args):
     if entries is not None:
         mangled = {str(k.get("mangled") or k.get("name")) for k in kernels}
         listed = [e for e in entries if e in mangled]
-        row["independent"] = {"source": "the .entry names of the PTX XLA dumped (--xla_dump_to) in the gpusan run",
+        row["independent"] = {"source": "the kernels XLA dumped (--xla_dump_to: PTX .entry names, kernel thunks) in the gpusan run",
                               "xla_kernels": len(entries)}
         row["xla_kernels_in_report"] = len(listed)
         # XLA compiles kernels it may not launch (autotuning candidates): the check is that

@@ -130,8 +130,13 @@ static int load_and_run(const void *image, uint64_t a) {
     return rc | cuCtxSynchronize();
 }
 
-/* What kind of code a cubin is: the fake's own ("FAKE-NVRTC") or linked ("FAKE-LINKED"). */
+/* What kind of code a cubin is: the fake's own ("FAKE-NVRTC"), linked ("FAKE-LINKED"), or not
+ * an ELF at all ("PTX", "PTX instrumented": every loader takes PTX where a cubin goes). */
 static void say_cubin(const unsigned char *cubin) {
+    if (memcmp(cubin, "\x7f" "ELF", 4)) {
+        printf("cubin: PTX%s\n", strstr((const char *)cubin, "__gpusan_errors") ? " instrumented" : "");
+        return;
+    }
     const char *text = (const char *)cubin + 64;
     printf("cubin: %.*s\n", (int)strcspn(text, ":"), text);
 }

@@ -5,8 +5,9 @@
 //! A program asks for a cubin by compiling for a real architecture (`-arch=sm_90`): NVRTC
 //! then makes machine code and no PTX. So the stand-in compiles for the matching virtual
 //! architecture (`compute_90`) instead — one compilation, as the program asked, with its
-//! source, headers, name expressions and other options — and builds the cubin itself from
-//! the instrumented PTX with the driver's linker (`routes::built`). Whatever fails on the
+//! source, headers, name expressions and other options — and hands out the instrumented PTX
+//! in the cubin's place ([`cubin_of`] says why that is safe; relocatable PTX is linked into a
+//! cubin with the driver's linker, `routes::built`). Whatever fails on the
 //! way (the compilation for the virtual architecture, the pass, the link, no context to
 //! link in) gives the program exactly what NVRTC would have: the cubin of its own options,
 //! listed unchecked with the reason when it is loaded. LTO-IR (`-dlto`) and relocatable
@@ -317,16 +318,26 @@ unsafe fn instrumented_ptx(prog: Program, relocatable: bool) -> Result<Ptx, Stri
     Ok(Ptx { text, meta: done.meta, key })
 }
 
-/// The cubin for a program compiled for the virtual architecture in its stead: built from
-/// the instrumented PTX, else compiled again as the program asked.
+/// The "cubin" for a program compiled for the virtual architecture in its stead: the
+/// instrumented PTX itself, else compiled again as the program asked.
+///
+/// Every loader a program hands NVRTC's cubin to (`cuModuleLoadData`, `cuModuleLoad`,
+/// `cuLibraryLoadData`, as CuPy, cuda.core and PyTorch's jiterator do) takes PTX as well, and
+/// the driver JIT-compiles it once, as the PTX route does: a cubin built here would be a
+/// second compilation of every kernel on a first run (measured on the H100: 53 ms added per
+/// kernel against the PTX route's 22, `bench/results/h100-issue13/cupy-start-run2.json`).
+/// Relocatable PTX (`-rdc`) is still linked into a real cubin: a link step may follow.
 unsafe fn cubin_of(prog: Program, ptx: Result<Ptx, String>) -> Option<Vec<u8>> {
     let target = programs(|p| p.get(&(prog as usize)).and_then(|c| c.target));
     let built = ptx.and_then(|ptx| {
-        // Kept PTX is loaded in the cubin's place: the cubin needs no optimizing.
-        let optimization = if ptx.key.is_some() { built::Optimization::Quick } else { built::Optimization::Full };
-        let cubin = built::link(&ptx.text, target, optimization)?;
         let body = &ptx.text[..ptx.text.len() - 1];
-        built::record(&cubin, Origin::Nvrtc, &ptx.meta, ptx.key.as_deref().map(|k| (body, k)));
+        if ptx.key.is_some() {
+            // Loaded as it is later, as PTX asked for with nvrtcGetPTX is.
+            built::record(body, Origin::Nvrtc, &ptx.meta, None);
+            return Ok(ptx.text);
+        }
+        let cubin = built::link(&ptx.text, target, built::Optimization::Full)?;
+        built::record(&cubin, Origin::Nvrtc, &ptx.meta, None);
         Ok(cubin)
     });
     match built {

@@ -1,6 +1,7 @@
 //! Machine code built from instrumented PTX: the cubins NVRTC's door builds when a program
-//! asks NVRTC for a cubin, those the driver's linker links from instrumented PTX, and those
-//! the `ptxas` stand-in assembles. The program then loads a cubin, which on its face is
+//! asks NVRTC for a relocatable cubin (otherwise it hands out the instrumented PTX itself,
+//! recorded here all the same), those the driver's linker links from instrumented PTX, and
+//! those the `ptxas` stand-in assembles. The program then loads a cubin, which on its face is
 //! machine code gpusan cannot check; its digest says what it is (`gpusan_runtime::built`):
 //! - built from instrumented PTX gpusan keeps in its cache: that PTX is loaded in the
 //!   cubin's place (the same module, JIT-compiled as a whole program, which runs faster
@@ -129,8 +130,8 @@ pub enum Optimization {
     Full,
     /// `-O0`: the cubin is a stand-in for the PTX it was built from, which is kept and
     /// loaded in its place ([`substitute`]), so its code runs only if that PTX is lost. The
-    /// program still gets a valid cubin, for a fraction of a full build's time: a first run
-    /// of a CuPy program otherwise compiled every kernel twice (link, then the JIT).
+    /// program still gets a valid cubin, for a fraction of a full build's time: otherwise a
+    /// first run compiles every kernel twice (the link, then the JIT).
     Quick,
 }
 
