@@ -7,8 +7,9 @@
 #                                       OUT.json defaults to $OUT/coverage.json
 #
 # Each program runs under `gpusan run --mode check --report-json`; the independent counts:
-# torch.profiler (CUPTI) in the gpusan run itself, and in a native run for comparison (every
-# kernel launched, by name; two runs differ where Inductor autotunes) for the PyTorch ones;
+# torch.profiler (CUPTI) in a native run of the same program (every kernel launched, by name;
+# CUPTI records nothing while the Compute Sanitizer API is on, so not in the gpusan run) for
+# the PyTorch ones;
 # the program's own count for CuPy; for JAX the kernels XLA compiled (its --xla_dump_to dumps
 # in the gpusan run: kernel thunks, PTX .entry names). Each run has
 # its own caches (a first run: Inductor and Triton compile) and a limit (COVERAGE_RUN_S,
@@ -58,7 +59,7 @@ one() {  # NAME NATIVE_ARGS(one word, "" for none) then the program and its argu
   fi
   say "$name: gpusan run"
   env $(fresh "$w/gpusan") "${xla[@]}" timeout -k 5 $((limit + 15)) "$dir/gpusan" run --mode check \
-    --timeout "$limit" --report-json "$w/report.json" -- python3 "$@" $native_flag >"$w/gpusan.out" 2>"$w/gpusan.err"
+    --timeout "$limit" --report-json "$w/report.json" -- python3 "$@" >"$w/gpusan.out" 2>"$w/gpusan.err"
   local rc=$?
   python3 bench/coverage/compare.py --name "$name" --report "$w/report.json" --program-out "$w/gpusan.out" \
     --log "$w/gpusan.err" --rc "$rc" "${extra[@]}" >"$w/row.json" 2>"$w/compare.err" \

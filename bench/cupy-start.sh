@@ -2,7 +2,7 @@
 # Start-to-finish time of a CuPy program that readies and launches 50 distinct kernels
 # (bench/cupy_start.py), natively and under `gpusan run --mode check`, first run (every cache
 # empty: CuPy's, the driver's JIT cache, gpusan's) and cached run (the caches the first left);
-# medians of 3, in one sitting (issue 13: instrumenting through NVRTC must add no more per
+# medians of 3 (CUPY_START_REPS), in one sitting (issue 13: instrumenting through NVRTC must add no more per
 # kernel than the existing PTX route). Two routes: `nvrtc` (RawKernel: NVRTC straight to a
 # cubin, CuPy's on-disk cache) and `ptx` (the same 50 kernels compiled by nvcc -ptx beforehand,
 # untimed, and loaded as PTX modules: gpusan's PTX-at-load route).
@@ -42,7 +42,7 @@ python3 - "$out" "$dir/gpusan" "$work" "$ptx_ok" "${CUPY_START_RUN_S:-120}" <<'P
 import datetime, json, os, statistics, subprocess, sys, time
 out, gpusan, work, ptx_ok, limit = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", float(sys.argv[5])
 N = 50
-doc = {"command": "bench/cupy-start.sh DIR", "kernels": N, "unit": "seconds, process start to end (median of 3)",
+doc = {"command": "bench/cupy-start.sh DIR", "kernels": N, "unit": f"seconds, process start to end (median of {os.environ.get('CUPY_START_REPS', '3')})",
        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "runs": []}
 CACHES = {"HOME": "home", "XDG_CACHE_HOME": "xdg", "CUPY_CACHE_DIR": "cupy", "CUDA_CACHE_PATH": "nv",
           "GPUSAN_CACHE_DIR": "gpusan"}
@@ -94,7 +94,8 @@ def one(route, tool, phase, rep, root):
 routes = ["nvrtc"] + (["ptx"] if ptx_ok else [])
 if not ptx_ok:
     doc["ptx_route"] = "skipped: nvcc -ptx failed (see the log)"
-for rep in range(1, 4):
+reps = int(os.environ.get("CUPY_START_REPS", "3"))
+for rep in range(1, reps + 1):
     for route in routes:
         for tool in ("native", "gpusan"):
             root = os.path.join(work, f"{route}-{tool}-{rep}")
@@ -116,6 +117,15 @@ for route in routes:
         g, n = med[f"{route}_gpusan_{phase}"]["median"], med[f"{route}_native_{phase}"]["median"]
         if g is not None and n is not None:
             added[f"{route}_{phase}"] = {"added_per_kernel_ms": round((g - n) / N * 1000, 2), "ratio": round(g / n, 3)}
+            # Each rep runs native then gpusan back to back: their difference, rep by rep,
+            # is less at the mercy of the machine's drift than the difference of medians.
+            secs = {(r["tool"], r["rep"]): r["seconds"] for r in doc["runs"]
+                    if (r["route"], r["phase"]) == (route, phase) and r["ok"]}
+            pairs = [(secs[("gpusan", k)] - secs[("native", k)]) / N * 1000 for k in range(1, reps + 1)
+                     if ("gpusan", k) in secs and ("native", k) in secs]
+            if pairs:
+                added[f"{route}_{phase}"]["paired_added_per_kernel_ms"] = {
+                    "median": round(statistics.median(pairs), 2), "samples": [round(x, 2) for x in pairs]}
 doc["added"] = added
 if "nvrtc_first" in added and "ptx_first" in added:
     doc["nvrtc_vs_ptx_first"] = {"nvrtc_added_per_kernel_ms": added["nvrtc_first"]["added_per_kernel_ms"],
