@@ -157,7 +157,21 @@ static int ptx_too_new(const char *ptx);
 /* Every entry point that loads an image, called directly (a call through the exported
  * name would reach gpusan's stand-in a second time). */
 static CUresult load_image(void **module, const void *image);
-CUresult cuModuleLoadData(void **module, const void *image) { return load_image(module, image); }
+/* The Compute Sanitizer stand-in (libsanitizer.c), when gpusan loaded it: module loads and
+ * launches are reported to it, as the driver reports them to the Sanitizer API. */
+static void sanitizer_loaded(void *module, void *library, const void *image) {
+    void (*f)(void *, void *, void *, const void *, size_t) =
+        (void (*)(void *, void *, void *, const void *, size_t))dlsym(RTLD_DEFAULT, "fake_sanitizer_loaded");
+    const unsigned char *b = image;
+    size_t size = b[0] == 0x7f && b[1] == 'E' ? 64 + strlen((const char *)image + 64) : strlen(image);
+    if (f) f((void *)current_ctx, module, library, image, size);
+}
+static void sanitizer_launch(void *f, void **params);
+CUresult cuModuleLoadData(void **module, const void *image) {
+    CUresult r = load_image(module, image);
+    if (!r) sanitizer_loaded(*module, 0, image);
+    return r;
+}
 static CUresult load_image(void **module, const void *image) {
     if (!memcmp(image, "\x50\xed\x55\xba", 4)) return load_fatbin(module, image);
     /* PTX of an ISA newer than this driver's JIT: CUDA_ERROR_UNSUPPORTED_PTX_VERSION. */
@@ -477,6 +491,7 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
     CUresult r = stream_work("cuLaunchKernel", stream, &captured);
     if (!r && captured) stream_of(stream)->kernels++;
     if (!r && captured) r = add_kernel_node(stream_of(stream)->graph, function_of_kernel(f));
+    if (!r && !captured) sanitizer_launch(f, params);
     return r;
 }
 
@@ -941,6 +956,7 @@ CUresult cuLibraryLoadData(void **lib, const void *code, int *jo, void **jv, uns
     void *m;
     CUresult r = load_image(&m, code);
     if (!r) *lib = (void *)0x5000;
+    if (!r) sanitizer_loaded(m, *lib, code);
     return r;
 }
 /* Loads from a file: read whole, then loaded like data (the fake keeps the bytes). */
@@ -1015,6 +1031,13 @@ static void *function_of_kernel(void *k) {
     return distinct_kernel_functions && p >= 0x5100 && p < 0x5200 ? (void *)(p - 0x1000) : k;
 }
 CUresult cuKernelGetFunction(void **f, void *k) { *f = function_of_kernel(k); return 0; }
+static void sanitizer_launch(void *f, void **params) {
+    void (*hook)(void *, void *, void *, const char *, void **) =
+        (void (*)(void *, void *, void *, const char *, void **))dlsym(RTLD_DEFAULT, "fake_sanitizer_launch");
+    uintptr_t p = (uintptr_t)f, i = ((p & 0xfff) - 0x100) / 0x10;
+    int known = ((p >= 0x4100 && p < 0x4200) || (p >= 0x5100 && p < 0x5200)) && (int)i < kernel_count;
+    if (hook && known) hook((void *)current_ctx, (void *)0x4000, f, kernel_names[i], params);
+}
 CUresult cuModuleUnload(void *module) { (void)module; return 0; }
 CUresult cuLibraryUnload(void *lib) { (void)lib; return 0; }
 CUresult cuDeviceGetAttribute(int *value, int attribute, int dev) {

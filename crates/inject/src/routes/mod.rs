@@ -16,6 +16,7 @@
 //! (NVRTC, `cuLink*`/nvJitLink) is a family that hands what it produced to [`load_module`]
 //! or to [`substitute`] directly.
 
+pub mod binary;
 pub mod built;
 pub mod coverage;
 pub mod faults;
@@ -30,9 +31,11 @@ use std::ffi::c_void;
 use crate::driver::{CUresult, CUstream, Loaded, CUDA_SUCCESS};
 use crate::state::{quietly, state};
 
-/// Whether this run instruments kernels: every mode but `api` names a pass.
+/// Whether this run instruments kernels: every mode but `api` names a pass, unless
+/// `check` takes the binary route only.
 fn substituting() -> bool {
-    state().options.mode != gpusan_abi::Mode::Api
+    let o = &state().options;
+    o.mode != gpusan_abi::Mode::Api && !(o.mode == gpusan_abi::Mode::Check && !o.route.instruments_ptx())
 }
 
 /// Loads `image` through `load`, instrumented when the mode asks for it and possible,
@@ -54,6 +57,8 @@ pub unsafe fn load_module(
         None => {
             let why = if substituting() {
                 "gpusan stopped checking (internal error)"
+            } else if state().options.mode == gpusan_abi::Mode::Check {
+                "--route binary: PTX is not instrumented, and the machine code was not patched"
             } else {
                 "api mode: kernels are not instrumented (use --mode check)"
             };
@@ -164,6 +169,7 @@ extern "C" fn read_before_cuda_exits() {
         faults::at_exit();
         // The program may have torn a context down behind gpusan's back by now.
         read_what_kernels_left(mirror::drain_at_exit);
+        quietly(binary::read_counts);
     });
 }
 
@@ -172,6 +178,7 @@ extern "C" fn read_before_cuda_exits() {
 /// synchronization does not always pass through a driver entry point gpusan sees.
 pub fn before_teardown() {
     read_what_kernels_left(mirror::drain);
+    quietly(binary::read_counts);
 }
 
 fn read_what_kernels_left(drain: fn()) {
