@@ -115,6 +115,17 @@ int sanitizerGetFunctionPcAndSize(void *module, const char *name, uint64_t *pc, 
     *size = 0x200;
     return 0;
 }
+/* Device memory is host memory in the fake driver. */
+int sanitizerAlloc(void *ctx, void **p, size_t n) {
+    (void)ctx;
+    *p = calloc(1, n);
+    return *p ? 0 : 1;
+}
+int sanitizerMemcpyHostToDeviceAsync(void *dst, const void *src, size_t n, void *stream) {
+    (void)stream;
+    memcpy(dst, src, n);
+    return 0;
+}
 static const void *data_of(void *function) {
     for (int i = 0; i < 64; i++) if (set_data[i].function == function) return set_data[i].data;
     return 0;

@@ -201,9 +201,14 @@ unsafe extern "C" fn runtime_callback(_user: *mut c_void, domain: u32, cbid: u32
         }
         (DOMAIN_LAUNCH, CBID_LAUNCH_BEGIN) => {
             let l = &*(data as *const LaunchData);
-            return boundary::enter("a launch callback", || {
-                crate::routes::binary::launch_begin(l.module as usize, l.function as usize, l.function_name)
-            });
+            let launch = crate::routes::binary::Launch {
+                context: l.context as u64,
+                module: l.module as usize,
+                function: l.function as usize,
+                name: l.function_name,
+                stream: l.hstream,
+            };
+            return boundary::enter("a launch callback", || crate::routes::binary::launch_begin(&launch));
         }
         _ if domain != DOMAIN_RUNTIME_API => return,
         _ => {}
@@ -401,6 +406,8 @@ unsafe fn patching(h: *mut c_void, handle: *mut c_void) -> Result<crate::routes:
             patch_instructions: typed(get(c"sanitizerPatchInstructions"))?,
             patch_module: typed(get(c"sanitizerPatchModule"))?,
             set_callback_data: typed(get(c"sanitizerSetCallbackData"))?,
+            alloc: typed(get(c"sanitizerAlloc"))?,
+            copy_async: typed(get(c"sanitizerMemcpyHostToDeviceAsync"))?,
             function_pc: typed(get(c"sanitizerGetFunctionPcAndSize")),
         })
     })();

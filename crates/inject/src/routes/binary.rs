@@ -70,6 +70,10 @@ pub struct Api {
     pub patch_instructions: unsafe extern "C" fn(u32, *mut c_void, *const c_char) -> c_int,
     pub patch_module: unsafe extern "C" fn(*mut c_void) -> c_int,
     pub set_callback_data: unsafe extern "C" fn(*mut c_void, *const c_void) -> c_int,
+    /// `sanitizerAlloc`, `sanitizerMemcpyHostToDeviceAsync`: the device memory calls a
+    /// callback may make (no driver call may be made there).
+    pub alloc: unsafe extern "C" fn(*mut c_void, *mut *mut c_void, usize) -> c_int,
+    pub copy_async: unsafe extern "C" fn(*mut c_void, *const c_void, usize, *mut c_void) -> c_int,
     /// Optional: without it records carry no SASS offset.
     pub function_pc: Option<unsafe extern "C" fn(*mut c_void, *const c_char, *mut u64, *mut u64) -> c_int>,
 }
@@ -86,7 +90,8 @@ struct Patched {
 }
 
 static PATCHED: PerProcess<Mutex<Option<Patched>>> = PerProcess::new(|| Mutex::new(None));
-/// Each launched kernel (`CUfunction`) of a patched module: its params block.
+/// Each launched kernel (`CUfunction`): its params block, 0 where its module is not patched
+/// (or its block could not be made).
 static KERNELS: PerProcess<RwLock<Option<HashMap<usize, u64>>>> = PerProcess::new(|| RwLock::new(None));
 /// Set once a module was patched: launches look nothing up before.
 static ANY: PerProcess<AtomicBool> = PerProcess::new(|| AtomicBool::new(false));
@@ -159,12 +164,24 @@ unsafe fn patch(api: &Api, context: u64, module: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// A launch of `function` (of `module`, named `name`) is about to be made: a kernel of a
-/// patched module gets its params block. One read-locked lookup for a kernel seen before.
+/// A launch begun (`LAUNCH_BEGIN`): the kernel, its module, its context and the
+/// Compute Sanitizer's handle of its stream.
+pub struct Launch {
+    pub context: u64,
+    pub module: usize,
+    pub function: usize,
+    /// Null or NUL-terminated.
+    pub name: *const c_char,
+    pub stream: *mut c_void,
+}
+
+/// A launch is about to be made: a kernel of a patched module gets its params block. One
+/// read-locked lookup for a kernel seen before.
 ///
 /// # Safety
-/// `name` is null or a NUL-terminated string.
-pub unsafe fn launch_begin(module: usize, function: usize, name: *const c_char) {
+/// `launch.name` is null or a NUL-terminated string.
+pub unsafe fn launch_begin(launch: &Launch) {
+    let Launch { module, function, name, .. } = *launch;
     if !ANY.get().load(Ordering::Acquire) {
         return;
     }
@@ -174,25 +191,54 @@ pub unsafe fn launch_begin(module: usize, function: usize, name: *const c_char) 
         Some(block) => block,
         None => {
             let patched = locks::lock(PATCHED.get()).as_ref().is_some_and(|p| p.modules.contains(&module));
-            if !patched || name.is_null() {
-                return;
-            }
-            let Some(block) = quietly(|| first_launch(api, module, name)).flatten() else { return };
+            // 0: a kernel of a module not patched, remembered so its launches look up once.
+            let block = if patched && !name.is_null() {
+                quietly(|| first_launch(api, launch)).flatten().unwrap_or(0)
+            } else {
+                0
+            };
             locks::write(KERNELS.get()).get_or_insert_with(HashMap::new).insert(function, block);
             block
         }
     };
-    (api.set_callback_data)(function as *mut c_void, block as *const c_void);
+    if block != 0 {
+        (api.set_callback_data)(function as *mut c_void, block as *const c_void);
+    }
 }
 
 /// A patched kernel's first launch: its params block, with the low bits of its first
 /// instruction's address (records then carry SASS offsets).
-unsafe fn first_launch(api: &Api, module: usize, name: *const c_char) -> Option<u64> {
-    let text = std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned();
+unsafe fn first_launch(api: &Api, launch: &Launch) -> Option<u64> {
+    let text = std::ffi::CStr::from_ptr(launch.name).to_string_lossy().into_owned();
     let mut pc = 0u64;
     let mut bytes = 0u64;
-    let found = api.function_pc.is_some_and(|f| f(module as *mut c_void, name, &mut pc, &mut bytes) == 0);
-    mirror::patched_kernel(&text, if found { pc as u32 } else { 0 })
+    let m = launch.module as *mut c_void;
+    let found = api.function_pc.is_some_and(|f| f(m, launch.name, &mut pc, &mut bytes) == 0);
+    let memory = SanitizerMemory { api, launch };
+    mirror::patched_kernel(launch.context, &text, if found { pc as u32 } else { 0 }, &memory)
+}
+
+struct SanitizerMemory<'a> {
+    api: &'a Api,
+    launch: &'a Launch,
+}
+
+impl mirror::ParamsMemory for SanitizerMemory<'_> {
+    fn alloc(&self, bytes: usize) -> Option<u64> {
+        let mut p: *mut c_void = std::ptr::null_mut();
+        // SAFETY: the API's allocation, with an out-parameter of ours.
+        let r = unsafe { (self.api.alloc)(self.launch.context as *mut c_void, &mut p, bytes) };
+        (r == 0 && !p.is_null()).then_some(p as u64)
+    }
+
+    fn write(&self, dst: u64, bytes: &[u8]) -> bool {
+        // The copy is asynchronous on the launch's stream: its source must outlive it. A
+        // params block is made once per kernel and context, so its 32 bytes are kept.
+        let source: &'static [u8] = Box::leak(bytes.to_vec().into_boxed_slice());
+        let (src, n) = (source.as_ptr() as *const c_void, source.len());
+        // SAFETY: `dst` is a block the API allocated of at least `n` bytes.
+        unsafe { (self.api.copy_async)(dst as *mut c_void, src, n, self.launch.stream) == 0 }
+    }
 }
 
 /// Reads the patched kernels' counts of accesses to memory in no entry (late at exit,
@@ -209,7 +255,7 @@ pub fn counters() -> Vec<(&'static str, u64)> {
         return Vec::new();
     }
     let modules = locks::lock(PATCHED.get()).as_ref().map_or(0, |p| p.modules.len() as u64);
-    let kernels = locks::read(KERNELS.get()).as_ref().map_or(0, |k| k.len() as u64);
+    let kernels = locks::read(KERNELS.get()).as_ref().map_or(0, |k| k.values().filter(|b| **b != 0).count() as u64);
     vec![
         ("binary_patched_modules", modules),
         ("binary_patched_kernels", kernels),

@@ -274,25 +274,39 @@ fn add(abi: &Mutex<Abi>, m: AbiModule) {
     ACTIVE.get().store(true, Ordering::Release);
 }
 
-/// A kernel the binary route patched, at its first launch in the current context: a
-/// module number of its own (its records name it as function 0), and a params block
-/// (`gpusan_abi::binary`) pointed at the context's table and error buffer. Returns the
-/// block's device address, for `sanitizerSetCallbackData`.
-pub fn patched_kernel(name: &str, function_pc: u32) -> Option<u64> {
-    use gpusan_abi::binary::PARAMS_BYTES;
-    let abi = context_entry()?;
+/// A kernel the binary route patched, at its first launch in `context`: a module number of
+/// its own (its records name it as function 0), and a params block (`gpusan_abi::binary`)
+/// pointed at the context's table and error buffer. Called inside the Compute Sanitizer's
+/// launch callback, where no driver call may be made: the context was set up before the
+/// launch ([`before_launch`]), and `memory` allocates the block and writes it (ordered
+/// before the launch) with the API's own calls. Returns the block's device address.
+pub fn patched_kernel(context: u64, name: &str, function_pc: u32, memory: &dyn ParamsMemory) -> Option<u64> {
+    use gpusan_abi::binary::{PARAMS_BYTES, PARAMS_ERRORS, PARAMS_FUNCTION_PC, PARAMS_KERNEL, PARAMS_TABLE};
+    let abi = entry(context)?;
     let id = next_module_number();
-    let block = unsafe { call_alloc(PARAMS_BYTES) }?;
+    let block = memory.alloc(PARAMS_BYTES)?;
+    let mut abi = lock_abi(&abi);
     let mut params = [0u8; PARAMS_BYTES];
-    let kernel = record::kernel(id, 0);
-    params[gpusan_abi::binary::PARAMS_KERNEL.offset..][..4].copy_from_slice(&kernel.to_le_bytes());
-    params[gpusan_abi::binary::PARAMS_FUNCTION_PC.offset..][..4].copy_from_slice(&function_pc.to_le_bytes());
-    // The counter starts at 0; `point` writes table and error buffer over the rest.
-    unsafe { htod(block, params.as_ptr() as *const c_void, PARAMS_BYTES) };
+    let mut put = |f: gpusan_abi::Field, bytes: &[u8]| params[f.offset..f.end()].copy_from_slice(bytes);
+    put(PARAMS_TABLE, &abi.memory.table().to_le_bytes());
+    put(PARAMS_ERRORS, &abi.errors_ptr.to_le_bytes());
+    put(PARAMS_KERNEL, &record::kernel(id, 0).to_le_bytes());
+    put(PARAMS_FUNCTION_PC, &function_pc.to_le_bytes());
+    if !memory.write(block, &params) {
+        return None;
+    }
     let names = vec![name.to_string()];
     let info = Arc::new(ModuleInfo { names, sass: true, lines: SourceLines::default(), label: format!("module {id}") });
-    add(&abi, AbiModule { target: Target::Params { block, untracked: 0 }, id, info });
+    abi.modules.push(AbiModule { target: Target::Params { block, untracked: 0 }, id, info });
     Some(block)
+}
+
+/// Device memory as the Compute Sanitizer's callbacks may use it (`sanitizerAlloc`,
+/// `sanitizerMemcpyHostToDeviceAsync` on the launch's stream).
+pub trait ParamsMemory {
+    fn alloc(&self, bytes: usize) -> Option<u64>;
+    /// Copies `bytes` to `dst` before the launch runs; the source may go at return.
+    fn write(&self, dst: u64, bytes: &[u8]) -> bool;
 }
 
 /// Accesses the binary route's patched kernels made to memory in no entry (counted, never
@@ -356,12 +370,21 @@ pub fn active() -> bool {
 }
 
 /// Before a launch: the kernel must see every allocation made so far.
-pub fn before_launch() {
-    if !ACTIVE.get().load(Ordering::Acquire) {
+/// `set_up`: the binary route may patch the launched kernel (its module may load only now,
+/// lazily): the context's table and error buffer are made here, outside the Compute
+/// Sanitizer's callbacks, where no driver call may be made.
+pub fn before_launch(set_up: bool) {
+    if !set_up && !ACTIVE.get().load(Ordering::Acquire) {
         return;
     }
-    let (context, _) = current_context();
-    if let Some(abi) = entry(context) {
+    let abi = if set_up {
+        let abi = context_entry();
+        ACTIVE.get().store(true, Ordering::Release);
+        abi
+    } else {
+        entry(current_context().0)
+    };
+    if let Some(abi) = abi {
         unsafe { upload(&mut lock_abi(&abi)) };
     }
 }

@@ -149,7 +149,7 @@ pub fn before_launch_on(stream: CUstream) {
 }
 
 fn before_launch() {
-    quietly(mirror::before_launch);
+    quietly(|| mirror::before_launch(binary::wanted()));
     register_late_exit();
 }
 
