@@ -9,10 +9,13 @@
 //! - [`mirror`] (with [`table_memory`]): the device ABI, for modules that declare it (the
 //!   instrumented `check` builds): the allocation table a kernel reads and the error records
 //!   it writes;
+//! - [`binary`]: in `check` runs, machine code gpusan cannot instrument is patched through
+//!   the Compute Sanitizer API (the driver's module-loaded and launch callbacks reach it
+//!   through `doors::sanitizer`), checked against [`mirror`]'s table and buffers;
 //! - the Compute Sanitizer callbacks (`doors::sanitizer`) judge what cudart refuses itself.
 //!
-//! A new route (patching machine code through the Compute Sanitizer API, say) is a module
-//! here, called from [`load_module`] and the event functions below; a new door for code
+//! A new route is a module here, called from [`load_module`] and the event functions
+//! below (or from a door's callbacks, as [`binary`] is); a new door for code
 //! (NVRTC, `cuLink*`/nvJitLink) is a family that hands what it produced to [`load_module`]
 //! or to [`substitute`] directly.
 
