@@ -2,7 +2,8 @@
 // (`-gencode arch=compute_90,code=sm_90`: no PTX, so only the Compute Sanitizer patching
 // route can check it). One streaming kernel, y[i] = a * x[i] + y[i] for i < touched, over
 // 16M floats, launched 7 times, each launch timed with CUDA events (the median printed as
-// kernel_ms=…). The scenario decides what the buffers are:
+// kernel_ms=…); every thread also makes a generic access into shared or local memory
+// (`touch`), which the binary route must not report. The scenario decides the buffers:
 //   clean       x and y of n floats, touched = n: no error;
 //   tail        y of n - 24 floats, touched = n - 23: one write 0 bytes past y's end, in the
 //               96 bytes before the next 256-byte boundary (no allocation can start there);
@@ -18,9 +19,21 @@
 #include <cuda_runtime.h>
 #include <vector>
 
+// A generic access (the callee cannot know the space): into the block's shared memory for
+// odd threads, the thread's local frame for even ones. Neither is in any allocation, and
+// the binary route must stay silent about both (and not count them as unknown memory).
+__device__ __noinline__ float touch(float *p, int i) {
+    p[i] = 1.0f;
+    return p[i];
+}
+
 __global__ void saxpy(const float *x, float *y, int touched, float a) {
+    __shared__ float tile[64];
+    float frame[8];
+    float *g = (threadIdx.x & 1) ? tile : frame;
+    float one = touch(g, threadIdx.x & 7);
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < touched) y[i] = a * x[i] + y[i];
+    if (i < touched) y[i] = a * x[i] + y[i] + (one - 1.0f);
 }
 
 #define CK(call)                                                                   \

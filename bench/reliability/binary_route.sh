@@ -3,7 +3,9 @@
 # (-gencode arch=compute_90,code=sm_90, no PTX) and run natively, under
 # `gpusan run --mode check --route binary` (the Compute Sanitizer patching API, gpusan's own
 # allocation table) and under compute-sanitizer (memcheck), four scenarios each:
-# - clean: no error anywhere; kernel time (median of 7 launches, CUDA events) for the three;
+# - clean: no error anywhere, though every thread also makes a generic access into shared
+#   or local memory (outside every allocation: the rule's window exception); kernel time
+#   (median of 7 launches, CUDA events) for the three;
 # - tail: one 4-byte write just past a buffer's end, inside its 256-byte tail: gpusan
 #   reports out_of_bounds (compute-sanitizer too);
 # - reuse: a kernel reads a freed buffer whose address the driver gave the next allocation
