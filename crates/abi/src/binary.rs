@@ -59,6 +59,10 @@ pub const SLACK_KINDS: u32 = (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5
 /// kernel walking a buffer finds its entry in the cache after the first search.
 pub const CACHE_PAGE_BITS: u32 = 12;
 
+// The patch rounds up with a mask, and shifts the page key by the cache's bits.
+const _: () = assert!(SLACK_BYTES.is_power_of_two());
+const _: () = assert!(CACHE_PAGE_BITS < 64 - crate::table::LOOKUP_CACHE_BITS);
+
 /// The C header the patch module includes: every layout constant it uses, from this crate.
 pub fn c_header() -> String {
     use crate::{record, table};
@@ -136,9 +140,7 @@ mod tests {
 
     #[test]
     fn slack_fits_every_alignment_the_driver_gives() {
-        assert!(SLACK_BYTES.is_power_of_two());
         assert_eq!(SLACK_KINDS & 1, 0, "kind 0 (other) is no allocation the driver aligned");
-        assert!(CACHE_PAGE_BITS < 64 - crate::table::LOOKUP_CACHE_BITS);
     }
 
     /// The header the patch module is compiled with is this crate's; `BLESS=1` rewrites it.

@@ -38,7 +38,7 @@ use crate::state::{quietly, state};
 /// `check` takes the binary route only.
 fn substituting() -> bool {
     let o = &state().options;
-    o.mode != gpusan_abi::Mode::Api && !(o.mode == gpusan_abi::Mode::Check && !o.route.instruments_ptx())
+    o.mode != gpusan_abi::Mode::Api && (o.mode != gpusan_abi::Mode::Check || o.route.instruments_ptx())
 }
 
 /// Loads `image` through `load`, instrumented when the mode asks for it and possible,
