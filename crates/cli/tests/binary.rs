@@ -74,6 +74,9 @@ fn machine_code_is_patched_and_its_kernel_checked_by_the_binary_route() {
     assert_eq!(lines(&r.log, "AddPatches"), 1, "{}", r.log);
     assert_eq!(lines(&r.log, "PatchInstructions module=0x4000 3 gpusan_global_access"), 1, "{}", r.log);
     assert_eq!(lines(&r.log, "PatchModule module=0x4000"), 1, "{}", r.log);
+    // The API allows no driver call inside its callbacks: the table and error buffer were
+    // made before the launch, the params block with the API's own memory calls.
+    assert_eq!(lines(&r.log, "driver call in a callback"), 0, "{}", r.log);
     // Before each launch of the patched kernel, its params block.
     assert_eq!(lines(&r.log, "SetCallbackData function=0x4100 data=set"), 2, "{}", r.log);
     assert_eq!(kernels(o), vec![("mc_overflow".into(), 2, Some("binary".into()), None)], "{:#}", o.report);

@@ -57,12 +57,21 @@ static __thread uintptr_t current_ctx = 0x1000;
 void fake_set_context(uintptr_t ctx) { current_ctx = ctx; }
 CUresult cuCtxGetCurrent(void **ctx) { *ctx = (void *)current_ctx; return 0; }
 CUresult cuCtxGetDevice(int *dev) { *dev = 0; return 0; }
+/* The Compute Sanitizer API allows no driver call inside its callbacks (only its own
+ * sanitizerAlloc and copies): one made there is logged to $FAKE_SANITIZER_LOG. */
+static void no_call_in_callback(const char *what) {
+    int (*in)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "fake_sanitizer_in_callback");
+    const char *path = getenv("FAKE_SANITIZER_LOG");
+    FILE *f = in && in() && path ? fopen(path, "a") : 0;
+    if (f) { fprintf(f, "driver call in a callback: %s\n", what); fclose(f); }
+}
 /* Not a driver function: how many times cuMemAlloc_v2 was called. */
 static int alloc_calls;
 int fake_alloc_calls(void) { return alloc_calls; }
 CUresult cuMemAlloc_v2(uint64_t *dptr, size_t size) {
     __atomic_add_fetch(&alloc_calls, 1, __ATOMIC_RELAXED);
     CUresult c = capture_unsafe("cuMemAlloc", 0);
+    no_call_in_callback("cuMemAlloc");
     if (c) return c;
     int i = find(0);
     void *p = aligned_alloc(256, (size + 255) / 256 * 256);
@@ -79,6 +88,7 @@ CUresult cuMemAlloc_v2(uint64_t *dptr, size_t size) {
 static void host_alloc_made(void *p, size_t size);
 CUresult cuMemHostAlloc(void **p, size_t size, unsigned flags) {
     (void)flags;
+    no_call_in_callback("cuMemHostAlloc");
     if (getenv("FAKE_CUDA_NO_HOST_MAP")) return 801; /* CUDA_ERROR_NOT_SUPPORTED */
     /* Mapped pages of their own, as the driver's are: unmapped when the context goes. */
     void *m = mmap(0, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -130,6 +140,7 @@ void fake_stall_copies_in(uintptr_t ctx) { stall_released = 0; stall_ctx = ctx; 
 void fake_release_stall(void) { stall_released = 1; }
 int fake_stalled(void) { return stalled; }
 CUresult cuMemcpyHtoD_v2(uint64_t dst, const void *src, size_t n) {
+    no_call_in_callback("cuMemcpyHtoD");
     if (stall_ctx && current_ctx == stall_ctx) {
         stalled = 1;
         while (!stall_released) usleep(1000);
@@ -140,6 +151,7 @@ CUresult cuMemcpyHtoD_v2(uint64_t dst, const void *src, size_t n) {
     return c;
 }
 CUresult cuMemcpyDtoH_v2(void *dst, uint64_t src, size_t n) {
+    no_call_in_callback("cuMemcpyDtoH");
     CUresult c = capture_unsafe("cuMemcpyDtoH", 1);
     if (!c) memcpy(dst, (void *)(uintptr_t)src, n);
     return c;
@@ -769,6 +781,7 @@ CUresult cuMemGetAllocationGranularity(size_t *g, const struct mem_allocation_pr
     return 0;
 }
 CUresult cuMemAddressReserve(uint64_t *ptr, size_t size, size_t alignment, uint64_t addr, unsigned long long flags) {
+    no_call_in_callback("cuMemAddressReserve");
     (void)addr; (void)flags;
     if (getenv("FAKE_CUDA_NO_VMM")) return NOT_SUPPORTED;
     if (!size || size % granule() || (alignment && alignment % granule())) return 1;

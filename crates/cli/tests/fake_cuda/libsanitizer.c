@@ -134,18 +134,25 @@ static const void *data_of(void *function) {
 static const void *data_of(void *function) { (void)function; return 0; }
 #endif
 
+static int in_callback;
+int fake_sanitizer_in_callback(void) { return in_callback; }
+
 struct module_data { void *context, *module; size_t cubin_size; const char *cubin; void *library; };
 void fake_sanitizer_loaded(void *ctx, void *module, void *library, const void *image, size_t size) {
     if (!callback || !enabled[3][9]) return;
     struct module_data d = {ctx, module, size, image, library};
+    in_callback = 1;
     callback(userdata, 3, 9, &d);
+    in_callback = 0;
 }
 
 struct launch_data { void *context, *stream, *hstream, *module, *function; const char *name; };
 void fake_sanitizer_launch(void *ctx, void *module, void *function, const char *name, void **params) {
     if (!callback || !enabled[5][1]) return;
     struct launch_data d = {ctx, 0, 0, module, function, name};
+    in_callback = 1;
     callback(userdata, 5, 1, &d);
+    in_callback = 0;
     unsigned char *p = (unsigned char *)data_of(function);
     if (!p || strncmp(name, "mc_", 3)) return;
     *(uint64_t *)(p + 24) += 1;

@@ -104,6 +104,13 @@ pub fn wanted() -> bool {
     o.mode == Mode::Check && o.route.patches_machine_code()
 }
 
+/// Whether kernels may be patched in this process: wanted, and the API started. Launches
+/// then set up their context's table before the launch (no driver call may be made in the
+/// callback that patches a kernel loaded lazily at that launch).
+pub fn started() -> bool {
+    matches!(API.get(), Some(Ok(_))) && wanted()
+}
+
 /// The door's answer: the patching API, or why it cannot be had (called once).
 pub fn start(api: Result<Api, String>) {
     let _ = API.set(api);

@@ -152,7 +152,7 @@ pub fn before_launch_on(stream: CUstream) {
 }
 
 fn before_launch() {
-    quietly(|| mirror::before_launch(binary::wanted()));
+    quietly(|| mirror::before_launch(binary::started()));
     register_late_exit();
 }
 
