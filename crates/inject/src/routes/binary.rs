@@ -126,8 +126,11 @@ pub unsafe fn module_loaded(context: u64, module: usize, library: usize, cubin: 
         return;
     }
     let code = if cubin.is_null() { &[][..] } else { std::slice::from_raw_parts(cubin, size) };
-    if state().options.route.instruments_ptx() && declares_abi(code) {
-        return; // checked by the PTX route (or built instrumented)
+    if contains(code, GLOBAL_ACCESS_PATCH.as_bytes()) {
+        return; // gpusan's own patches, should the driver report loading them
+    }
+    if state().options.route.instruments_ptx() && contains(code, gpusan_abi::ERRORS_SYMBOL.as_bytes()) {
+        return; // declares the device ABI: checked by the PTX route (or built instrumented)
     }
     let loaded = if library != 0 { Loaded::Library(library) } else { Loaded::Module(module) };
     let verdict = match API.get() {
@@ -141,10 +144,8 @@ pub unsafe fn module_loaded(context: u64, module: usize, library: usize, cubin: 
     coverage::patched(loaded, verdict);
 }
 
-/// Whether machine code declares the device ABI (the check pass's variables): its symbol
-/// names are in it.
-fn declares_abi(code: &[u8]) -> bool {
-    let name = gpusan_abi::ERRORS_SYMBOL.as_bytes();
+/// Whether machine code names a symbol (its string table holds the names).
+fn contains(code: &[u8], name: &[u8]) -> bool {
     code.windows(name.len()).any(|w| w == name)
 }
 
