@@ -23,6 +23,8 @@ pub const QUARANTINE_BYTES: &str = "GPUSAN_QUARANTINE_BYTES";
 pub const CHECK_COUNT: &str = "GPUSAN_CHECK_COUNT";
 pub const CHECK_COUNT_ON: &str = "1";
 pub const CHECK_COUNT_OFF: &str = "0";
+/// [`crate::Route::name`]; unset: `auto`.
+pub const ROUTE: &str = "GPUSAN_ROUTE";
 /// `libsanitizer-public.so`, the Compute Sanitizer API library: set by `gpusan run` when it
 /// found one, or by the user to say where it is.
 pub const SANITIZER_LIB: &str = "GPUSAN_SANITIZER_LIB";
@@ -56,8 +58,9 @@ pub const PTX_CORPUS: &str = "GPUSAN_PTX_CORPUS";
 pub const PROGRAM_CACHES: &str = "GPUSAN_PROGRAM_CACHES";
 
 /// Every variable above.
-pub const ALL: [&str; 17] = [
+pub const ALL: [&str; 18] = [
     MODE,
+    ROUTE,
     REPORT_DIR,
     LEAK_CHECK,
     CHECK_REACTION,

@@ -58,6 +58,7 @@
 //! variables ([`env`](mod@env)); the mode ([`Mode`]) and the reaction to an error ([`Reaction`])
 //! travel by the names given here.
 
+pub mod binary;
 pub mod env;
 pub mod heap;
 pub mod record;
@@ -225,6 +226,45 @@ impl Mode {
     }
 }
 
+/// How `--mode check` checks kernels (`gpusan run --route`, [`env::ROUTE`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Route {
+    /// PTX instrumented where a module has PTX gpusan can use, machine code patched
+    /// through the Compute Sanitizer API ([`binary`]) elsewhere.
+    #[default]
+    Auto,
+    /// PTX only: machine code runs unchecked.
+    Ptx,
+    /// Every module patched as machine code, none instrumented.
+    Binary,
+}
+
+impl Route {
+    pub const ALL: [Route; 3] = [Route::Auto, Route::Ptx, Route::Binary];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Route::Auto => "auto",
+            Route::Ptx => "ptx",
+            Route::Binary => "binary",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Route> {
+        Route::ALL.into_iter().find(|r| r.name() == name)
+    }
+
+    /// Whether PTX is instrumented at all.
+    pub fn instruments_ptx(self) -> bool {
+        self != Route::Binary
+    }
+
+    /// Whether machine code is patched at all.
+    pub fn patches_machine_code(self) -> bool {
+        self != Route::Ptx
+    }
+}
+
 /// What a checked access does once it is found bad (`gpusan run --check-reaction`,
 /// [`env::CHECK_REACTION`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -301,6 +341,17 @@ mod tests {
         assert_eq!(Reaction::ALL.map(Reaction::name), ["report", "abort"]);
         assert_eq!(Reaction::from_name("trap"), None);
         assert_eq!(Reaction::default(), Reaction::Report);
+    }
+
+    #[test]
+    fn route_names_round_trip() {
+        for r in Route::ALL {
+            assert_eq!(Route::from_name(r.name()), Some(r));
+        }
+        assert_eq!(Route::ALL.map(Route::name), ["auto", "ptx", "binary"]);
+        assert_eq!(Route::default(), Route::Auto);
+        assert!(Route::Auto.instruments_ptx() && Route::Auto.patches_machine_code());
+        assert!(!Route::Ptx.patches_machine_code() && !Route::Binary.instruments_ptx());
     }
 
     #[test]

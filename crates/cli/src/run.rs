@@ -71,6 +71,29 @@ impl CheckReaction {
     }
 }
 
+/// How `--mode check` reaches kernels.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
+pub enum Route {
+    /// PTX instrumented where a module has PTX gpusan can use, machine code patched through
+    /// the Compute Sanitizer API elsewhere.
+    Auto,
+    /// PTX only: machine code runs unchecked.
+    Ptx,
+    /// Machine code of every module patched; no PTX instrumented.
+    Binary,
+}
+
+impl Route {
+    /// The route as the injected library knows it, by the same name (a test keeps them so).
+    fn abi(self) -> gpusan_abi::Route {
+        match self {
+            Route::Auto => gpusan_abi::Route::Auto,
+            Route::Ptx => gpusan_abi::Route::Ptx,
+            Route::Binary => gpusan_abi::Route::Binary,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
 pub enum LeakCheck {
     Full,
@@ -81,6 +104,11 @@ pub enum LeakCheck {
 pub struct RunArgs {
     #[arg(long, value_enum, default_value = "api")]
     mode: Mode,
+    /// How `--mode check` reaches kernels: instrumented PTX, patched machine code (the
+    /// Compute Sanitizer API, which needs its library), or PTX where usable and machine
+    /// code elsewhere.
+    #[arg(long, value_enum, default_value = "auto")]
+    route: Route,
     /// Exit with this code when any error was found (else the program's own code).
     #[arg(long, value_name = "N")]
     error_exitcode: Option<i32>,
@@ -314,6 +342,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     cmd.args(&a.command[1..])
         .env("LD_PRELOAD", preload)
         .env(env::MODE, mode.name())
+        .env(env::ROUTE, a.route.abi().name())
         .env(env::REPORT_DIR, scratch.path())
         .env(env::LEAK_CHECK, leak_check)
         .env(env::CHECK_REACTION, a.check_reaction.abi().name())
@@ -399,6 +428,10 @@ mod tests {
             assert_eq!(name(r.to_possible_value().unwrap()), r.abi().name());
         }
         assert_eq!(CheckReaction::value_variants().len(), gpusan_abi::Reaction::ALL.len());
+        for r in Route::value_variants() {
+            assert_eq!(name(r.to_possible_value().unwrap()), r.abi().name());
+        }
+        assert_eq!(Route::value_variants().len(), gpusan_abi::Route::ALL.len());
         assert_eq!(name(LeakCheck::Full.to_possible_value().unwrap()), env::LEAK_CHECK_FULL);
         assert_eq!(name(LeakCheck::None.to_possible_value().unwrap()), env::LEAK_CHECK_NONE);
     }

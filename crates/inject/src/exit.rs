@@ -93,6 +93,9 @@ fn more(st: &State, doc: &mut Document) {
         doc.counters.insert("device_table_bytes".into(), table_bytes);
         doc.counters.insert("device_table_moves".into(), table_moves);
     }
+    for (name, n) in crate::routes::binary::counters() {
+        doc.counters.insert(name.into(), n);
+    }
     let lost = mirror::not_stored();
     if lost > 0 {
         doc.counters.insert("device_errors_not_stored".into(), lost);
@@ -117,6 +120,15 @@ fn more(st: &State, doc: &mut Document) {
     // passed over a machine-code-only module must not read as if that module was clean.
     if st.options.mode != Mode::Api {
         doc.unchecked_modules = substitute::with(|m| m.unchecked.clone());
+        // Machine code the binary route patched was loaded unchanged, and is checked.
+        for why in quietly(crate::routes::coverage::patched_load_reasons).unwrap_or_default() {
+            if let Some(n) = doc.unchecked_modules.get_mut(&why) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    doc.unchecked_modules.remove(&why);
+                }
+            }
+        }
     }
 }
 

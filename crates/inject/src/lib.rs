@@ -22,7 +22,8 @@
 //! families/                 one file per API family: its exported stand-ins and handlers
 //!   memory copies modules launches graphs streams contexts   (judge: what they share)
 //!   nvrtc link jitlink      the other doors PTX comes through: NVRTC, cuLink*, nvJitLink
-//! routes/                   how a kernel is checked: substitute (+ passes), built, mirror (+ table_memory)
+//! routes/                   how a kernel is checked: substitute (+ passes), built, binary (machine code
+//!                           patched through the Compute Sanitizer API), mirror (+ table_memory)
 //! variables  capture  host_symbols   module variables; gpusan's own capture-safe driver calls
 //! state  probe  image  peek  options and Mode, registry and findings, `quietly`; the probe's data;
 //!                           a loaded image and how far it may be read; reads that cannot fault
@@ -41,8 +42,9 @@
 //!   never converted from an address where they are used.
 //! - Code the new family produces or loads (PTX from NVRTC, a linked cubin) goes through
 //!   `routes::load_module` (or `routes::substitute` directly), like a module load.
-//! - A new way of checking kernels (Compute Sanitizer patching of machine code): a module in
-//!   `routes/`, called from `routes::load_module` and the launch/sync/teardown events there;
+//! - A new way of checking kernels (as `routes::binary` patches machine code): a module in
+//!   `routes/`, called from `routes::load_module`, the launch/sync/teardown events there or
+//!   a door's callbacks;
 //!   a new entry point into the program (another injection API) belongs in `doors/`.
 
 mod capture;

@@ -18,6 +18,8 @@ use gpusan_runtime::report::{Collector, CollectorConfig, Report};
 /// Options, from `GPUSAN_*` variables set by `gpusan run`.
 pub struct Options {
     pub mode: Mode,
+    /// `GPUSAN_ROUTE`: how `check` reaches kernels (PTX instrumented, machine code patched).
+    pub route: gpusan_abi::Route,
     pub leak_check: bool,
     /// `GPUSAN_CHECK_REACTION`: what checked kernels do at an error.
     pub check_reaction: Reaction,
@@ -43,6 +45,7 @@ impl Options {
             // An unknown mode or reaction is the default one (`api`, `report`).
             mode: var(env::MODE).and_then(|v| Mode::from_name(&v)).unwrap_or_default(),
             leak_check: var(env::LEAK_CHECK).is_some_and(|v| v == env::LEAK_CHECK_FULL),
+            route: var(env::ROUTE).and_then(|v| gpusan_abi::Route::from_name(&v)).unwrap_or_default(),
             check_reaction: var(env::CHECK_REACTION).and_then(|v| Reaction::from_name(&v)).unwrap_or_default(),
             check_counting: if var(env::CHECK_COUNT).is_some_and(|v| v == env::CHECK_COUNT_ON) {
                 gpusan_passes::check::Counting::Dynamic

@@ -225,6 +225,10 @@ pub struct DeviceDetails {
     pub ptx: Option<SourceLoc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceLoc>,
+    /// The access's offset in its kernel's machine code, for kernels the binary route
+    /// checked (no PTX line exists there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sass_offset: Option<u32>,
     pub launch_stack: Stack,
     /// The device-heap block (`malloc` in a kernel) the pointer belongs to, when the kernel
     /// knew it: such blocks are in no host allocation, so `nearest` does not name them.
@@ -683,6 +687,9 @@ impl fmt::Display for Report {
                 }
                 if let Some(ptx) = &d.ptx {
                     write!(f, " (PTX {}:{})", ptx.file, ptx.line)?;
+                }
+                if let Some(offset) = d.sass_offset {
+                    write!(f, " (SASS +{offset:#x})")?;
                 }
                 writeln!(f)?;
                 let [tx, ty, tz] = d.thread;

@@ -645,3 +645,33 @@ fn device_table_updates_only_what_changed() {
     assert_eq!(t.header().len, 0);
     assert_eq!(t.version(), r.version());
 }
+
+/// The binary route treats the tail of an allocation up to `SLACK_BYTES` as its own only for
+/// kinds the driver aligns (`gpusan_abi::binary::SLACK_KINDS`, by `AllocKind::code`).
+#[test]
+fn the_binary_routes_aligned_kinds_are_the_drivers_allocations() {
+    use gpusan_abi::binary::SLACK_KINDS;
+    let aligned = [
+        AllocKind::Device,
+        AllocKind::Pitched { pitch: 512, width_bytes: 500, height: 2 },
+        AllocKind::Async { stream: 0 },
+        AllocKind::Pool { pool: 1, stream: 0 },
+        AllocKind::Managed,
+        AllocKind::HostPinned { mapped: true },
+        AllocKind::Vmm,
+        AllocKind::GraphNode,
+    ];
+    let anywhere = [
+        AllocKind::HostRegistered,
+        AllocKind::DeviceHeap,
+        AllocKind::Array,
+        AllocKind::ModuleVariable,
+        AllocKind::Other,
+    ];
+    for k in aligned {
+        assert_ne!(SLACK_KINDS & (1 << k.code()), 0, "{k:?}");
+    }
+    for k in anywhere {
+        assert_eq!(SLACK_KINDS & (1 << k.code()), 0, "{k:?}");
+    }
+}

@@ -57,12 +57,21 @@ static __thread uintptr_t current_ctx = 0x1000;
 void fake_set_context(uintptr_t ctx) { current_ctx = ctx; }
 CUresult cuCtxGetCurrent(void **ctx) { *ctx = (void *)current_ctx; return 0; }
 CUresult cuCtxGetDevice(int *dev) { *dev = 0; return 0; }
+/* The Compute Sanitizer API allows no driver call inside its callbacks (only its own
+ * sanitizerAlloc and copies): one made there is logged to $FAKE_SANITIZER_LOG. */
+static void no_call_in_callback(const char *what) {
+    int (*in)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "fake_sanitizer_in_callback");
+    const char *path = getenv("FAKE_SANITIZER_LOG");
+    FILE *f = in && in() && path ? fopen(path, "a") : 0;
+    if (f) { fprintf(f, "driver call in a callback: %s\n", what); fclose(f); }
+}
 /* Not a driver function: how many times cuMemAlloc_v2 was called. */
 static int alloc_calls;
 int fake_alloc_calls(void) { return alloc_calls; }
 CUresult cuMemAlloc_v2(uint64_t *dptr, size_t size) {
     __atomic_add_fetch(&alloc_calls, 1, __ATOMIC_RELAXED);
     CUresult c = capture_unsafe("cuMemAlloc", 0);
+    no_call_in_callback("cuMemAlloc");
     if (c) return c;
     int i = find(0);
     void *p = aligned_alloc(256, (size + 255) / 256 * 256);
@@ -79,6 +88,7 @@ CUresult cuMemAlloc_v2(uint64_t *dptr, size_t size) {
 static void host_alloc_made(void *p, size_t size);
 CUresult cuMemHostAlloc(void **p, size_t size, unsigned flags) {
     (void)flags;
+    no_call_in_callback("cuMemHostAlloc");
     if (getenv("FAKE_CUDA_NO_HOST_MAP")) return 801; /* CUDA_ERROR_NOT_SUPPORTED */
     /* Mapped pages of their own, as the driver's are: unmapped when the context goes. */
     void *m = mmap(0, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -130,6 +140,7 @@ void fake_stall_copies_in(uintptr_t ctx) { stall_released = 0; stall_ctx = ctx; 
 void fake_release_stall(void) { stall_released = 1; }
 int fake_stalled(void) { return stalled; }
 CUresult cuMemcpyHtoD_v2(uint64_t dst, const void *src, size_t n) {
+    no_call_in_callback("cuMemcpyHtoD");
     if (stall_ctx && current_ctx == stall_ctx) {
         stalled = 1;
         while (!stall_released) usleep(1000);
@@ -140,6 +151,7 @@ CUresult cuMemcpyHtoD_v2(uint64_t dst, const void *src, size_t n) {
     return c;
 }
 CUresult cuMemcpyDtoH_v2(void *dst, uint64_t src, size_t n) {
+    no_call_in_callback("cuMemcpyDtoH");
     CUresult c = capture_unsafe("cuMemcpyDtoH", 1);
     if (!c) memcpy(dst, (void *)(uintptr_t)src, n);
     return c;
@@ -157,7 +169,21 @@ static int ptx_too_new(const char *ptx);
 /* Every entry point that loads an image, called directly (a call through the exported
  * name would reach gpusan's stand-in a second time). */
 static CUresult load_image(void **module, const void *image);
-CUresult cuModuleLoadData(void **module, const void *image) { return load_image(module, image); }
+/* The Compute Sanitizer stand-in (libsanitizer.c), when gpusan loaded it: module loads and
+ * launches are reported to it, as the driver reports them to the Sanitizer API. */
+static void sanitizer_loaded(void *module, void *library, const void *image) {
+    void (*f)(void *, void *, void *, const void *, size_t) =
+        (void (*)(void *, void *, void *, const void *, size_t))dlsym(RTLD_DEFAULT, "fake_sanitizer_loaded");
+    const unsigned char *b = image;
+    size_t size = b[0] == 0x7f && b[1] == 'E' ? 64 + strlen((const char *)image + 64) : strlen(image);
+    if (f) f((void *)current_ctx, module, library, image, size);
+}
+static void sanitizer_launch(void *f, void **params);
+CUresult cuModuleLoadData(void **module, const void *image) {
+    CUresult r = load_image(module, image);
+    if (!r) sanitizer_loaded(*module, 0, image);
+    return r;
+}
 static CUresult load_image(void **module, const void *image) {
     if (!memcmp(image, "\x50\xed\x55\xba", 4)) return load_fatbin(module, image);
     /* PTX of an ISA newer than this driver's JIT: CUDA_ERROR_UNSUPPORTED_PTX_VERSION. */
@@ -477,6 +503,7 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
     CUresult r = stream_work("cuLaunchKernel", stream, &captured);
     if (!r && captured) stream_of(stream)->kernels++;
     if (!r && captured) r = add_kernel_node(stream_of(stream)->graph, function_of_kernel(f));
+    if (!r && !captured) sanitizer_launch(f, params);
     return r;
 }
 
@@ -754,6 +781,7 @@ CUresult cuMemGetAllocationGranularity(size_t *g, const struct mem_allocation_pr
     return 0;
 }
 CUresult cuMemAddressReserve(uint64_t *ptr, size_t size, size_t alignment, uint64_t addr, unsigned long long flags) {
+    no_call_in_callback("cuMemAddressReserve");
     (void)addr; (void)flags;
     if (getenv("FAKE_CUDA_NO_VMM")) return NOT_SUPPORTED;
     if (!size || size % granule() || (alignment && alignment % granule())) return 1;
@@ -941,6 +969,7 @@ CUresult cuLibraryLoadData(void **lib, const void *code, int *jo, void **jv, uns
     void *m;
     CUresult r = load_image(&m, code);
     if (!r) *lib = (void *)0x5000;
+    if (!r) sanitizer_loaded(m, *lib, code);
     return r;
 }
 /* Loads from a file: read whole, then loaded like data (the fake keeps the bytes). */
@@ -1015,6 +1044,13 @@ static void *function_of_kernel(void *k) {
     return distinct_kernel_functions && p >= 0x5100 && p < 0x5200 ? (void *)(p - 0x1000) : k;
 }
 CUresult cuKernelGetFunction(void **f, void *k) { *f = function_of_kernel(k); return 0; }
+static void sanitizer_launch(void *f, void **params) {
+    void (*hook)(void *, void *, void *, const char *, void **) =
+        (void (*)(void *, void *, void *, const char *, void **))dlsym(RTLD_DEFAULT, "fake_sanitizer_launch");
+    uintptr_t p = (uintptr_t)f, i = ((p & 0xfff) - 0x100) / 0x10;
+    int known = ((p >= 0x4100 && p < 0x4200) || (p >= 0x5100 && p < 0x5200)) && (int)i < kernel_count;
+    if (hook && known) hook((void *)current_ctx, (void *)0x4000, f, kernel_names[i], params);
+}
 CUresult cuModuleUnload(void *module) { (void)module; return 0; }
 CUresult cuLibraryUnload(void *lib) { (void)lib; return 0; }
 CUresult cuDeviceGetAttribute(int *value, int attribute, int dev) {

@@ -47,3 +47,123 @@ int fake_runtime_call(uint32_t cbid, const void *params, int result) {
     callback(userdata, 2, cbid, &d);
     return result;
 }
+
+/* ---- the patching API (the binary route) ------------------------------------------------
+ *
+ * The driver stand-in reports module loads and launches here (fake_sanitizer_loaded,
+ * fake_sanitizer_launch), which reach gpusan's callback when it enabled that callback
+ * (sanitizerEnableCallback). Each patching call is appended to $FAKE_SANITIZER_LOG, one line
+ * each. $FAKE_SANITIZER_PATCH_FAIL makes sanitizerPatchModule fail (SANITIZER_ERROR_NOT_SUPPORTED).
+ * Built with -DFAKE_NO_PATCHING, the library has none of these functions (an old one).
+ *
+ * A launched kernel whose callback data was set "runs" its patched accesses: each launch of
+ * a kernel named mc_* makes one access to memory in no allocation (it counts it in the
+ * params block), and mc_overflow writes 4 bytes at its first argument plus its second (a
+ * device pointer and an int), which it reports as out of bounds at SASS offset 0x70. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int enabled[8][16];
+int sanitizerEnableCallback(uint32_t enable, void *handle, uint32_t domain, uint32_t cbid) {
+    (void)handle;
+    if (domain < 8 && cbid < 16) enabled[domain][cbid] = enable;
+    return 0;
+}
+
+static void note(const char *fmt, const void *a, const void *b) {
+    const char *path = getenv("FAKE_SANITIZER_LOG");
+    FILE *f = path ? fopen(path, "a") : 0;
+    if (!f) return;
+    fprintf(f, fmt, a, b);
+    fputc('\n', f);
+    fclose(f);
+}
+
+#ifndef FAKE_NO_PATCHING
+int sanitizerAddPatches(const void *image, void *ctx) {
+    /* A fatbin, as nvcc --fatbin writes it. */
+    if (!image || memcmp(image, "\x50\xed\x55\xba", 4)) return 1;
+    note("AddPatches ctx=%p%s", ctx, "");
+    return 0;
+}
+int sanitizerPatchInstructions(uint32_t id, void *module, const char *name) {
+    char what[96];
+    snprintf(what, sizeof what, "%u %s", id, name);
+    note("PatchInstructions module=%p %s", module, what);
+    return 0;
+}
+int sanitizerPatchModule(void *module) {
+    if (getenv("FAKE_SANITIZER_PATCH_FAIL")) return 14;
+    note("PatchModule module=%p%s", module, "");
+    return 0;
+}
+static struct { void *function; const void *data; } set_data[64];
+int sanitizerSetCallbackData(void *function, const void *data) {
+    note("SetCallbackData function=%p data=%s", function, data ? "set" : "null");
+    for (int i = 0; i < 64; i++)
+        if (!set_data[i].function || set_data[i].function == function) {
+            set_data[i].function = function;
+            set_data[i].data = data;
+            break;
+        }
+    return 0;
+}
+int sanitizerGetFunctionPcAndSize(void *module, const char *name, uint64_t *pc, uint64_t *size) {
+    (void)module; (void)name;
+    *pc = 0x7f0000001000ull;
+    *size = 0x200;
+    return 0;
+}
+/* Device memory is host memory in the fake driver. */
+int sanitizerAlloc(void *ctx, void **p, size_t n) {
+    (void)ctx;
+    *p = calloc(1, n);
+    return *p ? 0 : 1;
+}
+int sanitizerMemcpyHostToDeviceAsync(void *dst, const void *src, size_t n, void *stream) {
+    (void)stream;
+    memcpy(dst, src, n);
+    return 0;
+}
+static const void *data_of(void *function) {
+    for (int i = 0; i < 64; i++) if (set_data[i].function == function) return set_data[i].data;
+    return 0;
+}
+#else
+static const void *data_of(void *function) { (void)function; return 0; }
+#endif
+
+static int in_callback;
+int fake_sanitizer_in_callback(void) { return in_callback; }
+
+struct module_data { void *context, *module; size_t cubin_size; const char *cubin; void *library; };
+void fake_sanitizer_loaded(void *ctx, void *module, void *library, const void *image, size_t size) {
+    if (!callback || !enabled[3][9]) return;
+    struct module_data d = {ctx, module, size, image, library};
+    in_callback = 1;
+    callback(userdata, 3, 9, &d);
+    in_callback = 0;
+}
+
+struct launch_data { void *context, *stream, *hstream, *module, *function; const char *name; };
+void fake_sanitizer_launch(void *ctx, void *module, void *function, const char *name, void **params) {
+    if (!callback || !enabled[5][1]) return;
+    struct launch_data d = {ctx, 0, 0, module, function, name};
+    in_callback = 1;
+    callback(userdata, 5, 1, &d);
+    in_callback = 0;
+    unsigned char *p = (unsigned char *)data_of(function);
+    if (!p || strncmp(name, "mc_", 3)) return;
+    *(uint64_t *)(p + 24) += 1;
+    if (strcmp(name, "mc_overflow") || !params) return;
+    uint64_t addr = *(uint64_t *)params[0] + (uint64_t)*(int *)params[1];
+    unsigned char *errors = (unsigned char *)(uintptr_t)*(uint64_t *)(p + 8);
+    uint32_t kernel = *(uint32_t *)(p + 16), start = *(uint32_t *)(p + 20);
+    uint32_t i = (*(uint32_t *)errors)++;
+    unsigned char *r = errors + 16 + 64 * i;
+    uint32_t w[12] = {kernel, 1, 4, (start + 0x70) - start, 0, 0, 0, 3, 0, 0, 0, 1}; /* thread 3 writes 4 bytes */
+    memcpy(r, &addr, 8);
+    memset(r + 8, 0, 8);
+    memcpy(r + 16, w, sizeof w);
+}

@@ -11,6 +11,10 @@
 //! do not prove, and nothing a driver hook already reported inside the same call. Any
 //! runtime call's sticky kernel error is a GPU fault (`routes::faults`), where no stand-in saw it.
 //!
+//! In `--mode check` on a route that patches machine code, the module-loaded and
+//! launch-begin callbacks are enabled too, and go to `routes::binary` (with the patching
+//! API's functions, resolved here).
+//!
 //! With `$GPUSAN_PROBE_OUT` (the injection probe), every domain is enabled and counted.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -179,8 +183,35 @@ pub fn runtime_api_observed() -> bool {
 }
 
 unsafe extern "C" fn runtime_callback(_user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
-    if domain != DOMAIN_RUNTIME_API || data.is_null() || boundary::bypassed() {
+    if data.is_null() || boundary::bypassed() {
         return;
+    }
+    match (domain, cbid) {
+        (DOMAIN_RESOURCE, CBID_MODULE_LOADED) => {
+            let m = &*(data as *const ModuleData);
+            return boundary::enter("a module-loaded callback", || {
+                crate::routes::binary::module_loaded(
+                    m.context as u64,
+                    m.module as usize,
+                    m.library as usize,
+                    m.cubin as *const u8,
+                    m.cubin_size,
+                )
+            });
+        }
+        (DOMAIN_LAUNCH, CBID_LAUNCH_BEGIN) => {
+            let l = &*(data as *const LaunchData);
+            let launch = crate::routes::binary::Launch {
+                context: l.context as u64,
+                module: l.module as usize,
+                function: l.function as usize,
+                name: l.function_name,
+                stream: l.hstream,
+            };
+            return boundary::enter("a launch callback", || crate::routes::binary::launch_begin(&launch));
+        }
+        _ if domain != DOMAIN_RUNTIME_API => return,
+        _ => {}
     }
     let d = unsafe { &*(data as *const ApiData) };
     runtime_fault(d);
@@ -353,7 +384,48 @@ unsafe fn subscribe() {
         probe::note(format!("sanitizerSubscribe={r1} sanitizerEnableAllDomains={r2}"));
         return;
     }
-    if sub(&mut handle, runtime_callback, std::ptr::null_mut()) == 0 && domain(1, handle, DOMAIN_RUNTIME_API) == 0 {
+    if sub(&mut handle, runtime_callback, std::ptr::null_mut()) != 0 {
+        return;
+    }
+    if domain(1, handle, DOMAIN_RUNTIME_API) == 0 {
         RUNTIME_API_OBSERVED.get().store(true, Ordering::Relaxed);
     }
+    if crate::routes::binary::wanted() {
+        crate::routes::binary::start(patching(h, handle));
+    }
+}
+
+/// The binary route's part of the API: the patching functions, and the two callbacks it
+/// needs (a module loaded, a launch begun) enabled alone, so the program pays for no other.
+unsafe fn patching(h: *mut c_void, handle: *mut c_void) -> Result<crate::routes::binary::Api, String> {
+    type EnableCallback = unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> c_int;
+    let get = |name: &CStr| real_dlsym(h, name.as_ptr()) as usize;
+    let api = (|| {
+        Some(crate::routes::binary::Api {
+            add_patches: typed(get(c"sanitizerAddPatches"))?,
+            patch_instructions: typed(get(c"sanitizerPatchInstructions"))?,
+            patch_module: typed(get(c"sanitizerPatchModule"))?,
+            set_callback_data: typed(get(c"sanitizerSetCallbackData"))?,
+            alloc: typed(get(c"sanitizerAlloc"))?,
+            copy_async: typed(get(c"sanitizerMemcpyHostToDeviceAsync"))?,
+            function_pc: typed(get(c"sanitizerGetFunctionPcAndSize")),
+        })
+    })();
+    let Some(enable) = typed::<EnableCallback>(get(c"sanitizerEnableCallback")) else {
+        return Err("binary route: the Compute Sanitizer library cannot enable single callbacks".into());
+    };
+    // Module loads in any case: the coverage report then says why their machine code was
+    // not patched.
+    let r = enable(1, handle, DOMAIN_RESOURCE, CBID_MODULE_LOADED);
+    if r != 0 {
+        return Err(format!("binary route: enabling the module-loaded callback failed (error {r})"));
+    }
+    let Some(api) = api else {
+        return Err("binary route: the Compute Sanitizer library has no patching API".into());
+    };
+    let r = enable(1, handle, DOMAIN_LAUNCH, CBID_LAUNCH_BEGIN);
+    if r != 0 {
+        return Err(format!("binary route: enabling the launch callback failed (error {r})"));
+    }
+    Ok(api)
 }

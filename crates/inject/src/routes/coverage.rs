@@ -29,6 +29,8 @@ pub enum Route {
     Nvrtc,
     /// Through the driver's linker or nvJitLink.
     Linker,
+    /// Its machine code was patched through the Compute Sanitizer API (`routes::binary`).
+    Binary,
 }
 
 impl Route {
@@ -38,6 +40,7 @@ impl Route {
             Route::BuildTime => "build time",
             Route::Nvrtc => "NVRTC",
             Route::Linker => "linker",
+            Route::Binary => "binary",
         }
     }
 }
@@ -49,6 +52,10 @@ type Verdict = Result<Route, String>;
 struct Seen {
     /// Each module's verdict: the route that checked it, or why it was not.
     modules: BTreeMap<Loaded, Verdict>,
+    /// The binary route's verdict on a module (patched, or why not): it stands where its
+    /// load left the module unchecked. Kept apart because the driver reports a module
+    /// loaded inside the load call, before `modules` has its entry, or lazily long after.
+    binary: BTreeMap<Loaded, Verdict>,
     /// Each function or kernel handle's module (when known) and name.
     functions: HashMap<usize, (Option<Loaded>, String)>,
     launches: HashMap<usize, u64>,
@@ -78,9 +85,20 @@ impl Seen {
         }
     }
 
+    /// `module`'s verdict: its load's, or the binary route's where its load checked nothing.
+    fn verdict_of(&self, module: Loaded) -> Option<Verdict> {
+        match (self.modules.get(&module), self.binary.get(&module)) {
+            (Some(Ok(route)), _) => Some(Ok(*route)),
+            (_, Some(patched)) => Some(patched.clone()),
+            (load, None) => load.cloned(),
+        }
+    }
+
     /// Forgets `module` and the handles of its kernels, keeping their launches.
     fn unload(&mut self, module: Loaded) {
-        let verdict = self.modules.remove(&module);
+        let verdict = self.verdict_of(module);
+        self.modules.remove(&module);
+        self.binary.remove(&module);
         self.contexts.remove(&Handle::Module(module));
         let handles: Vec<usize> =
             self.functions.iter().filter(|(_, (m, _))| *m == Some(module)).map(|(f, _)| *f).collect();
@@ -107,6 +125,26 @@ pub fn module_loaded(module: Loaded, verdict: Verdict) {
     });
 }
 
+/// The binary route patched `module` (`Ok`), or failed to (`Err`, why).
+pub fn patched(module: Loaded, verdict: Result<(), String>) {
+    with(|s| s.binary.insert(module, verdict.map(|()| Route::Binary)));
+}
+
+/// Why the loads of the modules the binary route then patched left them unchecked, one
+/// reason per module: they are no longer unchecked.
+pub fn patched_load_reasons() -> Vec<String> {
+    with(|s| {
+        s.binary
+            .iter()
+            .filter(|(_, v)| v.is_ok())
+            .filter_map(|(m, _)| match s.modules.get(m) {
+                Some(Err(why)) => Some(why.clone()),
+                _ => None,
+            })
+            .collect()
+    })
+}
+
 /// `module` was unloaded: what its kernels were and how often they ran is kept, and its
 /// handles and theirs forgotten, since the driver hands them out again for other modules
 /// and kernels (whose launches and verdict are not these).
@@ -124,7 +162,7 @@ pub fn context_gone(context: u64) {
                 Handle::Module(m) => s.unload(m),
                 Handle::Function(f) => {
                     let module = s.functions.get(&f).and_then(|(m, _)| *m);
-                    let verdict = module.and_then(|m| s.modules.get(&m).cloned());
+                    let verdict = module.and_then(|m| s.verdict_of(m));
                     s.retire(f, verdict);
                 }
             }
@@ -313,7 +351,7 @@ pub fn coverage() -> Coverage {
         let mut c = Coverage::default();
         for (f, &n) in &s.launches {
             let (module, name) = s.functions.get(f).cloned().unwrap_or((None, format!("<kernel {f:#x}>")));
-            c.add(KernelCoverage::new(&name, n, verdict(module.and_then(|m| s.modules.get(&m)))));
+            c.add(KernelCoverage::new(&name, n, verdict(module.and_then(|m| s.verdict_of(m)).as_ref())));
         }
         for (name, n, v) in &s.retired {
             c.add(KernelCoverage::new(name, *n, verdict(v.as_ref())));

@@ -52,15 +52,39 @@ use crate::routes::table_memory::TableMemory;
 use crate::state::state;
 
 struct AbiModule {
-    loaded: Loaded,
+    /// Where its ABI variables are: in a module that declares them, or in the params block
+    /// of one kernel the binary route patched (`super::binary`).
+    target: Target,
     id: u32,
     /// What its records name; shared, so a drain reports with no lock held.
     info: Arc<ModuleInfo>,
 }
 
+#[derive(Clone, Copy)]
+enum Target {
+    Variables(Loaded),
+    /// A patched kernel's params block (`gpusan_abi::binary`), and what its count of
+    /// accesses to memory in no entry was when last read.
+    Params {
+        block: u64,
+        untracked: u64,
+    },
+}
+
+impl Target {
+    fn loaded(&self) -> Option<Loaded> {
+        match self {
+            Target::Variables(l) => Some(*l),
+            Target::Params { .. } => None,
+        }
+    }
+}
+
 struct ModuleInfo {
     /// Functions defined by the module in number order: `ErrorRecord::function` indexes it.
     names: Vec<String>,
+    /// Its records carry SASS offsets where PTX lines would be (the binary route's).
+    sass: bool,
     /// PTX line → CUDA source line, from the module's `.loc` directives (its metadata).
     lines: SourceLines,
     label: String,
@@ -85,8 +109,9 @@ struct Abi {
 struct Contexts {
     by_context: std::collections::HashMap<u64, Arc<Mutex<Abi>>>,
     modules_numbered: u32,
-    /// What contexts that went away counted: records not stored, table memory held, moves.
-    gone: (u64, u64, u64),
+    /// What contexts that went away counted: records not stored, table memory held, moves,
+    /// untracked accesses of patched kernels.
+    gone: (u64, u64, u64, u64),
 }
 
 static ABI: PerProcess<Mutex<Option<Contexts>>> = PerProcess::new(|| Mutex::new(None));
@@ -138,6 +163,16 @@ unsafe fn call_host_alloc(bytes: usize) -> Option<(usize, u64)> {
 
 /// Points one module's ABI variables at the buffers.
 unsafe fn point(abi: &Abi, m: &AbiModule) {
+    let loaded = match m.target {
+        Target::Variables(loaded) => loaded,
+        Target::Params { block, .. } => {
+            // Table and error buffer only: the kernel number and start never change, and
+            // the count of untracked accesses is the kernels'.
+            let values = [abi.memory.table(), abi.errors_ptr];
+            htod(block, values.as_ptr() as *const c_void, std::mem::size_of_val(&values));
+            return;
+        }
+    };
     for RuntimeVar { name, bytes, .. } in RUNTIME_VARS {
         let value = match name {
             TABLE_SYMBOL => abi.memory.table(),
@@ -146,7 +181,7 @@ unsafe fn point(abi: &Abi, m: &AbiModule) {
             _ => continue,
         };
         let width = bytes as usize;
-        if let Some((addr, size)) = global_of(m.loaded, name) {
+        if let Some((addr, size)) = global_of(loaded, name) {
             if size >= width {
                 // Little-endian: the low `width` bytes of the value are the variable's.
                 htod(addr, &value as *const u64 as *const c_void, width);
@@ -198,27 +233,37 @@ pub fn on_module_loaded(loaded: Loaded, meta: impl FnOnce() -> Option<ModuleMeta
     }
     let ModuleMeta { functions: names, files, lines } = meta().unwrap_or_default();
     let lines = SourceLines::new(files, lines.iter().map(|e| (e.ptx_line, e.file, e.line)).collect());
+    let Some(abi) = context_entry() else { return false };
+    let id = next_module_number();
+    let info = Arc::new(ModuleInfo { names, sass: false, lines, label: format!("module {id}") });
+    add(&abi, AbiModule { target: Target::Variables(loaded), id, info });
+    true
+}
+
+/// The current context's entry, set up at its first module.
+fn context_entry() -> Option<Arc<Mutex<Abi>>> {
     let (context, device) = current_context();
-    let abi = match entry(context) {
-        Some(abi) => abi,
-        None => {
-            // Set up with no lock held (driver calls); two threads setting up one context
-            // at once keep the first entry (the other's buffers, some KiB, stay unused).
-            let Some(new) = (unsafe { set_up(device) }) else { return false };
-            let mut guard = lock();
-            let contexts = guard.get_or_insert_with(Contexts::default);
-            contexts.by_context.entry(context).or_insert_with(|| Arc::new(Mutex::new(new))).clone()
-        }
-    };
-    let id = {
-        let mut guard = lock();
-        let contexts = guard.get_or_insert_with(Contexts::default);
-        contexts.modules_numbered += 1;
-        contexts.modules_numbered
-    };
-    let info = Arc::new(ModuleInfo { names, lines, label: format!("module {id}") });
-    let m = AbiModule { loaded, id, info };
-    let mut abi = lock_abi(&abi);
+    if let Some(abi) = entry(context) {
+        return Some(abi);
+    }
+    // Set up with no lock held (driver calls); two threads setting up one context at once
+    // keep the first entry (the other's buffers, some KiB, stay unused).
+    let new = unsafe { set_up(device) }?;
+    let mut guard = lock();
+    let contexts = guard.get_or_insert_with(Contexts::default);
+    Some(contexts.by_context.entry(context).or_insert_with(|| Arc::new(Mutex::new(new))).clone())
+}
+
+fn next_module_number() -> u32 {
+    let mut guard = lock();
+    let contexts = guard.get_or_insert_with(Contexts::default);
+    contexts.modules_numbered += 1;
+    contexts.modules_numbered
+}
+
+/// Points a new module at the buffers (the table brought up to date first) and keeps it.
+fn add(abi: &Mutex<Abi>, m: AbiModule) {
+    let mut abi = lock_abi(abi);
     unsafe {
         if !capture::any() {
             upload(&mut abi);
@@ -227,7 +272,66 @@ pub fn on_module_loaded(loaded: Loaded, meta: impl FnOnce() -> Option<ModuleMeta
     }
     abi.modules.push(m);
     ACTIVE.get().store(true, Ordering::Release);
-    true
+}
+
+/// A kernel the binary route patched, at its first launch in `context`: a module number of
+/// its own (its records name it as function 0), and a params block (`gpusan_abi::binary`)
+/// pointed at the context's table and error buffer. Called inside the Compute Sanitizer's
+/// launch callback, where no driver call may be made: the context was set up before the
+/// launch ([`before_launch`]), and `memory` allocates the block and writes it (ordered
+/// before the launch) with the API's own calls. Returns the block's device address.
+pub fn patched_kernel(context: u64, name: &str, function_pc: u32, memory: &dyn ParamsMemory) -> Option<u64> {
+    use gpusan_abi::binary::{PARAMS_BYTES, PARAMS_ERRORS, PARAMS_FUNCTION_PC, PARAMS_KERNEL, PARAMS_TABLE};
+    let abi = entry(context)?;
+    let id = next_module_number();
+    let block = memory.alloc(PARAMS_BYTES)?;
+    let mut abi = lock_abi(&abi);
+    let mut params = [0u8; PARAMS_BYTES];
+    let mut put = |f: gpusan_abi::Field, bytes: &[u8]| params[f.offset..f.end()].copy_from_slice(bytes);
+    put(PARAMS_TABLE, &abi.memory.table().to_le_bytes());
+    put(PARAMS_ERRORS, &abi.errors_ptr.to_le_bytes());
+    put(PARAMS_KERNEL, &record::kernel(id, 0).to_le_bytes());
+    put(PARAMS_FUNCTION_PC, &function_pc.to_le_bytes());
+    if !memory.write(block, &params) {
+        return None;
+    }
+    let names = vec![name.to_string()];
+    let info = Arc::new(ModuleInfo { names, sass: true, lines: SourceLines::default(), label: format!("module {id}") });
+    abi.modules.push(AbiModule { target: Target::Params { block, untracked: 0 }, id, info });
+    Some(block)
+}
+
+/// Device memory as the Compute Sanitizer's callbacks may use it (`sanitizerAlloc`,
+/// `sanitizerMemcpyHostToDeviceAsync` on the launch's stream).
+pub trait ParamsMemory {
+    fn alloc(&self, bytes: usize) -> Option<u64>;
+    /// Copies `bytes` to `dst` before the launch runs; the source may go at return.
+    fn write(&self, dst: u64, bytes: &[u8]) -> bool;
+}
+
+/// Accesses the binary route's patched kernels made to memory in no entry (counted, never
+/// judged), all contexts: read back from their params blocks first when `read` (late at
+/// exit and before a context goes; otherwise, and where a read fails, the last read).
+pub fn untracked_accesses(read: bool) -> u64 {
+    let offset = gpusan_abi::binary::PARAMS_UNTRACKED.offset as u64;
+    let gone = lock().as_ref().map_or(0, |c| c.gone.3);
+    gone + entries()
+        .iter()
+        .map(|a| {
+            let mut a = lock_abi(a);
+            let mut total = 0;
+            for m in &mut a.modules {
+                if let Target::Params { block, untracked } = &mut m.target {
+                    let mut n = 0u64;
+                    if read && unsafe { dtoh(&mut n as *mut u64 as *mut c_void, *block + offset, 8) } {
+                        *untracked = n;
+                    }
+                    total += *untracked;
+                }
+            }
+            total
+        })
+        .sum::<u64>()
 }
 
 /// A context's table and error buffer, allocated in it (current): its kernels find their
@@ -266,12 +370,21 @@ pub fn active() -> bool {
 }
 
 /// Before a launch: the kernel must see every allocation made so far.
-pub fn before_launch() {
-    if !ACTIVE.get().load(Ordering::Acquire) {
+/// `set_up`: the binary route may patch the launched kernel (its module may load only now,
+/// lazily): the context's table and error buffer are made here, outside the Compute
+/// Sanitizer's callbacks, where no driver call may be made.
+pub fn before_launch(set_up: bool) {
+    if !set_up && !ACTIVE.get().load(Ordering::Acquire) {
         return;
     }
-    let (context, _) = current_context();
-    if let Some(abi) = entry(context) {
+    let abi = if set_up {
+        let abi = context_entry();
+        ACTIVE.get().store(true, Ordering::Release);
+        abi
+    } else {
+        entry(current_context().0)
+    };
+    if let Some(abi) = abi {
         unsafe { upload(&mut lock_abi(&abi)) };
     }
 }
@@ -301,14 +414,14 @@ fn drain_with(how: Read) {
         return;
     }
     let mut records = Vec::new();
-    let mut modules: Vec<(u32, Loaded, Arc<ModuleInfo>)> = Vec::new();
+    let mut modules: Vec<(u32, Option<Loaded>, Arc<ModuleInfo>)> = Vec::new();
     for abi in entries() {
         let mut abi = lock_abi(&abi);
         records.extend(drain_one(&mut abi, how));
         // Reports name modules of any context: what they need, taken only when there is
         // something to report.
         if !records.is_empty() {
-            modules.extend(abi.modules.iter().map(|m| (m.id, m.loaded, m.info.clone())));
+            modules.extend(abi.modules.iter().map(|m| (m.id, m.target.loaded(), m.info.clone())));
         }
     }
     if records.is_empty() {
@@ -319,7 +432,7 @@ fn drain_with(how: Read) {
         let abi = lock_abi(&abi);
         for m in &abi.modules {
             if !modules.iter().any(|(id, ..)| *id == m.id) {
-                modules.push((m.id, m.loaded, m.info.clone()));
+                modules.push((m.id, m.target.loaded(), m.info.clone()));
             }
         }
     }
@@ -329,11 +442,17 @@ fn drain_with(how: Read) {
         let m = found.map(|(.., m)| m);
         let kernel = match m.and_then(|m| m.names.get(r.function() as usize)) {
             Some(name) => name.clone(),
-            None => unnamed(found.map(|(_, loaded, _)| *loaded)),
+            None => unnamed(found.and_then(|(_, loaded, _)| *loaded)),
         };
         let label = m.map(|m| m.label.as_str()).unwrap_or("<unknown module>");
         let none = SourceLines::default();
-        st.report(r.to_report(&kernel, label, m.map_or(&none, |m| &m.lines), &st.registry));
+        let mut report = r.to_report(&kernel, label, m.map_or(&none, |m| &m.lines), &st.registry);
+        if m.is_some_and(|m| m.sass) {
+            if let gpusan_runtime::report::Details::Device(d) = &mut report.details {
+                d.sass_offset = d.ptx.take().map(|p| p.line);
+            }
+        }
+        st.report(report);
     }
 }
 
@@ -362,13 +481,18 @@ pub fn context_gone(context: u64) {
     let Some(abi) = lock().as_mut().and_then(|c| c.by_context.remove(&context)) else { return };
     let counts = {
         let abi = lock_abi(&abi);
-        (abi.not_stored, abi.memory.held_bytes(), abi.memory.moves())
+        let untracked = abi.modules.iter().map(|m| match m.target {
+            Target::Params { untracked, .. } => untracked,
+            Target::Variables(_) => 0,
+        });
+        (abi.not_stored, abi.memory.held_bytes(), abi.memory.moves(), untracked.sum::<u64>())
     };
     if let Some(contexts) = lock().as_mut() {
-        let (lost, bytes, moves) = &mut contexts.gone;
+        let (lost, bytes, moves, untracked) = &mut contexts.gone;
         *lost += counts.0;
         *bytes += counts.1;
         *moves += counts.2;
+        *untracked += counts.3;
     }
 }
 

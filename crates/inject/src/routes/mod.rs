@@ -9,13 +9,17 @@
 //! - [`mirror`] (with [`table_memory`]): the device ABI, for modules that declare it (the
 //!   instrumented `check` builds): the allocation table a kernel reads and the error records
 //!   it writes;
+//! - [`binary`]: in `check` runs, machine code gpusan cannot instrument is patched through
+//!   the Compute Sanitizer API (the driver's module-loaded and launch callbacks reach it
+//!   through `doors::sanitizer`), checked against [`mirror`]'s table and buffers;
 //! - the Compute Sanitizer callbacks (`doors::sanitizer`) judge what cudart refuses itself.
 //!
-//! A new route (patching machine code through the Compute Sanitizer API, say) is a module
-//! here, called from [`load_module`] and the event functions below; a new door for code
+//! A new route is a module here, called from [`load_module`] and the event functions
+//! below (or from a door's callbacks, as [`binary`] is); a new door for code
 //! (NVRTC, `cuLink*`/nvJitLink) is a family that hands what it produced to [`load_module`]
 //! or to [`substitute`] directly.
 
+pub mod binary;
 pub mod built;
 pub mod coverage;
 pub mod faults;
@@ -30,9 +34,11 @@ use std::ffi::c_void;
 use crate::driver::{CUresult, CUstream, Loaded, CUDA_SUCCESS};
 use crate::state::{quietly, state};
 
-/// Whether this run instruments kernels: every mode but `api` names a pass.
+/// Whether this run instruments kernels: every mode but `api` names a pass, unless
+/// `check` takes the binary route only.
 fn substituting() -> bool {
-    state().options.mode != gpusan_abi::Mode::Api
+    let o = &state().options;
+    o.mode != gpusan_abi::Mode::Api && (o.mode != gpusan_abi::Mode::Check || o.route.instruments_ptx())
 }
 
 /// Loads `image` through `load`, instrumented when the mode asks for it and possible,
@@ -54,6 +60,8 @@ pub unsafe fn load_module(
         None => {
             let why = if substituting() {
                 "gpusan stopped checking (internal error)"
+            } else if state().options.mode == gpusan_abi::Mode::Check {
+                "--route binary: PTX is not instrumented, and the machine code was not patched"
             } else {
                 "api mode: kernels are not instrumented (use --mode check)"
             };
@@ -144,7 +152,7 @@ pub fn before_launch_on(stream: CUstream) {
 }
 
 fn before_launch() {
-    quietly(mirror::before_launch);
+    quietly(|| mirror::before_launch(binary::started()));
     register_late_exit();
 }
 
@@ -164,6 +172,7 @@ extern "C" fn read_before_cuda_exits() {
         faults::at_exit();
         // The program may have torn a context down behind gpusan's back by now.
         read_what_kernels_left(mirror::drain_at_exit);
+        quietly(binary::read_counts);
     });
 }
 
@@ -172,6 +181,7 @@ extern "C" fn read_before_cuda_exits() {
 /// synchronization does not always pass through a driver entry point gpusan sees.
 pub fn before_teardown() {
     read_what_kernels_left(mirror::drain);
+    quietly(binary::read_counts);
 }
 
 fn read_what_kernels_left(drain: fn()) {

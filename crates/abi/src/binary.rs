@@ -1,0 +1,157 @@
+//! The binary route's device side: what the patch functions gpusan ships
+//! (`crates/inject/patches/gpusan_patches.cu`, compiled with `nvcc --compile-as-tools-patch`)
+//! and the injected library agree on.
+//!
+//! Machine code gpusan cannot instrument is patched through the Compute Sanitizer API:
+//! every global or generic memory access calls [`GLOBAL_ACCESS_PATCH`] with the access's
+//! address, and the `userdata` pointer the runtime set for the launched kernel
+//! (`sanitizerSetCallbackData`): a params block in device memory, 32 bytes per patched
+//! kernel:
+//!
+//! | offset | field | type |
+//! | --- | --- | --- |
+//! | 0 | [`PARAMS_TABLE`] | `u64`: the allocation table's header ([`crate::table`]), as `__gpusan_table` holds it |
+//! | 8 | [`PARAMS_ERRORS`] | `u64`: the error buffer ([`crate::record`]), as `__gpusan_errors` holds it |
+//! | 16 | [`PARAMS_KERNEL`] | `u32`: [`crate::record::KERNEL`] of this kernel's records |
+//! | 20 | [`PARAMS_FUNCTION_PC`] | `u32`: low 32 bits of the kernel's first instruction's address: records carry the access's offset from it |
+//! | 24 | [`PARAMS_UNTRACKED`] | `u64`: accesses to memory in no entry and no slack of one, counted (never judged) |
+//!
+//! The patch judges an address by the table alone (machine code shows no pointer's
+//! provenance): inside a live entry it is fine, inside a freed one a use after free; in the
+//! [`SLACK_BYTES`]-aligned tail after an entry whose kind is in [`SLACK_KINDS`] an overflow of
+//! that entry (no other allocation can start there); anywhere else memory gpusan did not see
+//! allocated, counted in [`PARAMS_UNTRACKED`]. Its records are the check pass's, with
+//! [`crate::record::PTX_LINE`] holding the SASS offset of the access in its kernel.
+//!
+//! [`c_header`] writes these constants, and those of [`crate::table`] and [`crate::record`]
+//! the patch uses, as the C header the `.cu` includes; a test holds the committed header to
+//! it.
+
+use crate::Field;
+
+/// The device function the patch module defines for `SANITIZER_INSTRUCTION_GLOBAL_MEMORY_ACCESS`.
+pub const GLOBAL_ACCESS_PATCH: &str = "gpusan_global_access";
+
+pub const PARAMS_TABLE: Field = Field { offset: 0, bytes: 8 };
+pub const PARAMS_ERRORS: Field = Field { offset: 8, bytes: 8 };
+pub const PARAMS_KERNEL: Field = Field { offset: 16, bytes: 4 };
+pub const PARAMS_FUNCTION_PC: Field = Field { offset: 20, bytes: 4 };
+pub const PARAMS_UNTRACKED: Field = Field { offset: 24, bytes: 8 };
+pub const PARAMS_FIELDS: [Field; 5] =
+    [PARAMS_TABLE, PARAMS_ERRORS, PARAMS_KERNEL, PARAMS_FUNCTION_PC, PARAMS_UNTRACKED];
+/// Bytes of one kernel's params block.
+pub const PARAMS_BYTES: usize = 32;
+
+/// The alignment every allocation of a [`SLACK_KINDS`] kind starts at (`cudaMalloc`
+/// guarantees 256 bytes): between an entry's end and the next multiple of it no other
+/// allocation can start, so an access there overflows that entry.
+pub const SLACK_BYTES: u64 = 256;
+
+/// The allocation kinds (`gpusan_runtime::registry::AllocKind::code`, bit `1 << code`)
+/// the driver hands out aligned to [`SLACK_BYTES`] at least: device, pitched,
+/// stream-ordered, pool, managed, pinned host, virtual-memory and graph memory. Not
+/// registered host memory, module variables, device-heap blocks or arrays, whose
+/// neighbours may start anywhere.
+pub const SLACK_KINDS: u32 = (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 8) | (1 << 9);
+
+/// Page of the lookup cache's key: accesses of one 4 KiB page share a slot
+/// ([`crate::table::lookup_cache_slot`] of the address with these low bits cleared), so a
+/// kernel walking a buffer finds its entry in the cache after the first search.
+pub const CACHE_PAGE_BITS: u32 = 12;
+
+// The patch rounds up with a mask, and shifts the page key by the cache's bits.
+const _: () = assert!(SLACK_BYTES.is_power_of_two());
+const _: () = assert!(CACHE_PAGE_BITS < 64 - crate::table::LOOKUP_CACHE_BITS);
+
+/// The C header the patch module includes: every layout constant it uses, from this crate.
+pub fn c_header() -> String {
+    use crate::{record, table};
+    let mut h = String::from(concat!(
+        "/* Generated from crates/abi (gpusan_abi::binary::c_header): do not edit.\n",
+        " * `cargo test -p gpusan-abi` fails when this file is stale; BLESS=1 rewrites it. */\n",
+        "#pragma once\n",
+    ));
+    let mut def = |name: &str, value: u64| h.push_str(&format!("#define {name} {value}ull\n"));
+    def("GPUSAN_TABLE_HEADER_LEN", table::HEADER_LEN.offset as u64);
+    def("GPUSAN_TABLE_HEADER_BYTES", table::HEADER_BYTES);
+    def("GPUSAN_TABLE_ENTRY_BYTES", table::ENTRY_BYTES);
+    def("GPUSAN_ENTRY_BASE", table::ENTRY_BASE.offset as u64);
+    def("GPUSAN_ENTRY_SIZE", table::ENTRY_SIZE.offset as u64);
+    def("GPUSAN_ENTRY_ID", table::ENTRY_ID.offset as u64);
+    def("GPUSAN_ENTRY_FLAGS", table::ENTRY_FLAGS.offset as u64);
+    def("GPUSAN_STATE_MASK", table::STATE_MASK.into());
+    def("GPUSAN_STATE_LIVE", table::STATE_LIVE.into());
+    def("GPUSAN_STATE_FREED", table::STATE_FREED.into());
+    def("GPUSAN_KIND_SHIFT", table::KIND_SHIFT.into());
+    def("GPUSAN_LOOKUP_CACHE_BYTES", table::LOOKUP_CACHE_BYTES);
+    def("GPUSAN_LOOKUP_CACHE_BITS", table::LOOKUP_CACHE_BITS.into());
+    def("GPUSAN_LOOKUP_CACHE_HASH", table::LOOKUP_CACHE_HASH);
+    def("GPUSAN_ERRORS_COUNT", record::COUNT.offset as u64);
+    def("GPUSAN_ERRORS_CAPACITY", record::CAPACITY.offset as u64);
+    def("GPUSAN_ERRORS_HEADER_BYTES", record::HEADER_BYTES as u64);
+    def("GPUSAN_RECORD_BYTES", record::RECORD_BYTES as u64);
+    for (name, f) in [
+        ("ADDRESS", record::ADDRESS),
+        ("ALLOCATION", record::ALLOCATION),
+        ("KERNEL", record::KERNEL),
+        ("CODE", record::CODE),
+        ("SIZE", record::SIZE),
+        ("PTX_LINE", record::PTX_LINE),
+        ("BLOCK", record::BLOCK),
+        ("THREAD", record::THREAD),
+        ("SPACE", record::SPACE),
+        ("ACCESS", record::ACCESS),
+    ] {
+        def(&format!("GPUSAN_RECORD_{name}"), f.offset as u64);
+    }
+    def("GPUSAN_SPACE_GLOBAL", record::SPACE_GLOBAL.into());
+    def("GPUSAN_ACCESS_READ", record::ACCESS_READ.into());
+    def("GPUSAN_ACCESS_WRITE", record::ACCESS_WRITE.into());
+    def("GPUSAN_ACCESS_ATOMIC", record::ACCESS_ATOMIC.into());
+    def("GPUSAN_CODE_OUT_OF_BOUNDS", crate::CODE_OUT_OF_BOUNDS.into());
+    def("GPUSAN_CODE_USE_AFTER_FREE", crate::CODE_USE_AFTER_FREE.into());
+    def("GPUSAN_PARAMS_TABLE", PARAMS_TABLE.offset as u64);
+    def("GPUSAN_PARAMS_ERRORS", PARAMS_ERRORS.offset as u64);
+    def("GPUSAN_PARAMS_KERNEL", PARAMS_KERNEL.offset as u64);
+    def("GPUSAN_PARAMS_FUNCTION_PC", PARAMS_FUNCTION_PC.offset as u64);
+    def("GPUSAN_PARAMS_UNTRACKED", PARAMS_UNTRACKED.offset as u64);
+    def("GPUSAN_SLACK_BYTES", SLACK_BYTES);
+    def("GPUSAN_SLACK_KINDS", SLACK_KINDS.into());
+    def("GPUSAN_CACHE_PAGE_BITS", CACHE_PAGE_BITS.into());
+    h.push_str(&format!("#define GPUSAN_GLOBAL_ACCESS_PATCH {GLOBAL_ACCESS_PATCH}\n"));
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn params_tile_their_block() {
+        let mut at = 0;
+        for f in PARAMS_FIELDS {
+            assert_eq!(f.offset, at, "{f:?}");
+            assert_eq!(f.offset % f.bytes, 0, "{f:?}");
+            at = f.end();
+        }
+        assert_eq!(at, PARAMS_BYTES);
+    }
+
+    #[test]
+    fn slack_fits_every_alignment_the_driver_gives() {
+        assert_eq!(SLACK_KINDS & 1, 0, "kind 0 (other) is no allocation the driver aligned");
+    }
+
+    /// The header the patch module is compiled with is this crate's; `BLESS=1` rewrites it.
+    #[test]
+    fn the_patch_modules_header_is_this_crates() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../inject/patches/gpusan_abi.h");
+        let want = c_header();
+        if std::env::var_os("BLESS").is_some() {
+            std::fs::write(&path, &want).unwrap();
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(have == want, "{} is stale: run `BLESS=1 cargo test -p gpusan-abi`", path.display());
+    }
+}

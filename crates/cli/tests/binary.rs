@@ -1,0 +1,147 @@
+//! The binary route (issue 14) without a GPU: the fake driver reports module loads and
+//! launches to the fake Compute Sanitizer library (`fake_cuda/libsanitizer.c`), which logs
+//! every patching call and plays the patched kernels' records. Machine code is patched and
+//! its kernels listed with route `binary` under `--route auto`; PTX gpusan instruments is
+//! not patched; `--route ptx` and a refused patch leave machine code unchecked with the
+//! reason; a library without the patching API changes nothing else.
+
+mod fake_driver;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use fake_driver::Outcome;
+
+/// The fake driver and program, and both fake sanitizer libraries (`sanitizer/`, and
+/// `old-sanitizer/` without the patching API).
+fn dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = fake_driver::build("binary", &[("binary_prog", "binary_prog.c")]);
+        for (sub, defines) in [("sanitizer", &[][..]), ("old-sanitizer", &["-DFAKE_NO_PATCHING"][..])] {
+            std::fs::create_dir_all(d.join(sub)).unwrap();
+            fake_driver::run(
+                Command::new("cc")
+                    .args(["-shared", "-fPIC"])
+                    .args(defines)
+                    .arg("-o")
+                    .args([d.join(sub).join("libsanitizer-public.so"), fake_driver::sources().join("libsanitizer.c")]),
+            );
+        }
+        d
+    })
+}
+
+struct Run {
+    o: Outcome,
+    /// The patching calls gpusan made, one a line.
+    log: String,
+}
+
+fn run(options: &[&str], scenario: &str, sanitizer: &str, extra: &[(&str, &Path)]) -> Run {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = dir();
+    let (log, cache, lib) = (d.join(format!("log-{n}")), d.join(format!("cache-{n}")), d.join(sanitizer));
+    let lib = lib.join("libsanitizer-public.so");
+    let mut env = vec![("GPUSAN_CACHE_DIR", cache.as_path()), ("GPUSAN_SANITIZER_LIB", lib.as_path())];
+    env.push(("FAKE_SANITIZER_LOG", log.as_path()));
+    env.extend_from_slice(extra);
+    let prog = d.join("binary_prog");
+    let o = fake_driver::gpusan_run(d, options, &[prog.to_str().unwrap(), scenario], &env);
+    assert!(o.stdout.contains(&format!("{scenario} done rc=0")), "{scenario}: {}{}", o.stdout, o.stderr);
+    Run { o, log: std::fs::read_to_string(&log).unwrap_or_default() }
+}
+
+/// (name, launches, checked_by, unchecked) of each kernel in the report.
+fn kernels(o: &Outcome) -> Vec<(String, u64, Option<String>, Option<String>)> {
+    let list = o.report["coverage"]["kernels"].as_array().cloned().unwrap_or_default();
+    let s = |v: &serde_json::Value| v.as_str().map(str::to_string);
+    list.iter()
+        .map(|k| (s(&k["name"]).unwrap(), k["launches"].as_u64().unwrap(), s(&k["checked_by"]), s(&k["unchecked"])))
+        .collect()
+}
+
+fn lines(log: &str, starting: &str) -> usize {
+    log.lines().filter(|l| l.starts_with(starting)).count()
+}
+
+#[test]
+fn machine_code_is_patched_and_its_kernel_checked_by_the_binary_route() {
+    let r = run(&["--mode", "check"], "cubin", "sanitizer", &[]);
+    let o = &r.o;
+    assert_eq!(lines(&r.log, "AddPatches"), 1, "{}", r.log);
+    assert_eq!(lines(&r.log, "PatchInstructions module=0x4000 3 gpusan_global_access"), 1, "{}", r.log);
+    assert_eq!(lines(&r.log, "PatchModule module=0x4000"), 1, "{}", r.log);
+    // The API allows no driver call inside its callbacks: the table and error buffer were
+    // made before the launch, the params block with the API's own memory calls.
+    assert_eq!(lines(&r.log, "driver call in a callback"), 0, "{}", r.log);
+    // Before each launch of the patched kernel, its params block.
+    assert_eq!(lines(&r.log, "SetCallbackData function=0x4100 data=set"), 2, "{}", r.log);
+    assert_eq!(kernels(o), vec![("mc_overflow".into(), 2, Some("binary".into()), None)], "{:#}", o.report);
+    assert!(o.stderr.contains("COVERAGE: checked 1 of 1 kernel (launches: 2 of 2)"), "{}", o.stderr);
+    // Each launch's record, drained at its synchronization, named and placed in the SASS.
+    assert_eq!(o.count("out_of_bounds_write"), 2, "{:#}", o.report);
+    let e = &o.report["errors"][0];
+    assert_eq!(e["details"]["kernel"], "mc_overflow", "{e:#}");
+    assert_eq!(e["details"]["sass_offset"], 0x70, "{e:#}");
+    assert_eq!(e["details"]["thread"], serde_json::json!([3, 0, 0]), "{e:#}");
+    assert!(o.stderr.contains("at mc_overflow (SASS +0x70)"), "{}", o.stderr);
+    assert!(o.stderr.contains("is 0 bytes past the end of a 1000-byte device allocation"), "{}", o.stderr);
+    // Patched machine code is no module left unchecked.
+    assert!(o.report.get("unchecked_modules").is_none_or(|u| u.as_object().unwrap().is_empty()), "{:#}", o.report);
+    assert!(!o.stderr.contains("UNCHECKED"), "{}", o.stderr);
+    // The kernels' accesses to memory gpusan did not see: counted, not judged.
+    assert_eq!(o.report["counters"]["binary_untracked_accesses"], 2, "{:#}", o.report["counters"]);
+    assert_eq!(o.report["counters"]["binary_patched_kernels"], 1, "{:#}", o.report["counters"]);
+}
+
+#[test]
+fn ptx_gpusan_instruments_is_not_patched_under_auto() {
+    let r = run(&["--mode", "check"], "ptx", "sanitizer", &[]);
+    assert_eq!(lines(&r.log, "PatchModule"), 0, "{}", r.log);
+    assert_eq!(lines(&r.log, "SetCallbackData"), 0, "{}", r.log);
+    assert_eq!(kernels(&r.o), vec![("zeta".into(), 1, Some("PTX at load".into()), None)], "{:#}", r.o.report);
+}
+
+#[test]
+fn route_binary_patches_every_module_and_instruments_no_ptx() {
+    let r = run(&["--mode", "check", "--route", "binary"], "ptx", "sanitizer", &[]);
+    assert_eq!(lines(&r.log, "PatchModule module=0x4000"), 1, "{}", r.log);
+    assert_eq!(kernels(&r.o), vec![("zeta".into(), 1, Some("binary".into()), None)], "{:#}", r.o.report);
+}
+
+#[test]
+fn route_ptx_and_api_mode_leave_machine_code_unchecked_with_the_reason() {
+    let r = run(&["--mode", "check", "--route", "ptx"], "cubin", "sanitizer", &[]);
+    assert_eq!(r.log, "", "nothing patched");
+    let why = Some("machine code only (cubin)".to_string());
+    assert_eq!(kernels(&r.o), vec![("mc_overflow".into(), 2, None, why)], "{:#}", r.o.report);
+    assert!(r.o.kinds().is_empty(), "{:#}", r.o.report);
+
+    let r = run(&[], "cubin", "sanitizer", &[]);
+    assert_eq!(r.log, "", "api mode patches nothing");
+    assert!(r.o.kinds().is_empty(), "{:#}", r.o.report);
+}
+
+#[test]
+fn a_module_the_api_refuses_to_patch_stays_unchecked_with_the_reason() {
+    let fail = [("FAKE_SANITIZER_PATCH_FAIL", Path::new("1"))];
+    let r = run(&["--mode", "check"], "cubin", "sanitizer", &fail);
+    assert_eq!(lines(&r.log, "SetCallbackData"), 0, "{}", r.log);
+    let why = Some("binary route: sanitizerPatchModule failed (error 14)".to_string());
+    assert_eq!(kernels(&r.o), vec![("mc_overflow".into(), 2, None, why)], "{:#}", r.o.report);
+    assert!(r.o.kinds().is_empty(), "{:#}", r.o.report);
+    assert_eq!(r.o.code, Some(0));
+}
+
+#[test]
+fn a_sanitizer_library_without_the_patching_api_leaves_machine_code_unchecked() {
+    let r = run(&["--mode", "check"], "cubin", "old-sanitizer", &[]);
+    assert_eq!(r.o.code, Some(0), "{}", r.o.stderr);
+    let why = Some("binary route: the Compute Sanitizer library has no patching API".to_string());
+    assert_eq!(kernels(&r.o), vec![("mc_overflow".into(), 2, None, why)], "{:#}", r.o.report);
+    // The rest of the Sanitizer API's work goes on.
+    assert!(!r.o.stderr.contains("runtime API errors were not observed"), "{}", r.o.stderr);
+}

@@ -1,0 +1,46 @@
+/* Generated from crates/abi (gpusan_abi::binary::c_header): do not edit.
+ * `cargo test -p gpusan-abi` fails when this file is stale; BLESS=1 rewrites it. */
+#pragma once
+#define GPUSAN_TABLE_HEADER_LEN 8ull
+#define GPUSAN_TABLE_HEADER_BYTES 32ull
+#define GPUSAN_TABLE_ENTRY_BYTES 32ull
+#define GPUSAN_ENTRY_BASE 0ull
+#define GPUSAN_ENTRY_SIZE 8ull
+#define GPUSAN_ENTRY_ID 16ull
+#define GPUSAN_ENTRY_FLAGS 24ull
+#define GPUSAN_STATE_MASK 255ull
+#define GPUSAN_STATE_LIVE 1ull
+#define GPUSAN_STATE_FREED 2ull
+#define GPUSAN_KIND_SHIFT 8ull
+#define GPUSAN_LOOKUP_CACHE_BYTES 1048576ull
+#define GPUSAN_LOOKUP_CACHE_BITS 18ull
+#define GPUSAN_LOOKUP_CACHE_HASH 11400714819323198485ull
+#define GPUSAN_ERRORS_COUNT 0ull
+#define GPUSAN_ERRORS_CAPACITY 4ull
+#define GPUSAN_ERRORS_HEADER_BYTES 16ull
+#define GPUSAN_RECORD_BYTES 64ull
+#define GPUSAN_RECORD_ADDRESS 0ull
+#define GPUSAN_RECORD_ALLOCATION 8ull
+#define GPUSAN_RECORD_KERNEL 16ull
+#define GPUSAN_RECORD_CODE 20ull
+#define GPUSAN_RECORD_SIZE 24ull
+#define GPUSAN_RECORD_PTX_LINE 28ull
+#define GPUSAN_RECORD_BLOCK 32ull
+#define GPUSAN_RECORD_THREAD 44ull
+#define GPUSAN_RECORD_SPACE 56ull
+#define GPUSAN_RECORD_ACCESS 60ull
+#define GPUSAN_SPACE_GLOBAL 0ull
+#define GPUSAN_ACCESS_READ 0ull
+#define GPUSAN_ACCESS_WRITE 1ull
+#define GPUSAN_ACCESS_ATOMIC 2ull
+#define GPUSAN_CODE_OUT_OF_BOUNDS 1ull
+#define GPUSAN_CODE_USE_AFTER_FREE 2ull
+#define GPUSAN_PARAMS_TABLE 0ull
+#define GPUSAN_PARAMS_ERRORS 8ull
+#define GPUSAN_PARAMS_KERNEL 16ull
+#define GPUSAN_PARAMS_FUNCTION_PC 20ull
+#define GPUSAN_PARAMS_UNTRACKED 24ull
+#define GPUSAN_SLACK_BYTES 256ull
+#define GPUSAN_SLACK_KINDS 894ull
+#define GPUSAN_CACHE_PAGE_BITS 12ull
+#define GPUSAN_GLOBAL_ACCESS_PATCH gpusan_global_access

@@ -1,0 +1,274 @@
+//! The binary route: kernels that exist only as machine code (PyTorch's, cuBLAS's, cached
+//! cubins) checked through the Compute Sanitizer patching API, against the same allocation
+//! table and into the same error buffer as instrumented PTX ([`super::mirror`]).
+//!
+//! How: the driver reports every module it loads (`MODULE_LOADED`, with its cubin) to
+//! `doors::sanitizer`, which hands it here. A module to check gets gpusan's patch module
+//! (`crates/inject/patches/gpusan_patches.cu`, built by `build.rs` with the pinned nvcc
+//! `--compile-as-tools-patch`, embedded) added once per context, its global memory
+//! accesses patched to call `gpusan_global_access` (`gpusan_abi::binary`), and is
+//! instrumented once by the driver (`sanitizerPatchModule`). At a launch of one of its kernels
+//! (`LAUNCH_BEGIN`), the kernel's params block (table, error buffer, kernel number, its first
+//! instruction's address) is handed over with `sanitizerSetCallbackData`: made at the
+//! kernel's first launch in a context, a lookup and that call at every later one.
+//!
+//! Which modules: under `--route auto` (the default), every module whose loaded machine
+//! code does not declare the device ABI (PTX gpusan instrumented, or built instrumented,
+//! declares it; machine code only, or PTX gpusan could not instrument, does not); under
+//! `--route binary` every module (no PTX is instrumented then); under `--route ptx` none.
+//! Only in `--mode check`. A module the API refuses to patch stays unchecked, and the
+//! coverage report says why.
+//!
+//! What it checks: every global access, and every generic access outside the thread's local
+//! and the block's (or cluster's) shared window (those are no global memory, neither judged
+//! nor counted; `bench/reliability/binary_route.sh`'s clean run makes such accesses through
+//! a generic pointer in every thread and must stay silent), judged by its address alone:
+//! - inside a live allocation: fine; inside a freed one held in quarantine: use after free
+//!   (the quarantine keeps a freed range from being handed out again, so a stale pointer
+//!   is caught after later allocations reuse other memory);
+//! - in the tail after an allocation, up to the 256-byte alignment the driver starts every
+//!   allocation at: out of bounds of that allocation (an access may also start inside and
+//!   end past the end);
+//! - anywhere else: memory gpusan did not see allocated (module variables, memory from
+//!   before gpusan, the driver's own), never judged: counted in the report's
+//!   `binary_untracked_accesses`.
+//!
+//! What machine code cannot show, and so this route cannot check:
+//! - **which allocation a pointer came from**: an access that overflows one allocation far
+//!   enough to land inside a live neighbour is, by its address, a valid access to the
+//!   neighbour. The PTX route follows each pointer to its root and catches it; here only
+//!   the padding tail is caught. (Red zones between allocations would widen that tail.)
+//! - shared and local memory bounds (no per-array sizes in SASS: not patched yet), the
+//!   device heap, `memcpy_async`/bulk copies and TMA (later patches of this route);
+//! - source lines: records carry the access's SASS offset in its kernel instead.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock, RwLock};
+
+use gpusan_abi::binary::GLOBAL_ACCESS_PATCH;
+use gpusan_abi::Mode;
+use gpusan_runtime::locks;
+use gpusan_runtime::per_process::PerProcess;
+
+use super::{coverage, mirror};
+use crate::driver::Loaded;
+use crate::state::{quietly, state};
+
+/// The patch module, as `build.rs` compiled it (16-aligned, as a fatbin is read).
+#[repr(C, align(16))]
+struct Aligned<T: ?Sized>(T);
+static PATCHES: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/gpusan_patches.fatbin")));
+
+/// `SANITIZER_INSTRUCTION_GLOBAL_MEMORY_ACCESS` (`sanitizer_patching.h`): global and generic
+/// loads, stores and atomics.
+const INSTRUCTION_GLOBAL_MEMORY_ACCESS: u32 = 3;
+
+/// The patching API's functions, resolved from `libsanitizer-public.so` by the door.
+#[derive(Clone, Copy)]
+pub struct Api {
+    pub add_patches: unsafe extern "C" fn(*const c_void, *mut c_void) -> c_int,
+    pub patch_instructions: unsafe extern "C" fn(u32, *mut c_void, *const c_char) -> c_int,
+    pub patch_module: unsafe extern "C" fn(*mut c_void) -> c_int,
+    pub set_callback_data: unsafe extern "C" fn(*mut c_void, *const c_void) -> c_int,
+    /// `sanitizerAlloc`, `sanitizerMemcpyHostToDeviceAsync`: the device memory calls a
+    /// callback may make (no driver call may be made there).
+    pub alloc: unsafe extern "C" fn(*mut c_void, *mut *mut c_void, usize) -> c_int,
+    pub copy_async: unsafe extern "C" fn(*mut c_void, *const c_void, usize, *mut c_void) -> c_int,
+    /// Optional: without it records carry no SASS offset.
+    pub function_pc: Option<unsafe extern "C" fn(*mut c_void, *const c_char, *mut u64, *mut u64) -> c_int>,
+}
+
+/// What the door found: the API, or why there is none.
+static API: OnceLock<Result<Api, String>> = OnceLock::new();
+
+#[derive(Default)]
+struct Patched {
+    /// Contexts the patch module was added to.
+    contexts: HashSet<u64>,
+    /// Patched modules (`CUmodule`), by handle.
+    modules: HashSet<usize>,
+}
+
+static PATCHED: PerProcess<Mutex<Option<Patched>>> = PerProcess::new(|| Mutex::new(None));
+/// Each launched kernel (`CUfunction`): its params block, 0 where its module is not patched
+/// (or its block could not be made).
+static KERNELS: PerProcess<RwLock<Option<HashMap<usize, u64>>>> = PerProcess::new(|| RwLock::new(None));
+/// Set once a module was patched: launches look nothing up before.
+static ANY: PerProcess<AtomicBool> = PerProcess::new(|| AtomicBool::new(false));
+
+/// Whether this run patches machine code at all: `--mode check` on a route that does.
+pub fn wanted() -> bool {
+    let o = &state().options;
+    o.mode == Mode::Check && o.route.patches_machine_code()
+}
+
+/// Whether kernels may be patched in this process: wanted, and the API started. Launches
+/// then set up their context's table before the launch (no driver call may be made in the
+/// callback that patches a kernel loaded lazily at that launch).
+pub fn started() -> bool {
+    matches!(API.get(), Some(Ok(_))) && wanted()
+}
+
+/// The door's answer: the patching API, or why it cannot be had (called once).
+pub fn start(api: Result<Api, String>) {
+    let _ = API.set(api);
+}
+
+/// A module the driver loaded, in `context`: patched when this run checks it this way.
+/// `library` is the library it belongs to (null for a module loaded as a module).
+///
+/// # Safety
+/// `cubin` points at `size` readable bytes (the driver's copy), or is null.
+pub unsafe fn module_loaded(context: u64, module: usize, library: usize, cubin: *const u8, size: usize) {
+    if !wanted() || module == 0 {
+        return;
+    }
+    let code = if cubin.is_null() { &[][..] } else { std::slice::from_raw_parts(cubin, size) };
+    if contains(code, GLOBAL_ACCESS_PATCH.as_bytes()) {
+        return; // gpusan's own patches, should the driver report loading them
+    }
+    if state().options.route.instruments_ptx() && contains(code, gpusan_abi::ERRORS_SYMBOL.as_bytes()) {
+        return; // declares the device ABI: checked by the PTX route (or built instrumented)
+    }
+    let loaded = if library != 0 { Loaded::Library(library) } else { Loaded::Module(module) };
+    let verdict = match API.get() {
+        Some(Ok(api)) => patch(api, context, module),
+        Some(Err(why)) => Err(why.clone()),
+        None => Err("binary route: the Compute Sanitizer API did not start".to_string()),
+    };
+    if verdict.is_ok() {
+        ANY.get().store(true, Ordering::Release);
+    }
+    coverage::patched(loaded, verdict);
+}
+
+/// Whether machine code names a symbol (its string table holds the names).
+fn contains(code: &[u8], name: &[u8]) -> bool {
+    code.windows(name.len()).any(|w| w == name)
+}
+
+/// Patches `module`: the API's calls serialized, as it requires.
+unsafe fn patch(api: &Api, context: u64, module: usize) -> Result<(), String> {
+    let mut guard = locks::lock(PATCHED.get());
+    let p = guard.get_or_insert_with(Patched::default);
+    if !p.contexts.contains(&context) {
+        let r = (api.add_patches)(PATCHES.0.as_ptr() as *const c_void, context as *mut c_void);
+        if r != 0 {
+            return Err(format!("binary route: sanitizerAddPatches failed (error {r})"));
+        }
+        p.contexts.insert(context);
+    }
+    let name = CString::new(GLOBAL_ACCESS_PATCH).expect("no NUL in the patch's name");
+    let m = module as *mut c_void;
+    let r = (api.patch_instructions)(INSTRUCTION_GLOBAL_MEMORY_ACCESS, m, name.as_ptr());
+    if r != 0 {
+        return Err(format!("binary route: sanitizerPatchInstructions failed (error {r})"));
+    }
+    let r = (api.patch_module)(m);
+    if r != 0 {
+        return Err(format!("binary route: sanitizerPatchModule failed (error {r})"));
+    }
+    p.modules.insert(module);
+    Ok(())
+}
+
+/// A launch begun (`LAUNCH_BEGIN`): the kernel, its module, its context and the
+/// Compute Sanitizer's handle of its stream.
+pub struct Launch {
+    pub context: u64,
+    pub module: usize,
+    pub function: usize,
+    /// Null or NUL-terminated.
+    pub name: *const c_char,
+    pub stream: *mut c_void,
+}
+
+/// A launch is about to be made: a kernel of a patched module gets its params block. One
+/// read-locked lookup for a kernel seen before.
+///
+/// # Safety
+/// `launch.name` is null or a NUL-terminated string.
+pub unsafe fn launch_begin(launch: &Launch) {
+    let Launch { module, function, name, .. } = *launch;
+    if !ANY.get().load(Ordering::Acquire) {
+        return;
+    }
+    let Some(Ok(api)) = API.get() else { return };
+    let known = locks::read(KERNELS.get()).as_ref().and_then(|k| k.get(&function).copied());
+    let block = match known {
+        Some(block) => block,
+        None => {
+            let patched = locks::lock(PATCHED.get()).as_ref().is_some_and(|p| p.modules.contains(&module));
+            // 0: a kernel of a module not patched, remembered so its launches look up once.
+            let block = if patched && !name.is_null() {
+                quietly(|| first_launch(api, launch)).flatten().unwrap_or(0)
+            } else {
+                0
+            };
+            locks::write(KERNELS.get()).get_or_insert_with(HashMap::new).insert(function, block);
+            block
+        }
+    };
+    if block != 0 {
+        (api.set_callback_data)(function as *mut c_void, block as *const c_void);
+    }
+}
+
+/// A patched kernel's first launch: its params block, with the low bits of its first
+/// instruction's address (records then carry SASS offsets).
+unsafe fn first_launch(api: &Api, launch: &Launch) -> Option<u64> {
+    let text = std::ffi::CStr::from_ptr(launch.name).to_string_lossy().into_owned();
+    let mut pc = 0u64;
+    let mut bytes = 0u64;
+    let m = launch.module as *mut c_void;
+    let found = api.function_pc.is_some_and(|f| f(m, launch.name, &mut pc, &mut bytes) == 0);
+    let memory = SanitizerMemory { api, launch };
+    mirror::patched_kernel(launch.context, &text, if found { pc as u32 } else { 0 }, &memory)
+}
+
+struct SanitizerMemory<'a> {
+    api: &'a Api,
+    launch: &'a Launch,
+}
+
+impl mirror::ParamsMemory for SanitizerMemory<'_> {
+    fn alloc(&self, bytes: usize) -> Option<u64> {
+        let mut p: *mut c_void = std::ptr::null_mut();
+        // SAFETY: the API's allocation, with an out-parameter of ours.
+        let r = unsafe { (self.api.alloc)(self.launch.context as *mut c_void, &mut p, bytes) };
+        (r == 0 && !p.is_null()).then_some(p as u64)
+    }
+
+    fn write(&self, dst: u64, bytes: &[u8]) -> bool {
+        // The copy is asynchronous on the launch's stream: its source must outlive it. A
+        // params block is made once per kernel and context, so its 32 bytes are kept.
+        let source: &'static [u8] = Box::leak(bytes.to_vec().into_boxed_slice());
+        let (src, n) = (source.as_ptr() as *const c_void, source.len());
+        // SAFETY: `dst` is a block the API allocated of at least `n` bytes.
+        unsafe { (self.api.copy_async)(dst as *mut c_void, src, n, self.launch.stream) == 0 }
+    }
+}
+
+/// Reads the patched kernels' counts of accesses to memory in no entry (late at exit,
+/// before a context goes).
+pub fn read_counts() {
+    if ANY.get().load(Ordering::Acquire) {
+        mirror::untracked_accesses(true);
+    }
+}
+
+/// The report's counters of this route, where it patched anything.
+pub fn counters() -> Vec<(&'static str, u64)> {
+    if !ANY.get().load(Ordering::Acquire) {
+        return Vec::new();
+    }
+    let modules = locks::lock(PATCHED.get()).as_ref().map_or(0, |p| p.modules.len() as u64);
+    let kernels = locks::read(KERNELS.get()).as_ref().map_or(0, |k| k.values().filter(|b| **b != 0).count() as u64);
+    vec![
+        ("binary_patched_modules", modules),
+        ("binary_patched_kernels", kernels),
+        ("binary_untracked_accesses", mirror::untracked_accesses(false)),
+    ]
+}
