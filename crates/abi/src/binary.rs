@@ -31,6 +31,9 @@ use crate::Field;
 
 /// The device function the patch module defines for `SANITIZER_INSTRUCTION_GLOBAL_MEMORY_ACCESS`.
 pub const GLOBAL_ACCESS_PATCH: &str = "gpusan_global_access";
+/// A patch that judges nothing (`GPUSAN_BINARY_PATCH=empty`, [`crate::env::BINARY_PATCH`]):
+/// what the API's call at every access costs by itself.
+pub const EMPTY_ACCESS_PATCH: &str = "gpusan_empty_access";
 
 pub const PARAMS_TABLE: Field = Field { offset: 0, bytes: 8 };
 pub const PARAMS_ERRORS: Field = Field { offset: 8, bytes: 8 };
@@ -119,6 +122,7 @@ pub fn c_header() -> String {
     def("GPUSAN_SLACK_KINDS", SLACK_KINDS.into());
     def("GPUSAN_CACHE_PAGE_BITS", CACHE_PAGE_BITS.into());
     h.push_str(&format!("#define GPUSAN_GLOBAL_ACCESS_PATCH {GLOBAL_ACCESS_PATCH}\n"));
+    h.push_str(&format!("#define GPUSAN_EMPTY_ACCESS_PATCH {EMPTY_ACCESS_PATCH}\n"));
     h
 }
 

@@ -25,6 +25,11 @@ pub const CHECK_COUNT_ON: &str = "1";
 pub const CHECK_COUNT_OFF: &str = "0";
 /// [`crate::Route::name`]; unset: `auto`.
 pub const ROUTE: &str = "GPUSAN_ROUTE";
+/// Measurement only: `empty` patches machine code with a patch that returns at once
+/// ([`crate::binary::EMPTY_ACCESS_PATCH`]), so a run shows what the Compute Sanitizer API
+/// costs by itself, apart from gpusan's lookups.
+pub const BINARY_PATCH: &str = "GPUSAN_BINARY_PATCH";
+pub const BINARY_PATCH_EMPTY: &str = "empty";
 /// `libsanitizer-public.so`, the Compute Sanitizer API library: set by `gpusan run` when it
 /// found one, or by the user to say where it is.
 pub const SANITIZER_LIB: &str = "GPUSAN_SANITIZER_LIB";
@@ -58,9 +63,10 @@ pub const PTX_CORPUS: &str = "GPUSAN_PTX_CORPUS";
 pub const PROGRAM_CACHES: &str = "GPUSAN_PROGRAM_CACHES";
 
 /// Every variable above.
-pub const ALL: [&str; 18] = [
+pub const ALL: [&str; 19] = [
     MODE,
     ROUTE,
+    BINARY_PATCH,
     REPORT_DIR,
     LEAK_CHECK,
     CHECK_REACTION,

@@ -44,3 +44,4 @@
 #define GPUSAN_SLACK_KINDS 894ull
 #define GPUSAN_CACHE_PAGE_BITS 12ull
 #define GPUSAN_GLOBAL_ACCESS_PATCH gpusan_global_access
+#define GPUSAN_EMPTY_ACCESS_PATCH gpusan_empty_access

@@ -47,7 +47,7 @@ use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock, RwLock};
 
-use gpusan_abi::binary::GLOBAL_ACCESS_PATCH;
+use gpusan_abi::binary::{EMPTY_ACCESS_PATCH, GLOBAL_ACCESS_PATCH};
 use gpusan_abi::Mode;
 use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
@@ -160,7 +160,8 @@ unsafe fn patch(api: &Api, context: u64, module: usize) -> Result<(), String> {
         }
         p.contexts.insert(context);
     }
-    let name = CString::new(GLOBAL_ACCESS_PATCH).expect("no NUL in the patch's name");
+    let empty = std::env::var(gpusan_abi::env::BINARY_PATCH).is_ok_and(|v| v == gpusan_abi::env::BINARY_PATCH_EMPTY);
+    let name = CString::new(if empty { EMPTY_ACCESS_PATCH } else { GLOBAL_ACCESS_PATCH }).expect("no NUL in the name");
     let m = module as *mut c_void;
     let r = (api.patch_instructions)(INSTRUCTION_GLOBAL_MEMORY_ACCESS, m, name.as_ptr());
     if r != 0 {
