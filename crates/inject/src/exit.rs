@@ -93,6 +93,11 @@ fn more(st: &State, doc: &mut Document) {
         doc.counters.insert("device_table_bytes".into(), table_bytes);
         doc.counters.insert("device_table_moves".into(), table_moves);
     }
+    let (judged, not_judged) = families::tensormaps::counts();
+    if judged + not_judged > 0 {
+        doc.counters.insert("tensor_maps_judged".into(), judged);
+        doc.counters.insert("tensor_maps_not_judged".into(), not_judged);
+    }
     let lost = mirror::not_stored();
     if lost > 0 {
         doc.counters.insert("device_errors_not_stored".into(), lost);
