@@ -357,7 +357,7 @@ def main(argv=None):
                                           "cmd": shlex.join(command(args, w, t, os.path.join(logs, "R.json")))}
                                          for rnd, w, t in steps],
                "builds": {w["name"]: {v: shlex.join(w[v]["build"]) for v in ("sass", "ptx")
-                                      if w.get(v) and w[v]["build"]} for w in workloads}}
+                                      if w.get(v) and w[v]["build"]} for w in workloads if w["sass"]["build"]}}
         with open(args.out, "w") as f:
             json.dump(doc, f, indent=1)
         print(f"[binary-overhead] dry run: {len(steps)} runs of {len(workloads)} workloads planned in {args.out}")

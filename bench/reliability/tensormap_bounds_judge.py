@@ -28,22 +28,29 @@ EXPECT = {
 NATIVE_SUM = {"clean": 256.0, "clip": 64.0, "triton_clean": 1024.0}
 
 
+def read(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
 def load(label):
     r = {}
     try:
-        rc, secs = open(f"{label}.rc").read().split()
+        rc, secs = read(f"{label}.rc").split()
         r["rc"], r["seconds"] = int(rc), float(secs)
     except (OSError, ValueError):
         r["rc"] = None
-    lines = [x for x in open(f"{label}.out", errors="replace").read().splitlines() if x.startswith("{")] \
-        if os.path.exists(f"{label}.out") else []
+    lines = [x for x in read(f"{label}.out").splitlines() if x.startswith("{")]
     try:
         r["program"] = json.loads(lines[-1])
     except (IndexError, ValueError):
         r["program"] = None
     if not label.startswith("native"):
         try:
-            rep = json.load(open(f"{label}.json"))
+            rep = json.loads(read(f"{label}.json"))
             r["kinds"] = rep["summary"]["by_kind"]
             r["counters"] = {k: v for k, v in rep.get("counters", {}).items() if k.startswith("tensor_maps")}
             r["errors"] = [{"kind": e["kind"], "message": e["message"],
@@ -51,8 +58,8 @@ def load(label):
                            for e in rep.get("errors", [])]
         except (OSError, ValueError, KeyError) as e:
             r["report_error"] = f"{type(e).__name__}: {e}"
-    if r.get("rc") not in (0, 77) and os.path.exists(f"{label}.err"):
-        r["stderr_tail"] = open(f"{label}.err", errors="replace").read()[-600:]
+    if r.get("rc") not in (0, 77):
+        r["stderr_tail"] = read(f"{label}.err")[-600:]
     return r
 
 
@@ -99,15 +106,17 @@ def main():
     path, labels = sys.argv[1], sys.argv[2:]
     res = {label: load(label) for label in labels}
     checks, notes = judge(res)
-    json.dump({"case": "tensormap_bounds", "ok": bool(checks) and all(checks.values()),
-               "expected": "an over-reaching tensor map (one row past its 1024-byte allocation) is one "
-                           "tensor_map_out_of_bounds at cuTensorMapEncodeTiled through cudaGetDriverEntryPoint, dlsym "
-                           "and Triton's launcher; a map of freed memory tensor_map_use_after_free; exact and clipped "
-                           "maps silent, outputs as native",
-               "checks": checks, "failed": [k for k, v in checks.items() if not v],
-               "native": {k: v for k, v in res.items() if k.startswith("native")},
-               "gpusan": {k: v for k, v in res.items() if not k.startswith("native")},
-               "notes": "; ".join(notes)}, open(path, "w"), indent=1)
+    doc = {"case": "tensormap_bounds", "ok": bool(checks) and all(checks.values()),
+           "expected": "an over-reaching tensor map (one row past its 1024-byte allocation) is one "
+                       "tensor_map_out_of_bounds at cuTensorMapEncodeTiled through cudaGetDriverEntryPoint, dlsym "
+                       "and Triton's launcher; a map of freed memory tensor_map_use_after_free; exact and clipped "
+                       "maps silent, outputs as native",
+           "checks": checks, "failed": [k for k, v in checks.items() if not v],
+           "native": {k: v for k, v in res.items() if k.startswith("native")},
+           "gpusan": {k: v for k, v in res.items() if not k.startswith("native")},
+           "notes": "; ".join(notes)}
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
 
 
 if __name__ == "__main__":
