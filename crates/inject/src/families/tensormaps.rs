@@ -171,7 +171,7 @@ fn judge(api: &'static str, address: u64, tensor: &Tensor) {
     }
 }
 
-/// The map's bytes, read without faulting.
+/// The map's bytes, read without faulting (before a call: the pointer is the program's).
 fn bytes_at(tm: *mut c_void) -> Option<[u8; MAP_BYTES]> {
     let p = tm as *const u8;
     if p.is_null() || !crate::peek::readable(p, MAP_BYTES) {
@@ -183,8 +183,15 @@ fn bytes_at(tm: *mut c_void) -> Option<[u8; MAP_BYTES]> {
     Some(out)
 }
 
+/// Keeps the map the driver just wrote at `tm` (it succeeded writing all of it, so its
+/// bytes are read directly: no system call on the path of every encode).
 fn remember(tm: *mut c_void, tensor: Tensor) {
-    let Some(bytes) = bytes_at(tm) else { return };
+    if tm.is_null() {
+        return;
+    }
+    let mut bytes = [0u8; MAP_BYTES];
+    // SAFETY: the driver has just written the whole map there.
+    bytes.copy_from_slice(unsafe { std::slice::from_raw_parts(tm as *const u8, MAP_BYTES) });
     let mut maps = locks::lock(MAPS.get());
     if maps.by_address.len() >= REMEMBERED && !maps.by_address.contains_key(&(tm as usize)) {
         let oldest = maps.by_address.iter().min_by_key(|(_, (_, _, n))| *n).map(|(k, _)| *k);
