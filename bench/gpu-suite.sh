@@ -19,6 +19,14 @@
 #    cases leave to it → $OUT/python-cases.json, python-logs.tar.gz; GPUSAN_SUITE_PY=only
 #    runs the Python cases alone (no builds, no benchmarks, no C++ cases).
 #
+# 6. with GPUSAN_SUITE_SASS_ONLY=1 (issue 14), the C++ cases built as machine code only
+#    (-gencode arch=compute_90,code=sm_90: no PTX, which `cuobjdump -lptx` checks per
+#    executable) and run under `gpusan run --mode check --route binary` (GPUSAN_SUITE_MODES
+#    defaults to check) with compute-sanitizer as the second column → $OUT/runtime-cases-sass.json,
+#    beside the normal runtime-cases.json; no benchmarks (bench/binary-overhead.sh measures the
+#    binary route), no interface checks, no programs. A case's `binary: missed-by-design WHY`
+#    header is judged apart (tests/cases/README.md).
+#
 # Time: everything is bounded by GPUSAN_SUITE_BUDGET_S (default 450 s, under the 8 minutes
 # one call may take); each run has its own `timeout`. Environment knobs: OUT (default
 # /tmp/gpusan-suite-out), GPUSAN_SUITE_MODES (default "api"; later "api check"),
@@ -49,7 +57,16 @@ export PYTHONUNBUFFERED=1
 nvcc=${NVCC:-nvcc}
 cs=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/compute-sanitizer/compute-sanitizer)}
 jobs=$(nproc 2>/dev/null || echo 4)
-modes=${GPUSAN_SUITE_MODES:-api}
+sass=${GPUSAN_SUITE_SASS_ONLY:-0}
+if [ "$sass" = 1 ]; then
+  modes=${GPUSAN_SUITE_MODES:-check}
+  arch_flags="-gencode arch=compute_90,code=sm_90"
+  cases_json=runtime-cases-sass.json
+else
+  modes=${GPUSAN_SUITE_MODES:-api}
+  arch_flags="-arch=sm_90"
+  cases_json=runtime-cases.json
+fi
 say() { echo "[gpu-suite +$(( $(date +%s) - t0 ))s] $*"; }
 # Seconds from now until epoch $1 plus $2 of grace, at least 5: an outer `timeout` per step.
 until_s() { local s=$(( $1 - $(date +%s) + $2 )); [ "$s" -lt 5 ] && s=5; echo "$s"; }
@@ -124,7 +141,8 @@ build_one() {  # SRC OUT CUDART(static|shared) OPT
   local extra=()
   [ "$cudart" = shared ] && extra=(-cudart shared)
   [ "$opt" = O3 ] && extra+=(-O3)
-  if timeout 300 "$nvcc" -arch=sm_90 -lineinfo "${extra[@]}" -o "$exe" "$src" > "$exe.build-log" 2>&1; then
+  # shellcheck disable=SC2086 (arch_flags is words)
+  if timeout 300 "$nvcc" $arch_flags -lineinfo "${extra[@]}" -o "$exe" "$src" > "$exe.build-log" 2>&1; then
     rm -f "$exe.build-log"
   else
     mv "$exe.build-log" "$exe.build-error"
@@ -132,7 +150,7 @@ build_one() {  # SRC OUT CUDART(static|shared) OPT
   fi
 }
 export -f build_one
-export nvcc
+export nvcc arch_flags
 {
   for src in tests/cases/*.cu; do
     name=$(basename "$src" .cu)
@@ -141,9 +159,11 @@ export nvcc
       printf '%s\0%s\0%s\0%s\0' "$src" "$work/bin/$name.shared" shared -
     fi
   done
-  for b in launch malloc copy kernel; do
-    printf '%s\0%s\0%s\0%s\0' "bench/runtime/$b.cu" "$work/benchbin/$b" static O3
-  done
+  if [ "$sass" != 1 ]; then
+    for b in launch malloc copy kernel; do
+      printf '%s\0%s\0%s\0%s\0' "bench/runtime/$b.cu" "$work/benchbin/$b" static O3
+    done
+  fi
 } | xargs -0 -n 4 -P "$jobs" bash -c 'build_one "$@"' _
 # The interface helper: exits 3 after a CUDA call, aborts on --abort, echoes its arguments.
 cat > "$work/exit3.cu" <<'CU'
@@ -166,29 +186,50 @@ built=$(find "$work/bin" -maxdepth 1 -type f -perm -u+x | wc -l)
 failed=$(find "$work/bin" "$work/benchbin" -name '*.build-error' | wc -l)
 say "built $built case executables; $failed build failures"
 cp "$work"/bin/*.build-error "$work"/benchbin/*.build-error "$work/logs/" 2>/dev/null
+if [ "$sass" = 1 ]; then
+  # Machine code only means no PTX in any fatbin: what the binary route is for.
+  : >"$work/ptx-present.txt"
+  for exe in "$work"/bin/*; do
+    [ -x "$exe" ] || continue
+    if cuobjdump -lptx "$exe" 2>/dev/null | grep -q .; then basename "$exe" >>"$work/ptx-present.txt"; fi
+  done
+  python3 - "$work/env.json" "$work/ptx-present.txt" "$arch_flags" <<'PY'
+import json, sys
+env = json.load(open(sys.argv[1]))
+ptx = [l.strip() for l in open(sys.argv[2]) if l.strip()]
+env["sass_only"] = {"build_flags": f"nvcc {sys.argv[3]} -lineinfo [-cudart shared]", "route": "binary",
+                    "executables_with_ptx": ptx}
+env["build_flags"]["cases"] = env["sass_only"]["build_flags"]
+json.dump(env, open(sys.argv[1], "w"), indent=1)
+PY
+  say "machine code only: $(wc -l <"$work/ptx-present.txt") executables still hold PTX"
+fi
 
 # ---------------------------------------------------------------- 3. overhead benchmarks
 # About 2 minutes at most, so the cases keep most of the budget.
-bench_deadline=$(( $(date +%s) + 150 ))
-[ "$bench_deadline" -gt $((deadline - 200 - py_budget)) ] && bench_deadline=$((deadline - 200 - py_budget))
-say "overhead benchmarks (until +$((bench_deadline - t0))s)"
-timeout "$(until_s "$bench_deadline" 30)" python3 bench/runtime/overhead.py \
-  --bin "$work/benchbin" --gpusan "$gpusan" --out "$out/runtime-overhead.json" \
-  --mode "${modes%% *}" --rounds 2 --deadline "$bench_deadline" --logs "$work/logs/bench" \
-  --env-json "$work/env.json" --table-out "$work/overhead-table.txt"
-say "overhead.py exit $?"
+if [ "$sass" != 1 ]; then
+  bench_deadline=$(( $(date +%s) + 150 ))
+  [ "$bench_deadline" -gt $((deadline - 200 - py_budget)) ] && bench_deadline=$((deadline - 200 - py_budget))
+  say "overhead benchmarks (until +$((bench_deadline - t0))s)"
+  timeout "$(until_s "$bench_deadline" 30)" python3 bench/runtime/overhead.py \
+    --bin "$work/benchbin" --gpusan "$gpusan" --out "$out/runtime-overhead.json" \
+    --mode "${modes%% *}" --rounds 2 --deadline "$bench_deadline" --logs "$work/logs/bench" \
+    --env-json "$work/env.json" --table-out "$work/overhead-table.txt"
+  say "overhead.py exit $?"
+fi
 
 # ---------------------------------------------------------------- 4. cases, programs, interface, compute-sanitizer
 cases_deadline=$((deadline - 20 - py_budget))
 say "cases (until +$((cases_deadline - t0))s)"
 only=()
 [ -n "${GPUSAN_SUITE_ONLY:-}" ] && only=(--only "$GPUSAN_SUITE_ONLY")
+programs=(--programs "pytorch=python3 bench/injection/torch_step.py" "triton=python3 bench/injection/triton_add.py")
+[ "$sass" = 1 ] && programs=(--route binary --no-interface)
 timeout "$(until_s "$cases_deadline" 15)" python3 tests/cases/suite.py \
-  --cases tests/cases --bin "$work/bin" --gpusan "$gpusan" --out "$out/runtime-cases.json" \
+  --cases tests/cases --bin "$work/bin" --gpusan "$gpusan" --out "$out/$cases_json" \
   --modes "$modes" --compute-sanitizer "$cs" --deadline "$cases_deadline" --logs "$work/logs" \
   --env-json "$work/env.json" --interface-bin "$work/bin-exit3" --table-out "$work/cases-table.txt" \
-  --programs "pytorch=python3 bench/injection/torch_step.py" "triton=python3 bench/injection/triton_add.py" \
-  "${only[@]}"
+  "${programs[@]}" "${only[@]}"
 say "suite.py exit $?"
 
 # ---------------------------------------------------------------- 5. the Python cases

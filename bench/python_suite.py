@@ -40,7 +40,8 @@ SKIP_RC = 77
 KNOWN_KINDS = {
     "memcpy_out_of_bounds", "memset_out_of_bounds", "use_after_free_host", "unknown_device_address",
     "invalid_pitch", "device_mismatch", "double_free", "invalid_free", "mismatched_free",
-    "unknown_free", "leak", "out_of_bounds_read", "out_of_bounds_write", "out_of_bounds_atomic",
+    "unknown_free", "leak", "tensor_map_out_of_bounds", "tensor_map_use_after_free",
+    "out_of_bounds_read", "out_of_bounds_write", "out_of_bounds_atomic",
     "use_after_free", "use_after_scope", "shared_out_of_bounds", "local_out_of_bounds",
     "misaligned_access", "kernel_fault", "unchecked_launch",
 }

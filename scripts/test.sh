@@ -8,3 +8,5 @@ cargo fmt --all -- --check
 # `gpusan run` tests inject this library; cargo does not build a cdylib for other crates' tests.
 cargo build --locked -p gpusan-inject
 cargo test --workspace --locked "$@"
+# The binary route's measurement scripts on fakes (a few seconds; no GPU).
+python3 bench/test_binary_route.py

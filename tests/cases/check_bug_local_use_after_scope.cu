@@ -2,6 +2,9 @@
 // expect: use_after_scope
 // expect-leak: none
 // compute-sanitizer: no
+// binary: missed-by-design the dead frames lie inside the kernel's own stack allocation;
+//   a patched local access sees an address inside the thread's local window and no stack
+//   pointer to tell a live frame from a returned one
 // what: two __noinline__ device functions hand the kernel the address of their own local
 //       array, one as its return value, one stored into the kernel's variable; the kernel
 //       reads through both after the functions returned (their frames are dead; ptxas

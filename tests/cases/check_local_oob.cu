@@ -2,6 +2,9 @@
 // expect: local_out_of_bounds
 // expect-leak: none
 // compute-sanitizer: no
+// binary: missed-by-design a[32] stays inside the thread's local memory (its frame); the
+//   cubin gives the frame's size, not the array's bounds in it, and a patched access sees
+//   an address, not the array it was derived from
 // what: a per-thread array of 32 ints indexed by run-time values (so it lives in local
 //       memory, not registers) is read at index 32, one past its end, inside the thread's
 //       local memory window

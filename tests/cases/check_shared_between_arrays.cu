@@ -2,6 +2,10 @@
 // expect: shared_out_of_bounds
 // expect-leak: none
 // compute-sanitizer: no
+// binary: missed-by-design machine code addresses shared memory as offsets into the block's
+//   one window (static + dynamic bytes); the cubin keeps the window's size, not where `lower`
+//   ends and `upper` begins, so the write from one array into the other is a valid shared
+//   address to a patched access (as to memcheck)
 // what: two static __shared__ arrays of 32 ints and no dynamic shared memory; thread 0
 //       writes index 32 of whichever array ptxas placed lower, so the write lands in the
 //       other array (or the alignment gap before it): inside the block's static shared

@@ -2,6 +2,9 @@
 // expect: shared_out_of_bounds
 // expect-leak: none
 // compute-sanitizer: no
+// binary: missed-by-design first[32] lands in `second` or the dynamic tail, inside the block's
+//   shared window; the cubin has no bounds per __shared__ array (only the window's size),
+//   so a patched access sees a valid shared address
 // what: two static __shared__ arrays; a thread writes first[32], i.e. past `first` (into
 //       `second`, or into the 128 bytes of dynamic shared memory the launch adds behind the
 //       static arrays): inside the block's shared window, so no hardware fault

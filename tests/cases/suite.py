@@ -8,6 +8,7 @@ alone with fake tools for testing (see tests/cases/README.md). Standard library 
   suite.py --cases tests/cases --bin BUILD_DIR --gpusan DIR/gpusan --out runtime-cases.json \
            [--modes api] [--compute-sanitizer PATH|none] [--deadline EPOCH] [--logs DIR]
            [--programs NAME=CMD ...] [--env-json FILE] [--interface-bin EXIT3_BIN]
+           [--route binary] [--no-interface]
 
 BUILD_DIR holds one executable per case, named like the .cu without extension, and
 NAME.shared for the `-cudart shared` builds; BUILD_DIR/NAME.build-error holds the compiler's
@@ -28,12 +29,18 @@ MODE_LEVEL = {"api": 0, "count": 1, "check": 2}
 KNOWN_KINDS = {
     "memcpy_out_of_bounds", "memset_out_of_bounds", "use_after_free_host", "unknown_device_address",
     "invalid_pitch", "device_mismatch", "double_free", "invalid_free", "mismatched_free",
-    "unknown_free", "leak", "out_of_bounds_read", "out_of_bounds_write", "out_of_bounds_atomic",
+    "unknown_free", "leak", "tensor_map_out_of_bounds", "tensor_map_use_after_free",
+    "out_of_bounds_read", "out_of_bounds_write", "out_of_bounds_atomic",
     "use_after_free", "use_after_scope", "shared_out_of_bounds", "local_out_of_bounds",
     "misaligned_access", "kernel_fault", "unchecked_launch",
 }
 HEADER_KEYS = {"gpusan-case", "expect", "expect-leak", "accept", "known-gap", "compute-sanitizer",
-               "native", "what", "also-cudart-shared"}
+               "native", "what", "also-cudart-shared", "binary"}
+# Header values that are free text, continued on indented lines.
+TEXT_KEYS = ("what", "known-gap", "binary")
+# `binary:` (the binary route, machine code only): `found` (the default), or
+# `missed-by-design WHY`: what machine code cannot show, and why.
+BINARY_MISSED = "missed-by-design"
 
 
 # ----------------------------------------------------------------------------- case headers
@@ -50,9 +57,9 @@ def parse_header(path):
             m = re.match(r"^ ([a-z-]+):\s*(.*?)\s*(\(.*)?$", body)
             if m and m.group(1) in HEADER_KEYS:
                 last = m.group(1)
-                value = m.group(2) if last != "what" and last != "known-gap" else body.split(":", 1)[1].strip()
+                value = m.group(2) if last not in TEXT_KEYS else body.split(":", 1)[1].strip()
                 fields[last] = value
-            elif last in ("what", "known-gap") and body.startswith("   "):
+            elif last in TEXT_KEYS and body.startswith("   "):
                 fields[last] += " " + body.strip()
             else:
                 last = None
@@ -80,6 +87,17 @@ def normalize_case(name, path, h):
     native = h.get("native", "ok")
     if native not in ("ok", "may-fail"):
         raise ValueError(f"{path}: `native:` must be ok or may-fail, got {native!r}")
+    binary = h.get("binary", "found")
+    binary_why = None
+    if binary.startswith(BINARY_MISSED):
+        binary_why = binary[len(BINARY_MISSED):].strip()
+        binary = BINARY_MISSED
+        if not binary_why:
+            raise ValueError(f"{path}: `binary: {BINARY_MISSED}` must say why")
+        if not expect_raw or expect_raw == "clean":
+            raise ValueError(f"{path}: `binary: {BINARY_MISSED}` on a clean case")
+    elif binary != "found":
+        raise ValueError(f"{path}: `binary:` must be found or {BINARY_MISSED} WHY, got {binary!r}")
     return {
         "case": name,
         "file": path,
@@ -92,6 +110,8 @@ def normalize_case(name, path, h):
         "native_may_fail": native == "may-fail",
         "also_shared": h.get("also-cudart-shared", "no") == "yes",
         "what": h.get("what", ""),
+        "binary": binary,
+        "binary_why": binary_why,
     }
 
 
@@ -236,9 +256,14 @@ def expected_for(case, mode):
     return []
 
 
-def judge_gpusan(case, mode, run_result, report_path, native):
+def judge_gpusan(case, mode, run_result, report_path, native, route=""):
+    """The verdict of one gpusan run. Under `route == "binary"` (machine-code-only builds) a
+    bug case whose header says `binary: missed-by-design WHY`, missed with nothing extra, is
+    `missed_by_design` (pass None: neither a pass nor a failure, counted apart with its why)."""
     res = slim(run_result)
     res["mode"] = mode
+    if route:
+        res["route"] = route
     if "skipped" in run_result:
         res["verdict"] = "skipped"
         res["pass"] = None
@@ -271,8 +296,14 @@ def judge_gpusan(case, mode, run_result, report_path, native):
     is_bug = bool(expected) or expect_leak
     if extra:
         res["verdict"] = "false_positive"
+    elif is_bug and missing and route == "binary" and case.get("binary") == BINARY_MISSED:
+        res["verdict"] = "missed_by_design"
+        res["pass"] = None
+        res["why"] = case.get("binary_why")
     elif is_bug:
         res["verdict"] = "detected" if not missing else ("missed_known_gap" if case["known_gap"] else "missed")
+        if not missing and route == "binary" and case.get("binary") == BINARY_MISSED:
+            res["found_though_missed_by_design"] = True
     else:
         res["verdict"] = "clean"
     # The program must behave as it does natively: same exit code (no --error-exitcode
@@ -389,8 +420,10 @@ def judge_cs(case, r):
 
 # ----------------------------------------------------------------------------- main
 
-def gpusan_cmd(gpusan, mode, report, prog, extra=()):
-    return [gpusan, "run", "--mode", mode, "--leak-check", "full", "--report-json", report, *extra, "--", *prog]
+def gpusan_cmd(gpusan, mode, report, prog, extra=(), route=""):
+    route_args = ["--route", route] if route else []
+    return [gpusan, "run", "--mode", mode, *route_args, "--leak-check", "full", "--report-json", report, *extra, "--",
+            *prog]
 
 
 def run_cases(args, cases, clock):
@@ -404,7 +437,7 @@ def run_cases(args, cases, clock):
     os.makedirs(reports, exist_ok=True)
     for c, cudart, binname in variants:
         row = {k: c[k] for k in ("case", "file", "case_mode", "expect", "expect_leak", "accept", "known_gap",
-                                 "cs_believed", "native_may_fail", "what")}
+                                 "cs_believed", "native_may_fail", "what", "binary", "binary_why")}
         row["cudart"] = cudart
         row["name"] = binname
         exe = os.path.join(args.bin, binname)
@@ -435,9 +468,9 @@ def run_cases(args, cases, clock):
             report = os.path.join(reports, f"{binname}.{mode}.json")
             if os.path.exists(report):
                 os.unlink(report)
-            g = run(gpusan_cmd(args.gpusan, mode, report, [exe]), args.timeout, clock)
+            g = run(gpusan_cmd(args.gpusan, mode, report, [exe], route=args.route), args.timeout, clock)
             save_log(args.logs, f"{binname}.gpusan-{mode}", g)
-            row["gpusan"][mode] = judge_gpusan(c, mode, g, report, native)
+            row["gpusan"][mode] = judge_gpusan(c, mode, g, report, native, route=args.route)
         rows.append(row)
         g = row["gpusan"].get(args.modes[0], {})
         print(f"{binname:40s} native rc={row['native'].get('rc')} gpusan[{args.modes[0]}]={g.get('verdict')} "
@@ -499,7 +532,7 @@ def totals(rows, modes):
         g = {"mode": mode, "bug_cases_expected": 0, "bug_cases_found": 0, "missed": [], "missed_known_gap": [],
              "false_positive_cases": [], "clean_cases": 0, "clean_silent": 0, "no_report": [], "skipped": [],
              "passed": 0, "failed": 0, "behaviour_changed": [], "rc_not_passed_through": [],
-             "schema_problems": {}, "all_bug_cases": 0, "all_bug_cases_found": 0}
+             "schema_problems": {}, "all_bug_cases": 0, "all_bug_cases_found": 0, "missed_by_design": {}}
         for r in rows:
             res = r.get("gpusan", {}).get(mode)
             if not r["build"]["ok"]:
@@ -510,6 +543,12 @@ def totals(rows, modes):
                 continue
             v = res["verdict"]
             is_bug = bool(res.get("expected"))
+            if v == "missed_by_design":
+                # Neither passed nor failed: what machine code cannot show, with the header's why.
+                g["missed_by_design"][r["name"]] = res.get("why")
+                g["bug_cases_expected"] += 1
+                g["all_bug_cases"] += 1
+                continue
             g["passed" if res.get("pass") else "failed"] += 1
             if is_bug:
                 g["bug_cases_expected"] += 1
@@ -698,6 +737,9 @@ def main():
     ap.add_argument("--interface-bin", default="")
     ap.add_argument("--only", default="", help="regex: run only the cases whose name matches")
     ap.add_argument("--table-out", default="", help="also write the final table to this file")
+    ap.add_argument("--route", default="", help="gpusan run --route ROUTE (binary: machine-code-only builds; "
+                                                "`binary: missed-by-design` headers apply)")
+    ap.add_argument("--no-interface", action="store_true", help="skip the command-line contract checks")
     args = ap.parse_args()
     args.modes = [m for m in args.modes.replace(",", " ").split() if m]
     for m in args.modes:
@@ -734,7 +776,7 @@ def main():
     state["rows"] = run_cases(args, cases, clock)
     write()
     state["phase"] = "interface"
-    state["interface"] = interface_checks(args, clock)
+    state["interface"] = [] if args.no_interface else interface_checks(args, clock)
     state["phase"] = "programs"
     state["programs"] = run_programs(args, clock) if args.programs else []
     write()
@@ -759,11 +801,12 @@ def make_doc(args, env, header_errors, state, wall):
         "environment": env,
         "commands": {
             "native": "BIN",
-            "gpusan": shlex.join(gpusan_cmd(args.gpusan, "MODE", "REPORT.json", ["BIN"])),
+            "gpusan": shlex.join(gpusan_cmd(args.gpusan, "MODE", "REPORT.json", ["BIN"], route=args.route)),
             "compute_sanitizer": shlex.join(cs_cmd(args, "BIN")),
             "programs_gpusan": f"{args.gpusan} run --mode MODE --leak-check none --report-json REPORT.json -- CMD",
         },
         "modes": args.modes,
+        "route": args.route or None,
         "phase_reached": state["phase"],
         "judging": {
             "gpusan_pass": "every expected kind (and `leak` for expect-leak: leak) in summary.by_kind, and no kind "
@@ -798,6 +841,8 @@ def format_table(doc):
             continue
         found = ",".join(sorted(g.get("kinds", {}))) or ("-" if g.get("report") else g.get("verdict", "?"))
         ok = {True: "PASS", False: "FAIL", None: "-"}[g.get("pass")]
+        if g.get("verdict") == "missed_by_design":
+            ok = "DSGN"
         cs = r.get("compute_sanitizer", {})
         csv = {"detected": "found", "missed": "missed", "clean": "silent", "false_positive": "FP",
                "skipped": "skipped"}.get(cs.get("verdict"), str(cs.get("verdict")))
@@ -818,6 +863,8 @@ def format_table(doc):
               f"false-positive cases {len(g['false_positive_cases'])}, clean silent {g['clean_silent']}/{g['clean_cases']}, "
               f"pass {g['passed']} fail {g['failed']}, no report {len(g['no_report'])}, "
               f"known-gap misses {len(g['missed_known_gap'])}, behaviour changed {len(g['behaviour_changed'])}")
+        for name, why in g.get("missed_by_design", {}).items():
+            out(f"  missed by design (machine code cannot show it): {name}: {why}")
     cs = t["compute_sanitizer"]
     out(f"compute-sanitizer: bugs found {cs['found']}/{cs['bug_cases']}, false-positive cases "
           f"{len(cs['false_positive_cases'])}, clean silent {cs['clean_silent']}/{cs['clean_cases']}, skipped {cs['skipped']} "

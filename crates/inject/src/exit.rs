@@ -96,6 +96,11 @@ fn more(st: &State, doc: &mut Document) {
     for (name, n) in crate::routes::binary::counters() {
         doc.counters.insert(name.into(), n);
     }
+    let (judged, not_judged) = families::tensormaps::counts();
+    if judged + not_judged > 0 {
+        doc.counters.insert("tensor_maps_judged".into(), judged);
+        doc.counters.insert("tensor_maps_not_judged".into(), not_judged);
+    }
     let lost = mirror::not_stored();
     if lost > 0 {
         doc.counters.insert("device_errors_not_stored".into(), lost);

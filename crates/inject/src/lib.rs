@@ -21,6 +21,7 @@
 //! doors/                    dlsym, cuGetProcAddress, InitializeInjection (sanitizer)
 //! families/                 one file per API family: its exported stand-ins and handlers
 //!   memory copies modules launches graphs streams contexts   (judge: what they share)
+//!   tensormaps              TMA descriptors bounded where they are made
 //!   nvrtc link jitlink      the other doors PTX comes through: NVRTC, cuLink*, nvJitLink
 //! routes/                   how a kernel is checked: substitute (+ passes), built, binary (machine code
 //!                           patched through the Compute Sanitizer API), mirror (+ table_memory)

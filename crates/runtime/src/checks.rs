@@ -190,6 +190,7 @@ impl Finding {
             size: 0,
             nearest: None,
             symbol: None,
+            tensor: None,
             call_stack: call_site.into(),
         };
         let message = match &self.problem {

@@ -5,6 +5,7 @@
 //! The pieces, and the one direction data flows between them:
 //! - [`registry`]: every live and freed (quarantined) allocation, thread-safe.
 //! - [`checks`]: host API calls (copies, sets, frees) judged against the registry.
+//! - [`tensormap`]: tensor maps (TMA descriptors) judged where they are made.
 //! - [`report`]: one error format for every mode, as text and JSON.
 //! - [`per_process`]: state a child made by `fork` gets afresh, never its parent's locks.
 //! - [`locks`]: how that state's locks are taken, poisoned or not.
@@ -23,3 +24,4 @@ pub mod locks;
 pub mod per_process;
 pub mod registry;
 pub mod report;
+pub mod tensormap;

@@ -36,6 +36,11 @@ pub enum ErrorKind {
     MismatchedFree,
     UnknownFree,
     Leak,
+    /// A tensor map (`cuTensorMapEncode*`) whose declared extent runs past its allocation:
+    /// `cp.async.bulk.tensor` through it may reach memory the tensor does not own.
+    TensorMapOutOfBounds,
+    /// A tensor map made on freed (quarantined) memory.
+    TensorMapUseAfterFree,
     // Instrumented kernels.
     OutOfBoundsRead,
     OutOfBoundsWrite,
@@ -60,6 +65,8 @@ pub enum Operand {
     Src,
     /// The pointer of a free.
     Ptr,
+    /// The `globalAddress` of a tensor map.
+    GlobalAddress,
 }
 
 impl Operand {
@@ -68,6 +75,7 @@ impl Operand {
             Operand::Dst => "dst",
             Operand::Src => "src",
             Operand::Ptr => "ptr",
+            Operand::GlobalAddress => "globalAddress",
         }
     }
 }
@@ -201,7 +209,22 @@ pub struct HostDetails {
     pub nearest: Option<Nearest>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub symbol: Option<SymbolInfo>,
+    /// The tensor a tensor map describes, for a tensor-map finding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor: Option<TensorShape>,
     pub call_stack: Stack,
+}
+
+/// A tensor map's tensor as `cuTensorMapEncode*` declared it: what its extent (the host
+/// finding's `size`) was computed from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TensorShape {
+    /// `CUtensorMapDataType`'s name, lower case without the prefix ("float32").
+    pub data_type: String,
+    /// `globalDim`: elements along each dimension, innermost first.
+    pub dims: Vec<u64>,
+    /// `globalStrides`: bytes from one index to the next of dimensions 1 and up.
+    pub strides: Vec<u64>,
 }
 
 /// A finding of an instrumented kernel.
@@ -673,6 +696,18 @@ impl fmt::Display for Report {
                         symbol.address,
                         plural(h.size, "byte"),
                         plural(offset.saturating_add(h.size).saturating_sub(symbol.size), "byte"),
+                    )?;
+                }
+                if let Some(t) = &h.tensor {
+                    let list = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+                    writeln!(
+                        f,
+                        "{BAR}     Tensor of {} [{}], strides [{}] bytes: reaches {} from {:#x}",
+                        t.data_type,
+                        list(&t.dims),
+                        list(&t.strides),
+                        plural(h.size, "byte"),
+                        h.address
                     )?;
                 }
                 // A pitch finding is about the call's shape, not an address.

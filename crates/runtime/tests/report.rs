@@ -253,6 +253,7 @@ fn host(api: &str, operand: Operand, call_site: u32, address: u64) -> Report {
             size: 1,
             nearest: None,
             symbol: None,
+            tensor: None,
             call_stack: site(call_site).into(),
         }),
     }

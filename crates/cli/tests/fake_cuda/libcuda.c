@@ -896,6 +896,8 @@ CUresult cuMemSetAccess(uint64_t ptr, size_t size, const struct mem_access_desc 
     return r;
 }
 
+/* Tensor maps. */
+#include "tensormap.c"
 struct entry { const char *name; void *fn; };
 static const struct entry table[] = {
     {"cuMemAlloc", (void *)cuMemAlloc_v2}, {"cuMemFree", (void *)cuMemFree_v2},
@@ -917,6 +919,7 @@ static const struct entry table[] = {
     {"cuStreamEndCapture", (void *)cuStreamEndCapture}, {"cuStreamSynchronize", (void *)cuStreamSynchronize},
     {"cuLaunchKernel", (void *)cuLaunchKernel}, {"cuModuleLoadData", (void *)cuModuleLoadData},
     {"cuModuleGetGlobal", (void *)cuModuleGetGlobal_v2},
+    TENSORMAP_ENTRIES
 };
 /* Not a driver function: how many times cuGetProcAddress_v2 was called. */
 static int getproc_calls;

@@ -18,6 +18,7 @@ pub mod modules;
 pub mod nvrtc;
 pub mod ordered;
 pub mod streams;
+pub mod tensormaps;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -33,6 +34,7 @@ pub fn hooks() -> Vec<Hook> {
     all.extend(graphs::hooks());
     all.extend(streams::hooks());
     all.extend(contexts::hooks());
+    all.extend(tensormaps::hooks());
     all.extend(nvrtc::hooks());
     all.extend(link::hooks());
     all.extend(jitlink::hooks());
