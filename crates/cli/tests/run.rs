@@ -573,6 +573,18 @@ fn device_abi_table_upload_and_error_drain() {
     assert!(o.stderr.contains("abi_probe"), "{}", o.stderr);
 }
 
+/// A kernel whose every thread errs fills the error buffer, where instrumented code stops
+/// counting: the report says errors after it were not counted.
+#[test]
+fn a_full_error_buffer_is_said() {
+    let o = gpusan_run(&["--mode", "check"], &[prog(), "link", "checked_flood"]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), vec!["out_of_bounds_write"], "{:#}", o.report);
+    let notes = o.report["notes"].to_string();
+    assert!(notes.contains("the device error buffer filled (4096 records)"), "{notes}");
+    assert!(o.stderr.contains("error buffer filled"), "{}", o.stderr);
+}
+
 /// The same drain when the error buffer cannot be mapped host memory: device memory,
 /// copied back at each synchronization.
 #[test]

@@ -105,6 +105,13 @@ fn more(st: &State, doc: &mut Document) {
     if lost > 0 {
         doc.counters.insert("device_errors_not_stored".into(), lost);
     }
+    if mirror::buffer_filled() {
+        doc.notes.push(format!(
+            "the device error buffer filled ({} records): kernels stop counting errors there, so those after \
+             were neither stored nor counted",
+            gpusan_abi::record::ERROR_CAPACITY
+        ));
+    }
     if st.options.mode == Mode::Check && st.options.check_counting.is_on() {
         // A last read, as for `count` below.
         quietly(substitute::read_counters);

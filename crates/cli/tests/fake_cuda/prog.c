@@ -596,6 +596,16 @@ int main(int argc, char **argv) {
         rc |= play_record(m, a + 1024 + 4, 1, 11);
         rc |= cuCtxSynchronize();
         rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "checked_flood")) {
+        /* Every thread of `zeta` errs: records until the buffer is full, where instrumented
+         * code stops counting (records.rs: claim_text). */
+        void *m = 0;
+        rc |= cuModuleLoadData(&m, checked_ptx);
+        rc |= cuLaunchKernel(0, 4, 1, 1, 32, 1, 1, 0, 0, 0, 0);
+        uint32_t *header = (uint32_t *)(uintptr_t)global_value(m, "__gpusan_errors");
+        while (!rc && header && header[0] < header[1]) rc |= play_record(m, a + 1024 + 4, 1, 11);
+        rc |= cuCtxSynchronize();
+        rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "abi_two_contexts")) {
         /* The ABI module loaded in two contexts (the second from another thread): each
          * context must get its own table and error buffer; a record written in the second

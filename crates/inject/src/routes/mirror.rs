@@ -526,6 +526,9 @@ fn drain_one(abi: &mut Abi, how: Read) -> Vec<ErrorRecord> {
     }
     let stored = record::stored_between(abi.drained, header.count, ERROR_CAPACITY);
     abi.not_stored += u64::from(header.count - abi.drained) - u64::from(stored.end - stored.start);
+    if header.count >= ERROR_CAPACITY {
+        BUFFER_FILLED.get().store(true, Ordering::Relaxed);
+    }
     abi.drained = header.count;
     if stored.is_empty() {
         return Vec::new();
@@ -536,6 +539,16 @@ fn drain_one(abi: &mut Abi, how: Read) -> Vec<ErrorRecord> {
         return Vec::new();
     }
     ErrorRecord::parse_all(&bytes)
+}
+
+/// Some context's error buffer filled: kernels stop counting there (an atomic on mapped host
+/// memory per erring thread would stall a kernel whose every thread errs), so errors past
+/// it are neither stored nor counted.
+static BUFFER_FILLED: PerProcess<AtomicBool> = PerProcess::new(|| AtomicBool::new(false));
+
+/// Whether an error buffer filled ([`BUFFER_FILLED`]).
+pub fn buffer_filled() -> bool {
+    BUFFER_FILLED.get().load(Ordering::Relaxed)
 }
 
 /// Device errors counted by kernels but not stored (the buffer was full between drains).

@@ -45,16 +45,27 @@ pub(super) fn memory_operand(reg: &str, offset: usize) -> String {
 }
 
 /// The start of every record writer: the buffer's address into `%__gs_eb` (on to `full`
-/// when the runtime set none), a record claimed (`i = atom.add(count, 1)`), on to `full`
-/// when `i` is past the capacity, and record `i`'s address less the header into `%__gs_r`
-/// (so fields lie at [`field`]). `q` is the predicate register it may clobber.
+/// when the runtime set none), on to `full` when the buffer is full already, a record
+/// claimed (`i = atom.add(count, 1)`), on to `full` when `i` is past the capacity, and
+/// record `i`'s address less the header into `%__gs_r` (so fields lie at [`field`]). `q` is
+/// the predicate register it may clobber.
+///
+/// The buffer is mapped host memory: every atomic crosses PCIe, and a kernel whose every
+/// thread errs (a freed buffer read whole) would queue millions of them on one address
+/// (seen through the binary route's patch on the H100: minutes for 16M threads). Once the
+/// buffer is full a plain read of the count, one per warp (the lanes' loads of one address
+/// coalesce), ends the writer: errors past the capacity until the next drain are then not
+/// counted, and the report says the buffer filled.
 pub(super) fn claim_text(q: &str, full: &str) -> String {
     format!(
         "\tld.global.u64 %__gs_eb, [{ERRORS_SYMBOL}];\n\
          \tsetp.eq.u64 {q}, %__gs_eb, 0;\n\
          \t@{q} bra {full};\n\
-         \tatom.global.add.u32 %__gs_i, {count}, 1;\n\
          \tld.global.u32 %__gs_c, {capacity};\n\
+         \tld.volatile.global.u32 %__gs_i, {count};\n\
+         \tsetp.ge.u32 {q}, %__gs_i, %__gs_c;\n\
+         \t@{q} bra {full};\n\
+         \tatom.global.add.u32 %__gs_i, {count}, 1;\n\
          \tsetp.ge.u32 {q}, %__gs_i, %__gs_c;\n\
          \t@{q} bra {full};\n\
          \tmul.wide.u32 %__gs_r, %__gs_i, {bytes};\n\
