@@ -19,6 +19,8 @@ pub const LEAK_CHECK_NONE: &str = "none";
 pub const CHECK_REACTION: &str = "GPUSAN_CHECK_REACTION";
 /// Freed bytes held back from reuse (a decimal number).
 pub const QUARANTINE_BYTES: &str = "GPUSAN_QUARANTINE_BYTES";
+/// [`crate::LocalBounds::name`]; unset: `object`.
+pub const LOCAL_BOUNDS: &str = "GPUSAN_LOCAL_BOUNDS";
 /// [`CHECK_COUNT_ON`]: checked kernels also count their checks (a measurement build).
 pub const CHECK_COUNT: &str = "GPUSAN_CHECK_COUNT";
 pub const CHECK_COUNT_ON: &str = "1";
@@ -63,8 +65,9 @@ pub const PTX_CORPUS: &str = "GPUSAN_PTX_CORPUS";
 pub const PROGRAM_CACHES: &str = "GPUSAN_PROGRAM_CACHES";
 
 /// Every variable above.
-pub const ALL: [&str; 19] = [
+pub const ALL: [&str; 20] = [
     MODE,
+    LOCAL_BOUNDS,
     ROUTE,
     BINARY_PATCH,
     REPORT_DIR,

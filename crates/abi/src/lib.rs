@@ -294,6 +294,35 @@ impl Reaction {
     }
 }
 
+/// How accesses to a function's stack frame are bounded (`gpusan run --local-bounds`,
+/// [`env::LOCAL_BOUNDS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum LocalBounds {
+    /// Each local array or struct by itself: an index past one that lands in its
+    /// neighbour is out of bounds.
+    #[default]
+    Object,
+    /// The frame as a whole (`__local_depotN`): what to go back to should the objects
+    /// gpusan reads from the PTX be wrong for a program.
+    Frame,
+}
+
+impl LocalBounds {
+    pub const ALL: [LocalBounds; 2] = [LocalBounds::Object, LocalBounds::Frame];
+
+    /// By the name the command line and [`env::LOCAL_BOUNDS`] use: `object`, `frame`.
+    pub fn from_name(name: &str) -> Option<LocalBounds> {
+        LocalBounds::ALL.into_iter().find(|r| r.name() == name)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LocalBounds::Object => "object",
+            LocalBounds::Frame => "frame",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -71,6 +71,26 @@ impl CheckReaction {
     }
 }
 
+/// How `--mode check` bounds accesses to a function's stack frame.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
+pub enum LocalBounds {
+    /// Each local array or struct by itself: an index past one array that lands in its
+    /// neighbour is an error.
+    Object,
+    /// The frame as a whole: should the objects gpusan reads from the PTX be wrong for a
+    /// program (a finding in a local array that is no bug), this goes back to the frame.
+    Frame,
+}
+
+impl LocalBounds {
+    fn abi(self) -> gpusan_abi::LocalBounds {
+        match self {
+            LocalBounds::Object => gpusan_abi::LocalBounds::Object,
+            LocalBounds::Frame => gpusan_abi::LocalBounds::Frame,
+        }
+    }
+}
+
 /// How `--mode check` reaches kernels.
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
 pub enum Route {
@@ -121,6 +141,10 @@ pub struct RunArgs {
     /// What an instrumented kernel does at an error (`--mode check`).
     #[arg(long, value_enum, default_value = "report")]
     check_reaction: CheckReaction,
+    /// How accesses to local arrays are bounded (`--mode check`): each array by itself, or
+    /// the function's whole stack frame.
+    #[arg(long, value_enum, default_value = "object")]
+    local_bounds: LocalBounds,
     /// Measurement build (`--mode check`): kernels also count the checks a naive checker
     /// would make and those that ran; the report gets `check_counts` (slower kernels, same
     /// verdicts; modules are instrumented at every load, not taken from the cache).
@@ -346,6 +370,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         .env(env::REPORT_DIR, scratch.path())
         .env(env::LEAK_CHECK, leak_check)
         .env(env::CHECK_REACTION, a.check_reaction.abi().name())
+        .env(env::LOCAL_BOUNDS, a.local_bounds.abi().name())
         .env(env::QUARANTINE_BYTES, a.quarantine_bytes.to_string())
         .env(env::CHECK_COUNT, count_checks);
     let env = |k: &str| std::env::var_os(k);
@@ -428,6 +453,10 @@ mod tests {
             assert_eq!(name(r.to_possible_value().unwrap()), r.abi().name());
         }
         assert_eq!(CheckReaction::value_variants().len(), gpusan_abi::Reaction::ALL.len());
+        for b in LocalBounds::value_variants() {
+            assert_eq!(name(b.to_possible_value().unwrap()), b.abi().name());
+        }
+        assert_eq!(LocalBounds::value_variants().len(), gpusan_abi::LocalBounds::ALL.len());
         for r in Route::value_variants() {
             assert_eq!(name(r.to_possible_value().unwrap()), r.abi().name());
         }

@@ -23,6 +23,8 @@ pub struct Options {
     pub leak_check: bool,
     /// `GPUSAN_CHECK_REACTION`: what checked kernels do at an error.
     pub check_reaction: Reaction,
+    /// `GPUSAN_LOCAL_BOUNDS`: local arrays bounded one by one, or the frame as a whole.
+    pub local_bounds: gpusan_abi::LocalBounds,
     /// `GPUSAN_CHECK_COUNT=1`: checked kernels also count their checks (a measurement
     /// build, `check/counting.rs`); the sums go into the report's `check_counts`.
     pub check_counting: gpusan_passes::check::Counting,
@@ -47,6 +49,9 @@ impl Options {
             leak_check: var(env::LEAK_CHECK).is_some_and(|v| v == env::LEAK_CHECK_FULL),
             route: var(env::ROUTE).and_then(|v| gpusan_abi::Route::from_name(&v)).unwrap_or_default(),
             check_reaction: var(env::CHECK_REACTION).and_then(|v| Reaction::from_name(&v)).unwrap_or_default(),
+            local_bounds: var(env::LOCAL_BOUNDS)
+                .and_then(|v| gpusan_abi::LocalBounds::from_name(&v))
+                .unwrap_or_default(),
             check_counting: if var(env::CHECK_COUNT).is_some_and(|v| v == env::CHECK_COUNT_ON) {
                 gpusan_passes::check::Counting::Dynamic
             } else {

@@ -8,7 +8,7 @@
 //! whatever they instrument must load: the verifier passed it, and it prints and parses
 //! back to itself.
 
-use crate::check::{CheckConfig, CheckWith, Counting, Reaction};
+use crate::check::{CheckConfig, CheckWith, Counting, LocalBounds, Reaction};
 use crate::count::Count;
 use crate::meta::ModuleMeta;
 use crate::{instrument, instrument_with_meta, verify, Error, Instrumented, Stage};
@@ -23,6 +23,7 @@ pub fn check(data: &[u8]) {
     let config = CheckConfig {
         reaction: if knobs & 1 == 0 { Reaction::Report } else { Reaction::Abort },
         counting: if knobs & 2 == 0 { Counting::Off } else { Counting::Dynamic },
+        local_bounds: if knobs & 4 == 0 { LocalBounds::Object } else { LocalBounds::Frame },
     };
     let Some((out, meta)) = refused_or(src, instrument_with_meta(src, &CheckWith(config))) else { return };
     loads(&out);

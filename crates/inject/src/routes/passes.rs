@@ -62,7 +62,8 @@ pub fn counting() -> bool {
 pub fn cache_name(mode: Mode) -> String {
     if mode == Mode::Check {
         let c = check_config();
-        format!("check/{}{}", c.reaction.name(), if c.counting.is_on() { "/count" } else { "" })
+        let frame = if c.local_bounds == gpusan_abi::LocalBounds::Frame { "/frame" } else { "" };
+        format!("check/{}{}{frame}", c.reaction.name(), if c.counting.is_on() { "/count" } else { "" })
     } else {
         mode.name().to_string()
     }
@@ -70,5 +71,9 @@ pub fn cache_name(mode: Mode) -> String {
 
 fn check_config() -> CheckConfig {
     let options = &crate::state::state().options;
-    CheckConfig { reaction: options.check_reaction, counting: options.check_counting }
+    CheckConfig {
+        reaction: options.check_reaction,
+        counting: options.check_counting,
+        local_bounds: options.local_bounds,
+    }
 }

@@ -167,7 +167,7 @@ mod sites;
 mod snippet;
 mod spans;
 
-pub use config::{CheckConfig, Reaction};
+pub use config::{CheckConfig, LocalBounds, Reaction};
 pub use counting::Counting;
 pub use report::{CheckFunction, CheckReport};
 
@@ -281,7 +281,7 @@ fn instrument_module(
     let mut numbers = gpusan_abi::function_numbers(&defined).into_iter();
 
     let facts = ModuleFacts::of(module);
-    let windows = onchip::Windows::of_module(module);
+    let windows = onchip::Windows::of_module(module, config.local_bounds);
     // First, so that the module stays whole (every symbol the checks use declared) after
     // each stage that rewrites it.
     declare_abi_variables(module, config.counting, facts.uses_heap);

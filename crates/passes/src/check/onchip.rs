@@ -22,23 +22,22 @@
 //! also checked for use after scope: they must stay inside the kernel's own frame
 //! ([`scope`], which says why only kernels can be judged).
 //!
-//! # Individual local arrays: not recovered
+//! # Local arrays one by one
 //!
-//! nvcc merges a function's locals into `__local_depotN` and the PTX says only which
-//! constant offsets serve as bases (`add.u64 %rd7, %SPL, 32`), not where an object ends.
-//! An offset is no object boundary: for `int m[4][8]`, `&m[1][0]` is `%SPL+32` and a
-//! pointer from it legally walks into rows 2 and 3 (up to `%SPL+127`, seen with the pinned
-//! nvcc); a pointer to a struct member (`&s.b`, `%SPL+16`) reaching the whole struct looks
-//! the same; and NVVM's SROA splits or keeps aggregates as it likes. Bounding each base by
-//! the next one would report such legal code, so the frame stays the bound (cuCatch §5.2.3
-//! has the same limit: its compiler does not see inside a frame either). `-G` builds name the
-//! variables in DWARF (`DW_AT_location` against the frame), which could give exact bounds
-//! for debug builds only; gpusan does not read DWARF.
+//! nvcc merges a function's locals into `__local_depotN`, and NVVM gives each object (an
+//! `alloca`: an array, a struct) its own base `%SPL + c`. Under [`LocalBounds::Object`] (the
+//! default) an access whose address the walk follows back to one such base is held to that
+//! object: from `c` to the next object's start ([`objects`] says how starts are found and
+//! merged, and what that can miss), so an index past one array that lands in its neighbour
+//! is out of bounds (cuCatch §5.2.3 bounds only the frame). Addresses made from the frame
+//! register with no constant base first, or from two bases, are held to the frame;
+//! `gpusan run --local-bounds frame` holds every one to the frame. An offset inside an
+//! object is no boundary: `&m[1][0]` of `int m[4][8]` may walk into rows 2 and 3, and a
+//! member pointer may reach the whole struct, and both are within their object.
 //!
 //! What is left unchecked (counted as `other`): on-chip accesses whose address does not lead
-//! to exactly one window (except those the use-after-scope check takes), arrays inside a
-//! local frame (above), `ldmatrix`/`stmatrix` with fewer than four matrices (some threads'
-//! addresses are unused), `shared::cluster` windows reached through `mapa`, and local
+//! to exactly one window (except those the use-after-scope check takes), `ldmatrix`/
+//! `stmatrix` with fewer than four matrices (some threads' addresses are unused), `shared::cluster` windows reached through `mapa`, and local
 //! accesses in a `.func` through pointers from elsewhere (a parameter, a call result, a
 //! load).
 
@@ -52,12 +51,15 @@ use gpusan_ptx::dataflow::DefSite;
 use gpusan_ptx::semantics::{address_conversion, AccessKind, Conversion, MemAccess, Space};
 use gpusan_ptx::Module;
 
+use super::config::LocalBounds;
 use super::plan::{required_alignment, Align};
 use super::regs::RegWidths;
 use super::roots::RootAnalysis;
 
+mod objects;
 mod scope;
 mod window;
+use objects::FrameObjects;
 use scope::LiveFrame;
 use window::{Extent, Region, Window};
 
@@ -71,12 +73,16 @@ pub(super) struct Windows {
     module_local: bool,
     /// The function is a kernel whose live local memory is known ([`scope`]).
     live: Option<LiveFrame>,
+    /// How local accesses are bounded.
+    local_bounds: LocalBounds,
+    /// The objects in the function's frame ([`objects`]), under [`LocalBounds::Object`].
+    objects: FrameObjects,
 }
 
 impl Windows {
     /// The windows declared at module scope.
-    pub(super) fn of_module(m: &Module) -> Windows {
-        let mut w = Windows::default();
+    pub(super) fn of_module(m: &Module, local_bounds: LocalBounds) -> Windows {
+        let mut w = Windows { local_bounds, ..Windows::default() };
         for item in &m.items {
             if let Item::Var(d) = item {
                 w.module_local |= d.space == StateSpace::Local;
@@ -100,6 +106,17 @@ impl Windows {
             }
         }
         walk(f.body.as_deref().unwrap_or_default(), &mut w);
+        if w.local_bounds == LocalBounds::Object {
+            let sizes = w
+                .vars
+                .iter()
+                .filter_map(|(n, v)| match v {
+                    Some(Window { region: Region::Local, extent: Extent::Bytes(b) }) => Some((*n, *b)),
+                    _ => None,
+                })
+                .collect();
+            w.objects = FrameObjects::of(f, &sizes);
+        }
         w
     }
 
@@ -134,8 +151,9 @@ enum Base {
 /// What an on-chip check holds the access to.
 #[derive(Debug, Clone)]
 enum Bound {
-    /// The variable `symbol`'s window.
-    Window { symbol: Name, window: Window },
+    /// The variable `symbol`'s window; for an object in a frame ([`objects`]), the part of
+    /// it `[start, end)` the object spans.
+    Window { symbol: Name, window: Window, object: Option<(u64, u64)> },
     /// A kernel's live local memory: its frame, or nothing ([`scope`]).
     Live(Option<(Name, u64)>),
 }
@@ -172,8 +190,11 @@ impl std::fmt::Display for WindowCheck {
             }
         }
         match &self.bound {
-            Bound::Window { symbol, window } => {
+            Bound::Window { symbol, window, object } => {
                 let region = if window.region == Region::Shared { "shared" } else { "local" };
+                if let Some((lo, hi)) = object {
+                    return write!(f, " in the {region} object at {symbol} [{lo}, {hi})");
+                }
                 match window.extent {
                     Extent::Bytes(n) => write!(f, " in {region} {symbol} [0, {n})"),
                     Extent::Dynamic => write!(f, " in {region} {symbol} [0, %dynamic_smem_size)"),
@@ -216,7 +237,7 @@ impl WindowCheck {
     /// needed (cuCatch's static elimination).
     pub(super) fn statically_in_bounds(&self) -> bool {
         match (&self.base, &self.bound) {
-            (Base::Symbol, Bound::Window { window: Window { extent: Extent::Bytes(n), .. }, .. }) => {
+            (Base::Symbol, Bound::Window { window: Window { extent: Extent::Bytes(n), .. }, object: None, .. }) => {
                 let n = *n;
                 self.offset >= 0 && (self.offset as u64).checked_add(u64::from(self.width)).is_some_and(|e| e <= n)
             }
@@ -306,7 +327,7 @@ pub(super) fn classify(
         // `[sym+k]`: only in the symbol's own space is it the window's address.
         return match (region, windows.get(name)) {
             (Some(r), Some(w)) if w.region == r => {
-                Verdict::Check(make(Base::Symbol, Bound::Window { symbol: name, window: w }))
+                Verdict::Check(make(Base::Symbol, Bound::Window { symbol: name, window: w, object: None }))
             }
             _ => not_mine(),
         };
@@ -321,7 +342,11 @@ pub(super) fn classify(
     let o = origin(analysis, windows, i, reg, form);
     match o.window {
         Some((symbol, w)) if region.is_none_or(|r| r == w.region) => {
-            return Verdict::Check(make(base, Bound::Window { symbol, window: w }));
+            let object = match o.object {
+                Obj::At(c) if w.region == Region::Local => windows.objects.object(symbol, c),
+                _ => None,
+            };
+            return Verdict::Check(make(base, Bound::Window { symbol, window: w, object }));
         }
         Some(_) => return not_mine(),
         None => {}
@@ -354,13 +379,26 @@ enum Form {
 enum Val {
     /// No address in it: an integer computed by arithmetic (or not known yet).
     Offset,
-    /// An address derived from this window symbol.
-    Sym(Name),
+    /// An address derived from this window symbol, within the object [`Obj`] says.
+    Sym(Name, Obj),
     /// From somewhere the walk does not see (a load, a call, a `.reg` parameter): an
     /// integer or a pointer.
     Unknown,
     /// Two origins, or a value that left the window: not judged.
     Conflict,
+}
+
+/// Which object of a window an address is derived from: for a frame (`__local_depotN`), the
+/// object whose base `frame + c` the address was formed from ([`objects`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Obj {
+    /// The window's own address, or arithmetic on it with no constant base first.
+    #[default]
+    Whole,
+    /// From the base `window + c`.
+    At(i64),
+    /// From two bases: the window as a whole bounds it.
+    Mixed,
 }
 
 impl Val {
@@ -369,7 +407,7 @@ impl Val {
         use Val::*;
         match (self, o) {
             (Offset, x) | (x, Offset) => x,
-            (Sym(a), Sym(b)) if a == b => Sym(a),
+            (Sym(a, x), Sym(b, y)) if a == b => Sym(a, if x == y { x } else { Obj::Mixed }),
             (Unknown, Unknown) => Unknown,
             _ => Conflict,
         }
@@ -379,9 +417,9 @@ impl Val {
     fn sum(self, o: Val) -> Val {
         use Val::*;
         match (self, o) {
-            (Conflict, _) | (_, Conflict) | (Sym(_), Sym(_)) => Conflict,
+            (Conflict, _) | (_, Conflict) | (Sym(..), Sym(..)) => Conflict,
             (Offset, x) | (x, Offset) => x,
-            (Sym(a), Unknown) | (Unknown, Sym(a)) => Sym(a),
+            (Sym(a, o), Unknown) | (Unknown, Sym(a, o)) => Sym(a, o),
             (Unknown, Unknown) => Unknown,
         }
     }
@@ -393,10 +431,10 @@ impl Val {
             (Conflict, _) | (_, Conflict) => Conflict,
             (x, Offset) => x,
             // Two addresses in one window: how far apart they are.
-            (Sym(a), Sym(b)) if a == b => Offset,
-            (Sym(_), Sym(_)) | (Offset, Sym(_)) => Conflict,
+            (Sym(a, _), Sym(b, _)) if a == b => Offset,
+            (Sym(..), Sym(..)) | (Offset, Sym(..)) => Conflict,
             // An address less an unknown is an address, or a distance: unknown.
-            (Sym(_), Unknown) | (Unknown, _) | (Offset, Unknown) => Unknown,
+            (Sym(..), Unknown) | (Unknown, _) | (Offset, Unknown) => Unknown,
         }
     }
 }
@@ -475,6 +513,8 @@ type Key = (InstId, gpusan_ptx::dataflow::RegId, Form);
 enum Read {
     Defs(Vec<Key>, bool /* a `.reg` parameter's value reaches too */),
     Const(Val),
+    /// An immediate: an integer, whose value makes a frame object's start ([`Obj::At`]).
+    Imm(i64),
 }
 
 /// A definition's value from its operands' reads.
@@ -497,6 +537,8 @@ const MAX_ROUNDS: usize = 64;
 struct Origin {
     /// The one window symbol the value is derived from.
     window: Option<(Name, Window)>,
+    /// The object in that window it is derived from.
+    object: Obj,
     /// Some definition the value depends on is a call result or a load
     /// ([`LiveFrame::is_foreign`]); only looked for in kernels the use-after-scope check judges.
     foreign: bool,
@@ -555,7 +597,7 @@ fn origin(
                     read(analysis, d, Some(*n), f, work)
                 }
             }
-            Some(Operand::Int(_)) => Read::Const(Val::Offset),
+            Some(Operand::Int(l)) => Read::Imm(l.as_i64()),
             _ => Read::Const(Val::Unknown),
         }
     }
@@ -576,7 +618,7 @@ fn origin(
                 foreign |= windows.live.as_ref().is_some_and(|l| l.is_foreign(inst));
                 Rule::Const(Val::Unknown)
             }
-            Step::Symbol(s) => Rule::Const(if f == Form::Window { Val::Sym(s) } else { Val::Conflict }),
+            Step::Symbol(s) => Rule::Const(if f == Form::Window { Val::Sym(s, Obj::Whole) } else { Val::Conflict }),
             Step::Copy(k) => Rule::Copy(operand(analysis, d, inst, k, f, &mut work)),
             Step::Add => {
                 Rule::Add(operand(analysis, d, inst, 1, f, &mut work), operand(analysis, d, inst, 2, f, &mut work))
@@ -601,7 +643,7 @@ fn origin(
                         }
                         // `cvta.R d, sym`.
                         Some(Operand::Name(n)) if before == Form::Window => {
-                            Rule::Convert(region, Read::Const(Val::Sym(*n)))
+                            Rule::Convert(region, Read::Const(Val::Sym(*n, Obj::Whole)))
                         }
                         _ => Rule::Const(Val::Conflict),
                     }
@@ -615,6 +657,7 @@ fn origin(
     let mut values: HashMap<Key, Val> = HashMap::new();
     let value_of = |values: &HashMap<Key, Val>, r: &Read| match r {
         Read::Const(v) => *v,
+        Read::Imm(_) => Val::Offset,
         Read::Defs(defs, entry) => {
             let init = if *entry { Val::Unknown } else { Val::Offset };
             defs.iter().fold(init, |acc, k| acc.join(values.get(k).copied().unwrap_or(Val::Offset)))
@@ -628,11 +671,19 @@ fn origin(
             let v = match &nodes[key] {
                 Rule::Const(v) => *v,
                 Rule::Copy(r) => value_of(&values, r),
-                Rule::Add(a, b) => value_of(&values, a).sum(value_of(&values, b)),
+                Rule::Add(a, b) => {
+                    let (va, vb) = (value_of(&values, a), value_of(&values, b));
+                    // The frame's own address plus a constant: the start of an object in it.
+                    match (va, vb, a, b) {
+                        (Val::Sym(s, Obj::Whole), _, _, Read::Imm(c))
+                        | (_, Val::Sym(s, Obj::Whole), Read::Imm(c), _) => Val::Sym(s, Obj::At(*c)),
+                        _ => va.sum(vb),
+                    }
+                }
                 Rule::Sub(a, b) => value_of(&values, a).difference(value_of(&values, b)),
                 Rule::Selp(a, b) => value_of(&values, a).join(value_of(&values, b)),
                 Rule::Convert(region, r) => match value_of(&values, r) {
-                    Val::Sym(s) if windows.get(s).is_some_and(|w| w.region == *region) => Val::Sym(s),
+                    Val::Sym(s, o) if windows.get(s).is_some_and(|w| w.region == *region) => Val::Sym(s, o),
                     Val::Offset => Val::Offset,
                     _ => Val::Conflict,
                 },
@@ -649,11 +700,11 @@ fn origin(
     if !stable {
         return Origin::default();
     }
-    let window = match value_of(&values, &start) {
-        Val::Sym(s) => windows.get(s).map(|w| (s, w)),
-        _ => None,
+    let (window, object) = match value_of(&values, &start) {
+        Val::Sym(s, o) => (windows.get(s).map(|w| (s, w)), o),
+        _ => (None, Obj::Whole),
     };
-    Origin { window, foreign }
+    Origin { window, object, foreign }
 }
 
 /// Registers the window checks use, declared when a function has any.
@@ -693,8 +744,8 @@ pub(super) fn check_text(c: &WindowCheck) -> String {
             }
         }
     }
-    let (symbol, window) = match &c.bound {
-        Bound::Window { symbol, window } => (symbol, window),
+    let (symbol, window, object) = match &c.bound {
+        Bound::Window { symbol, window, object } => (symbol, window, object),
         Bound::Live(frame) => {
             t.push_str(&scope::check_text(*frame, c.space == Space::Generic));
             t.push_str(&c.align.text("%__gs_a", "%__gs_bad", true));
@@ -706,11 +757,17 @@ pub(super) fn check_text(c: &WindowCheck) -> String {
     } else {
         let _ = writeln!(t, "\tmov.u64 %__gs_wlo, {symbol};");
     }
-    match window.extent {
-        Extent::Bytes(n) => {
+    match (object, window.extent) {
+        (Some((lo, hi)), _) => {
+            let _ = writeln!(t, "\tadd.s64 %__gs_wlim, %__gs_wlo, {hi};");
+            if *lo != 0 {
+                let _ = writeln!(t, "\tadd.s64 %__gs_wlo, %__gs_wlo, {lo};");
+            }
+        }
+        (None, Extent::Bytes(n)) => {
             let _ = writeln!(t, "\tadd.s64 %__gs_wlim, %__gs_wlo, {n};");
         }
-        Extent::Dynamic => t.push_str(
+        (None, Extent::Dynamic) => t.push_str(
             "\tmov.u32 %__gs_c, %dynamic_smem_size;\n\
              \tcvt.u64.u32 %__gs_wlim, %__gs_c;\n\
              \tadd.s64 %__gs_wlim, %__gs_wlo, %__gs_wlim;\n",
@@ -782,6 +839,7 @@ mod tests {
             bound: Bound::Window {
                 symbol: "a".into(),
                 window: Window { region: Region::Shared, extent: Extent::Bytes(16) },
+                object: None,
             },
             align: Align::of(4),
         };

@@ -3,10 +3,10 @@
 #![allow(unused_imports)]
 pub use gpusan_testkit::*;
 
-use gpusan_passes::check::{CheckConfig, Counting, Reaction};
+use gpusan_passes::check::{CheckConfig, Counting, LocalBounds, Reaction};
 
 /// The configuration a check fixture asks for in its header lines (`// check-reaction:
-/// abort`, `// check-count: dynamic`); the default otherwise.
+/// abort`, `// check-count: dynamic`, `// local-bounds: frame`); the default otherwise.
 #[allow(dead_code)]
 pub fn check_config_of(input: &str) -> CheckConfig {
     let reaction = input
@@ -22,5 +22,10 @@ pub fn check_config_of(input: &str) -> CheckConfig {
             other => panic!("`// check-count: {other}`: only `dynamic`"),
         })
         .unwrap_or_default();
-    CheckConfig { reaction, counting }
+    let local_bounds = input
+        .lines()
+        .find_map(|l| l.strip_prefix("// local-bounds: "))
+        .map(|b| LocalBounds::from_name(b.trim()).expect("`object` or `frame`"))
+        .unwrap_or_default();
+    CheckConfig { reaction, counting, local_bounds }
 }
