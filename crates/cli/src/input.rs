@@ -53,7 +53,7 @@ impl fmt::Display for InputError {
 impl std::error::Error for InputError {}
 
 /// `path` (or standard input for `-`) as text, at most [`MAX_INPUT_BYTES`] of it.
-pub(crate) fn read_input(path: &PathBuf) -> Result<String> {
+pub(crate) fn read_input(path: &Path) -> Result<String> {
     Ok(read_text(path)?)
 }
 
