@@ -187,3 +187,28 @@ fn a_patched_kernel_launched_directly_and_in_a_graph_is_checked_at_both() {
     // One block for the kernel in its context, whichever launch made it.
     assert_eq!(o.report["counters"]["binary_patched_kernels"], 1, "{:#}", o.report["counters"]);
 }
+
+#[test]
+fn a_patched_kernel_whose_params_cannot_be_made_runs_with_null_and_is_reported_unchecked() {
+    let fail = [("FAKE_SANITIZER_ALLOC_FAIL", Path::new("1"))];
+    let r = run(&["--mode", "check"], "direct_and_graph", "sanitizer", &fail);
+    let o = &r.o;
+    // Never the API's own: null, with which the patches check nothing.
+    assert_eq!(lines(&r.log, "SetCallbackData function=0x4100 data=null"), 1, "{}", r.log);
+    assert_eq!(lines(&r.log, "SetLaunchCallbackData function=0x4100 data=null"), 1, "{}", r.log);
+    assert!(!o.stderr.contains("GPU fault"), "{}", o.stderr);
+    assert!(o.kinds().is_empty(), "{:#}", o.report);
+    let why = "binary route: its params block could not be made for some of its launches (they ran unchecked)";
+    assert_eq!(kernels(o), vec![("mc_overflow".into(), 2, None, Some(why.into()))], "{:#}", o.report);
+}
+
+#[test]
+fn machine_code_that_launches_kernels_from_the_device_is_left_unpatched_with_the_reason() {
+    let r = run(&["--mode", "check"], "cdp", "sanitizer", &[]);
+    // Its device-side launches would reach no callback: none of its kernels is patched.
+    assert_eq!(lines(&r.log, "PatchModule"), 0, "{}", r.log);
+    assert_eq!(lines(&r.log, "SetCallbackData"), 0, "{}", r.log);
+    let why = "binary route: launches kernels from the device (dynamic parallelism), which no callback lets gpusan give their params";
+    assert_eq!(kernels(&r.o), vec![("mc_overflow".into(), 1, None, Some(why.into()))], "{:#}", r.o.report);
+    assert!(r.o.kinds().is_empty(), "{:#}", r.o.report);
+}

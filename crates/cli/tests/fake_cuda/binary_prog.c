@@ -7,6 +7,8 @@
  * `graph`: the cubin's `mc_overflow` captured into a graph (never launched directly), the
  * graph launched once; `graph_upload`: the same graph uploaded before its launch;
  * `direct_and_graph`: launched once directly, then once in the graph.
+ * `cdp`: a cubin that launches kernels from the device (it names __cudaCDP2LaunchDeviceV2),
+ * its `mc_overflow` launched once.
  * Prints `SCENARIO done rc=N`. */
 #include <stdint.h>
 #include <stdio.h>
@@ -59,6 +61,11 @@ int main(int argc, char **argv) {
         rc |= cuStreamEndCapture(stream, &graph) | cuGraphInstantiateWithFlags(&exec, graph, 0);
         if (!strcmp(s, "graph_upload")) rc |= cuGraphUpload(exec, stream);
         rc |= cuGraphLaunch(exec, stream) | cuStreamSynchronize(stream);
+    } else if (!strcmp(s, "cdp")) {
+        static unsigned char cubin[128] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+        memcpy(cubin + 64, "__cudaCDP2LaunchDeviceV2", 25);
+        rc |= cuModuleLoadData(&m, cubin) | cuModuleGetFunction(&f, m, "mc_overflow");
+        rc |= cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, params, 0);
     } else if (!strcmp(s, "ptx")) {
         rc |= cuModuleLoadData(&m, ptx) | cuModuleGetFunction(&f, m, "zeta");
         rc |= cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, params, 0);

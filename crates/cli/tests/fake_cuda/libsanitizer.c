@@ -53,7 +53,9 @@ int fake_runtime_call(uint32_t cbid, const void *params, int result) {
  * The driver stand-in reports module loads and launches here (fake_sanitizer_loaded,
  * fake_sanitizer_launch), which reach gpusan's callback when it enabled that callback
  * (sanitizerEnableCallback). Each patching call is appended to $FAKE_SANITIZER_LOG, one line
- * each. $FAKE_SANITIZER_PATCH_FAIL makes sanitizerPatchModule fail (SANITIZER_ERROR_NOT_SUPPORTED).
+ * each. $FAKE_SANITIZER_PATCH_FAIL makes sanitizerPatchModule fail (SANITIZER_ERROR_NOT_SUPPORTED),
+ * $FAKE_SANITIZER_ALLOC_FAIL sanitizerAlloc. A graph's kernel nodes come through
+ * fake_sanitizer_node_launch (the graph node callback; see there).
  * Built with -DFAKE_NO_PATCHING, the library has none of these functions (an old one).
  *
  * A launched kernel whose callback data was set "runs" its patched accesses: each launch of
@@ -134,6 +136,7 @@ int sanitizerStreamSynchronize(void *stream) {
 /* Device memory is host memory in the fake driver. */
 int sanitizerAlloc(void *ctx, void **p, size_t n) {
     (void)ctx;
+    if (getenv("FAKE_SANITIZER_ALLOC_FAIL")) return 6; /* SANITIZER_ERROR_OUT_OF_MEMORY */
     *p = calloc(1, n);
     return *p ? 0 : 1;
 }

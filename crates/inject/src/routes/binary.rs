@@ -139,6 +139,9 @@ pub unsafe fn module_loaded(context: u64, module: usize, library: usize, cubin: 
         return; // declares the device ABI: checked by the PTX route (or built instrumented)
     }
     let loaded = if library != 0 { Loaded::Library(library) } else { Loaded::Module(module) };
+    if contains(code, DEVICE_LAUNCH.as_bytes()) {
+        return coverage::patched(loaded, Err(DEVICE_LAUNCHES.to_string()));
+    }
     let verdict = match API.get() {
         Some(Ok(api)) => patch(api, context, module),
         Some(Err(why)) => Err(why.clone()),
@@ -149,6 +152,14 @@ pub unsafe fn module_loaded(context: u64, module: usize, library: usize, cubin: 
     }
     coverage::patched(loaded, verdict);
 }
+
+/// What machine code that launches kernels from the device calls (dynamic parallelism:
+/// `cudaLaunchDeviceV2`, `__cudaCDP2LaunchDeviceV2` since CUDA 12). Those launches reach no
+/// callback, so their kernels would run with whatever userdata the API holds: such a module
+/// is left unpatched.
+const DEVICE_LAUNCH: &str = "LaunchDeviceV2";
+const DEVICE_LAUNCHES: &str =
+    "binary route: launches kernels from the device (dynamic parallelism), which no callback lets gpusan give their params";
 
 /// Whether machine code names a symbol (its string table holds the names).
 fn contains(code: &[u8], name: &[u8]) -> bool {
