@@ -3,7 +3,11 @@
 //! every patching call and plays the patched kernels' records. Machine code is patched and
 //! its kernels listed with route `binary` under `--route auto`; PTX gpusan instruments is
 //! not patched; `--route ptx` and a refused patch leave machine code unchecked with the
-//! reason; a library without the patching API changes nothing else.
+//! reason; a library without the patching API changes nothing else. A patched kernel run in
+//! a graph gets its params through the graph node callback (the fake faults a patched kernel
+//! that runs with data nobody set, as the GPU did); one whose params cannot be made runs
+//! with null and is listed unchecked; machine code that launches kernels from the device is
+//! not patched.
 
 mod fake_driver;
 

@@ -12,6 +12,29 @@
 //! instruction's address) is handed over with `sanitizerSetCallbackData`: made at the
 //! kernel's first launch in a context, a lookup and that call at every later one.
 //!
+//! Graphs: a kernel node's launch reaches no `LAUNCH_BEGIN`, and no document says that its
+//! function's callback data reaches it (on the H100, SASS-only programs whose kernels ran
+//! only in graphs faulted on whatever the API passed them). The graph node callback
+//! (`SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN`, at each launch of the graph and at its
+//! upload) gives each kernel node of a patched module the same block with
+//! `sanitizerSetLaunchCallbackData`. Made at a node, the block also becomes the function's
+//! callback data; made at an upload, it is complete (`sanitizerStreamSynchronize`) before
+//! the graph runs on any stream. The context's table and error buffer are set up by the
+//! `cuGraphLaunch` and `cuGraphUpload` stand-ins, as by every launch's.
+//!
+//! A patched kernel never runs with a userdata gpusan did not set: every launch the API
+//! reports gets its block, or null where the block cannot be made (then the patches check
+//! nothing, and the coverage lists the kernel unchecked with the reason; a later launch
+//! tries again). Launches from the device reach no callback: a module whose machine code
+//! launches kernels (dynamic parallelism: it names `cudaLaunchDeviceV2` or
+//! `__cudaCDP2LaunchDeviceV2`) is not patched, and says so. Not handled: graphs launched from
+//! the device (`cudaGraphInstantiateFlagDeviceLaunch`), whose kernels get the data of
+//! `sanitizerSetDeviceGraphData` by means the public headers do not declare; none of the
+//! programs this route is for (PyTorch, cuBLAS, JAX, the case suite) launches graphs from
+//! the device. Setting every function's data when its module loads would need the driver
+//! (`cuModuleEnumerateFunctions`), which no callback may call, and would force lazily
+//! loaded functions to load.
+//!
 //! Which modules: under `--route auto` (the default), every module whose loaded machine
 //! code does not declare the device ABI (PTX gpusan instrumented, or built instrumented,
 //! declares it; machine code only, or PTX gpusan could not instrument, does not); under
@@ -228,7 +251,7 @@ pub struct Node {
 }
 
 /// A graph's kernel node is about to run (or be uploaded): no launch callback reaches it,
-/// and the callback data of its function does not either, so a kernel of a patched module
+/// nor, as far as the API says, the callback data of its function, so a kernel of a patched module
 /// gets its params block for this launch (`sanitizerSetLaunchCallbackData`). Made here at
 /// its first node, the block also becomes its function's callback data, for the launches
 /// no callback reports (from the device).
