@@ -12,8 +12,8 @@
 //! runtime call's sticky kernel error is a GPU fault (`routes::faults`), where no stand-in saw it.
 //!
 //! In `--mode check` on a route that patches machine code, the module-loaded, launch-begin
-//! and graph-node-launch-begin callbacks are enabled too, and go to `routes::binary` (with the patching
-//! API's functions, resolved here).
+//! and graph-node-launch-begin callbacks are enabled too, and go to `routes::binary` (with
+//! the patching API's functions, resolved here).
 //!
 //! With `$GPUSAN_PROBE_OUT` (the injection probe), every domain is enabled and counted.
 

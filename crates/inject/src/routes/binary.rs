@@ -181,8 +181,10 @@ pub unsafe fn module_loaded(context: u64, module: usize, library: usize, cubin: 
 /// callback, so their kernels would run with whatever userdata the API holds: such a module
 /// is left unpatched.
 const DEVICE_LAUNCH: &str = "LaunchDeviceV2";
-const DEVICE_LAUNCHES: &str =
-    "binary route: launches kernels from the device (dynamic parallelism), which no callback lets gpusan give their params";
+const DEVICE_LAUNCHES: &str = concat!(
+    "binary route: launches kernels from the device (dynamic parallelism), ",
+    "which no callback lets gpusan give their params"
+);
 
 /// Whether machine code names a symbol (its string table holds the names).
 fn contains(code: &[u8], name: &[u8]) -> bool {
@@ -251,10 +253,10 @@ pub struct Node {
 }
 
 /// A graph's kernel node is about to run (or be uploaded): no launch callback reaches it,
-/// nor, as far as the API says, the callback data of its function, so a kernel of a patched module
-/// gets its params block for this launch (`sanitizerSetLaunchCallbackData`). Made here at
-/// its first node, the block also becomes its function's callback data, for the launches
-/// no callback reports (from the device).
+/// nor, as far as the API says, the callback data of its function, so a kernel of a
+/// patched module gets its params block for this launch (`sanitizerSetLaunchCallbackData`).
+/// Made here at its first node, the block also becomes its function's callback data, for
+/// the launches no callback reports (from the device).
 ///
 /// # Safety
 /// `launch.name` is null or a NUL-terminated string.
