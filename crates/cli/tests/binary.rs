@@ -3,7 +3,11 @@
 //! every patching call and plays the patched kernels' records. Machine code is patched and
 //! its kernels listed with route `binary` under `--route auto`; PTX gpusan instruments is
 //! not patched; `--route ptx` and a refused patch leave machine code unchecked with the
-//! reason; a library without the patching API changes nothing else.
+//! reason; a library without the patching API changes nothing else. A patched kernel run in
+//! a graph gets its params through the graph node callback (the fake faults a patched kernel
+//! that runs with data nobody set, as the GPU did); one whose params cannot be made runs
+//! with null and is listed unchecked; machine code that launches kernels from the device is
+//! not patched.
 
 mod fake_driver;
 
@@ -144,4 +148,71 @@ fn a_sanitizer_library_without_the_patching_api_leaves_machine_code_unchecked() 
     assert_eq!(kernels(&r.o), vec![("mc_overflow".into(), 2, None, why)], "{:#}", r.o.report);
     // The rest of the Sanitizer API's work goes on.
     assert!(!r.o.stderr.contains("runtime API errors were not observed"), "{}", r.o.stderr);
+}
+
+/// Findings of `mc_overflow`'s launches: each writes 4 bytes at the end of its allocation.
+fn overflows(o: &Outcome) -> u64 {
+    o.count("out_of_bounds_write")
+}
+
+#[test]
+fn a_patched_kernel_launched_only_in_a_graph_gets_its_params_through_the_node_callback() {
+    let r = run(&["--mode", "check"], "graph", "sanitizer", &[]);
+    let o = &r.o;
+    // No launch callback reaches a graph's node: its launch's own data is set there.
+    assert_eq!(lines(&r.log, "SetLaunchCallbackData function=0x4100 data=set"), 1, "{}", r.log);
+    assert_eq!(lines(&r.log, "driver call in a callback"), 0, "{}", r.log);
+    assert_eq!(overflows(o), 1, "{:#}", o.report);
+    assert_eq!(o.report["errors"][0]["details"]["kernel"], "mc_overflow", "{:#}", o.report);
+    assert_eq!(kernels(o), vec![("mc_overflow".into(), 1, Some("binary".into()), None)], "{:#}", o.report);
+    assert_eq!(o.report["counters"]["binary_patched_kernels"], 1, "{:#}", o.report["counters"]);
+    assert!(!o.stderr.contains("GPU fault"), "{}", o.stderr);
+}
+
+#[test]
+fn a_graph_uploaded_before_its_launch_gives_its_patched_kernel_params_at_both() {
+    let r = run(&["--mode", "check"], "graph_upload", "sanitizer", &[]);
+    // The block is made at the upload, complete before the graph runs on any stream.
+    assert_eq!(lines(&r.log, "SetLaunchCallbackData function=0x4100 data=set"), 2, "{}", r.log);
+    assert_eq!(lines(&r.log, "StreamSynchronize"), 1, "{}", r.log);
+    assert_eq!(lines(&r.log, "driver call in a callback"), 0, "{}", r.log);
+    assert_eq!(overflows(&r.o), 1, "{:#}", r.o.report);
+    assert_eq!(r.o.report["counters"]["binary_patched_kernels"], 1, "{:#}", r.o.report["counters"]);
+}
+
+#[test]
+fn a_patched_kernel_launched_directly_and_in_a_graph_is_checked_at_both() {
+    let r = run(&["--mode", "check"], "direct_and_graph", "sanitizer", &[]);
+    let o = &r.o;
+    assert_eq!(lines(&r.log, "SetCallbackData function=0x4100 data=set"), 1, "{}", r.log);
+    assert_eq!(lines(&r.log, "SetLaunchCallbackData function=0x4100 data=set"), 1, "{}", r.log);
+    assert_eq!(overflows(o), 2, "{:#}", o.report);
+    assert_eq!(kernels(o), vec![("mc_overflow".into(), 2, Some("binary".into()), None)], "{:#}", o.report);
+    // One block for the kernel in its context, whichever launch made it.
+    assert_eq!(o.report["counters"]["binary_patched_kernels"], 1, "{:#}", o.report["counters"]);
+}
+
+#[test]
+fn a_patched_kernel_whose_params_cannot_be_made_runs_with_null_and_is_reported_unchecked() {
+    let fail = [("FAKE_SANITIZER_ALLOC_FAIL", Path::new("1"))];
+    let r = run(&["--mode", "check"], "direct_and_graph", "sanitizer", &fail);
+    let o = &r.o;
+    // Never the API's own: null, with which the patches check nothing.
+    assert_eq!(lines(&r.log, "SetCallbackData function=0x4100 data=null"), 1, "{}", r.log);
+    assert_eq!(lines(&r.log, "SetLaunchCallbackData function=0x4100 data=null"), 1, "{}", r.log);
+    assert!(!o.stderr.contains("GPU fault"), "{}", o.stderr);
+    assert!(o.kinds().is_empty(), "{:#}", o.report);
+    let why = "binary route: its params block could not be made for some of its launches (they ran unchecked)";
+    assert_eq!(kernels(o), vec![("mc_overflow".into(), 2, None, Some(why.into()))], "{:#}", o.report);
+}
+
+#[test]
+fn machine_code_that_launches_kernels_from_the_device_is_left_unpatched_with_the_reason() {
+    let r = run(&["--mode", "check"], "cdp", "sanitizer", &[]);
+    // Its device-side launches would reach no callback: none of its kernels is patched.
+    assert_eq!(lines(&r.log, "PatchModule"), 0, "{}", r.log);
+    assert_eq!(lines(&r.log, "SetCallbackData"), 0, "{}", r.log);
+    let why = "binary route: launches kernels from the device (dynamic parallelism), which no callback lets gpusan give their params";
+    assert_eq!(kernels(&r.o), vec![("mc_overflow".into(), 1, None, Some(why.into()))], "{:#}", r.o.report);
+    assert!(r.o.kinds().is_empty(), "{:#}", r.o.report);
 }

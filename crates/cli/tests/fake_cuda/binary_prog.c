@@ -3,7 +3,13 @@
  *   binary_prog SCENARIO
  * `cubin`: a cubin (machine code only, no device ABI) whose kernel `mc_overflow` is launched
  * twice on a 1000-byte allocation, each launch writing 4 bytes at its end (offset 1000).
- * `ptx`: a PTX module whose kernel `zeta` is launched once. Prints `SCENARIO done rc=N`. */
+ * `ptx`: a PTX module whose kernel `zeta` is launched once.
+ * `graph`: the cubin's `mc_overflow` captured into a graph (never launched directly), the
+ * graph launched once; `graph_upload`: the same graph uploaded before its launch;
+ * `direct_and_graph`: launched once directly, then once in the graph.
+ * `cdp`: a cubin that launches kernels from the device (it names __cudaCDP2LaunchDeviceV2),
+ * its `mc_overflow` launched once.
+ * Prints `SCENARIO done rc=N`. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,6 +24,13 @@ CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned
 CUresult cuCtxSynchronize(void);
 CUresult cuMemAlloc_v2(uint64_t *, size_t);
 CUresult cuMemFree_v2(uint64_t);
+CUresult cuStreamCreate(void **, unsigned);
+CUresult cuStreamBeginCapture_v2(void *, int);
+CUresult cuStreamEndCapture(void *, void **);
+CUresult cuStreamSynchronize(void *);
+CUresult cuGraphInstantiateWithFlags(void **, void *, unsigned long long);
+CUresult cuGraphUpload(void *, void *);
+CUresult cuGraphLaunch(void *, void *);
 
 static const char *ptx =
     ".version 9.0\n.target sm_90\n.address_size 64\n"
@@ -37,6 +50,21 @@ int main(int argc, char **argv) {
         rc |= cuModuleLoadData(&m, cubin) | cuModuleGetFunction(&f, m, "mc_overflow");
         rc |= cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, params, 0);
         rc |= cuCtxSynchronize();
+        rc |= cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, params, 0);
+    } else if (!strcmp(s, "graph") || !strcmp(s, "graph_upload") || !strcmp(s, "direct_and_graph")) {
+        static unsigned char cubin[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+        void *stream = 0, *graph = 0, *exec = 0;
+        rc |= cuModuleLoadData(&m, cubin) | cuModuleGetFunction(&f, m, "mc_overflow") | cuStreamCreate(&stream, 0);
+        if (!strcmp(s, "direct_and_graph")) rc |= cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, stream, params, 0);
+        rc |= cuStreamBeginCapture_v2(stream, 0);
+        rc |= cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, stream, params, 0);
+        rc |= cuStreamEndCapture(stream, &graph) | cuGraphInstantiateWithFlags(&exec, graph, 0);
+        if (!strcmp(s, "graph_upload")) rc |= cuGraphUpload(exec, stream);
+        rc |= cuGraphLaunch(exec, stream) | cuStreamSynchronize(stream);
+    } else if (!strcmp(s, "cdp")) {
+        static unsigned char cubin[128] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+        memcpy(cubin + 64, "__cudaCDP2LaunchDeviceV2", 25);
+        rc |= cuModuleLoadData(&m, cubin) | cuModuleGetFunction(&f, m, "mc_overflow");
         rc |= cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, params, 0);
     } else if (!strcmp(s, "ptx")) {
         rc |= cuModuleLoadData(&m, ptx) | cuModuleGetFunction(&f, m, "zeta");

@@ -478,7 +478,7 @@ CUresult cuStreamQuery_ptsz(void *s) { (void)s; return sticky; }
 CUresult cuEventQuery(void *e) { (void)e; return sticky; }
 /* Not a driver function: some kernel of the current context faults now (a graph's, say). */
 void fake_fault(void) { sticky = 700; }
-static CUresult add_kernel_node(void *graph, void *f);
+static CUresult add_kernel_node(void *graph, void *f, void **params); static CUresult graph_nodes_run(void *graph, int upload);
 static void *function_of_kernel(void *k);
 CUresult cuCtxSynchronize(void) {
     if (sticky) return sticky;
@@ -502,7 +502,7 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
     int captured;
     CUresult r = stream_work("cuLaunchKernel", stream, &captured);
     if (!r && captured) stream_of(stream)->kernels++;
-    if (!r && captured) r = add_kernel_node(stream_of(stream)->graph, function_of_kernel(f));
+    if (!r && captured) r = add_kernel_node(stream_of(stream)->graph, function_of_kernel(f), params);
     if (!r && !captured) sanitizer_launch(f, params);
     return r;
 }
@@ -548,7 +548,7 @@ CUresult cuGraphLaunch(void *exec, void *stream) {
         graph_saw_len = 0;
         if (t && !memcmp(t, "GSAT", 4)) memcpy(&graph_saw_len, t + 8, 8);
     }
-    return 0;
+    return graph_nodes_run(exec, 0);
 }
 static CUresult captured_alloc(uint64_t *dptr, size_t size, void *stream, int *captured);
 static CUresult captured_free(uint64_t dptr, void *stream, int *captured);
@@ -591,12 +591,12 @@ CUresult cuGraphAddMemFreeNode(void **node, void *graph, const void **deps, size
  * each launches. Their handles are KERNEL_NODE + the index. */
 #define MAX_KERNEL_NODES 64
 #define KERNEL_NODE 0x10000
-static struct { void *graph, *f; } kernel_nodes[MAX_KERNEL_NODES];
+static struct { void *graph, *f; void **params; } kernel_nodes[MAX_KERNEL_NODES];
 static int n_kernel_nodes;
-static CUresult add_kernel_node(void *graph, void *f) {
+static CUresult add_kernel_node(void *graph, void *f, void **params) {
     if (n_kernel_nodes == MAX_KERNEL_NODES) return 2;
     kernel_nodes[n_kernel_nodes].graph = graph;
-    kernel_nodes[n_kernel_nodes++].f = f;
+    kernel_nodes[n_kernel_nodes].params = params, kernel_nodes[n_kernel_nodes++].f = f;
     return 0;
 }
 static int kernel_node(void *node) {
@@ -712,7 +712,7 @@ struct graph_node_params {
 };
 static CUresult add_node(void **node, void *graph, struct graph_node_params *p) {
     switch (p->type) {
-    case 0: ((struct graph *)graph)->kernels++; *node = (void *)(uintptr_t)(KERNEL_NODE + n_kernel_nodes); return add_kernel_node(graph, p->u.kernel.func ? p->u.kernel.func : p->u.kernel.kern);
+    case 0: ((struct graph *)graph)->kernels++; *node = (void *)(uintptr_t)(KERNEL_NODE + n_kernel_nodes); return add_kernel_node(graph, p->u.kernel.func ? p->u.kernel.func : p->u.kernel.kern, p->u.kernel.params);
     case 10: return alloc_node(node, graph, &p->u.alloc);
     case 11: return add_mem_node(node, graph, 11, p->u.free_dptr, 0);
     case 4:
@@ -741,7 +741,6 @@ CUresult cuGraphInstantiateWithParams(void **exec, void *graph, void *params) {
     *exec = graph;
     return 0;
 }
-
 /* ---- virtual memory management -----------------------------------------------------
  *
  * A reservation is host address space mapped PROT_NONE; cuMemCreate makes a handle of
@@ -1054,6 +1053,7 @@ static void sanitizer_launch(void *f, void **params) {
     int known = ((p >= 0x4100 && p < 0x4200) || (p >= 0x5100 && p < 0x5200)) && (int)i < kernel_count;
     if (hook && known) hook((void *)current_ctx, (void *)0x4000, f, kernel_names[i], params);
 }
+#include "graph_nodes.c"
 CUresult cuModuleUnload(void *module) { (void)module; return 0; }
 CUresult cuLibraryUnload(void *lib) { (void)lib; return 0; }
 CUresult cuDeviceGetAttribute(int *value, int attribute, int dev) {

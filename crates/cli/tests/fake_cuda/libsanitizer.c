@@ -53,7 +53,9 @@ int fake_runtime_call(uint32_t cbid, const void *params, int result) {
  * The driver stand-in reports module loads and launches here (fake_sanitizer_loaded,
  * fake_sanitizer_launch), which reach gpusan's callback when it enabled that callback
  * (sanitizerEnableCallback). Each patching call is appended to $FAKE_SANITIZER_LOG, one line
- * each. $FAKE_SANITIZER_PATCH_FAIL makes sanitizerPatchModule fail (SANITIZER_ERROR_NOT_SUPPORTED).
+ * each. $FAKE_SANITIZER_PATCH_FAIL makes sanitizerPatchModule fail (SANITIZER_ERROR_NOT_SUPPORTED),
+ * $FAKE_SANITIZER_ALLOC_FAIL sanitizerAlloc. A graph's kernel nodes come through
+ * fake_sanitizer_node_launch (the graph node callback; see there).
  * Built with -DFAKE_NO_PATCHING, the library has none of these functions (an old one).
  *
  * A launched kernel whose callback data was set "runs" its patched accesses: each launch of
@@ -64,10 +66,10 @@ int fake_runtime_call(uint32_t cbid, const void *params, int result) {
 #include <stdlib.h>
 #include <string.h>
 
-static int enabled[8][16];
+static int enabled[16][16];
 int sanitizerEnableCallback(uint32_t enable, void *handle, uint32_t domain, uint32_t cbid) {
     (void)handle;
-    if (domain < 8 && cbid < 16) enabled[domain][cbid] = enable;
+    if (domain < 16 && cbid < 16) enabled[domain][cbid] = enable;
     return 0;
 }
 
@@ -93,9 +95,11 @@ int sanitizerPatchInstructions(uint32_t id, void *module, const char *name) {
     note("PatchInstructions module=%p %s", module, what);
     return 0;
 }
+static void *patched_module;
 int sanitizerPatchModule(void *module) {
     if (getenv("FAKE_SANITIZER_PATCH_FAIL")) return 14;
     note("PatchModule module=%p%s", module, "");
+    patched_module = module;
     return 0;
 }
 static struct { void *function; const void *data; } set_data[64];
@@ -115,9 +119,24 @@ int sanitizerGetFunctionPcAndSize(void *module, const char *name, uint64_t *pc, 
     *size = 0x200;
     return 0;
 }
+/* One launch's data (a graph node's): the launch handle is the node callback's own. */
+static const void *launch_data;
+static int launch_data_set;
+int sanitizerSetLaunchCallbackData(void *launch, void *function, void *stream, const void *data) {
+    (void)launch; (void)stream;
+    note("SetLaunchCallbackData function=%p data=%s", function, data ? "set" : "null");
+    launch_data = data;
+    launch_data_set = 1;
+    return 0;
+}
+int sanitizerStreamSynchronize(void *stream) {
+    note("StreamSynchronize stream=%p%s", stream, "");
+    return 0;
+}
 /* Device memory is host memory in the fake driver. */
 int sanitizerAlloc(void *ctx, void **p, size_t n) {
     (void)ctx;
+    if (getenv("FAKE_SANITIZER_ALLOC_FAIL")) return 6; /* SANITIZER_ERROR_OUT_OF_MEMORY */
     *p = calloc(1, n);
     return *p ? 0 : 1;
 }
@@ -132,6 +151,9 @@ static const void *data_of(void *function) {
 }
 #else
 static const void *data_of(void *function) { (void)function; return 0; }
+static void *patched_module;
+static const void *launch_data;
+static int launch_data_set;
 #endif
 
 static int in_callback;
@@ -146,14 +168,19 @@ void fake_sanitizer_loaded(void *ctx, void *module, void *library, const void *i
     in_callback = 0;
 }
 
-struct launch_data { void *context, *stream, *hstream, *module, *function; const char *name; };
+static void run_patched(unsigned char *p, const char *name, void **params);
+/* Sanitizer_LaunchData up to hLaunch, and Sanitizer_GraphNodeLaunchData (its union is 144 bytes). */
+struct launch_data { void *context, *stream, *hstream, *module, *function; const char *name; uint32_t dims[9]; uint64_t grid_id; void *hlaunch; };
 void fake_sanitizer_launch(void *ctx, void *module, void *function, const char *name, void **params) {
     if (!callback || !enabled[5][1]) return;
     struct launch_data d = {ctx, 0, 0, module, function, name};
     in_callback = 1;
     callback(userdata, 5, 1, &d);
     in_callback = 0;
-    unsigned char *p = (unsigned char *)data_of(function);
+    run_patched((unsigned char *)data_of(function), name, params);
+}
+/* A patched kernel runs with `p` as its patches' userdata. */
+static void run_patched(unsigned char *p, const char *name, void **params) {
     if (!p || strncmp(name, "mc_", 3)) return;
     *(uint64_t *)(p + 24) += 1;
     if (strcmp(name, "mc_overflow") || !params) return;
@@ -166,4 +193,28 @@ void fake_sanitizer_launch(void *ctx, void *module, void *function, const char *
     memcpy(r, &addr, 8);
     memset(r + 8, 0, 8);
     memcpy(r + 16, w, sizeof w);
+}
+
+/* A kernel node of a graph launched (`upload`: uploaded) by the driver stand-in: the graph
+ * node callback (domain 10, NODE_LAUNCH_BEGIN 4), then, launched, the kernel runs. A kernel
+ * of a patched module whose launch got no data runs with whatever the API holds, as on the
+ * GPU, where graph-launched patched kernels faulted: it faults here (returns 1). The data of
+ * its function is not used: this fake takes the stricter reading of the API, where only a
+ * launch's own data reaches a graph's node. */
+struct node_data { void *exec; uint32_t launch_id; void *node; uint32_t type; union { struct launch_data l; uint64_t largest[18]; } u; uint32_t upload; };
+int fake_sanitizer_node_launch(void *ctx, void *module, void *function, const char *name, void **params, int upload) {
+    struct node_data d = {0};
+    d.u.l = (struct launch_data){ctx, 0, (void *)0x5eed, module, function, name, {0}, 0, &d, };
+    d.upload = upload;
+    launch_data_set = 0;
+    if (callback && enabled[10][4]) {
+        in_callback = 1;
+        callback(userdata, 10, 4, &d);
+        in_callback = 0;
+    }
+    if (upload) return 0;
+    if (module != patched_module || !patched_module) return 0;
+    if (!launch_data_set) return 1;
+    run_patched((unsigned char *)launch_data, name, params);
+    return 0;
 }

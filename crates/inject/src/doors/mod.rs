@@ -4,7 +4,9 @@
 //!
 //! - [`dlsym`]: our `dlsym` and `cuGetProcAddress[_v2]` hand out the stand-ins;
 //! - [`sanitizer`]: `InitializeInjection`, called by the driver when it loads this library
-//!   through `CUDA_INJECTION64_PATH`, subscribes to the Compute Sanitizer API's callbacks.
+//!   through `CUDA_INJECTION64_PATH`, subscribes to the Compute Sanitizer API's callbacks
+//!   (whose data [`sanitizer_data`] lays out as the C headers do).
 
 pub mod dlsym;
 pub mod sanitizer;
+pub mod sanitizer_data;

@@ -11,9 +11,9 @@
 //! do not prove, and nothing a driver hook already reported inside the same call. Any
 //! runtime call's sticky kernel error is a GPU fault (`routes::faults`), where no stand-in saw it.
 //!
-//! In `--mode check` on a route that patches machine code, the module-loaded and
-//! launch-begin callbacks are enabled too, and go to `routes::binary` (with the patching
-//! API's functions, resolved here).
+//! In `--mode check` on a route that patches machine code, the module-loaded, launch-begin
+//! and graph-node-launch-begin callbacks are enabled too, and go to `routes::binary` (with
+//! the patching API's functions, resolved here).
 //!
 //! With `$GPUSAN_PROBE_OUT` (the injection probe), every domain is enabled and counted.
 
@@ -24,6 +24,7 @@ use gpusan_runtime::checks::Finding;
 use gpusan_runtime::per_process::PerProcess;
 use gpusan_runtime::report::Operand;
 
+use super::sanitizer_data::{GraphNodeLaunchData, LaunchData, GRAPH_NODE_KERNEL};
 use crate::driver::resolve::real_dlsym;
 use crate::driver::{boundary, typed};
 use crate::probe;
@@ -43,21 +44,13 @@ struct MemoryData {
     size: u64,
 }
 
-#[repr(C)]
-struct LaunchData {
-    context: *mut c_void,
-    stream: *mut c_void,
-    hstream: *mut c_void,
-    module: *mut c_void,
-    function: *mut c_void,
-    function_name: *const c_char,
-}
-
 const DOMAIN_RESOURCE: u32 = 3;
 const DOMAIN_LAUNCH: u32 = 5;
 const CBID_MODULE_LOADED: u32 = 9;
 const CBID_DEVICE_MEMORY_ALLOC: u32 = 11;
 const CBID_LAUNCH_BEGIN: u32 = 1;
+const DOMAIN_GRAPHS: u32 = 10;
+const CBID_GRAPHS_NODE_LAUNCH_BEGIN: u32 = 4;
 
 unsafe extern "C" fn callback(_user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
     boundary::enter("a sanitizer callback", || {
@@ -209,6 +202,24 @@ unsafe extern "C" fn runtime_callback(_user: *mut c_void, domain: u32, cbid: u32
                 stream: l.hstream,
             };
             return boundary::enter("a launch callback", || crate::routes::binary::launch_begin(&launch));
+        }
+        (DOMAIN_GRAPHS, CBID_GRAPHS_NODE_LAUNCH_BEGIN) => {
+            let n = &*(data as *const GraphNodeLaunchData);
+            if n.node_type != GRAPH_NODE_KERNEL {
+                return;
+            }
+            let l = &n.data.launch;
+            let launch = crate::routes::binary::Launch {
+                context: l.context as u64,
+                module: l.module as usize,
+                function: l.function as usize,
+                name: l.function_name,
+                stream: l.hstream,
+            };
+            let node = crate::routes::binary::Node { handle: l.hlaunch, upload: n.is_graph_upload != 0 };
+            return boundary::enter("a graph node callback", || {
+                crate::routes::binary::node_launch_begin(&launch, node)
+            });
         }
         _ if domain != DOMAIN_RUNTIME_API => return,
         _ => {}
@@ -395,8 +406,9 @@ unsafe fn subscribe() {
     }
 }
 
-/// The binary route's part of the API: the patching functions, and the two callbacks it
-/// needs (a module loaded, a launch begun) enabled alone, so the program pays for no other.
+/// The binary route's part of the API: the patching functions, and the three callbacks it
+/// needs (a module loaded, a launch begun, a graph's node launched) enabled alone, so the
+/// program pays for no other.
 unsafe fn patching(h: *mut c_void, handle: *mut c_void) -> Result<crate::routes::binary::Api, String> {
     type EnableCallback = unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> c_int;
     let get = |name: &CStr| real_dlsym(h, name.as_ptr()) as usize;
@@ -406,6 +418,8 @@ unsafe fn patching(h: *mut c_void, handle: *mut c_void) -> Result<crate::routes:
             patch_instructions: typed(get(c"sanitizerPatchInstructions"))?,
             patch_module: typed(get(c"sanitizerPatchModule"))?,
             set_callback_data: typed(get(c"sanitizerSetCallbackData"))?,
+            set_launch_callback_data: typed(get(c"sanitizerSetLaunchCallbackData"))?,
+            stream_sync: typed(get(c"sanitizerStreamSynchronize")),
             alloc: typed(get(c"sanitizerAlloc"))?,
             copy_async: typed(get(c"sanitizerMemcpyHostToDeviceAsync"))?,
             function_pc: typed(get(c"sanitizerGetFunctionPcAndSize")),
@@ -426,6 +440,12 @@ unsafe fn patching(h: *mut c_void, handle: *mut c_void) -> Result<crate::routes:
     let r = enable(1, handle, DOMAIN_LAUNCH, CBID_LAUNCH_BEGIN);
     if r != 0 {
         return Err(format!("binary route: enabling the launch callback failed (error {r})"));
+    }
+    // A graph's kernel nodes reach no launch callback: without theirs, a patched kernel
+    // launched in a graph would run with a userdata gpusan never set.
+    let r = enable(1, handle, DOMAIN_GRAPHS, CBID_GRAPHS_NODE_LAUNCH_BEGIN);
+    if r != 0 {
+        return Err(format!("binary route: enabling the graph node callback failed (error {r})"));
     }
     Ok(api)
 }

@@ -1,7 +1,8 @@
 //! Kernel and graph launches: before one runs, the routes bring what its kernels read up to
 //! date (`routes::before_launch_on`: the device ABI's allocation table). A graph's launch
 //! allocates its memory again first (`graphs::launching`), and the memory of other graphs
-//! that its free nodes free is freed after (`graphs::launched`).
+//! that its free nodes free is freed after (`graphs::launched`). A graph's upload brings
+//! them up to date too: the binary route gives patched kernels their params there.
 
 // Handlers mirror the driver functions they stand for, arguments and all.
 #![allow(clippy::too_many_arguments)]
@@ -25,6 +26,11 @@ hooks! {
         => |real| launch_cooperative(real, f, [gx, gy, gz], [bx, by, bz], shmem, stream, params);
     fn cuGraphLaunch(exec: CUgraphExec, stream: CUstream) => |real| graph_launch(real, exec, stream);
     fn cuGraphLaunch_ptsz(exec: CUgraphExec, stream: CUstream) => |real| graph_launch(real, exec, stream);
+    // An upload gives the binary route's patched kernels in the graph their params blocks
+    // (the Compute Sanitizer's node callbacks, where no driver call may be made): the
+    // context's table and error buffer must be there first.
+    fn cuGraphUpload(exec: CUgraphExec, stream: CUstream) => |real| { before_launch_on(stream); real(exec, stream) };
+    fn cuGraphUpload_ptsz(exec: CUgraphExec, stream: CUstream) => |real| { before_launch_on(stream); real(exec, stream) };
 }
 
 type Params = *mut *mut c_void;

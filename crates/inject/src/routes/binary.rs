@@ -12,6 +12,29 @@
 //! instruction's address) is handed over with `sanitizerSetCallbackData`: made at the
 //! kernel's first launch in a context, a lookup and that call at every later one.
 //!
+//! Graphs: a kernel node's launch reaches no `LAUNCH_BEGIN`, and no document says that its
+//! function's callback data reaches it (on the H100, SASS-only programs whose kernels ran
+//! only in graphs faulted on whatever the API passed them). The graph node callback
+//! (`SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN`, at each launch of the graph and at its
+//! upload) gives each kernel node of a patched module the same block with
+//! `sanitizerSetLaunchCallbackData`. Made at a node, the block also becomes the function's
+//! callback data; made at an upload, it is complete (`sanitizerStreamSynchronize`) before
+//! the graph runs on any stream. The context's table and error buffer are set up by the
+//! `cuGraphLaunch` and `cuGraphUpload` stand-ins, as by every launch's.
+//!
+//! A patched kernel never runs with a userdata gpusan did not set: every launch the API
+//! reports gets its block, or null where the block cannot be made (then the patches check
+//! nothing, and the coverage lists the kernel unchecked with the reason; a later launch
+//! tries again). Launches from the device reach no callback: a module whose machine code
+//! launches kernels (dynamic parallelism: it names `cudaLaunchDeviceV2` or
+//! `__cudaCDP2LaunchDeviceV2`) is not patched, and says so. Not handled: graphs launched from
+//! the device (`cudaGraphInstantiateFlagDeviceLaunch`), whose kernels get the data of
+//! `sanitizerSetDeviceGraphData` by means the public headers do not declare; none of the
+//! programs this route is for (PyTorch, cuBLAS, JAX, the case suite) launches graphs from
+//! the device. Setting every function's data when its module loads would need the driver
+//! (`cuModuleEnumerateFunctions`), which no callback may call, and would force lazily
+//! loaded functions to load.
+//!
 //! Which modules: under `--route auto` (the default), every module whose loaded machine
 //! code does not declare the device ABI (PTX gpusan instrumented, or built instrumented,
 //! declares it; machine code only, or PTX gpusan could not instrument, does not); under
@@ -72,6 +95,12 @@ pub struct Api {
     pub patch_instructions: unsafe extern "C" fn(u32, *mut c_void, *const c_char) -> c_int,
     pub patch_module: unsafe extern "C" fn(*mut c_void) -> c_int,
     pub set_callback_data: unsafe extern "C" fn(*mut c_void, *const c_void) -> c_int,
+    /// `sanitizerSetLaunchCallbackData(launch, function, stream, userdata)`: one launch's,
+    /// the only way to reach a graph's kernel node.
+    pub set_launch_callback_data: unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *const c_void) -> c_int,
+    /// `sanitizerStreamSynchronize`, optional: a params block made at a graph's upload is
+    /// complete before the graph runs, whatever stream it is launched into.
+    pub stream_sync: Option<unsafe extern "C" fn(*mut c_void) -> c_int>,
     /// `sanitizerAlloc`, `sanitizerMemcpyHostToDeviceAsync`: the device memory calls a
     /// callback may make (no driver call may be made there).
     pub alloc: unsafe extern "C" fn(*mut c_void, *mut *mut c_void, usize) -> c_int,
@@ -133,6 +162,9 @@ pub unsafe fn module_loaded(context: u64, module: usize, library: usize, cubin: 
         return; // declares the device ABI: checked by the PTX route (or built instrumented)
     }
     let loaded = if library != 0 { Loaded::Library(library) } else { Loaded::Module(module) };
+    if contains(code, DEVICE_LAUNCH.as_bytes()) {
+        return coverage::patched(loaded, Err(DEVICE_LAUNCHES.to_string()));
+    }
     let verdict = match API.get() {
         Some(Ok(api)) => patch(api, context, module),
         Some(Err(why)) => Err(why.clone()),
@@ -143,6 +175,16 @@ pub unsafe fn module_loaded(context: u64, module: usize, library: usize, cubin: 
     }
     coverage::patched(loaded, verdict);
 }
+
+/// What machine code that launches kernels from the device calls (dynamic parallelism:
+/// `cudaLaunchDeviceV2`, `__cudaCDP2LaunchDeviceV2` since CUDA 12). Those launches reach no
+/// callback, so their kernels would run with whatever userdata the API holds: such a module
+/// is left unpatched.
+const DEVICE_LAUNCH: &str = "LaunchDeviceV2";
+const DEVICE_LAUNCHES: &str = concat!(
+    "binary route: launches kernels from the device (dynamic parallelism), ",
+    "which no callback lets gpusan give their params"
+);
 
 /// Whether machine code names a symbol (its string table holds the names).
 fn contains(code: &[u8], name: &[u8]) -> bool {
@@ -186,36 +228,98 @@ pub struct Launch {
     pub stream: *mut c_void,
 }
 
-/// A launch is about to be made: a kernel of a patched module gets its params block. One
-/// read-locked lookup for a kernel seen before.
+/// A launch is about to be made: a kernel of a patched module gets its params block (or
+/// null, see [`userdata`]) as the callback data of its function. One read-locked lookup
+/// for a kernel seen before.
 ///
 /// # Safety
 /// `launch.name` is null or a NUL-terminated string.
 pub unsafe fn launch_begin(launch: &Launch) {
-    let Launch { module, function, name, .. } = *launch;
     if !ANY.get().load(Ordering::Acquire) {
         return;
     }
     let Some(Ok(api)) = API.get() else { return };
-    let known = locks::read(KERNELS.get()).as_ref().and_then(|k| k.get(&function).copied());
-    let block = match known {
-        Some(block) => block,
-        None => {
-            let patched = locks::lock(PATCHED.get()).as_ref().is_some_and(|p| p.modules.contains(&module));
-            // 0: a kernel of a module not patched, remembered so its launches look up once.
-            let block = if patched && !name.is_null() {
-                quietly(|| first_launch(api, launch)).flatten().unwrap_or(0)
-            } else {
-                0
-            };
-            locks::write(KERNELS.get()).get_or_insert_with(HashMap::new).insert(function, block);
-            block
-        }
-    };
-    if block != 0 {
-        (api.set_callback_data)(function as *mut c_void, block as *const c_void);
+    if let Some(given) = userdata(api, launch) {
+        (api.set_callback_data)(launch.function as *mut c_void, given.block as *const c_void);
     }
 }
+
+/// A kernel node of a graph, launched or uploaded (`SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN`).
+pub struct Node {
+    /// `Sanitizer_LaunchHandle` of the node's launch.
+    pub handle: *mut c_void,
+    /// Part of a graph's upload: the graph may then be launched into another stream.
+    pub upload: bool,
+}
+
+/// A graph's kernel node is about to run (or be uploaded): no launch callback reaches it,
+/// nor, as far as the API says, the callback data of its function, so a kernel of a
+/// patched module gets its params block for this launch (`sanitizerSetLaunchCallbackData`).
+/// Made here at its first node, the block also becomes its function's callback data, for
+/// the launches no callback reports (from the device).
+///
+/// # Safety
+/// `launch.name` is null or a NUL-terminated string.
+pub unsafe fn node_launch_begin(launch: &Launch, node: Node) {
+    if !ANY.get().load(Ordering::Acquire) {
+        return;
+    }
+    let Some(Ok(api)) = API.get() else { return };
+    let Some(given) = userdata(api, launch) else { return };
+    let (function, block) = (launch.function as *mut c_void, given.block as *const c_void);
+    if given.made {
+        (api.set_callback_data)(function, block);
+        // Written on the upload's stream: done before the graph runs on any other.
+        if let (true, Some(sync)) = (node.upload, api.stream_sync) {
+            sync(launch.stream);
+        }
+    }
+    (api.set_launch_callback_data)(node.handle, function, launch.stream, block);
+}
+
+/// What a launch of a patched kernel gets as its patches' `userdata`.
+struct Given {
+    /// Its params block, or 0 (null) where it could not be made: the patches then check
+    /// nothing (they never read a block they were not given), and the kernel is reported
+    /// unchecked.
+    block: u64,
+    /// The block was made now (its kernel's first launch in its context).
+    made: bool,
+}
+
+/// The userdata of `launch`'s kernel: `None` where its module is not patched (its launches
+/// are left alone). A patched kernel always gets one gpusan chose: the API passes whatever
+/// it holds otherwise, and a kernel of the H100's SASS-only suite launched only in graphs
+/// faulted on it.
+unsafe fn userdata(api: &Api, launch: &Launch) -> Option<Given> {
+    let Launch { module, function, name, .. } = *launch;
+    match locks::read(KERNELS.get()).as_ref().and_then(|k| k.get(&function).copied()) {
+        Some(0) => return None,
+        Some(block) => return Some(Given { block, made: false }),
+        None => {}
+    }
+    if !locks::lock(PATCHED.get()).as_ref().is_some_and(|p| p.modules.contains(&module)) {
+        // Remembered, so its launches look up once.
+        locks::write(KERNELS.get()).get_or_insert_with(HashMap::new).insert(function, 0);
+        return None;
+    }
+    let made = if name.is_null() { None } else { quietly(|| first_launch(api, launch)).flatten() };
+    let Some(block) = made else {
+        // Not remembered: a later launch tries again (its context may be set up by then).
+        let text = if name.is_null() {
+            format!("<kernel {function:#x}>")
+        } else {
+            std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned()
+        };
+        quietly(|| coverage::binary_unset(&text, NO_BLOCK));
+        return Some(Given { block: 0, made: false });
+    };
+    locks::write(KERNELS.get()).get_or_insert_with(HashMap::new).insert(function, block);
+    Some(Given { block, made: true })
+}
+
+/// Why a patched kernel ran some launch unchecked.
+const NO_BLOCK: &str = "binary route: its params block could not be made for some of its launches (they ran unchecked)";
 
 /// A patched kernel's first launch: its params block, with the low bits of its first
 /// instruction's address (records then carry SASS offsets).

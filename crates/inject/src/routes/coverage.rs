@@ -66,6 +66,9 @@ struct Seen {
     /// The context of each module, and of each library kernel's function in a context:
     /// they go with it (a library does not).
     contexts: BTreeMap<Handle, u64>,
+    /// Kernels of patched modules (by name) that the binary route could not give their
+    /// params block at some launch, and why: those launches checked nothing.
+    binary_unset: BTreeMap<String, String>,
 }
 
 /// A module or a function, as [`Seen::contexts`] keeps them.
@@ -128,6 +131,15 @@ pub fn module_loaded(module: Loaded, verdict: Verdict) {
 /// The binary route patched `module` (`Ok`), or failed to (`Err`, why).
 pub fn patched(module: Loaded, verdict: Result<(), String>) {
     with(|s| s.binary.insert(module, verdict.map(|()| Route::Binary)));
+}
+
+/// A kernel of a patched module (named as the driver names it) ran some launch without its
+/// params block, for the reason `why`: reported unchecked, never as checked by the binary
+/// route.
+pub fn binary_unset(name: &str, why: &str) {
+    with(|s| {
+        s.binary_unset.entry(name.to_string()).or_insert_with(|| why.to_string());
+    });
 }
 
 /// Why the loads of the modules the binary route then patched left them unchecked, one
@@ -349,12 +361,19 @@ fn verdict(module: Option<&Verdict>) -> Result<&'static str, &str> {
 pub fn coverage() -> Coverage {
     with(|s| {
         let mut c = Coverage::default();
+        // A patched kernel that ran some launch without its params block is unchecked.
+        let of = |name: &str, v: Option<&Verdict>| match (v, s.binary_unset.get(name)) {
+            (Some(Ok(Route::Binary)), Some(why)) => Err(why.clone()),
+            (v, _) => verdict(v).map_err(str::to_string),
+        };
         for (f, &n) in &s.launches {
             let (module, name) = s.functions.get(f).cloned().unwrap_or((None, format!("<kernel {f:#x}>")));
-            c.add(KernelCoverage::new(&name, n, verdict(module.and_then(|m| s.verdict_of(m)).as_ref())));
+            let v = of(&name, module.and_then(|m| s.verdict_of(m)).as_ref());
+            c.add(KernelCoverage::new(&name, n, v.as_deref().map_err(String::as_str)));
         }
         for (name, n, v) in &s.retired {
-            c.add(KernelCoverage::new(name, *n, verdict(v.as_ref())));
+            let v = of(name, v.as_ref());
+            c.add(KernelCoverage::new(name, *n, v.as_deref().map_err(String::as_str)));
         }
         c.kernels.sort_by(|a, b| b.launches.cmp(&a.launches).then(a.name.cmp(&b.name)));
         c
