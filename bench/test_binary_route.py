@@ -78,12 +78,15 @@ NATIVE = {"rc": 0, "wall_s": 0.1, "timed_out": False, "cmd": "x", "stdout": "don
 
 
 class SuiteHeaders(unittest.TestCase):
-    def test_every_case_parses_and_four_say_what_machine_code_cannot_show(self):
+    def test_every_case_parses_and_those_machine_code_cannot_show_say_why(self):
         cases, errors = suite.load_cases(str(REPO / "tests/cases"))
         self.assertEqual(errors, [])
         by_design = {c["case"]: c["binary_why"] for c in cases if c["binary"] == "missed-by-design"}
-        self.assertEqual(sorted(by_design), ["check_bug_local_use_after_scope", "check_local_oob",
-                                             "check_shared_between_arrays", "check_shared_static_oob"])
+        # Arrays inside a frame or the shared window: at least these (new cases of the kind
+        # join them, each with its own reason).
+        for name in ("check_bug_local_use_after_scope", "check_local_oob", "check_shared_between_arrays",
+                     "check_shared_static_oob"):
+            self.assertIn(name, by_design)
         for name, why in by_design.items():
             self.assertGreater(len(why), 40, name)
             self.assertNotIn("missed-by-design", why, name)
