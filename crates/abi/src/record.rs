@@ -18,7 +18,7 @@
 //! | offset | field | type |
 //! | --- | --- | --- |
 //! | 0 | [`ADDRESS`] | `u64`: first byte of the faulting access |
-//! | 8 | [`ALLOCATION`] | `u64`: the table `id` of the allocation the pointer came from, [`crate::heap::BLOCK_TAG`]` \| base` for a device-heap block, 0 if unknown |
+//! | 8 | [`ALLOCATION`] | `u64`: the table `id` of the allocation the pointer came from, [`crate::heap::BLOCK_TAG`]` \| base` for a device-heap block, [`FrameObject`] for a local one (below), 0 if unknown |
 //! | 16 | [`KERNEL`] | `u32`: `(module << 16) \| function` ([`kernel`]) |
 //! | 20 | [`CODE`] | `u32`: an [`crate::ErrorCode`] |
 //! | 24 | [`SIZE`] | `u32`: bytes the access spans |
@@ -63,6 +63,55 @@ pub const SPACE_GENERIC: u32 = 3;
 pub const ACCESS_READ: u32 = 0;
 pub const ACCESS_WRITE: u32 = 1;
 pub const ACCESS_ATOMIC: u32 = 2;
+
+/// What a local-memory record's [`ALLOCATION`] says of the object the access was held to
+/// (a kernel's records about local memory carry no allocation id): the pass knows it when
+/// instrumenting and writes it as a constant, so the report can name the object.
+///
+/// | bits | field |
+/// | --- | --- |
+/// | 0..32 | the object's (or frame's) size in bytes |
+/// | 32..61 | the object's offset in its function's frame (`__local_depotN`) |
+/// | 61 | [`RETURNED_FRAME_TAG`]: a `.func` returns an address in its own frame (use after scope) |
+/// | 62 | [`LOCAL_OBJECT_TAG`]: a local array or struct (local out of bounds) |
+///
+/// Read only for the codes that write it ([`FrameObject::of`]): other records keep their
+/// allocation id there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameObject {
+    /// An access left the object at `offset` of its frame, `size` bytes.
+    Object { offset: u64, size: u64 },
+    /// A function returned an address in its own frame of `size` bytes.
+    ReturnedFrame { size: u64 },
+}
+
+pub const LOCAL_OBJECT_TAG: u64 = 1 << 62;
+pub const RETURNED_FRAME_TAG: u64 = 1 << 61;
+const FRAME_OFFSET_BITS: u64 = (1 << 29) - 1;
+
+impl FrameObject {
+    /// The [`ALLOCATION`] word of this object; sizes and offsets past what the fields hold
+    /// (never, for a thread's frame of at most 512 KiB) are cut to them.
+    pub const fn word(self) -> u64 {
+        match self {
+            FrameObject::Object { offset, size } => {
+                LOCAL_OBJECT_TAG | ((offset & FRAME_OFFSET_BITS) << 32) | (size & 0xffff_ffff)
+            }
+            FrameObject::ReturnedFrame { size } => RETURNED_FRAME_TAG | (size & 0xffff_ffff),
+        }
+    }
+
+    /// The object a record's `allocation` names, for a record of `code`.
+    pub fn of(allocation: u64, code: u32) -> Option<FrameObject> {
+        let size = allocation & 0xffff_ffff;
+        if code == crate::CODE_LOCAL_OUT_OF_BOUNDS && allocation & LOCAL_OBJECT_TAG != 0 {
+            let offset = (allocation >> 32) & FRAME_OFFSET_BITS;
+            return Some(FrameObject::Object { offset, size });
+        }
+        (code == crate::CODE_LOCAL_USE_AFTER_SCOPE && allocation & RETURNED_FRAME_TAG != 0)
+            .then_some(FrameObject::ReturnedFrame { size })
+    }
+}
 
 /// Bits of [`KERNEL`] below the module number: the function number's.
 pub const FUNCTION_BITS: u32 = 16;
@@ -128,6 +177,18 @@ mod tests {
         assert_eq!(at, RECORD_BYTES);
         assert_eq!(BLOCK.bytes, 3 * 4);
         assert_eq!(THREAD.bytes, 3 * 4);
+    }
+
+    #[test]
+    fn frame_objects_round_trip_for_their_codes_only() {
+        let o = FrameObject::Object { offset: 32, size: 96 };
+        assert_eq!(FrameObject::of(o.word(), crate::CODE_LOCAL_OUT_OF_BOUNDS), Some(o));
+        assert_eq!(FrameObject::of(o.word(), crate::CODE_LOCAL_USE_AFTER_SCOPE), None);
+        let r = FrameObject::ReturnedFrame { size: 64 };
+        assert_eq!(FrameObject::of(r.word(), crate::CODE_LOCAL_USE_AFTER_SCOPE), Some(r));
+        assert_eq!(FrameObject::of(0, crate::CODE_LOCAL_OUT_OF_BOUNDS), None);
+        // Neither tag is the device heap's, which every record's reader looks at.
+        assert_eq!((o.word() | r.word()) & crate::heap::BLOCK_TAG, 0);
     }
 
     #[test]

@@ -7,7 +7,9 @@ use gpusan_abi::{heap, record};
 use serde::{Deserialize, Serialize};
 
 use crate::registry::{Lookup, Registry};
-use crate::report::{Access, DeviceDetails, ErrorKind, HeapBlock, Nearest, Report, SourceLoc, Space, Stack};
+use crate::report::{
+    Access, DeviceDetails, ErrorKind, FrameObject, HeapBlock, Nearest, Report, SourceLoc, Space, Stack,
+};
 
 /// One error, as a kernel writes it ([`gpusan_abi::record`] has the layout).
 #[repr(C)]
@@ -115,8 +117,13 @@ impl ErrorRecord {
         // Device-heap blocks are in no host allocation: naming the host allocation nearest
         // to a heap address would be a wrong lead.
         let heap = heap_block.is_some() || matches!(kind, ErrorKind::DoubleFree | ErrorKind::InvalidFree);
+        let frame_object = record::FrameObject::of(self.allocation, self.code).map(|o| match o {
+            record::FrameObject::Object { offset, size } => FrameObject::LocalObject { frame_offset: offset, size },
+            record::FrameObject::ReturnedFrame { size } => FrameObject::ReturnedFrame { size },
+        });
         // A thread's local memory is in no host allocation either.
-        let nearest = if heap || kind == ErrorKind::UseAfterScope { None } else { self.host_nearest(registry) };
+        let local = kind == ErrorKind::UseAfterScope || frame_object.is_some();
+        let nearest = if heap || local { None } else { self.host_nearest(registry) };
         let demangled = crate::coverage::signature(kernel);
         let details = DeviceDetails {
             mangled: (demangled != kernel).then(|| kernel.to_string()),
@@ -142,6 +149,7 @@ impl ErrorRecord {
             sass_offset: None,
             launch_stack: Stack::default(),
             heap_block,
+            frame_object,
         };
         Report::device(kind, details)
     }
@@ -398,6 +406,41 @@ mod tests {
         let json = serde_json::to_value(&r).unwrap();
         assert!(json["details"].get("nearest").is_none() && json["details"].get("heap_block").is_none(), "{json:#}");
         assert!(r.to_string().contains("is not the start of any device-heap block"), "{r}");
+    }
+
+    #[test]
+    fn a_local_finding_names_the_object_the_kernel_held_it_to() {
+        // An index past one local array, at an address that also lies past a host-known
+        // allocation: the report names the array (frame offset 32, 32 bytes), not the host's.
+        let rec = ErrorRecord {
+            address: HEAP_BASE - 4096 + 1024,
+            allocation: record::FrameObject::Object { offset: 32, size: 32 }.word(),
+            code: gpusan_abi::CODE_LOCAL_OUT_OF_BOUNDS,
+            size: 4,
+            space: record::SPACE_LOCAL,
+            access: record::ACCESS_WRITE,
+            ..Default::default()
+        };
+        let r = rec.to_report("k", "m", &SourceLines::default(), &registry_below_heap());
+        assert_eq!(r.kind, ErrorKind::LocalOutOfBounds);
+        let json = serde_json::to_value(&r).unwrap();
+        assert!(json["details"].get("nearest").is_none(), "{json:#}");
+        assert_eq!(json["details"]["frame_object"]["frame_offset"], 32, "{json:#}");
+        let text = r.to_string();
+        assert!(text.contains("outside the local array at frame offset 32 (32 bytes)"), "{text}");
+
+        // A `.func` handing out its own frame: the frame and what became of it.
+        let rec = ErrorRecord {
+            allocation: record::FrameObject::ReturnedFrame { size: 64 }.word(),
+            code: CODE_LOCAL_USE_AFTER_SCOPE,
+            space: record::SPACE_GENERIC,
+            size: 8,
+            ..rec
+        };
+        let r = rec.to_report("fill", "m", &SourceLines::default(), &registry_below_heap());
+        assert_eq!(r.kind, ErrorKind::UseAfterScope);
+        assert_eq!(serde_json::to_value(&r).unwrap()["details"]["frame_object"]["what"], "returned_frame");
+        assert!(r.to_string().contains("in the function's own stack frame (64 bytes), which it returns"), "{r}");
     }
 
     #[test]

@@ -257,6 +257,21 @@ pub struct DeviceDetails {
     /// knew it: such blocks are in no host allocation, so `nearest` does not name them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heap_block: Option<HeapBlock>,
+    /// The local object a local access was held to, or the frame a function returned an
+    /// address in, as the kernel's record names it: a thread's local memory is in no host
+    /// allocation, so this is what the address is explained by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frame_object: Option<FrameObject>,
+}
+
+/// What [`DeviceDetails::frame_object`] names ([`gpusan_abi::record::FrameObject`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "what", rename_all = "snake_case")]
+pub enum FrameObject {
+    /// A local array or struct at `frame_offset` bytes into its function's stack frame.
+    LocalObject { frame_offset: u64, size: u64 },
+    /// The function's own stack frame, of `size` bytes, whose address it returns.
+    ReturnedFrame { size: u64 },
 }
 
 /// A block of the device heap, as a kernel's error record names it: its base only (the
@@ -751,6 +766,7 @@ impl fmt::Display for Report {
                     (None, true) => {
                         writeln!(f, "{BAR}     Address {:#x} is not the start of any device-heap block", d.address)?
                     }
+                    (None, false) if d.frame_object.is_some() => write_frame_object(f, d)?,
                     (None, false) if self.kind == ErrorKind::UseAfterScope => writeln!(
                         f,
                         "{BAR}     Address {:#x} is local memory outside the kernel's frame: the frame of a \
@@ -769,6 +785,27 @@ impl fmt::Display for Report {
                 write_stack(f, "Seen at", &d.call_stack)
             }
         }
+    }
+}
+
+/// The line naming the local object a finding is about ([`DeviceDetails::frame_object`]).
+fn write_frame_object(f: &mut fmt::Formatter<'_>, d: &DeviceDetails) -> fmt::Result {
+    match d.frame_object {
+        Some(FrameObject::LocalObject { frame_offset, size }) => writeln!(
+            f,
+            "{BAR}     Address {:#x} is outside the local array at frame offset {frame_offset} ({}) it was \
+             indexed from; `--local-bounds frame` bounds only the whole frame",
+            d.address,
+            plural(size, "byte")
+        ),
+        Some(FrameObject::ReturnedFrame { size }) => writeln!(
+            f,
+            "{BAR}     Address {:#x} is in the function's own stack frame ({}), which it returns: the frame \
+             is dead once the function has returned",
+            d.address,
+            plural(size, "byte")
+        ),
+        None => Ok(()),
     }
 }
 

@@ -44,6 +44,7 @@ fn device_details(kernel: &str, address: u64, nearest: Option<Nearest>) -> Devic
         sass_offset: None,
         launch_stack: site(2).into(),
         heap_block: None,
+        frame_object: None,
     }
 }
 

@@ -44,7 +44,8 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use gpusan_abi::{record, CODE_LOCAL_USE_AFTER_SCOPE};
+use gpusan_abi::record::{self, FrameObject};
+use gpusan_abi::CODE_LOCAL_USE_AFTER_SCOPE;
 use gpusan_ptx::ast::{Function, Instruction, Item, Name, Operand, StateSpace, Statement, VarDecl};
 use gpusan_ptx::cfg::InstId;
 use gpusan_ptx::dataflow::DefSite;
@@ -77,6 +78,10 @@ pub(super) struct Windows {
     local_bounds: LocalBounds,
     /// The objects in the function's frame ([`objects`]), under [`LocalBounds::Object`].
     objects: FrameObjects,
+    /// A `.func`'s return parameters and the `.local` variables of its own body: a value
+    /// stored to the one and derived from the other hands out a dead frame ([`returned`]).
+    returns: Vec<Name>,
+    own_locals: Vec<Name>,
 }
 
 impl Windows {
@@ -106,6 +111,10 @@ impl Windows {
             }
         }
         walk(f.body.as_deref().unwrap_or_default(), &mut w);
+        if !f.is_kernel() {
+            w.returns = f.returns.iter().flatten().map(|p| p.name).collect();
+            w.own_locals = scope::own_locals(f);
+        }
         if w.local_bounds == LocalBounds::Object {
             let sizes = w
                 .vars
@@ -156,6 +165,9 @@ enum Bound {
     Window { symbol: Name, window: Window, object: Option<(u64, u64)> },
     /// A kernel's live local memory: its frame, or nothing ([`scope`]).
     Live(Option<(Name, u64)>),
+    /// A `.func`'s own frame variable and its size: the value the function returns must not
+    /// be an address in it ([`returned`]).
+    Returned(Name, u64),
 }
 
 /// One access checked against a window, or for use after scope.
@@ -202,6 +214,7 @@ impl std::fmt::Display for WindowCheck {
             }
             Bound::Live(Some((frame, bytes))) => write!(f, " in the live frame {frame} ({bytes} bytes)"),
             Bound::Live(None) => write!(f, " in the live frame (none)"),
+            Bound::Returned(frame, bytes) => write!(f, " returned: not to be in its own frame {frame} ({bytes} bytes)"),
         }
     }
 }
@@ -229,7 +242,7 @@ impl WindowCheck {
     pub(super) fn symbol(&self) -> Option<Name> {
         match self.bound {
             Bound::Window { symbol, .. } => Some(symbol),
-            Bound::Live(_) => None,
+            Bound::Live(_) | Bound::Returned(..) => None,
         }
     }
 
@@ -256,15 +269,33 @@ impl WindowCheck {
         match &self.bound {
             _ if self.space == Space::Generic => record::SPACE_GENERIC,
             Bound::Window { window, .. } => window.region.record_space(),
-            Bound::Live(_) => Region::Local.record_space(),
+            Bound::Live(_) | Bound::Returned(..) => Region::Local.record_space(),
         }
+    }
+
+    /// A record's [`record::ALLOCATION`]: the local object the access was held to, or the
+    /// frame a function returned an address in ([`FrameObject`]); 0 for anything else.
+    pub(super) fn frame_object(&self) -> u64 {
+        match self.bound {
+            Bound::Window { window: Window { region: Region::Local, .. }, object: Some((lo, hi)), .. } => {
+                FrameObject::Object { offset: lo, size: hi - lo }.word()
+            }
+            Bound::Returned(_, size) => FrameObject::ReturnedFrame { size }.word(),
+            _ => 0,
+        }
+    }
+
+    /// Whether a bad value is reported and the instruction still runs: a returned frame
+    /// address is harmless until used, and the caller's own checks judge that use.
+    pub(super) fn runs_anyway(&self) -> bool {
+        matches!(self.bound, Bound::Returned(..))
     }
 
     /// A record's [`record::CODE`] for a bad access.
     pub(super) fn code(&self) -> u32 {
         match &self.bound {
             Bound::Window { window, .. } => window.region.code(),
-            Bound::Live(_) => CODE_LOCAL_USE_AFTER_SCOPE,
+            Bound::Live(_) | Bound::Returned(..) => CODE_LOCAL_USE_AFTER_SCOPE,
         }
     }
 
@@ -272,7 +303,7 @@ impl WindowCheck {
         match &self.bound {
             Bound::Window { window, .. } if window.region == Region::Shared => Counted::Shared,
             Bound::Window { .. } => Counted::Local,
-            Bound::Live(_) => Counted::Scope,
+            Bound::Live(_) | Bound::Returned(..) => Counted::Scope,
         }
     }
 }
@@ -363,6 +394,46 @@ pub(super) fn classify(
         }
         _ => not_mine(),
     }
+}
+
+/// The check of `inst` when it is a `.func` storing its return value, a 64-bit register
+/// whose every definition leads back to a `.local` variable of the function's own body: that
+/// address is dead once the function returns, wherever ptxas placed its frame ([`scope`]).
+/// The check confirms at run time that the value is inside the variable.
+pub(super) fn returned(
+    analysis: &mut RootAnalysis,
+    widths: &RegWidths,
+    windows: &Windows,
+    i: InstId,
+    inst: &Instruction,
+) -> Option<WindowCheck> {
+    if windows.returns.is_empty() || inst.opcode != "st" || inst.modifiers().next() != Some("param") {
+        return None;
+    }
+    let (Some(to), _) = inst.operands.first()?.as_address()? else { return None };
+    let Some(Operand::Name(value)) = inst.operands.get(1) else { return None };
+    if !windows.returns.contains(&to) || !value.starts_with('%') || widths.bits(*value) != Some(64) {
+        return None;
+    }
+    let reg = analysis.resolve(i, *value)?;
+    for (form, space) in [(Form::Generic, Space::Generic), (Form::Window, Space::Local)] {
+        let o = origin(analysis, windows, i, reg, form);
+        let Some((symbol, Window { extent: Extent::Bytes(n), .. })) = o.window else { continue };
+        if !windows.own_locals.contains(&symbol) {
+            return None;
+        }
+        return Some(WindowCheck {
+            operand: 0,
+            offset: 0,
+            base: Base::Reg64(*value),
+            width: 8,
+            space,
+            kind: AccessKind::Write,
+            bound: Bound::Returned(symbol, n),
+            align: Align::of(1),
+        });
+    }
+    None
 }
 
 /// How a value holds an on-chip address.
@@ -749,6 +820,10 @@ pub(super) fn check_text(c: &WindowCheck) -> String {
         Bound::Live(frame) => {
             t.push_str(&scope::check_text(*frame, c.space == Space::Generic));
             t.push_str(&c.align.text("%__gs_a", "%__gs_bad", true));
+            return t;
+        }
+        Bound::Returned(frame, n) => {
+            t.push_str(&scope::returned_text(*frame, *n, c.space == Space::Generic));
             return t;
         }
     };

@@ -95,8 +95,9 @@ pub(super) enum Blame {
     /// the entry's state says. A root of the block-wide lookup has its id in that slot of
     /// `__gs_meta`, not in a register.
     Root { k: usize, layout: Layout, block_slot: Option<usize> },
-    /// A shared or local variable: no allocation, this code.
-    Window(u32),
+    /// A shared or local variable: this code, and as the allocation the word saying which
+    /// local object it is ([`gpusan_abi::record::FrameObject`]), 0 for none.
+    Window(u32, u64),
 }
 
 /// The fields of an error record known when instrumenting.
@@ -266,9 +267,10 @@ pub(super) fn record_text(blame: Blame, abort: bool) -> String {
                  \tselp.u32 %__gs_k, {CODE_USE_AFTER_FREE}, {CODE_OUT_OF_BOUNDS}, %__gs_q;\n"
             ),
         ),
-        Blame::Window(window_code) => {
-            (format!("\tst.global.u64 [%__gs_r+{at_allocation}], 0;\n"), format!("\tmov.u32 %__gs_k, {window_code};\n"))
-        }
+        Blame::Window(window_code, object) => (
+            format!("\tst.global.u64 [%__gs_r+{at_allocation}], {object};\n"),
+            format!("\tmov.u32 %__gs_k, {window_code};\n"),
+        ),
     };
     // A misaligned address is what the hardware faults on: that is the record's code.
     let code = format!(
@@ -343,7 +345,7 @@ mod tests {
             Blame::Root { k: 2, layout: Layout::Folded, block_slot: None },
             Blame::Root { k: 0, layout: Layout::Folded, block_slot: Some(3) },
             Blame::Root { k: 5, layout: Layout::Heap, block_slot: None },
-            Blame::Window(7),
+            Blame::Window(7, 0),
         ];
         for blame in blames {
             for reaction in [Reaction::Report, Reaction::Abort] {
@@ -378,7 +380,7 @@ mod tests {
             Blame::Root { k: 2, layout: Layout::Folded, block_slot: None },
             Blame::Root { k: 0, layout: Layout::Folded, block_slot: Some(3) },
             Blame::Root { k: 5, layout: Layout::Heap, block_slot: None },
-            Blame::Window(7),
+            Blame::Window(7, 0),
         ] {
             let text = record_text(blame, false);
             let mut got = stored_offsets(&text);

@@ -116,6 +116,11 @@ impl Finder<'_, '_> {
     /// access is settled here, `false` when it is (also) the global check's.
     fn on_chip(&mut self, i: InstId, access: &MemAccess, site: &mut Site) -> bool {
         let inst = self.analysis.insts[i.index()];
+        if let Some(check) = onchip::returned(self.analysis, self.widths, self.windows, i, inst) {
+            self.report.scope += 1;
+            site.windows.push(check);
+            return true;
+        }
         match onchip::classify(self.analysis, self.widths, self.windows, i, inst, access) {
             onchip::Verdict::Check(check) => {
                 match check.counted() {

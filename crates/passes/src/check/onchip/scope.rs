@@ -142,6 +142,36 @@ pub(super) fn check_text(frame: Option<(Name, u64)>, generic: bool) -> String {
     t
 }
 
+/// The `.local` variables `f`'s body declares: its own frame (module-scope `.local`
+/// variables are per-thread statics, alive for the whole thread).
+pub(super) fn own_locals(f: &Function) -> Vec<Name> {
+    fn walk(stmts: &[Statement], out: &mut Vec<Name>) {
+        for s in stmts {
+            match s {
+                Statement::Decl(d) if d.space == StateSpace::Local => out.push(d.name),
+                Statement::Block(b) => walk(b, out),
+                _ => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(f.body.as_deref().unwrap_or_default(), &mut out);
+    out
+}
+
+/// Sets `%__gs_bad` to whether the value in `%__gs_a`, which a `.func` is about to return,
+/// is an address inside its own frame variable `frame` of `n` bytes (generic when
+/// `generic`). Clobbers `%__gs_wlo`, `%__gs_wlim`.
+pub(super) fn returned_text(frame: Name, n: u64, generic: bool) -> String {
+    let base = if generic { "cvta.local.u64" } else { "mov.u64" };
+    format!(
+        "\t{base} %__gs_wlo, {frame};\n\
+         \tadd.s64 %__gs_wlim, %__gs_wlo, {n};\n\
+         \tsetp.ge.u64 %__gs_bad, %__gs_a, %__gs_wlo;\n\
+         \tsetp.lt.and.u64 %__gs_bad, %__gs_a, %__gs_wlim, %__gs_bad;\n"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
