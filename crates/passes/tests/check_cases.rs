@@ -24,12 +24,31 @@ const CASES: &[&str] = &[
     "check_clean_local_arrays",
     "check_bug_local_use_after_scope",
     "check_clean_local_scope",
+    "check_local_array_neighbour",
+    "check_clean_local_objects",
+    "check_bug_local_scope_return_in_func",
+    "check_clean_local_scope_return_in_func",
 ];
 
 /// `(case, use-after-scope checks at least)`: the kernel's accesses through call results
 /// and loaded pointers (the returned and the stored address; the loop's call, the stored
 /// pointer and the recursive function's result).
 const SCOPE_CASES: &[(&str, u32)] = &[("check_bug_local_use_after_scope", 2), ("check_clean_local_scope", 3)];
+
+/// `(case, sizes of the local objects its kernel's accesses are held to, largest first)`:
+/// what the object bounds make of the frame nvcc lays out. The neighbour case's `a[8]` and
+/// `b[8]`; the clean case's `m[4][8]` (walked flat and through a row pointer: one object,
+/// never split at a row), `S` of two arrays (walked as bytes: one object) and `other[8]`.
+const OBJECT_CASES: &[(&str, &[u64])] =
+    &[("check_local_array_neighbour", &[32, 32]), ("check_clean_local_objects", &[128, 32, 32])];
+
+/// `(case, functions whose returned value is checked for being in their own frame)`.
+const RETURN_CASES: &[(&str, &[&str])] = &[
+    ("check_bug_local_scope_return_in_func", &["_Z4fillPKii"]),
+    ("check_bug_local_use_after_scope", &["_Z4fillPKii"]),
+    ("check_clean_local_scope", &[]),
+    ("check_clean_local_scope_return_in_func", &[]),
+];
 
 fn compile(case: &str, dir: &std::path::Path) -> (PathBuf, String) {
     let src = gpusan_testkit::repo_root().join("tests/cases").join(format!("{case}.cu"));
@@ -78,7 +97,9 @@ fn on_chip_cases_are_checked_and_assemble() {
     for case in CASES {
         let (_, src) = compile(case, &dir);
         let (shared, local) = on_chip(&src);
-        assert!(shared + local > 0, "{case}: nvcc made no shared or local access; the case tests nothing");
+        // The return cases are about their `.func`s: the kernel itself may have no local access.
+        let returns = RETURN_CASES.iter().any(|(c, _)| c == case);
+        assert!(shared + local > 0 || returns, "{case}: nvcc made no shared or local access; the case tests nothing");
         let mut m = gpusan_ptx::parse(&src).unwrap();
         let r = check::run(&mut m, Some(&src)).unwrap();
         let kernels = || r.functions.iter().filter(|f| f.kind == gpusan_ptx::ast::FunctionKind::Entry);
@@ -145,6 +166,63 @@ fn vector_accesses_are_checked_for_alignment() {
         std::fs::write(&file, &out.ptx).unwrap();
         common::assemble(&ptxas, &file, &dir.join(format!("{case}.cubin")))
             .unwrap_or_else(|e| panic!("{case}: instrumented, it does not assemble:\n{e}"));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The plan's lines for local accesses held to an object: `(function, lo, hi)` of each.
+fn objects_of(plans: &str) -> Vec<(String, u64, u64)> {
+    let mut function = String::new();
+    let mut out = Vec::new();
+    for line in plans.lines() {
+        if let Some(f) = line.strip_prefix("function ") {
+            function = f.trim_end_matches(':').to_string();
+        }
+        let Some((_, rest)) = line.split_once("in the local object at ") else { continue };
+        let Some((_, range)) = rest.split_once(" [") else { continue };
+        let (lo, hi) = range.trim_end_matches(')').split_once(", ").unwrap();
+        out.push((function.clone(), lo.parse().unwrap(), hi.parse().unwrap()));
+    }
+    out
+}
+
+/// The local cases as the pinned nvcc compiles them: each kernel's local accesses are held
+/// to the arrays and structs the source declares (`OBJECT_CASES`), none to a piece of one
+/// (which would report the clean case's legal walks) and none to the whole frame (which
+/// would miss the neighbour case); `.func`s returning their own frame get the check at the
+/// return, and no other function does (`RETURN_CASES`).
+#[test]
+fn local_objects_are_the_ones_the_source_declares() {
+    let dir = std::env::temp_dir().join(format!("gpusan-check-objects-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (case, sizes) in OBJECT_CASES {
+        let (_, src) = compile(case, &dir);
+        let mut m = gpusan_ptx::parse(&src).unwrap();
+        let (_, plans) = check::run_explained(&mut m, Some(&src), &check::CheckConfig::default()).unwrap();
+        let objects = objects_of(&plans);
+        let mut distinct: Vec<(u64, u64)> = objects.iter().map(|(_, lo, hi)| (*lo, *hi)).collect();
+        distinct.sort();
+        distinct.dedup();
+        let mut found: Vec<u64> = distinct.iter().map(|(lo, hi)| hi - lo).collect();
+        found.sort_by(|a, b| b.cmp(a));
+        assert_eq!(&found, sizes, "{case}: objects {distinct:?}\n{plans}");
+        assert!(!plans.contains("in local __local_depot"), "{case}: a local access held to the whole frame\n{plans}");
+    }
+    for (case, functions) in RETURN_CASES {
+        let (_, src) = compile(case, &dir);
+        let mut m = gpusan_ptx::parse(&src).unwrap();
+        let (_, plans) = check::run_explained(&mut m, Some(&src), &check::CheckConfig::default()).unwrap();
+        let mut function = "";
+        let mut checked = Vec::new();
+        for line in plans.lines() {
+            if let Some(f) = line.strip_prefix("function ") {
+                function = f.trim_end_matches(':');
+            }
+            if line.contains("returned: not to be in its own frame") {
+                checked.push(function);
+            }
+        }
+        assert_eq!(&checked, functions, "{case}\n{plans}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
