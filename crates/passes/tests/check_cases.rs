@@ -51,12 +51,15 @@ const RETURN_CASES: &[(&str, &[&str])] = &[
 ];
 
 fn compile(case: &str, dir: &std::path::Path) -> (PathBuf, String) {
-    let src = gpusan_testkit::repo_root().join("tests/cases").join(format!("{case}.cu"));
+    compile_file(&gpusan_testkit::repo_root().join("tests/cases").join(format!("{case}.cu")), case, dir)
+}
+
+fn compile_file(src: &std::path::Path, case: &str, dir: &std::path::Path) -> (PathBuf, String) {
     let ptx = dir.join(format!("{case}.ptx"));
     let out = Command::new(gpusan_testkit::cuda_tool("nvcc"))
         .args(["-arch=sm_90", "-lineinfo", "-ptx", "-o"])
         .arg(&ptx)
-        .arg(&src)
+        .arg(src)
         .output()
         .expect("running the pinned nvcc");
     assert!(out.status.success(), "nvcc {case}: {}", String::from_utf8_lossy(&out.stderr));
@@ -224,5 +227,56 @@ fn local_objects_are_the_ones_the_source_declares() {
         }
         assert_eq!(&checked, functions, "{case}\n{plans}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `fixtures/check/local_layouts.cu`'s kernels and the objects their local accesses must be
+/// held to: the arrays and structs each declares, found from nvcc's output alone.
+const LAYOUTS: &[(&str, &[(u64, u64)])] = &[
+    ("two_arrays", &[(0, 32), (32, 64)]),
+    ("matrix", &[(0, 128)]),
+    ("flat", &[(0, 128)]),
+    ("two_members", &[(0, 32), (32, 64)]),
+    ("passed", &[(0, 32), (32, 64)]),
+    ("bytes", &[(0, 32)]),
+    ("unrolled", &[(0, 64), (64, 128)]),
+    ("member_ptr", &[(0, 32)]),
+    ("row_ptr", &[(0, 128)]),
+    ("row_branch", &[(0, 128)]),
+    ("member_only", &[(0, 32)]),
+    ("end_ptr", &[(0, 32), (32, 64)]),
+    ("row_call", &[(0, 128)]),
+    ("member_call", &[(0, 32)]),
+    ("row_store", &[(0, 128)]),
+    ("branch_interior", &[(0, 32), (32, 64)]),
+    ("loop_from_middle", &[(0, 64), (64, 128)]),
+];
+
+/// The evidence the object bounds rest on: each way of reaching inside a local object that
+/// `local_layouts.cu` writes (rows, flat walks, member pointers, bytes, interior pointers
+/// passed, stored or made in branches, unrolled loops) is held to the whole object it
+/// starts from, and neighbouring arrays each to their own; `--local-bounds frame` holds
+/// every one to the frame.
+#[test]
+fn local_layouts_are_the_source_objects() {
+    let dir = std::env::temp_dir().join(format!("gpusan-check-layouts-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/check/local_layouts.cu");
+    let (_, src) = compile_file(&file, "local_layouts", &dir);
+    let plans = |config: &check::CheckConfig| {
+        let mut m = gpusan_ptx::parse(&src).unwrap();
+        check::run_explained(&mut m, Some(&src), config).unwrap().1
+    };
+    let objects = objects_of(&plans(&check::CheckConfig::default()));
+    for (kernel, want) in LAYOUTS {
+        let mut got: Vec<(u64, u64)> =
+            objects.iter().filter(|(f, _, _)| f == kernel).map(|(_, lo, hi)| (*lo, *hi)).collect();
+        got.sort();
+        got.dedup();
+        assert_eq!(&got, want, "{kernel}");
+    }
+    let frame = check::CheckConfig { local_bounds: check::LocalBounds::Frame, ..Default::default() };
+    let framed = plans(&frame);
+    assert!(objects_of(&framed).is_empty() && framed.contains("in local __local_depot"), "{framed}");
     let _ = std::fs::remove_dir_all(&dir);
 }

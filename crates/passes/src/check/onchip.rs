@@ -20,7 +20,10 @@
 //!
 //! In kernels, local and generic accesses through a call result or a loaded pointer are
 //! also checked for use after scope: they must stay inside the kernel's own frame
-//! ([`scope`], which says why only kernels can be judged).
+//! ([`scope`], which says why only kernels can be judged). A use in a `.func` is caught
+//! where the dead frame is handed out instead: a `.func` whose returned value leads back to
+//! its own frame has that value checked at its return ([`returned`]; the value is reported
+//! when it is inside the frame, and returned all the same).
 //!
 //! # Local arrays one by one
 //!
@@ -33,13 +36,20 @@
 //! register with no constant base first, or from two bases, are held to the frame;
 //! `gpusan run --local-bounds frame` holds every one to the frame. An offset inside an
 //! object is no boundary: `&m[1][0]` of `int m[4][8]` may walk into rows 2 and 3, and a
-//! member pointer may reach the whole struct, and both are within their object.
+//! member pointer may reach the whole struct, and both are within their object. The
+//! record of a bad access names the object, its frame offset and size
+//! ([`FrameObject`], `WindowCheck::frame_object`), and the report says which array was
+//! overrun. `tests/check_cases.rs` holds the objects found in what the pinned nvcc makes of
+//! `tests/fixtures/check/local_layouts.cu` (rows, flat walks, member and interior pointers,
+//! byte walks, unrolled loops) to the arrays and structs the source declares.
 //!
 //! What is left unchecked (counted as `other`): on-chip accesses whose address does not lead
 //! to exactly one window (except those the use-after-scope check takes), `ldmatrix`/
-//! `stmatrix` with fewer than four matrices (some threads' addresses are unused), `shared::cluster` windows reached through `mapa`, and local
-//! accesses in a `.func` through pointers from elsewhere (a parameter, a call result, a
-//! load).
+//! `stmatrix` with fewer than four matrices (some threads' addresses are unused),
+//! `shared::cluster` windows reached through `mapa`, and local accesses in a `.func`
+//! through pointers from elsewhere (a parameter, a call result, a load): of those, a
+//! pointer to a dead frame is caught only where a `.func` returns it ([`scope`] says what
+//! else hands one out unseen).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;

@@ -17,9 +17,18 @@
 //! where the base itself is not needed. So starts are merged back: an object whose base
 //! register is used at constant offsets (its initialisation, scalarised fields) reaches at
 //! least the last byte so touched, and a start inside that reach is the same object's
-//! ([`FrameObjects::of`]). Seen with the pinned nvcc (`-O3`, sm_90): two `int[8]` arrays
-//! get bases `+0` and `+32`; `int m[4][8]` one base whatever the rows used; a struct of two
-//! arrays one base, its members at immediate offsets.
+//! ([`FrameObjects::of`]). Seen with the pinned nvcc (`-O3`, sm_90; the kernels of
+//! `tests/fixtures/check/local_layouts.cu`, which `tests/check_cases.rs` holds to this): every
+//! base is one `alloca`'s, formed once (`add.u64 %rd, %SPL, c`, and `%SP, c` when the
+//! address is also taken generic), and every interior address is made from it: `&m[1][0]`,
+//! `&m[2][0]` walked, passed to a `__noinline__` function, stored in a volatile local or made
+//! only in a branch is `base + 32`/`+ 64` or an immediate offset on the access; member
+//! pointers and byte walks of a struct, loops unrolled or started mid-array, and pointers
+//! one past the end, the same. An interior `&b[2]` passed to a call once came out as
+//! `or.b64 %rd, %rd_b, 8` (the base is 16-byte aligned), which the walk reads as an integer:
+//! unchecked, never a wrong bound. So all bases are taken as starts, also those only ever
+//! accessed at constant offsets (a scalar whose address is taken is an object too), rather
+//! than only the bases indexed at run time.
 //!
 //! What is left: an interior start that no constant-offset access of its object reaches
 //! past (an object only ever indexed dynamically, with an interior pointer made in another

@@ -1,6 +1,6 @@
-//! Use after scope of local memory (cuCatch §4.3), judged in kernels only: a local
-//! address a kernel reaches through a call result or a pointer loaded from memory must lie
-//! in the kernel's own frame.
+//! Use after scope of local memory (cuCatch §4.3): a local address a kernel reaches through
+//! a call result or a pointer loaded from memory must lie in the kernel's own frame, and a
+//! `.func` must not return an address in its own frame.
 //!
 //! # Why not "below the current frame"
 //!
@@ -35,11 +35,31 @@
 //! PTX), modules with module-scope `.local` variables (per-thread statics, placed where
 //! ptxas likes), and kernels that take generic addresses of their parameters (`cvta.param`).
 //!
+//! # In a `.func`: where the dead frame is handed out
+//!
+//! A use in a `.func` cannot be judged (its callers' frames are live and may lie anywhere in
+//! the local window), so the bug is caught at its root: a function handing out an address in
+//! its own frame, which is dead after `ret` wherever ptxas placed it. A `.func` storing to
+//! its return parameter (`st.param [func_retval0]`) a 64-bit value every definition of which
+//! leads back to a `.local` variable of its own body (its depot, generic or not) has that
+//! value checked at run time: inside `[depot, depot + size)` is
+//! `CODE_LOCAL_USE_AFTER_SCOPE`, recorded with the frame's size
+//! (`record::FrameObject::ReturnedFrame`), and the store still runs (the value is harmless
+//! until used; a kernel's use of it is judged there too). nvcc warns about the same
+//! (`returning pointer to local variable`). A pointer the function was given, a distance
+//! between two of its addresses, or a value that may also come from elsewhere (`selp` of
+//! its frame and a parameter) is not judged.
+//!
 //! # Left unchecked
 //!
-//! Use after scope detected in a `.func` (its caller's frames are live and may lie anywhere
-//! in the local window), and an access straddling the end of the kernel's frame through a
-//! call result (its first byte is inside: the frame check does not see the pointer).
+//! A `.func` storing an address in its own frame through a pointer (into its caller's
+//! variable, or global memory) is not judged: a frame address published and withdrawn
+//! before the return (a node of a list kept on the stack) is legal, and which stores are
+//! withdrawn the PTX does not say; the kernel-side check still catches the caller's use when
+//! the caller is a kernel. So is a frame address returned inside a struct (`st.param.v2`) or
+//! at an offset of a larger return parameter's other fields as an integer. Also left: an
+//! access straddling the end of the kernel's frame through a call result (its first byte is
+//! inside: the frame check does not see the pointer).
 
 use gpusan_ptx::ast::{Function, Instruction, Name, Operand, StateSpace, Statement};
 use gpusan_ptx::semantics::{address_conversion, Conversion, Space};
