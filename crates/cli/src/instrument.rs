@@ -17,17 +17,26 @@ pub struct InstrumentArgs {
     /// Output file (default: standard output).
     #[arg(short, long)]
     output: Option<PathBuf>,
+    /// How the check pass bounds accesses to local arrays: each array by itself, or the
+    /// function's whole stack frame (as `gpusan run --local-bounds`).
+    #[arg(long, value_enum, default_value = "object")]
+    local_bounds: crate::run::LocalBounds,
 }
 
 pub fn run(a: InstrumentArgs) -> Result<()> {
-    instrument_file(&a.input, &a.pass, a.output.as_deref())
+    instrument_file(&a.input, (&a.pass, a.local_bounds.abi()), a.output.as_deref())
 }
 
-/// Instruments `input` with the pass named `pass`; writes the result to `output` (or
-/// standard output) and a one-line summary to standard error.
-pub fn instrument_file(input: &PathBuf, pass: &str, output: Option<&Path>) -> Result<()> {
+/// Instruments `input` with the pass named `pass` (the check pass bounding local memory as
+/// the second part says); writes the result to `output` (or standard output) and a
+/// one-line summary to standard error.
+pub fn instrument_file(
+    input: &PathBuf,
+    (pass, local_bounds): (&str, gpusan_abi::LocalBounds),
+    output: Option<&Path>,
+) -> Result<()> {
     let src = crate::input::read_input(input)?;
-    let p = gpusan_passes::pass_by_name(pass).expect("clap checked the name");
+    let p = gpusan_passes::pass_with_local_bounds(pass, local_bounds).expect("clap checked the name");
     let (module, report) = match gpusan_passes::instrument_tree(&src, &*p) {
         Ok(out) => out,
         Err(e) => {

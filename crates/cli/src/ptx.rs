@@ -33,6 +33,9 @@ pub struct InstrumentArgs {
     /// Output file (default: standard output).
     #[arg(short, long)]
     output: Option<PathBuf>,
+    /// How the check pass bounds accesses to local arrays (as `gpusan run --local-bounds`).
+    #[arg(long, value_enum, default_value = "object")]
+    local_bounds: crate::run::LocalBounds,
 }
 
 #[derive(Args)]
@@ -113,7 +116,7 @@ fn cfg(a: CfgArgs) -> Result<()> {
 }
 
 fn instrument(a: InstrumentArgs) -> Result<()> {
-    crate::instrument::instrument_file(&a.input, &a.pass, a.output.as_deref())
+    crate::instrument::instrument_file(&a.input, (&a.pass, a.local_bounds.abi()), a.output.as_deref())
 }
 
 mod regs;

@@ -77,10 +77,13 @@ pub fn invoked_as_ptxas(argv0: &OsStr) -> bool {
 }
 
 /// How the stand-in instruments, from the environment: `GPUSAN_PTXAS_PASS` (default
-/// `check`), `GPUSAN_PTXAS_KEEP` (a folder to keep a copy of each instrumented PTX in).
+/// `check`), `GPUSAN_PTXAS_KEEP` (a folder to keep a copy of each instrumented PTX in),
+/// `GPUSAN_LOCAL_BOUNDS` (`object` or `frame`, as `gpusan run --local-bounds` sets it: a
+/// build-time instrumented kernel keeps the bounds it was built with).
 struct Config {
     pass: String,
     keep: Option<PathBuf>,
+    local_bounds: gpusan_abi::LocalBounds,
 }
 
 impl Config {
@@ -89,7 +92,12 @@ impl Config {
         if gpusan_passes::pass_by_name(&pass).is_none() {
             bail!("{PTXAS_PASS}={pass}: not a pass (one of {})", gpusan_passes::PASSES.join(", "));
         }
-        Ok(Config { pass, keep: std::env::var_os(PTXAS_KEEP).map(PathBuf::from) })
+        let local_bounds = match std::env::var(gpusan_abi::env::LOCAL_BOUNDS) {
+            Ok(name) => gpusan_abi::LocalBounds::from_name(&name)
+                .with_context(|| format!("{}={name}: not `object` or `frame`", gpusan_abi::env::LOCAL_BOUNDS))?,
+            Err(_) => gpusan_abi::LocalBounds::default(),
+        };
+        Ok(Config { pass, keep: std::env::var_os(PTXAS_KEEP).map(PathBuf::from), local_bounds })
     }
 }
 
@@ -193,7 +201,8 @@ fn instrument(
     if gpusan_passes::declares_abi(src) {
         return Ok(None);
     }
-    let pass = gpusan_passes::pass_by_name(&config.pass).expect("checked in Config::from_env");
+    let pass =
+        gpusan_passes::pass_with_local_bounds(&config.pass, config.local_bounds).expect("checked in Config::from_env");
     match gpusan_passes::instrument_with_meta(src, &*pass) {
         Ok((out, meta)) => {
             if verbose {

@@ -83,7 +83,7 @@ pub enum LocalBounds {
 }
 
 impl LocalBounds {
-    fn abi(self) -> gpusan_abi::LocalBounds {
+    pub(crate) fn abi(self) -> gpusan_abi::LocalBounds {
         match self {
             LocalBounds::Object => gpusan_abi::LocalBounds::Object,
             LocalBounds::Frame => gpusan_abi::LocalBounds::Frame,

@@ -255,3 +255,53 @@ fn the_stand_in_knows_every_ptxas_option_with_a_value() {
     }
     assert!(checked >= 15, "ptxas --help lists options with values:\n{help}");
 }
+
+/// Local bounds reach build-time instrumentation: `gpusan instrument --local-bounds` and
+/// the stand-in's `GPUSAN_LOCAL_BOUNDS` (what `gpusan run --local-bounds` sets), so a user
+/// can go back to frame bounds for kernels built instrumented too; a bad value is refused.
+#[test]
+fn local_bounds_reach_build_time_instrumentation() {
+    let dir = scratch("local-bounds");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../passes/tests/fixtures/check/onchip/local_objects.ptx");
+    let src = std::fs::read_to_string(fixture).unwrap();
+    let input = dir.join("k.ptx");
+    std::fs::write(&input, src.split(gpusan_testkit::SEPARATOR).next().unwrap()).unwrap();
+    // Array `m` at frame offset 64 is held to [64, 128): its lower bound is moved up.
+    let object_start = "add.s64 %__gs_wlo, %__gs_wlo, 64;";
+    let squeezed = |p: &Path| std::fs::read_to_string(p).unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
+    for (flag, object) in [(None, true), (Some("object"), true), (Some("frame"), false)] {
+        let output = dir.join("k.gpusan.ptx");
+        let mut cmd = Command::new(GPUSAN);
+        cmd.arg("instrument").arg(&input).arg("-o").arg(&output);
+        if let Some(f) = flag {
+            cmd.args(["--local-bounds", f]);
+        }
+        let out = run(&mut cmd);
+        assert!(out.status.success(), "{flag:?}: {}", text(&out));
+        assert_eq!(squeezed(&output).contains(object_start), object, "{flag:?}");
+    }
+    for (value, object) in [("object", true), ("frame", false)] {
+        let keep = dir.join(format!("keep-{value}"));
+        std::fs::create_dir_all(&keep).unwrap();
+        let out = run(Command::new(GPUSAN)
+            .args(["ptxas", "-arch=sm_90"])
+            .arg(&input)
+            .arg("-o")
+            .arg(dir.join("k.cubin"))
+            .env("GPUSAN_REAL_PTXAS", gpusan_testkit::ptxas())
+            .env("GPUSAN_PTXAS_KEEP", &keep)
+            .env("GPUSAN_LOCAL_BOUNDS", value));
+        assert!(out.status.success(), "{value}: {}", text(&out));
+        let kept: Vec<_> = std::fs::read_dir(&keep).unwrap().map(|e| e.unwrap().path()).collect();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert_eq!(squeezed(&kept[0]).contains(object_start), object, "{value}");
+    }
+    let out = run(Command::new(GPUSAN)
+        .args(["ptxas", "-arch=sm_90"])
+        .arg(&input)
+        .arg("-o")
+        .arg(dir.join("k.cubin"))
+        .env("GPUSAN_REAL_PTXAS", gpusan_testkit::ptxas())
+        .env("GPUSAN_LOCAL_BOUNDS", "arrays"));
+    assert!(!out.status.success() && text(&out).contains("GPUSAN_LOCAL_BOUNDS=arrays"), "{}", text(&out));
+}

@@ -326,6 +326,15 @@ pub fn pass_by_name(name: &str) -> Option<Box<dyn Pass>> {
     }
 }
 
+/// [`pass_by_name`], with the check pass bounding local memory as `local_bounds` says (the
+/// other passes have no such choice).
+pub fn pass_with_local_bounds(name: &str, local_bounds: check::LocalBounds) -> Option<Box<dyn Pass>> {
+    match name {
+        "check" => Some(Box::new(check::CheckWith(check::CheckConfig { local_bounds, ..Default::default() }))),
+        _ => pass_by_name(name),
+    }
+}
+
 /// Separate compilation (`nvcc -rdc`, `ptxas -c`, the driver's linker) puts every translation unit's ABI
 /// variables into one linked module: declared `.weak`, nvlink keeps one of each instead of
 /// refusing the duplicates, and the runtime still finds them by name.
