@@ -6,7 +6,7 @@
 
 use std::fmt;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Result;
 use gpusan_ptx::excerpt;
@@ -97,7 +97,7 @@ fn read_bounded_with(reader: impl Read, name: &str, limit: u64, capacity: usize)
     })
 }
 
-pub(crate) fn parse_file(path: &PathBuf) -> Result<gpusan_ptx::Module> {
+pub(crate) fn parse_file(path: &Path) -> Result<gpusan_ptx::Module> {
     let src = read_input(path)?;
     gpusan_ptx::parse(&src).map_err(|e| anyhow::anyhow!("{}", e.with_path(path.display().to_string())))
 }

@@ -31,7 +31,7 @@ pub fn run(a: InstrumentArgs) -> Result<()> {
 /// the second part says); writes the result to `output` (or standard output) and a
 /// one-line summary to standard error.
 pub fn instrument_file(
-    input: &PathBuf,
+    input: &Path,
     (pass, local_bounds): (&str, gpusan_abi::LocalBounds),
     output: Option<&Path>,
 ) -> Result<()> {
