@@ -56,8 +56,9 @@
 //! variable, or global memory) is not judged: a frame address published and withdrawn
 //! before the return (a node of a list kept on the stack) is legal, and which stores are
 //! withdrawn the PTX does not say; the kernel-side check still catches the caller's use when
-//! the caller is a kernel. So is a frame address returned inside a struct (`st.param.v2`) or
-//! at an offset of a larger return parameter's other fields as an integer. Also left: an
+//! the caller is a kernel. So is a frame address returned by a vector store
+//! (`st.param.v2.b64`, a struct's fields at once) or through anything but one 64-bit
+//! register (a struct's field stored alone, at any offset, is judged). Also left: an
 //! access straddling the end of the kernel's frame through a call result (its first byte is
 //! inside: the frame check does not see the pointer).
 
