@@ -18,7 +18,8 @@
 //! register is used at constant offsets (its initialisation, scalarised fields) reaches at
 //! least the last byte so touched, and a start inside that reach is the same object's
 //! ([`FrameObjects::of`]). Seen with the pinned nvcc (`-O3`, sm_90; the kernels of
-//! `tests/fixtures/check/local_layouts.cu`, which `tests/check_cases.rs` holds to this): every
+//! `tests/fixtures/check/local_layouts.cu`, which `tests/check_cases.rs` holds to this, and
+//! the same under `-G`): every
 //! base is one `alloca`'s, formed once (`add.u64 %rd, %SPL, c`, and `%SP, c` when the
 //! address is also taken generic), and every interior address is made from it: `&m[1][0]`,
 //! `&m[2][0]` walked, passed to a `__noinline__` function, stored in a volatile local or made
