@@ -17,11 +17,11 @@
 //! where the base itself is not needed. So starts are merged back: an object whose base
 //! register is used at constant offsets (its initialisation, scalarised fields) reaches at
 //! least the last byte so touched, and a start inside that reach is the same object's
-//! ([`FrameObjects::of`]). Seen with the pinned nvcc (`-O3`, sm_90; the kernels of
-//! `tests/fixtures/check/local_layouts.cu`, which `tests/check_cases.rs` holds to this, and
-//! the same under `-G`): every
-//! base is one `alloca`'s, formed once (`add.u64 %rd, %SPL, c`, and `%SP, c` when the
-//! address is also taken generic), and every interior address is made from it: `&m[1][0]`,
+//! ([`FrameObjects::of`]). Seen with the pinned nvcc (sm_90, `-O3` and `-G`; the kernels of
+//! `tests/fixtures/check/local_layouts.cu`, which `tests/check_cases.rs` holds to this):
+//! every base is one `alloca`'s start (`add.u64 %rd, %SPL, c`, and `%SP, c` when the address
+//! is also taken generic; once under `-O3`, anew at each use under `-G`), and every interior
+//! address is made from it: `&m[1][0]`,
 //! `&m[2][0]` walked, passed to a `__noinline__` function, stored in a volatile local or made
 //! only in a branch is `base + 32`/`+ 64` or an immediate offset on the access; member
 //! pointers and byte walks of a struct, loops unrolled or started mid-array, and pointers
