@@ -33,7 +33,9 @@
 //!
 //! What is left: an interior start that no constant-offset access of its object reaches
 //! past (an object only ever indexed dynamically, with an interior pointer made in another
-//! block) would split it; `gpusan run --local-bounds frame` goes back to the frame's bounds.
+//! block) would split it; `gpusan run --local-bounds frame` (for build-time instrumentation
+//! `gpusan instrument --local-bounds frame`, or `GPUSAN_LOCAL_BOUNDS=frame` for the ptxas
+//! stand-in) goes back to the frame's bounds.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
