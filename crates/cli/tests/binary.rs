@@ -216,3 +216,15 @@ fn machine_code_that_launches_kernels_from_the_device_is_left_unpatched_with_the
     assert_eq!(kernels(&r.o), vec![("mc_overflow".into(), 1, None, Some(why.into()))], "{:#}", r.o.report);
     assert!(r.o.kinds().is_empty(), "{:#}", r.o.report);
 }
+
+/// The route's fixed costs are in the report, for `bench/binary-speed.sh`: the time spent in
+/// the API's patching calls and in patched kernels' first launches (the fake's are quick,
+/// so only their presence is held).
+#[test]
+fn the_route_reports_the_time_its_patching_and_first_launches_took() {
+    let r = run(&["--mode", "check"], "cubin", "sanitizer", &[]);
+    let counters = &r.o.report["counters"];
+    for name in ["binary_patch_us", "binary_first_launch_us"] {
+        assert!(counters[name].is_u64(), "{name}: {counters:#}");
+    }
+}

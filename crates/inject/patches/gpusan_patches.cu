@@ -4,10 +4,10 @@
 // Built by `crates/inject/build.rs` with the pinned nvcc (`--compile-as-tools-patch`) and
 // embedded in the injected library.
 //
-// Every global or generic access is judged against the SAME allocation table the
-// instrumented PTX searches (with its lookup cache), and a bad one writes the SAME 64-byte
-// error record into the SAME error buffer, so the runtime drains and reports both routes'
-// findings alike. The access then proceeds (report): returning SANITIZER_PATCH_ERROR would
+// Every global or generic access is judged (`gpusan_judge.h`, which the host tests compile
+// too) against the SAME allocation table the instrumented PTX searches (with its lookup
+// cache), and a bad one writes the SAME 64-byte error record into the SAME error buffer, so
+// the runtime drains and reports both routes' findings alike. The access then proceeds (report): returning SANITIZER_PATCH_ERROR would
 // exit the whole warp, which can leave a block's other warps waiting at a barrier.
 #include <sanitizer_patching.h>
 #include <stdint.h>
@@ -16,41 +16,42 @@
 
 #define AT(base, offset, type) (*(type *)((char *)(base) + (offset)))
 
-// The entry of the table holding `addr`, as `registry::device_lookup` finds it: the last
-// entry whose base is at most `addr`; `-1` when none. The lookup cache names it first when
-// the page of `addr` was searched before (trusted only if that entry contains `addr`).
-static __device__ __forceinline__ int64_t find(const char *table, uint64_t len, uint64_t addr, bool *inside) {
-    uint32_t *cache = (uint32_t *)(table - GPUSAN_LOOKUP_CACHE_BYTES);
-    uint64_t page = addr >> GPUSAN_CACHE_PAGE_BITS << GPUSAN_CACHE_PAGE_BITS;
-    uint64_t slot = (page * GPUSAN_LOOKUP_CACHE_HASH) >> (64 - GPUSAN_LOOKUP_CACHE_BITS);
-    uint32_t hint = cache[slot];
-    const char *entries = table + GPUSAN_TABLE_HEADER_BYTES;
-    if (hint < len) {
-        const char *e = entries + GPUSAN_TABLE_ENTRY_BYTES * hint;
-        if (addr - AT(e, GPUSAN_ENTRY_BASE, uint64_t) < AT(e, GPUSAN_ENTRY_SIZE, uint64_t)) {
-            *inside = true;
-            return hint;
-        }
-    }
-    uint64_t lo = 0, hi = len;
-    while (lo < hi) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (AT(entries + GPUSAN_TABLE_ENTRY_BYTES * mid, GPUSAN_ENTRY_BASE, uint64_t) <= addr) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    if (lo == 0) {
-        *inside = false;
-        return -1;
-    }
-    const char *e = entries + GPUSAN_TABLE_ENTRY_BYTES * (lo - 1);
-    *inside = addr - AT(e, GPUSAN_ENTRY_BASE, uint64_t) < AT(e, GPUSAN_ENTRY_SIZE, uint64_t);
-    if (*inside) {
-        cache[slot] = (uint32_t)(lo - 1);
-    }
-    return (int64_t)(lo - 1);
+// What the judgement (`gpusan_judge.h`) reads and writes, on the device: global memory by
+// global loads (every buffer it reads is device memory: no generic address resolution),
+// the shared and local windows by the space queries.
+static __device__ __forceinline__ uint64_t gpusan_load_u64(const char *p) {
+    uint64_t v;
+    asm("ld.global.u64 %0, [%1];" : "=l"(v) : "l"(p));
+    return v;
+}
+static __device__ __forceinline__ uint32_t gpusan_load_u32(const char *p) {
+    uint32_t v;
+    asm("ld.global.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+static __device__ __forceinline__ void gpusan_load_2x64(const char *p, uint64_t *a, uint64_t *b) {
+    asm("ld.global.v2.u64 {%0, %1}, [%2];" : "=l"(*a), "=l"(*b) : "l"(p));
+}
+static __device__ __forceinline__ void gpusan_store_u32(char *p, uint32_t v) {
+    asm volatile("st.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+static __device__ __forceinline__ bool gpusan_in_window(uint64_t addr) {
+    const void *p = (const void *)addr;
+    return __isShared(p) || __isLocal(p) || __isClusterShared(p);
+}
+static __device__ __forceinline__ void gpusan_report(const char *params, uint32_t pc, uint64_t addr, uint32_t size,
+                                                     uint32_t flags, uint64_t allocation, uint32_t code);
+static __device__ __forceinline__ void gpusan_untracked(const char *params);
+
+#define GPUSAN_INLINE __device__ __forceinline__
+#define GPUSAN_SLOW __device__ __noinline__
+#include "gpusan_judge.h"
+
+// The entry of the table holding `addr` (`gpusan_find`): for the patches beside the
+// global access's.
+static __device__ __forceinline__ __attribute__((unused)) int64_t find(const char *table, uint64_t len, uint64_t addr,
+                                                                       bool *inside) {
+    return gpusan_find(table, len, addr, inside);
 }
 
 static __device__ __noinline__ void record(const char *params, uint64_t pc, uint64_t addr, uint32_t size,
@@ -118,50 +119,17 @@ extern "C" __device__ __noinline__ SanitizerPatchResult GPUSAN_GLOBAL_ACCESS_PAT
                                                                                  uint32_t size, uint32_t flags,
                                                                                  const void *data) {
     (void)data;
-    const char *params = (const char *)userdata;
-    // A generic access into this thread's local or this block's (or cluster's) shared
-    // window is no global memory: the table has nothing to say about it.
-    if (!params || (flags & SANITIZER_MEMORY_DEVICE_FLAG_PREFETCH) || __isShared(ptr) || __isLocal(ptr) ||
-        __isClusterShared(ptr)) {
-        return SANITIZER_PATCH_SUCCESS;
-    }
-    const char *table = (const char *)AT(params, GPUSAN_PARAMS_TABLE, uint64_t);
-    if (!table) {
-        return SANITIZER_PATCH_SUCCESS;
-    }
-    uint64_t len = AT(table, GPUSAN_TABLE_HEADER_LEN, uint64_t);
-    uint64_t addr = (uint64_t)ptr;
-    bool inside;
-    int64_t i = find(table, len, addr, &inside);
-    if (i < 0) {
-        untracked(params);
-        return SANITIZER_PATCH_SUCCESS;
-    }
-    const char *e = table + GPUSAN_TABLE_HEADER_BYTES + GPUSAN_TABLE_ENTRY_BYTES * (uint64_t)i;
-    uint64_t base = AT(e, GPUSAN_ENTRY_BASE, uint64_t), bytes = AT(e, GPUSAN_ENTRY_SIZE, uint64_t);
-    uint32_t entry_flags = AT(e, GPUSAN_ENTRY_FLAGS, uint32_t);
-    uint64_t id = AT(e, GPUSAN_ENTRY_ID, uint64_t);
-    if (inside) {
-        if ((entry_flags & GPUSAN_STATE_MASK) == GPUSAN_STATE_FREED) {
-            record(params, pc, addr, size, flags, id, GPUSAN_CODE_USE_AFTER_FREE);
-        } else if (size > bytes - (addr - base)) {
-            // Starts inside, ends past the end (a vector access across it).
-            record(params, pc, addr, size, flags, id, GPUSAN_CODE_OUT_OF_BOUNDS);
-        }
-        return SANITIZER_PATCH_SUCCESS;
-    }
-    // Past the entry's end: in the tail up to its kind's alignment no other allocation can
-    // start, so the access overflows this one; beyond, it is memory gpusan did not see.
-    uint64_t end = base + bytes;
-    uint64_t slack_end = (end + GPUSAN_SLACK_BYTES - 1) & ~(GPUSAN_SLACK_BYTES - 1);
-    uint32_t kind = (entry_flags >> GPUSAN_KIND_SHIFT) & 0xff;
-    if (addr < slack_end && kind < 32 && ((GPUSAN_SLACK_KINDS >> kind) & 1)) {
-        bool freed = (entry_flags & GPUSAN_STATE_MASK) == GPUSAN_STATE_FREED;
-        record(params, pc, addr, size, flags, id, freed ? GPUSAN_CODE_USE_AFTER_FREE : GPUSAN_CODE_OUT_OF_BOUNDS);
-        return SANITIZER_PATCH_SUCCESS;
-    }
-    untracked(params);
+    gpusan_judge((const char *)userdata, pc, (uint64_t)ptr, size, flags);
     return SANITIZER_PATCH_SUCCESS;
+}
+
+// The judgement's hooks: a finding becomes a record, memory in no entry a count.
+static __device__ __forceinline__ void gpusan_report(const char *params, uint32_t pc, uint64_t addr, uint32_t size,
+                                                     uint32_t flags, uint64_t allocation, uint32_t code) {
+    record(params, pc, addr, size, flags, allocation, code);
+}
+static __device__ __forceinline__ void gpusan_untracked(const char *params) {
+    untracked(params);
 }
 
 // Judges nothing: with it, a run measures what the API's call at every access costs by

@@ -67,7 +67,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::{c_char, c_int, c_void, CString};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock, RwLock};
 
 use gpusan_abi::binary::{EMPTY_ACCESS_PATCH, GLOBAL_ACCESS_PATCH};
@@ -126,6 +126,19 @@ static PATCHED: PerProcess<Mutex<Option<Patched>>> = PerProcess::new(|| Mutex::n
 static KERNELS: PerProcess<RwLock<Option<HashMap<usize, u64>>>> = PerProcess::new(|| RwLock::new(None));
 /// Set once a module was patched: launches look nothing up before.
 static ANY: PerProcess<AtomicBool> = PerProcess::new(|| AtomicBool::new(false));
+/// Microseconds spent in the API's patching calls (adding the patches, marking and
+/// instrumenting modules) and in kernels' first launches (their params blocks): the
+/// route's fixed costs, in the report beside its counts (`bench/binary-speed.sh`).
+static PATCH_US: PerProcess<AtomicU64> = PerProcess::new(|| AtomicU64::new(0));
+static FIRST_LAUNCH_US: PerProcess<AtomicU64> = PerProcess::new(|| AtomicU64::new(0));
+
+/// Runs `f`, adding its wall time to `total`.
+fn timed<T>(total: &AtomicU64, f: impl FnOnce() -> T) -> T {
+    let start = std::time::Instant::now();
+    let r = f();
+    total.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+    r
+}
 
 /// Whether this run patches machine code at all: `--mode check` on a route that does.
 pub fn wanted() -> bool {
@@ -166,7 +179,7 @@ pub unsafe fn module_loaded(context: u64, module: usize, library: usize, cubin: 
         return coverage::patched(loaded, Err(DEVICE_LAUNCHES.to_string()));
     }
     let verdict = match API.get() {
-        Some(Ok(api)) => patch(api, context, module),
+        Some(Ok(api)) => timed(PATCH_US.get(), || patch(api, context, module)),
         Some(Err(why)) => Err(why.clone()),
         None => Err("binary route: the Compute Sanitizer API did not start".to_string()),
     };
@@ -303,7 +316,11 @@ unsafe fn userdata(api: &Api, launch: &Launch) -> Option<Given> {
         locks::write(KERNELS.get()).get_or_insert_with(HashMap::new).insert(function, 0);
         return None;
     }
-    let made = if name.is_null() { None } else { quietly(|| first_launch(api, launch)).flatten() };
+    let made = if name.is_null() {
+        None
+    } else {
+        timed(FIRST_LAUNCH_US.get(), || quietly(|| first_launch(api, launch)).flatten())
+    };
     let Some(block) = made else {
         // Not remembered: a later launch tries again (its context may be set up by then).
         let text = if name.is_null() {
@@ -375,5 +392,7 @@ pub fn counters() -> Vec<(&'static str, u64)> {
         ("binary_patched_modules", modules),
         ("binary_patched_kernels", kernels),
         ("binary_untracked_accesses", mirror::untracked_accesses(false)),
+        ("binary_patch_us", PATCH_US.get().load(Ordering::Relaxed)),
+        ("binary_first_launch_us", FIRST_LAUNCH_US.get().load(Ordering::Relaxed)),
     ]
 }
