@@ -82,6 +82,14 @@ fn more(st: &State, doc: &mut Document) {
     } else if asked && !doors::sanitizer::runtime_api_observed() && !families::call_counts().is_empty() {
         doc.notes.push("runtime API errors were not observed (the Compute Sanitizer API did not start)".into());
     }
+    if doors::sanitizer::runtime_api_observed() && profiler_loaded() {
+        doc.notes.push(
+            "a CUDA profiler's library (CUPTI: torch.profiler, Nsight) was loaded: it may record no kernels while \
+             gpusan's Compute Sanitizer API is on (torch.profiler counted none under `gpusan run --mode check` on \
+             the H100); profile without gpusan"
+                .into(),
+        );
+    }
     if let Some(note) = families::memory::release_failures() {
         doc.notes.push(note);
     }
@@ -142,6 +150,11 @@ fn more(st: &State, doc: &mut Document) {
             }
         }
     }
+}
+
+/// Whether the process mapped CUPTI, the library CUDA profilers are built on.
+fn profiler_loaded() -> bool {
+    std::fs::read_to_string("/proc/self/maps").is_ok_and(|maps| maps.contains("/libcupti"))
 }
 
 // `fork`: the parent's threads may hold gpusan's locks at that moment, and in the child
