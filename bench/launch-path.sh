@@ -32,6 +32,8 @@ for r in range(1, rounds + 1):
                          "digest": doc.get("digest"), "wall_s": round(time.monotonic() - t, 2),
                          **({"tail": (p.stdout + p.stderr)[-600:]} if p.returncode or ms is None else {})})
             print(f"[launch-path] round {r} {model:11s} {tool:9s} rc={p.returncode} ms/step={ms}", flush=True)
+            # What is done so far, should the call be cut short (it was, twice).
+            json.dump({"command": "bench/launch-path.sh DIR", "partial": True, "runs": runs}, open(out, "w"), indent=1)
 summary = {}
 for model in ("mlp", "transformer"):
     med = {t: statistics.median([x["ms_per_step"] for x in runs if x["model"] == model and x["tool"] == t
