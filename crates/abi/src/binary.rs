@@ -15,6 +15,7 @@
 //! | 16 | [`PARAMS_KERNEL`] | `u32`: [`crate::record::KERNEL`] of this kernel's records |
 //! | 20 | [`PARAMS_FUNCTION_PC`] | `u32`: low 32 bits of the kernel's first instruction's address: records carry the access's offset from it |
 //! | 24 | [`PARAMS_UNTRACKED`] | `u64`: accesses to memory in no entry and no slack of one, counted (never judged) |
+//! | 32 | [`PARAMS_HEAP`] | `u64`: the context's device-heap table ([`crate::heap`]'s layout, probed as [`HEAP_PROBES`] says), or 0 where the kernel's module calls no device `malloc`/`free` |
 //!
 //! The patch judges an address by the table alone (machine code shows no pointer's
 //! provenance): inside a live entry it is fine, inside a freed one a use after free; in the
@@ -22,6 +23,16 @@
 //! that entry (no other allocation can start there); anywhere else memory gpusan did not see
 //! allocated, counted in [`PARAMS_UNTRACKED`]. Its records are the check pass's, with
 //! [`crate::record::PTX_LINE`] holding the SASS offset of the access in its kernel.
+//!
+//! The tail after an entry reaches past its alignment by the entry's own red zone
+//! ([`crate::table::REDZONE_SHIFT`]): bytes the runtime asked the driver for after the
+//! allocation and registered no one at, so an overflow into what would otherwise have been
+//! a live neighbour lands there and is caught by address alone.
+//!
+//! Other patches ([`SHARED_ACCESS_PATCH`], [`MEMCPY_ASYNC_PATCH`], the bulk copies',
+//! [`DEVICE_MALLOC_PATCH`], [`DEVICE_FREE_PATCH`]) judge shared memory against the block's
+//! window, the global side of asynchronous copies as a global access, and device-side frees
+//! against the heap table the device-side mallocs fill.
 //!
 //! [`c_header`] writes these constants, and those of [`crate::table`] and [`crate::record`]
 //! the patch uses, as the C header the `.cu` includes; a test holds the committed header to
@@ -34,16 +45,47 @@ pub const GLOBAL_ACCESS_PATCH: &str = "gpusan_global_access";
 /// A patch that judges nothing (`GPUSAN_BINARY_PATCH=empty`, [`crate::env::BINARY_PATCH`]):
 /// what the API's call at every access costs by itself.
 pub const EMPTY_ACCESS_PATCH: &str = "gpusan_empty_access";
+/// `SANITIZER_INSTRUCTION_SHARED_MEMORY_ACCESS`: an access past the block's shared window.
+pub const SHARED_ACCESS_PATCH: &str = "gpusan_shared_access";
+/// `SANITIZER_INSTRUCTION_MEMCPY_ASYNC` (`cp.async`): its global source judged as a read, its
+/// shared destination against the window.
+pub const MEMCPY_ASYNC_PATCH: &str = "gpusan_memcpy_async";
+/// `SANITIZER_INSTRUCTION_BULK_COPY_GLOBAL_TO_SHARED` (`cp.async.bulk` from global): the
+/// global range read.
+pub const BULK_GLOBAL_TO_SHARED_PATCH: &str = "gpusan_bulk_global_to_shared";
+/// `SANITIZER_INSTRUCTION_BULK_COPY_SHARED_TO_GLOBAL`: the global range written.
+pub const BULK_SHARED_TO_GLOBAL_PATCH: &str = "gpusan_bulk_shared_to_global";
+/// `SANITIZER_INSTRUCTION_BULK_REDUCTION_SHARED_TO_GLOBAL`: the global range reduced into.
+pub const BULK_REDUCTION_TO_GLOBAL_PATCH: &str = "gpusan_bulk_reduction_to_global";
+/// `SANITIZER_INSTRUCTION_DEVICE_SIDE_MALLOC` and `DEVICE_ALIGNED_MALLOC`: the block enters
+/// the heap table.
+pub const DEVICE_MALLOC_PATCH: &str = "gpusan_device_malloc";
+/// `SANITIZER_INSTRUCTION_DEVICE_SIDE_FREE`: a double or invalid free of a heap block.
+pub const DEVICE_FREE_PATCH: &str = "gpusan_device_free";
 
 pub const PARAMS_TABLE: Field = Field { offset: 0, bytes: 8 };
 pub const PARAMS_ERRORS: Field = Field { offset: 8, bytes: 8 };
 pub const PARAMS_KERNEL: Field = Field { offset: 16, bytes: 4 };
 pub const PARAMS_FUNCTION_PC: Field = Field { offset: 20, bytes: 4 };
 pub const PARAMS_UNTRACKED: Field = Field { offset: 24, bytes: 8 };
-pub const PARAMS_FIELDS: [Field; 5] =
-    [PARAMS_TABLE, PARAMS_ERRORS, PARAMS_KERNEL, PARAMS_FUNCTION_PC, PARAMS_UNTRACKED];
+pub const PARAMS_HEAP: Field = Field { offset: 32, bytes: 8 };
+pub const PARAMS_FIELDS: [Field; 6] =
+    [PARAMS_TABLE, PARAMS_ERRORS, PARAMS_KERNEL, PARAMS_FUNCTION_PC, PARAMS_UNTRACKED, PARAMS_HEAP];
 /// Bytes of one kernel's params block.
-pub const PARAMS_BYTES: usize = 32;
+pub const PARAMS_BYTES: usize = 40;
+
+/// The low bits of a shared-window address that are an offset in the block's window: above
+/// them, on sm_90, the rank of the block in its cluster (a window is at most 228 KiB).
+pub const SHARED_OFFSET_BITS: u32 = 24;
+
+/// Slots a device-heap insert or lookup visits before giving up (linear probing from the
+/// Fibonacci hash of `base >> 4`, [`crate::table::LOOKUP_CACHE_HASH`]).
+pub const HEAP_PROBES: u32 = 32;
+/// How many 16-byte steps below a freed pointer the search for a live block containing it
+/// goes (an invalid free of an interior pointer).
+pub const HEAP_SEARCH_STEPS: u32 = 64;
+/// The device heap's alignment: every block `malloc` returns starts at a multiple of it.
+pub const HEAP_ALIGN: u64 = 16;
 
 /// The alignment every allocation of a [`SLACK_KINDS`] kind starts at (`cudaMalloc`
 /// guarantees 256 bytes): between an entry's end and the next multiple of it no other
@@ -64,6 +106,10 @@ pub const CACHE_PAGE_BITS: u32 = 12;
 
 // The patch rounds up with a mask, and shifts the page key by the cache's bits.
 const _: () = assert!(SLACK_BYTES.is_power_of_two());
+// A red zone is whole units of the alignment the tail rounds up to.
+const _: () = assert!(crate::table::REDZONE_UNIT.is_multiple_of(SLACK_BYTES));
+// The heap table's probe wraps with a mask.
+const _: () = assert!(crate::heap::CAPACITY.is_power_of_two() && HEAP_ALIGN.is_power_of_two());
 const _: () = assert!(CACHE_PAGE_BITS < 64 - crate::table::LOOKUP_CACHE_BITS);
 
 /// The C header the patch module includes: every layout constant it uses, from this crate.
@@ -121,8 +167,39 @@ pub fn c_header() -> String {
     def("GPUSAN_SLACK_BYTES", SLACK_BYTES);
     def("GPUSAN_SLACK_KINDS", SLACK_KINDS.into());
     def("GPUSAN_CACHE_PAGE_BITS", CACHE_PAGE_BITS.into());
+    def("GPUSAN_REDZONE_SHIFT", table::REDZONE_SHIFT.into());
+    def("GPUSAN_REDZONE_UNIT", table::REDZONE_UNIT);
+    def("GPUSAN_PARAMS_HEAP", PARAMS_HEAP.offset as u64);
+    def("GPUSAN_SHARED_OFFSET_BITS", SHARED_OFFSET_BITS.into());
+    def("GPUSAN_SPACE_SHARED", record::SPACE_SHARED.into());
+    def("GPUSAN_CODE_SHARED_OUT_OF_BOUNDS", crate::CODE_SHARED_OUT_OF_BOUNDS.into());
+    def("GPUSAN_CODE_DOUBLE_FREE", crate::CODE_DOUBLE_FREE.into());
+    def("GPUSAN_CODE_INVALID_FREE", crate::CODE_INVALID_FREE.into());
+    def("GPUSAN_HEAP_BITS", crate::heap::BITS.into());
+    def("GPUSAN_HEAP_CAPACITY", crate::heap::CAPACITY);
+    def("GPUSAN_HEAP_HEADER_BYTES", crate::heap::HEADER_BYTES);
+    def("GPUSAN_HEAP_ENTRY_BYTES", crate::heap::ENTRY_BYTES);
+    def("GPUSAN_HEAP_OVERFLOW", crate::heap::OVERFLOW.offset as u64);
+    def("GPUSAN_HEAP_ENTRY_BASE", crate::heap::ENTRY_BASE.offset as u64);
+    def("GPUSAN_HEAP_ENTRY_SIZE", crate::heap::ENTRY_SIZE.offset as u64);
+    def("GPUSAN_HEAP_ENTRY_STATE", crate::heap::ENTRY_STATE.offset as u64);
+    def("GPUSAN_HEAP_BLOCK_TAG", crate::heap::BLOCK_TAG);
+    def("GPUSAN_HEAP_PROBES", HEAP_PROBES.into());
+    def("GPUSAN_HEAP_SEARCH_STEPS", HEAP_SEARCH_STEPS.into());
+    def("GPUSAN_HEAP_ALIGN", HEAP_ALIGN);
     h.push_str(&format!("#define GPUSAN_GLOBAL_ACCESS_PATCH {GLOBAL_ACCESS_PATCH}\n"));
     h.push_str(&format!("#define GPUSAN_EMPTY_ACCESS_PATCH {EMPTY_ACCESS_PATCH}\n"));
+    for (name, value) in [
+        ("SHARED_ACCESS_PATCH", SHARED_ACCESS_PATCH),
+        ("MEMCPY_ASYNC_PATCH", MEMCPY_ASYNC_PATCH),
+        ("BULK_GLOBAL_TO_SHARED_PATCH", BULK_GLOBAL_TO_SHARED_PATCH),
+        ("BULK_SHARED_TO_GLOBAL_PATCH", BULK_SHARED_TO_GLOBAL_PATCH),
+        ("BULK_REDUCTION_TO_GLOBAL_PATCH", BULK_REDUCTION_TO_GLOBAL_PATCH),
+        ("DEVICE_MALLOC_PATCH", DEVICE_MALLOC_PATCH),
+        ("DEVICE_FREE_PATCH", DEVICE_FREE_PATCH),
+    ] {
+        h.push_str(&format!("#define GPUSAN_{name} {value}\n"));
+    }
     h
 }
 

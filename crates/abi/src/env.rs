@@ -32,6 +32,11 @@ pub const ROUTE: &str = "GPUSAN_ROUTE";
 /// costs by itself, apart from gpusan's lookups.
 pub const BINARY_PATCH: &str = "GPUSAN_BINARY_PATCH";
 pub const BINARY_PATCH_EMPTY: &str = "empty";
+/// Bytes added after each device allocation where the binary route may patch machine code
+/// (a decimal number; 0: none; unset: [`REDZONE_DEFAULT`]): nothing else can be placed
+/// there, so an overflow of the allocation that reaches them is caught by address alone.
+pub const REDZONE: &str = "GPUSAN_REDZONE";
+pub const REDZONE_DEFAULT: u64 = 256;
 /// `libsanitizer-public.so`, the Compute Sanitizer API library: set by `gpusan run` when it
 /// found one, or by the user to say where it is.
 pub const SANITIZER_LIB: &str = "GPUSAN_SANITIZER_LIB";
@@ -65,7 +70,7 @@ pub const PTX_CORPUS: &str = "GPUSAN_PTX_CORPUS";
 pub const PROGRAM_CACHES: &str = "GPUSAN_PROGRAM_CACHES";
 
 /// Every variable above.
-pub const ALL: [&str; 20] = [
+pub const ALL: [&str; 21] = [
     MODE,
     LOCAL_BOUNDS,
     ROUTE,
@@ -74,6 +79,7 @@ pub const ALL: [&str; 20] = [
     LEAK_CHECK,
     CHECK_REACTION,
     QUARANTINE_BYTES,
+    REDZONE,
     CHECK_COUNT,
     SANITIZER_LIB,
     INJECT_LIB,

@@ -21,7 +21,7 @@
 //! | 0 | [`ENTRY_BASE`] | `u64`: first byte |
 //! | 8 | [`ENTRY_SIZE`] | `u64`: bytes; `addr - base < size` (unsigned) is the bounds test |
 //! | 16 | [`ENTRY_ID`] | `u64`: the registry's allocation id, counted up from 1 and never reused |
-//! | 24 | [`ENTRY_FLAGS`] | `u32`: bits 0–7 state ([`STATE_LIVE`], [`STATE_FREED`]), 8–15 kind |
+//! | 24 | [`ENTRY_FLAGS`] | `u32`: bits 0–7 state ([`STATE_LIVE`], [`STATE_FREED`]), 8–15 kind, 16–31 red zone ([`REDZONE_SHIFT`]) |
 //! | 28 | [`ENTRY_DEVICE`] | `i32`: device ordinal |
 //!
 //! The search kernels run is the runtime's `device_lookup` (`crates/runtime/src/registry.rs`):
@@ -47,8 +47,8 @@ pub const HEADER_FIELDS: [Field; 5] = [HEADER_MAGIC, HEADER_LAYOUT, HEADER_LEN, 
 
 pub const MAGIC: u32 = u32::from_le_bytes(*b"GSAT");
 /// The layout's version, in every header: change it with any layout here. 2: the lookup
-/// cache below the header.
-pub const LAYOUT: u32 = 2;
+/// cache below the header. 3: the red zone in an entry's flags.
+pub const LAYOUT: u32 = 3;
 
 pub const ENTRY_BASE: Field = Field { offset: 0, bytes: 8 };
 pub const ENTRY_SIZE: Field = Field { offset: 8, bytes: 8 };
@@ -65,6 +65,27 @@ pub const STATE_LIVE: u32 = 1;
 pub const STATE_FREED: u32 = 2;
 /// Where the allocation's kind starts in [`ENTRY_FLAGS`].
 pub const KIND_SHIFT: u32 = 8;
+/// Where the allocation's red zone starts in [`ENTRY_FLAGS`]: the bytes gpusan asked the
+/// driver for after the allocation's end, which nothing else can occupy (the binary route's
+/// `--redzone`), in [`REDZONE_UNIT`]s, rounded down; 0 for none. Code that reads the state
+/// or the kind masks them out, so the PTX route never sees these bits.
+pub const REDZONE_SHIFT: u32 = 16;
+/// The unit of an entry's red zone: the alignment every padded allocation starts at.
+pub const REDZONE_UNIT: u64 = 256;
+/// The largest red zone an entry records, in [`REDZONE_UNIT`]s (16 bits: just under 16 MiB).
+pub const REDZONE_MAX_UNITS: u32 = u32::MAX >> REDZONE_SHIFT;
+
+/// The [`ENTRY_FLAGS`] bits of a red zone of `bytes` (rounded down to whole units, capped).
+pub const fn redzone_flags(bytes: u64) -> u32 {
+    let units = bytes / REDZONE_UNIT;
+    let units = if units > REDZONE_MAX_UNITS as u64 { REDZONE_MAX_UNITS } else { units as u32 };
+    units << REDZONE_SHIFT
+}
+
+/// The red zone, in bytes, an entry's flags record.
+pub const fn redzone_bytes(flags: u32) -> u64 {
+    (flags >> REDZONE_SHIFT) as u64 * REDZONE_UNIT
+}
 
 /// The cache below the header: 2^18 slots of `u32` (1 MiB).
 pub const LOOKUP_CACHE_BYTES: u64 = 1 << 20;
@@ -129,7 +150,22 @@ mod tests {
         }
         assert_ne!(STATE_LIVE, STATE_FREED);
         assert_eq!(STATE_MASK >> KIND_SHIFT, 0);
+        // The kind's byte ends where the red zone starts.
+        assert_eq!(KIND_SHIFT + 8, REDZONE_SHIFT);
         assert_eq!(&MAGIC.to_le_bytes(), b"GSAT");
+    }
+
+    #[test]
+    fn red_zones_round_down_to_units_and_cap() {
+        assert_eq!(redzone_flags(0), 0);
+        assert_eq!(redzone_flags(255), 0, "less than a unit records none: never more than was asked for");
+        assert_eq!(redzone_bytes(redzone_flags(256)), 256);
+        assert_eq!(redzone_bytes(redzone_flags(1000)), 768);
+        assert_eq!(redzone_bytes(redzone_flags(u64::MAX)), REDZONE_MAX_UNITS as u64 * REDZONE_UNIT);
+        let flags = STATE_FREED | 5 << KIND_SHIFT | redzone_flags(4096);
+        assert_eq!(flags & STATE_MASK, STATE_FREED);
+        assert_eq!((flags >> KIND_SHIFT) & 0xff, 5);
+        assert_eq!(redzone_bytes(flags), 4096);
     }
 
     #[test]

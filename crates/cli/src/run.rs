@@ -164,6 +164,12 @@ pub struct RunArgs {
     /// Freed bytes held back from reuse so use-after-free stays detectable.
     #[arg(long, value_name = "BYTES", default_value_t = 256 << 20)]
     quarantine_bytes: u64,
+    /// Bytes padded after each device allocation where `--mode check` may patch machine
+    /// code (route auto or binary), so an overflow that would reach a neighbouring
+    /// allocation is caught by the binary route; 0: none. Registered at the size asked;
+    /// large allocations only where it costs at most an eighth more memory.
+    #[arg(long, value_name = "BYTES", default_value_t = gpusan_abi::env::REDZONE_DEFAULT)]
+    redzone: u64,
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "PROGRAM")]
     command: Vec<OsString>,
@@ -372,6 +378,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         .env(env::CHECK_REACTION, a.check_reaction.abi().name())
         .env(env::LOCAL_BOUNDS, a.local_bounds.abi().name())
         .env(env::QUARANTINE_BYTES, a.quarantine_bytes.to_string())
+        .env(env::REDZONE, a.redzone.to_string())
         .env(env::CHECK_COUNT, count_checks);
     let env = |k: &str| std::env::var_os(k);
     let note = match runtime_api(&lib, &env) {

@@ -228,3 +228,99 @@ fn the_route_reports_the_time_its_patching_and_first_launches_took() {
         assert!(counters[name].is_u64(), "{name}: {counters:#}");
     }
 }
+
+// ---- red zones and the other access kinds ------------------------------------------------
+
+fn stdout_line<'a>(o: &'a Outcome, starting: &str) -> &'a str {
+    o.stdout.lines().find(|l| l.starts_with(starting)).unwrap_or_else(|| panic!("no `{starting}`: {}", o.stdout))
+}
+
+#[test]
+fn device_allocations_get_a_red_zone_and_are_registered_at_the_size_asked() {
+    let r = run(&["--mode", "check"], "redzone", "sanitizer", &[]);
+    // The driver is asked for the red zone too…
+    assert_eq!(stdout_line(&r.o, "asked"), "asked a=1256 b=1256", "{}", r.o.stdout);
+    // …the table entry a patched kernel reads has the size asked and records the red zone…
+    assert_eq!(lines(&r.log, "entry size=1000 redzone=256"), 1, "{}", r.log);
+    // …the red zones count as free, as without gpusan, and nothing is reported.
+    assert_eq!(stdout_line(&r.o, "meminfo"), "meminfo extra=512", "{}", r.o.stdout);
+    assert!(r.o.kinds().is_empty(), "{:#}", r.o.report);
+}
+
+#[test]
+fn red_zones_are_whole_units_of_the_size_asked_for() {
+    let r = run(&["--mode", "check", "--redzone", "1000"], "redzone", "sanitizer", &[]);
+    assert_eq!(stdout_line(&r.o, "asked"), "asked a=2024 b=2024", "{}", r.o.stdout);
+    assert_eq!(lines(&r.log, "entry size=1000 redzone=1024"), 1, "{}", r.log);
+}
+
+#[test]
+fn no_red_zone_where_no_machine_code_is_patched_or_with_redzone_0() {
+    for options in [&["--mode", "check", "--route", "ptx"][..], &["--mode", "check", "--redzone", "0"], &[]] {
+        let r = run(options, "redzone", "sanitizer", &[]);
+        assert_eq!(stdout_line(&r.o, "asked"), "asked a=1000 b=1000", "{options:?}: {}", r.o.stdout);
+        assert_eq!(stdout_line(&r.o, "meminfo"), "meminfo extra=0", "{options:?}: {}", r.o.stdout);
+    }
+    // Without the patching API no kernel is patched: nothing to pad for.
+    let r = run(&["--mode", "check"], "redzone", "old-sanitizer", &[]);
+    assert_eq!(stdout_line(&r.o, "asked"), "asked a=1000 b=1000", "{}", r.o.stdout);
+}
+
+#[test]
+fn an_allocation_refused_with_its_red_zone_is_made_without_it() {
+    let limit = [("FAKE_CUDA_ALLOC_LIMIT", Path::new("1100"))];
+    let r = run(&["--mode", "check"], "redzone", "sanitizer", &limit);
+    assert_eq!(stdout_line(&r.o, "asked"), "asked a=1000 b=1000", "{}", r.o.stdout);
+    assert_eq!(lines(&r.log, "entry size=1000 redzone=0"), 1, "{}", r.log);
+    assert!(r.o.kinds().is_empty(), "{:#}", r.o.report);
+}
+
+/// `PatchInstructions` lines of `module=0x4000` for instruction `id` with `patch`.
+fn patched_with(log: &str, id: u32, patch: &str) -> usize {
+    lines(log, &format!("PatchInstructions module=0x4000 {id} {patch}"))
+}
+
+#[test]
+fn shared_memory_async_and_bulk_copies_are_patched_with_their_functions() {
+    let r = run(&["--mode", "check"], "cubin", "sanitizer", &[]);
+    for (id, patch) in [
+        (4, "gpusan_shared_access"),
+        (14, "gpusan_memcpy_async"),
+        (30, "gpusan_bulk_global_to_shared"),
+        (35, "gpusan_bulk_shared_to_global"),
+        (37, "gpusan_bulk_reduction_to_global"),
+    ] {
+        assert_eq!(patched_with(&r.log, id, patch), 1, "{id} {patch}: {}", r.log);
+    }
+    // No local memory (nothing sound to say), and no heap where the code calls no malloc.
+    assert_eq!(lines(&r.log, "PatchInstructions module=0x4000 5 "), 0, "{}", r.log);
+    for id in [11, 12, 18] {
+        assert_eq!(lines(&r.log, &format!("PatchInstructions module=0x4000 {id} ")), 0, "{}", r.log);
+    }
+    // The measurement patch judges nothing, of any kind.
+    let empty = [("GPUSAN_BINARY_PATCH", Path::new("empty"))];
+    let r = run(&["--mode", "check"], "cubin", "sanitizer", &empty);
+    assert_eq!(lines(&r.log, "PatchInstructions"), 1, "{}", r.log);
+}
+
+#[test]
+fn device_heap_calls_are_patched_where_machine_code_names_malloc_and_findings_decoded() {
+    let r = run(&["--mode", "check"], "kinds", "sanitizer", &[]);
+    let o = &r.o;
+    assert_eq!(patched_with(&r.log, 11, "gpusan_device_malloc"), 1, "{}", r.log);
+    assert_eq!(patched_with(&r.log, 18, "gpusan_device_malloc"), 1, "{}", r.log);
+    assert_eq!(patched_with(&r.log, 12, "gpusan_device_free"), 1, "{}", r.log);
+    assert_eq!(lines(&r.log, "driver call in a callback"), 0, "{}", r.log);
+    // Its kernel got the context's heap table in its params block.
+    assert_eq!(lines(&r.log, "heap=1"), 1, "{}", r.log);
+    assert_eq!(o.count("shared_out_of_bounds"), 1, "{:#}", o.report);
+    assert_eq!(o.count("double_free"), 1, "{:#}", o.report);
+    let errors = o.report["errors"].as_array().unwrap();
+    let shared = errors.iter().find(|e| e["kind"] == "shared_out_of_bounds").unwrap();
+    assert_eq!(shared["details"]["kernel"], "mc_shared", "{shared:#}");
+    assert_eq!(shared["details"]["space"], "shared", "{shared:#}");
+    assert_eq!(shared["details"]["sass_offset"], 0x90, "{shared:#}");
+    let double = errors.iter().find(|e| e["kind"] == "double_free").unwrap();
+    assert_eq!(double["details"]["kernel"], "mc_double_free", "{double:#}");
+    assert!(double["details"]["heap_block"].is_object(), "{double:#}");
+}

@@ -124,10 +124,12 @@ static GPUSAN_SLOW void gpusan_judge_slow(const char *params, uint32_t pc, uint6
             // Starts inside, ends past the end (a vector access across it), or fine.
             verdict = size > e.size - (addr - e.base) ? GPUSAN_CODE_OUT_OF_BOUNDS : GPUSAN_VERDICT_FINE;
         } else {
-            // Past the entry's end: in the tail up to its kind's alignment no other
+            // Past the entry's end: over its red zone (bytes the runtime padded the
+            // allocation with, `--redzone`) and up to its kind's alignment no other
             // allocation can start, so the access overflows this one; beyond, it is memory
             // gpusan did not see.
-            uint64_t slack_end = (e.base + e.size + GPUSAN_SLACK_BYTES - 1) & ~(GPUSAN_SLACK_BYTES - 1);
+            uint64_t redzone = (uint64_t)(e.flags >> GPUSAN_REDZONE_SHIFT) * GPUSAN_REDZONE_UNIT;
+            uint64_t slack_end = (e.base + e.size + redzone + GPUSAN_SLACK_BYTES - 1) & ~(GPUSAN_SLACK_BYTES - 1);
             uint32_t kind = (e.flags >> GPUSAN_KIND_SHIFT) & 0xff;
             if (addr < slack_end && kind < 32 && ((GPUSAN_SLACK_KINDS >> kind) & 1)) {
                 verdict = freed ? GPUSAN_CODE_USE_AFTER_FREE : GPUSAN_CODE_OUT_OF_BOUNDS;

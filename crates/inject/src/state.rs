@@ -34,6 +34,9 @@ pub struct Options {
     /// fork: a child's options are read anew, with its own pid).
     pub report: Option<PathBuf>,
     pub registry: RegistryConfig,
+    /// `GPUSAN_REDZONE`: bytes padded after device allocations where the binary route may
+    /// patch (`routes::redzones`); 0: none.
+    pub redzone: u64,
 }
 
 impl Options {
@@ -59,6 +62,7 @@ impl Options {
             },
             report: var(env::REPORT_DIR).map(|d| PathBuf::from(d).join(format!("report-{}.json", std::process::id()))),
             registry,
+            redzone: var(env::REDZONE).and_then(|v| v.parse().ok()).unwrap_or(env::REDZONE_DEFAULT),
         }
     }
 }

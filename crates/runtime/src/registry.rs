@@ -224,6 +224,9 @@ pub struct Allocation {
     /// Where the host allocated it.
     pub site: SiteId,
     pub state: AllocState,
+    /// Bytes the runtime asked the driver for after `end()` and registered nothing at (the
+    /// binary route's red zone): no other allocation can start there. 0 for none.
+    pub redzone: u64,
 }
 
 impl Allocation {
@@ -421,13 +424,22 @@ impl Registry {
     /// Registers an allocation the driver has just made. Entries overlapping its range are
     /// displaced: the driver's word on what memory is in use wins over ours.
     pub fn insert(&self, new: NewAlloc) -> Result<Inserted, InsertError> {
+        self.insert_with_redzone(new, 0)
+    }
+
+    /// As [`Registry::insert`], for an allocation the driver made `redzone` bytes longer than
+    /// the program asked: registered at the size asked, the red zone kept with it (and in its
+    /// device entry), and entries overlapping the red zone displaced too (the driver handed it
+    /// out with the rest).
+    pub fn insert_with_redzone(&self, new: NewAlloc, redzone: u64) -> Result<Inserted, InsertError> {
         if new.base == 0 {
             return Err(InsertError::Null);
         }
         if new.size == 0 {
             return Err(InsertError::Empty);
         }
-        let end = new.base.checked_add(new.size).ok_or(InsertError::Wraps)?;
+        new.base.checked_add(new.size).ok_or(InsertError::Wraps)?;
+        let end = new.base.saturating_add(new.size).saturating_add(redzone);
         let mut inner = self.inner.write();
         let id = inner.next_id;
         inner.next_id += 1;
@@ -455,6 +467,7 @@ impl Registry {
             context: new.context,
             site: new.site,
             state: AllocState::Live,
+            redzone,
         };
         inner.by_base.insert(new.base, alloc);
         inner.stats.live += 1;
@@ -669,7 +682,7 @@ impl From<&Allocation> for DeviceEntry {
             base: a.base,
             size: a.size,
             id: a.id,
-            flags: state | u32::from(a.kind.code()) << Self::KIND_SHIFT,
+            flags: state | u32::from(a.kind.code()) << Self::KIND_SHIFT | gpusan_abi::table::redzone_flags(a.redzone),
             device: a.device,
         }
     }

@@ -406,6 +406,7 @@ impl Model {
             context: new.context,
             site: new.site,
             state: AllocState::Live,
+            redzone: 0,
         };
         self.entries.push(alloc);
         Inserted { id, reused, overwritten }
@@ -674,4 +675,32 @@ fn the_binary_routes_aligned_kinds_are_the_drivers_allocations() {
     for k in anywhere {
         assert_eq!(SLACK_KINDS & (1 << k.code()), 0, "{k:?}");
     }
+}
+
+/// An allocation padded with a red zone is registered at the size asked, its red zone kept
+/// with it and recorded in its device entry's flags; an entry the red zone covers was
+/// displaced (the driver handed that memory out with the rest).
+#[test]
+fn a_red_zone_is_kept_in_the_entry_and_displaces_what_it_covers() {
+    use gpusan_abi::table::{redzone_bytes, STATE_LIVE};
+    let r = big();
+    r.insert(device(0x1400, 0x100)).unwrap();
+    r.free(0x1400, FreeApi::Free, freed_site(0));
+    let padded = r.insert_with_redzone(device(0x1000, 1000), 1024).unwrap();
+    assert_eq!(padded.reused.len(), 1, "the stale entry in the red zone was displaced");
+    match r.lookup(0x1000 + 999) {
+        Lookup::Live { alloc, .. } => assert_eq!((alloc.size, alloc.redzone), (1000, 1024)),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(r.lookup(0x1000 + 1000), Lookup::Outside { .. }), "registered at the size asked");
+    let table = DeviceTable::build(&r);
+    let e = table.entries()[0];
+    assert_eq!((e.size, e.flags & 0xff, redzone_bytes(e.flags)), (1000, STATE_LIVE, 1024));
+    assert_eq!(e.kind_code(), AllocKind::Device.code());
+    r.free(0x1000, FreeApi::Free, freed_site(1));
+    let e = DeviceTable::build(&r).entries()[0];
+    assert!(
+        e.is_freed() && redzone_bytes(e.flags) == 1024,
+        "a freed entry keeps its red zone: its tail is still its own"
+    );
 }

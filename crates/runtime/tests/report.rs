@@ -12,7 +12,7 @@ fn site(n: u32) -> SiteId {
 }
 
 fn alloc(id: u64, base: u64, size: u64, state: AllocState) -> Allocation {
-    Allocation { id, base, size, kind: AllocKind::Device, device: 0, context: 1, site: site(1), state }
+    Allocation { id, base, size, kind: AllocKind::Device, device: 0, context: 1, site: site(1), state, redzone: 0 }
 }
 
 /// Frames a fake symbolizer gives: site n has n frames, the first always named.

@@ -32,6 +32,42 @@ CUresult cuGraphInstantiateWithFlags(void **, void *, unsigned long long);
 CUresult cuGraphUpload(void *, void *);
 CUresult cuGraphLaunch(void *, void *);
 
+CUresult cuMemGetInfo_v2(size_t *, size_t *);
+size_t fake_alloc_asked(uint64_t);
+uint64_t fake_alloc_live_bytes(void);
+
+/* The binary route's other checks (tests/binary.rs), on the allocation `buf` (1000 bytes):
+ * `redzone`: a second 1000-byte allocation; prints the bytes the driver was asked for each
+ * (`asked a=N b=M`) and how much more `cuMemGetInfo` reports free than the driver holds
+ * (`meminfo extra=N`), then launches `mc_redzone` on `buf`.
+ * `kinds`: a cubin whose machine code names the device heap's `malloc`; launches `mc_shared`
+ * and `mc_double_free` (on `buf`). */
+static int more_scenarios(const char *s, int *rc, uint64_t buf) {
+    void *m = 0, *f = 0;
+    int n = 1000;
+    void *params[] = {&buf, &n};
+    if (!strcmp(s, "redzone")) {
+        uint64_t b = 0;
+        size_t free_bytes = 0, total = 0;
+        *rc |= cuMemAlloc_v2(&b, 1000) | cuMemGetInfo_v2(&free_bytes, &total);
+        printf("asked a=%zu b=%zu\n", fake_alloc_asked(buf), fake_alloc_asked(b));
+        printf("meminfo extra=%llu\n", (unsigned long long)(free_bytes - (total - fake_alloc_live_bytes())));
+        static unsigned char cubin[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+        *rc |= cuModuleLoadData(&m, cubin) | cuModuleGetFunction(&f, m, "mc_redzone");
+        *rc |= cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, params, 0) | cuCtxSynchronize() | cuMemFree_v2(b);
+        return 1;
+    }
+    if (!strcmp(s, "kinds")) {
+        static unsigned char cubin[128] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+        memcpy(cubin + 64, "malloc", 7); /* what the fake reports of it ends at a NUL */
+        *rc |= cuModuleLoadData(&m, cubin) | cuModuleGetFunction(&f, m, "mc_shared");
+        *rc |= cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, params, 0) | cuModuleGetFunction(&f, m, "mc_double_free");
+        *rc |= cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, params, 0);
+        return 1;
+    }
+    return 0;
+}
+
 static const char *ptx =
     ".version 9.0\n.target sm_90\n.address_size 64\n"
     ".visible .entry zeta(.param .u64 p)\n{\n\t.reg .b64 %rd<3>;\n\tld.param.u64 %rd1, [p];\n"
@@ -66,6 +102,8 @@ int main(int argc, char **argv) {
         memcpy(cubin + 64, "__cudaCDP2LaunchDeviceV2", 25);
         rc |= cuModuleLoadData(&m, cubin) | cuModuleGetFunction(&f, m, "mc_overflow");
         rc |= cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, params, 0);
+    } else if (more_scenarios(s, &rc, buf)) {
+        /* done there */
     } else if (!strcmp(s, "ptx")) {
         rc |= cuModuleLoadData(&m, ptx) | cuModuleGetFunction(&f, m, "zeta");
         rc |= cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, params, 0);

@@ -38,6 +38,23 @@ static int find(uintptr_t p) {
     for (int i = 0; i < MAX_ALLOCS; i++) if (live[i] == p) return i;
     return -1;
 }
+/* Not driver functions, for the binary route's red zones: the bytes cuMemAlloc was asked
+ * for the allocation at `p` (0: none there). FAKE_CUDA_ALLOC_LIMIT refuses requests of more
+ * bytes than it says (CUDA_ERROR_OUT_OF_MEMORY). */
+static size_t live_asked[MAX_ALLOCS];
+size_t fake_alloc_asked(uint64_t p) { int i = find((uintptr_t)p); return i < 0 ? 0 : live_asked[i]; }
+static int over_alloc_limit(size_t size) {
+    const char *limit = getenv("FAKE_CUDA_ALLOC_LIMIT");
+    return limit && size > strtoull(limit, 0, 10);
+}
+/* A device of 1 GiB: free is what cuMemAlloc has not handed out. */
+#define FAKE_TOTAL_BYTES (1ull << 30)
+uint64_t fake_alloc_live_bytes(void);
+CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
+    *total = FAKE_TOTAL_BYTES;
+    *free = FAKE_TOTAL_BYTES - fake_alloc_live_bytes();
+    return 0;
+}
 /* Like the driver: the library named by CUDA_INJECTION64_PATH is loaded and initialized once. */
 #include <dlfcn.h>
 CUresult cuInit(unsigned flags) {
@@ -73,9 +90,11 @@ CUresult cuMemAlloc_v2(uint64_t *dptr, size_t size) {
     CUresult c = capture_unsafe("cuMemAlloc", 0);
     no_call_in_callback("cuMemAlloc");
     if (c) return c;
+    if (over_alloc_limit(size)) return 2;
     int i = find(0);
     void *p = aligned_alloc(256, (size + 255) / 256 * 256);
     if (i < 0 || !p) return 2;
+    live_asked[i] = size;
     live[i] = (uintptr_t)p;
     live_bytes[i] = (size + 255) / 256 * 256;
     live_ctx[i] = current_ctx;

@@ -180,8 +180,10 @@ void fake_sanitizer_launch(void *ctx, void *module, void *function, const char *
     run_patched((unsigned char *)data_of(function), name, params);
 }
 /* A patched kernel runs with `p` as its patches' userdata. */
+static int run_patched_kinds(unsigned char *p, const char *name, void **params);
 static void run_patched(unsigned char *p, const char *name, void **params) {
     if (!p || strncmp(name, "mc_", 3)) return;
+    if (run_patched_kinds(p, name, params)) return;
     *(uint64_t *)(p + 24) += 1;
     if (strcmp(name, "mc_overflow") || !params) return;
     uint64_t addr = *(uint64_t *)params[0] + (uint64_t)*(int *)params[1];
@@ -216,5 +218,55 @@ int fake_sanitizer_node_launch(void *ctx, void *module, void *function, const ch
     if (module != patched_module || !patched_module) return 0;
     if (!launch_data_set) return 1;
     run_patched((unsigned char *)launch_data, name, params);
+    return 0;
+}
+
+/* Kernels of the binary route's other checks (tests/binary.rs), run with their params block
+ * `p` (table at +0, error buffer at +8, kernel at +16, heap table at +32):
+ * mc_redzone logs the table entry of its first argument (FAKE_SANITIZER_LOG: "entry
+ * size=N redzone=M", the red zone as its flags record it); mc_shared reports a 4-byte
+ * shared write at window offset 0x2000; mc_double_free logs whether it was given a heap
+ * table ("heap=1" or "heap=0") and reports its first argument freed twice. */
+static void play_record(unsigned char *p, uint64_t addr, uint64_t allocation, uint32_t code, uint32_t size,
+                        uint32_t space, uint32_t access) {
+    unsigned char *errors = (unsigned char *)(uintptr_t)*(uint64_t *)(p + 8);
+    uint32_t i = (*(uint32_t *)errors)++;
+    unsigned char *r = errors + 16 + 64 * i;
+    uint32_t w[12] = {*(uint32_t *)(p + 16), code, size, 0x90, 0, 0, 0, 1, 0, 0, space, access};
+    memcpy(r, &addr, 8);
+    memcpy(r + 8, &allocation, 8);
+    memcpy(r + 16, w, sizeof w);
+}
+static void log_line(const char *fmt, unsigned long long a, unsigned long long b) {
+    const char *path = getenv("FAKE_SANITIZER_LOG");
+    FILE *f = path ? fopen(path, "a") : 0;
+    if (!f) return;
+    fprintf(f, fmt, a, b);
+    fputc('\n', f);
+    fclose(f);
+}
+static int run_patched_kinds(unsigned char *p, const char *name, void **params) {
+    if (!strcmp(name, "mc_redzone") && params) {
+        uint64_t a = *(uint64_t *)params[0];
+        unsigned char *table = (unsigned char *)(uintptr_t)*(uint64_t *)p;
+        uint64_t len = *(uint64_t *)(table + 8);
+        for (uint64_t i = 0; i < len; i++) {
+            unsigned char *e = table + 32 + 32 * i;
+            if (*(uint64_t *)e != a) continue;
+            uint32_t flags = *(uint32_t *)(e + 24);
+            log_line("entry size=%llu redzone=%llu", *(uint64_t *)(e + 8), (unsigned long long)(flags >> 16) * 256);
+        }
+        return 1;
+    }
+    if (!strcmp(name, "mc_shared")) {
+        play_record(p, 0x2000, 0, 4 /* CODE_SHARED_OUT_OF_BOUNDS */, 4, 1 /* shared */, 1 /* write */);
+        return 1;
+    }
+    if (!strcmp(name, "mc_double_free") && params) {
+        uint64_t a = *(uint64_t *)params[0];
+        log_line("heap=%llu%.0llu", *(uint64_t *)(p + 32) != 0, 0);
+        play_record(p, a, a | (1ull << 63), 7 /* CODE_DOUBLE_FREE */, 0, 0, 0);
+        return 1;
+    }
     return 0;
 }

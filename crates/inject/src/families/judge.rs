@@ -24,6 +24,14 @@ pub fn record_alloc(base: u64, size: u64, kind: AllocKind, site: SiteId) {
     let _ = state().registry.insert(NewAlloc { base, size, kind, device, context, site });
 }
 
+/// As [`record_alloc`], for an allocation the driver made `redzone` bytes longer than asked
+/// (`routes::redzones`).
+pub fn record_padded_alloc(base: u64, size: u64, kind: AllocKind, site: SiteId, redzone: u64) {
+    crate::driver::fork::initialised();
+    let (context, device) = current_context();
+    let _ = state().registry.insert_with_redzone(NewAlloc { base, size, kind, device, context, site }, redzone);
+}
+
 /// Whether the driver knows `p` as device memory (`cuPointerGetAttribute`'s range).
 /// Asked only for addresses the registry does not know, which is rare.
 fn driver_knows(p: u64) -> bool {

@@ -16,7 +16,7 @@ use gpusan_runtime::per_process::PerProcess;
 use gpusan_runtime::registry::{AllocKind, Allocation, FreeApi, FreeOutcome, Lookup};
 
 use super::graphs;
-use super::judge::{record_alloc, site};
+use super::judge::{record_alloc, record_padded_alloc, site};
 use crate::driver::hook::hooks;
 use crate::driver::{
     real, CUdeviceptr, CUmemHandle, CUmemoryPool, CUresult, CUstream, CUDA_ERROR_INVALID_VALUE,
@@ -50,6 +50,7 @@ hooks! {
     fn cuMemMap(ptr: CUdeviceptr, size: usize, offset: usize, handle: CUmemHandle, flags: u64)
         => |real| mem_map(real, ptr, size, offset, handle, flags);
     fn cuMemUnmap(ptr: CUdeviceptr, size: usize) => |real| mem_unmap(real, ptr, size);
+    fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) => |real| mem_get_info(real, free, total);
 }
 
 /// `CU_STREAM_PER_THREAD`: what the null stream means to a `_ptsz` function. gpusan's own
@@ -233,9 +234,9 @@ unsafe fn mem_alloc(
     dptr: *mut CUdeviceptr,
     size: usize,
 ) -> CUresult {
-    let r = alloc_with_retry(|| real(dptr, size));
+    let (r, redzone) = alloc_padded(size, redzone_for(size), |bytes| real(dptr, bytes));
     if r == CUDA_SUCCESS && !dptr.is_null() {
-        quietly(|| record_alloc(*dptr, size as u64, AllocKind::Device, site()));
+        quietly(|| record_padded_alloc(*dptr, size as u64, AllocKind::Device, site(), redzone));
     }
     r
 }
@@ -248,11 +249,14 @@ unsafe fn mem_alloc_pitch(
     height: usize,
     elem: u32,
 ) -> CUresult {
-    let r = alloc_with_retry(|| real(dptr, pitch, width, height, elem));
+    // A red zone of whole rows: the pitch is the driver's choice, the rows the program's.
+    let bytes = width.saturating_mul(height);
+    let rows = crate::routes::redzones::pitched_rows(width as u64, redzone_for(bytes)) as usize;
+    let (r, extra) = alloc_padded(height, rows as u64, |h| real(dptr, pitch, width, h, elem));
     if r == CUDA_SUCCESS && !dptr.is_null() && !pitch.is_null() {
         let (p, w, h) = (*pitch as u64, width as u64, height as u64);
         let kind = AllocKind::Pitched { pitch: p, width_bytes: w, height: h };
-        quietly(|| record_alloc(*dptr, p * h, kind, site()));
+        quietly(|| record_padded_alloc(*dptr, p * h, kind, site(), p * extra));
     }
     r
 }
@@ -265,13 +269,18 @@ unsafe fn mem_alloc_async(
     stream: CUstream,
     ours: CUstream,
 ) -> CUresult {
-    let r = alloc_with_retry(|| real(dptr, size, stream));
+    // Graph memory (under capture) is registered again at each launch of its graph: no red zone.
+    let capturing = quietly(|| graphs::capturing(ours).is_some()).unwrap_or(true);
+    let (r, redzone) = alloc_padded(size, if capturing { 0 } else { redzone_for(size) }, |n| real(dptr, n, stream));
     if r == CUDA_SUCCESS && !dptr.is_null() {
         quietly(|| match graphs::capturing(ours) {
             // Under stream capture the call adds a memory allocation node: the address is
             // the graph's, valid at every launch of it.
             Some(graph) => graphs::graph_alloc(graph, *dptr, size as u64, site()),
-            None => record_alloc(*dptr, size as u64, AllocKind::Async { stream: stream as u64 }, site()),
+            None => {
+                let kind = AllocKind::Async { stream: stream as u64 };
+                record_padded_alloc(*dptr, size as u64, kind, site(), redzone)
+            }
         });
     }
     r
@@ -285,14 +294,16 @@ unsafe fn mem_alloc_from_pool(
     stream: CUstream,
     ours: CUstream,
 ) -> CUresult {
-    let r = alloc_with_retry(|| real(dptr, size, pool, stream));
+    let capturing = quietly(|| graphs::capturing(ours).is_some()).unwrap_or(true);
+    let redzone = if capturing { 0 } else { redzone_for(size) };
+    let (r, redzone) = alloc_padded(size, redzone, |n| real(dptr, n, pool, stream));
     if r == CUDA_SUCCESS && !dptr.is_null() {
         let kind = AllocKind::Pool { pool: pool as u64, stream: stream as u64 };
         quietly(|| match graphs::capturing(ours) {
             // Under capture, an allocation node like `cuMemAllocAsync`'s: graph memory, which
             // a free outside the graph must give back to the driver at once.
             Some(graph) => graphs::graph_alloc(graph, *dptr, size as u64, site()),
-            None => record_alloc(*dptr, size as u64, kind, site()),
+            None => record_padded_alloc(*dptr, size as u64, kind, site(), redzone),
         });
     }
     r
@@ -304,9 +315,9 @@ unsafe fn mem_alloc_managed(
     size: usize,
     flags: u32,
 ) -> CUresult {
-    let r = alloc_with_retry(|| real(dptr, size, flags));
+    let (r, redzone) = alloc_padded(size, redzone_for(size), |n| real(dptr, n, flags));
     if r == CUDA_SUCCESS && !dptr.is_null() {
-        quietly(|| record_alloc(*dptr, size as u64, AllocKind::Managed, site()));
+        quietly(|| record_padded_alloc(*dptr, size as u64, AllocKind::Managed, site(), redzone));
     }
     r
 }
@@ -334,6 +345,39 @@ unsafe fn mem_alloc_host(
     let r = alloc_with_retry(|| real(pp, size));
     if r == CUDA_SUCCESS && !pp.is_null() {
         quietly(|| record_alloc(*pp as u64, size as u64, AllocKind::HostPinned { mapped: false }, site()));
+    }
+    r
+}
+
+/// Allocates `size` bytes through `alloc` (given the bytes to ask for), padded with the
+/// binary route's red zone where one applies (`routes::redzones`): the result, and the red
+/// zone the allocation got. Refused padded, it is made as asked (as [`alloc_with_retry`]
+/// does), so a red zone never makes a program fail that would not.
+fn alloc_padded(size: usize, redzone: u64, mut alloc: impl FnMut(usize) -> CUresult) -> (CUresult, u64) {
+    if let Some(padded) = usize::try_from(redzone).ok().filter(|&z| z > 0).and_then(|z| size.checked_add(z)) {
+        if alloc(padded) == CUDA_SUCCESS {
+            return (CUDA_SUCCESS, redzone);
+        }
+    }
+    (alloc_with_retry(|| alloc(size)), 0)
+}
+
+/// The red zone for a request of `size` bytes in this run (none if gpusan's work fails).
+fn redzone_for(size: usize) -> u64 {
+    quietly(|| crate::routes::redzones::for_request(size as u64)).unwrap_or(0)
+}
+
+/// `cuMemGetInfo`: the red zones gpusan holds on the current device count as free, as
+/// they would be without it.
+unsafe fn mem_get_info(
+    real: unsafe extern "C" fn(*mut usize, *mut usize) -> CUresult,
+    free: *mut usize,
+    total: *mut usize,
+) -> CUresult {
+    let r = real(free, total);
+    if r == CUDA_SUCCESS && !free.is_null() && !total.is_null() {
+        let held = quietly(|| crate::routes::redzones::held(crate::driver::current_context().1)).unwrap_or(0);
+        *free = (*free).saturating_add(held as usize).min(*total);
     }
     r
 }

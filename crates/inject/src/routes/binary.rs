@@ -118,6 +118,12 @@ struct Patched {
     contexts: HashSet<u64>,
     /// Patched modules (`CUmodule`), by handle.
     modules: HashSet<usize>,
+    /// Patched modules whose machine code names the device heap's `malloc` or `free`: their
+    /// kernels get the context's heap table.
+    heap_modules: HashSet<usize>,
+    /// Each context's device-heap table (`gpusan_abi::heap`'s layout), made at the first
+    /// launch of a kernel of a heap module there; 0 where it could not be made.
+    heaps: HashMap<u64, u64>,
 }
 
 static PATCHED: PerProcess<Mutex<Option<Patched>>> = PerProcess::new(|| Mutex::new(None));
@@ -178,8 +184,9 @@ pub unsafe fn module_loaded(context: u64, module: usize, library: usize, cubin: 
     if contains(code, DEVICE_LAUNCH.as_bytes()) {
         return coverage::patched(loaded, Err(DEVICE_LAUNCHES.to_string()));
     }
+    let heap = contains(code, b"malloc") || contains(code, b"\0free\0");
     let verdict = match API.get() {
-        Some(Ok(api)) => timed(PATCH_US.get(), || patch(api, context, module)),
+        Some(Ok(api)) => timed(PATCH_US.get(), || patch(api, context, module, heap)),
         Some(Err(why)) => Err(why.clone()),
         None => Err("binary route: the Compute Sanitizer API did not start".to_string()),
     };
@@ -205,7 +212,7 @@ fn contains(code: &[u8], name: &[u8]) -> bool {
 }
 
 /// Patches `module`: the API's calls serialized, as it requires.
-unsafe fn patch(api: &Api, context: u64, module: usize) -> Result<(), String> {
+unsafe fn patch(api: &Api, context: u64, module: usize, heap: bool) -> Result<(), String> {
     let mut guard = locks::lock(PATCHED.get());
     let p = guard.get_or_insert_with(Patched::default);
     if !p.contexts.contains(&context) {
@@ -221,6 +228,12 @@ unsafe fn patch(api: &Api, context: u64, module: usize) -> Result<(), String> {
     let r = (api.patch_instructions)(INSTRUCTION_GLOBAL_MEMORY_ACCESS, m, name.as_ptr());
     if r != 0 {
         return Err(format!("binary route: sanitizerPatchInstructions failed (error {r})"));
+    }
+    if !empty {
+        super::binary_kinds::patch(api, m, heap);
+        if heap {
+            p.heap_modules.insert(module);
+        }
     }
     let r = (api.patch_module)(m);
     if r != 0 {
@@ -347,7 +360,24 @@ unsafe fn first_launch(api: &Api, launch: &Launch) -> Option<u64> {
     let m = launch.module as *mut c_void;
     let found = api.function_pc.is_some_and(|f| f(m, launch.name, &mut pc, &mut bytes) == 0);
     let memory = SanitizerMemory { api, launch };
-    mirror::patched_kernel(launch.context, &text, if found { pc as u32 } else { 0 }, &memory)
+    let block = mirror::patched_kernel(launch.context, &text, if found { pc as u32 } else { 0 }, &memory)?;
+    if locks::lock(PATCHED.get()).as_ref().is_some_and(|p| p.heap_modules.contains(&launch.module)) {
+        give_heap(launch.context, block, &memory);
+    }
+    Some(block)
+}
+
+/// Points a kernel's params block at its context's device-heap table, made now if this is
+/// the context's first kernel that calls `malloc` or `free` (zeroed by a copy ordered before
+/// the launch). Where it cannot be made the field stays 0, and the heap patches judge nothing.
+fn give_heap(context: u64, block: u64, memory: &dyn mirror::ParamsMemory) {
+    let mut guard = locks::lock(PATCHED.get());
+    let Some(p) = guard.as_mut() else { return };
+    let heap = *p.heaps.entry(context).or_insert_with(|| super::binary_kinds::heap_table(memory).unwrap_or(0));
+    if heap != 0 {
+        let at = block + gpusan_abi::binary::PARAMS_HEAP.offset as u64;
+        memory.write(at, &heap.to_le_bytes());
+    }
 }
 
 struct SanitizerMemory<'a> {
@@ -369,6 +399,12 @@ impl mirror::ParamsMemory for SanitizerMemory<'_> {
         let source: &'static [u8] = Box::leak(bytes.to_vec().into_boxed_slice());
         let (src, n) = (source.as_ptr() as *const c_void, source.len());
         // SAFETY: `dst` is a block the API allocated of at least `n` bytes.
+        unsafe { (self.api.copy_async)(dst as *mut c_void, src, n, self.launch.stream) == 0 }
+    }
+
+    fn write_static(&self, dst: u64, bytes: &'static [u8]) -> bool {
+        let (src, n) = (bytes.as_ptr() as *const c_void, bytes.len());
+        // SAFETY: `dst` is a block the API allocated of at least `n` bytes; the source lives on.
         unsafe { (self.api.copy_async)(dst as *mut c_void, src, n, self.launch.stream) == 0 }
     }
 }

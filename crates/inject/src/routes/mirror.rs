@@ -307,6 +307,11 @@ pub trait ParamsMemory {
     fn alloc(&self, bytes: usize) -> Option<u64>;
     /// Copies `bytes` to `dst` before the launch runs; the source may go at return.
     fn write(&self, dst: u64, bytes: &[u8]) -> bool;
+    /// As [`ParamsMemory::write`], from bytes that live as long as the program (no copy of
+    /// them need be kept for the asynchronous copy).
+    fn write_static(&self, dst: u64, bytes: &'static [u8]) -> bool {
+        self.write(dst, bytes)
+    }
 }
 
 /// Accesses the binary route's patched kernels made to memory in no entry (counted, never

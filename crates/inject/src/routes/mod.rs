@@ -11,7 +11,9 @@
 //!   it writes;
 //! - [`binary`]: in `check` runs, machine code gpusan cannot instrument is patched through
 //!   the Compute Sanitizer API (the driver's module-loaded and launch callbacks reach it
-//!   through `doors::sanitizer`), checked against [`mirror`]'s table and buffers;
+//!   through `doors::sanitizer`), checked against [`mirror`]'s table and buffers, with
+//!   [`redzones`] padding device allocations so its tail rule can catch an overflow that
+//!   would reach a neighbour;
 //! - the Compute Sanitizer callbacks (`doors::sanitizer`) judge what cudart refuses itself.
 //!
 //! A new route is a module here, called from [`load_module`] and the event functions
@@ -20,12 +22,14 @@
 //! or to [`substitute`] directly.
 
 pub mod binary;
+pub mod binary_kinds;
 pub mod built;
 pub mod coverage;
 pub mod faults;
 pub mod kept;
 pub mod mirror;
 pub mod passes;
+pub mod redzones;
 pub mod substitute;
 pub mod table_memory;
 
