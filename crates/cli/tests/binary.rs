@@ -244,6 +244,8 @@ fn device_allocations_get_a_red_zone_and_are_registered_at_the_size_asked() {
     assert_eq!(lines(&r.log, "entry size=1000 redzone=256"), 1, "{}", r.log);
     // …the red zones count as free, as without gpusan, and nothing is reported.
     assert_eq!(stdout_line(&r.o, "meminfo"), "meminfo extra=512", "{}", r.o.stdout);
+    // The driver's range of the allocation is as long as asked, too.
+    assert_eq!(stdout_line(&r.o, "range"), "range base=1 size=1000", "{}", r.o.stdout);
     assert!(r.o.kinds().is_empty(), "{:#}", r.o.report);
 }
 
@@ -260,6 +262,7 @@ fn no_red_zone_where_no_machine_code_is_patched_or_with_redzone_0() {
         let r = run(options, "redzone", "sanitizer", &[]);
         assert_eq!(stdout_line(&r.o, "asked"), "asked a=1000 b=1000", "{options:?}: {}", r.o.stdout);
         assert_eq!(stdout_line(&r.o, "meminfo"), "meminfo extra=0", "{options:?}: {}", r.o.stdout);
+        assert_eq!(stdout_line(&r.o, "range"), "range base=1 size=1000", "{options:?}: {}", r.o.stdout);
     }
     // Without the patching API no kernel is patched: nothing to pad for.
     let r = run(&["--mode", "check"], "redzone", "old-sanitizer", &[]);

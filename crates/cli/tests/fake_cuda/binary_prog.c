@@ -33,13 +33,15 @@ CUresult cuGraphUpload(void *, void *);
 CUresult cuGraphLaunch(void *, void *);
 
 CUresult cuMemGetInfo_v2(size_t *, size_t *);
+CUresult cuMemGetAddressRange_v2(uint64_t *, size_t *, uint64_t);
 size_t fake_alloc_asked(uint64_t);
 uint64_t fake_alloc_live_bytes(void);
 
 /* The binary route's other checks (tests/binary.rs), on the allocation `buf` (1000 bytes):
  * `redzone`: a second 1000-byte allocation; prints the bytes the driver was asked for each
- * (`asked a=N b=M`) and how much more `cuMemGetInfo` reports free than the driver holds
- * (`meminfo extra=N`), then launches `mc_redzone` on `buf`.
+ * (`asked a=N b=M`), how much more `cuMemGetInfo` reports free than the driver holds
+ * (`meminfo extra=N`) and what `cuMemGetAddressRange` says of `buf` (`range base=1 size=N`),
+ * then launches `mc_redzone` on `buf`.
  * `kinds`: a cubin whose machine code names the device heap's `malloc`; launches `mc_shared`
  * and `mc_double_free` (on `buf`). */
 static int more_scenarios(const char *s, int *rc, uint64_t buf) {
@@ -52,6 +54,10 @@ static int more_scenarios(const char *s, int *rc, uint64_t buf) {
         *rc |= cuMemAlloc_v2(&b, 1000) | cuMemGetInfo_v2(&free_bytes, &total);
         printf("asked a=%zu b=%zu\n", fake_alloc_asked(buf), fake_alloc_asked(b));
         printf("meminfo extra=%llu\n", (unsigned long long)(free_bytes - (total - fake_alloc_live_bytes())));
+        uint64_t base = 0;
+        size_t range = 0;
+        *rc |= cuMemGetAddressRange_v2(&base, &range, buf + 10);
+        printf("range base=%d size=%zu\n", base == buf, range);
         static unsigned char cubin[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
         *rc |= cuModuleLoadData(&m, cubin) | cuModuleGetFunction(&f, m, "mc_redzone");
         *rc |= cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, params, 0) | cuCtxSynchronize() | cuMemFree_v2(b);

@@ -47,6 +47,16 @@ static int over_alloc_limit(size_t size) {
     const char *limit = getenv("FAKE_CUDA_ALLOC_LIMIT");
     return limit && size > strtoull(limit, 0, 10);
 }
+/* The allocation holding `p`, as long as cuMemAlloc was asked. */
+CUresult cuMemGetAddressRange_v2(uint64_t *base, size_t *size, uint64_t p) {
+    for (int i = 0; i < MAX_ALLOCS; i++)
+        if (live[i] && p >= live[i] && p < live[i] + live_asked[i]) {
+            if (base) *base = live[i];
+            if (size) *size = live_asked[i];
+            return 0;
+        }
+    return 1; /* CUDA_ERROR_INVALID_VALUE */
+}
 /* A device of 1 GiB: free is what cuMemAlloc has not handed out. */
 #define FAKE_TOTAL_BYTES (1ull << 30)
 uint64_t fake_alloc_live_bytes(void);

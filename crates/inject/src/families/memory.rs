@@ -51,6 +51,8 @@ hooks! {
         => |real| mem_map(real, ptr, size, offset, handle, flags);
     fn cuMemUnmap(ptr: CUdeviceptr, size: usize) => |real| mem_unmap(real, ptr, size);
     fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) => |real| mem_get_info(real, free, total);
+    fn cuMemGetAddressRange_v2(base: *mut CUdeviceptr, size: *mut usize, dptr: CUdeviceptr)
+        => |real| mem_get_address_range(real, base, size, dptr);
 }
 
 /// `CU_STREAM_PER_THREAD`: what the null stream means to a `_ptsz` function. gpusan's own
@@ -378,6 +380,25 @@ unsafe fn mem_get_info(
     if r == CUDA_SUCCESS && !free.is_null() && !total.is_null() {
         let held = quietly(|| crate::routes::redzones::held(crate::driver::current_context().1)).unwrap_or(0);
         *free = (*free).saturating_add(held as usize).min(*total);
+    }
+    r
+}
+
+/// `cuMemGetAddressRange`: an allocation gpusan padded with a red zone is as long as the
+/// program asked for.
+unsafe fn mem_get_address_range(
+    real: unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, CUdeviceptr) -> CUresult,
+    base: *mut CUdeviceptr,
+    size: *mut usize,
+    dptr: CUdeviceptr,
+) -> CUresult {
+    let r = real(base, size, dptr);
+    if r == CUDA_SUCCESS && !base.is_null() && !size.is_null() {
+        let redzone = quietly(|| match state().registry.lookup(*base) {
+            Lookup::Live { alloc, .. } | Lookup::Freed { alloc, .. } if alloc.base == *base => alloc.redzone,
+            _ => 0,
+        });
+        *size -= (redzone.unwrap_or(0) as usize).min(*size);
     }
     r
 }
