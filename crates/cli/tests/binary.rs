@@ -326,4 +326,7 @@ fn device_heap_calls_are_patched_where_machine_code_names_malloc_and_findings_de
     let double = errors.iter().find(|e| e["kind"] == "double_free").unwrap();
     assert_eq!(double["details"]["kernel"], "mc_double_free", "{double:#}");
     assert!(double["details"]["heap_block"].is_object(), "{double:#}");
+    // A window offset names no host allocation.
+    assert!(shared["details"].get("nearest").is_none_or(|n| n.is_null()), "{shared:#}");
+    assert!(!o.stderr.contains("before a 1000-byte device allocation"), "{}", o.stderr);
 }

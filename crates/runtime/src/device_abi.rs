@@ -123,7 +123,10 @@ impl ErrorRecord {
         });
         // A thread's local memory is in no host allocation either.
         let local = kind == ErrorKind::UseAfterScope || frame_object.is_some();
-        let nearest = if heap || local { None } else { self.host_nearest(registry) };
+        // Nor is an address in the block's shared window or the thread's local one (an
+        // offset there, as the binary route's records carry, may even equal a host address).
+        let on_chip = matches!(self.space, record::SPACE_SHARED | record::SPACE_LOCAL);
+        let nearest = if heap || local || on_chip { None } else { self.host_nearest(registry) };
         let demangled = crate::coverage::signature(kernel);
         let details = DeviceDetails {
             mangled: (demangled != kernel).then(|| kernel.to_string()),

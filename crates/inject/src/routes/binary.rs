@@ -49,20 +49,31 @@
 //! - inside a live allocation: fine; inside a freed one held in quarantine: use after free
 //!   (the quarantine keeps a freed range from being handed out again, so a stale pointer
 //!   is caught after later allocations reuse other memory);
-//! - in the tail after an allocation, up to the 256-byte alignment the driver starts every
-//!   allocation at: out of bounds of that allocation (an access may also start inside and
-//!   end past the end);
+//! - in the tail after an allocation, over its red zone and up to the 256-byte alignment the
+//!   driver starts every allocation at: out of bounds of that allocation (an access may also
+//!   start inside and end past the end). The red zone (`super::redzones`, `--redzone`,
+//!   default 256 bytes) is memory gpusan asked the driver for after the allocation and
+//!   registered no one at, so an overflow that would have reached the live neighbour the
+//!   driver placed right after the allocation lands there and is caught;
 //! - anywhere else: memory gpusan did not see allocated (module variables, memory from
 //!   before gpusan, the driver's own), never judged: counted in the report's
 //!   `binary_untracked_accesses`.
 //!
+//! And, with patches of their own (`super::binary_kinds`): shared-space accesses past the
+//! block's shared window; `cp.async`'s shared destination past the window and its global
+//! source's first byte as a global read; the global range of bulk copies (global ↔ shared,
+//! reductions into global); device-side `malloc`/`free` (double and invalid frees, against a
+//! heap table per context), in modules whose machine code names them.
+//!
 //! What machine code cannot show, and so this route cannot check:
-//! - **which allocation a pointer came from**: an access that overflows one allocation far
-//!   enough to land inside a live neighbour is, by its address, a valid access to the
-//!   neighbour. The PTX route follows each pointer to its root and catches it; here only
-//!   the padding tail is caught. (Red zones between allocations would widen that tail.)
-//! - shared and local memory bounds (no per-array sizes in SASS: not patched yet), the
-//!   device heap, `memcpy_async`/bulk copies and TMA (later patches of this route);
+//! - **which allocation a pointer came from**: an overflow that reaches past the red zone
+//!   into a live neighbour (or past an allocation too large to pad, see `super::redzones`)
+//!   is, by its address, a valid access to the neighbour, and so is one between tensors a
+//!   caching allocator carves out of one segment. The PTX route follows each pointer to its
+//!   root and catches both.
+//! - bounds inside the shared window (its arrays' sizes are not in SASS) and local memory
+//!   (the window is the stack, bounded by the hardware already), accesses to device-heap
+//!   blocks (the table knows no heap block: counted as untracked), TMA;
 //! - source lines: records carry the access's SASS offset in its kernel instead.
 
 use std::collections::{HashMap, HashSet};
