@@ -12,9 +12,11 @@
 #   natively (reused=1): gpusan's quarantine keeps it apart, so it reports use_after_free
 #   (compute-sanitizer sees a live buffer there: misses it);
 # - neighbour: a write one float past a buffer's end, which lands on the live buffer
-#   allocated right after it (adjacent=1): by address alone that is a valid access to the
-#   neighbour, so the binary route is EXPECTED TO MISS it (machine code shows no pointer's
-#   provenance; the PTX route catches it) and so is compute-sanitizer. Recorded, not hidden.
+#   allocated right after it natively (adjacent=1): by address alone that is a valid access
+#   to the neighbour (machine code shows no pointer's provenance), so compute-sanitizer
+#   misses it; gpusan's red zone (--redzone, since the first H100 run) keeps the neighbour
+#   past it, so the binary route now finds it. Recorded, not required here (binary_kinds.sh
+#   requires it).
 # ok: clean silent in all three, tail found by gpusan, reuse found by gpusan, every run's
 # kernels checked by the binary route (coverage), programs finish ("ok") in every run.
 set -uo pipefail

@@ -241,7 +241,7 @@ unsafe fn patch(api: &Api, context: u64, module: usize, heap: bool) -> Result<()
         return Err(format!("binary route: sanitizerPatchInstructions failed (error {r})"));
     }
     if !empty {
-        super::binary_kinds::patch(api, m, heap);
+        super::binary_kinds::patch(api.patch_instructions, m, heap);
         if heap {
             p.heap_modules.insert(module);
         }

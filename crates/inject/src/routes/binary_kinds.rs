@@ -29,7 +29,7 @@
 //! A kind the Compute Sanitizer library refuses to patch (an older library without its
 //! instruction) leaves the module patched for the others.
 
-use std::ffi::{c_void, CString};
+use std::ffi::{c_char, c_int, c_void, CString};
 
 use gpusan_abi::binary::{
     BULK_GLOBAL_TO_SHARED_PATCH, BULK_REDUCTION_TO_GLOBAL_PATCH, BULK_SHARED_TO_GLOBAL_PATCH, DEVICE_FREE_PATCH,
@@ -37,7 +37,6 @@ use gpusan_abi::binary::{
 };
 use gpusan_abi::heap::TABLE_BYTES;
 
-use super::binary::Api;
 use super::mirror::ParamsMemory;
 
 /// `Sanitizer_InstructionId`s (`sanitizer_patching.h`) and the patch each calls.
@@ -53,17 +52,21 @@ pub const KINDS: [(u32, &str); 5] = [
 pub const HEAP_KINDS: [(u32, &str); 3] =
     [(11, DEVICE_MALLOC_PATCH), (18, DEVICE_MALLOC_PATCH), (12, DEVICE_FREE_PATCH)];
 
-/// Marks `module`'s instructions of every kind for their patches (before
-/// `sanitizerPatchModule`); the heap's too where `heap`. The caller holds the API's lock.
+/// `sanitizerPatchInstructions(instruction, module, patch)`.
+pub type PatchInstructions = unsafe extern "C" fn(u32, *mut c_void, *const c_char) -> c_int;
+
+/// Marks `module`'s instructions of every kind for their patches with `patch_instructions`
+/// (before `sanitizerPatchModule`); the heap's too where `heap`. The caller holds the API's
+/// lock.
 ///
 /// # Safety
-/// `module` is a module the driver loaded, and `api` the library's functions.
-pub unsafe fn patch(api: &Api, module: *mut c_void, heap: bool) {
+/// `module` is a module the driver loaded, and `patch_instructions` the library's function.
+pub unsafe fn patch(patch_instructions: PatchInstructions, module: *mut c_void, heap: bool) {
     let heap_kinds = if heap { &HEAP_KINDS[..] } else { &[] };
     for &(id, name) in KINDS.iter().chain(heap_kinds) {
         let name = CString::new(name).expect("no NUL in a patch's name");
         // Refused (an older library): that kind stays unpatched, the rest is checked.
-        let _ = (api.patch_instructions)(id, module, name.as_ptr());
+        let _ = patch_instructions(id, module, name.as_ptr());
     }
 }
 
