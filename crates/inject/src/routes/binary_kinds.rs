@@ -23,8 +23,13 @@
 //!   `DEVICE_SIDE_FREE`), in modules whose machine code names `malloc` or `free`: blocks
 //!   enter a table per context at their `malloc`, and a `free` of a block already freed is a
 //!   double free, of a pointer inside a live block (or not 16-byte aligned) an invalid free.
-//!   Blocks of modules the route did not patch are unknown to it (never judged). Accesses
-//!   to heap blocks stay untracked: the allocation table knows no heap block.
+//!   Blocks of modules the route did not patch are unknown to it (never judged); under
+//!   `--route auto`, a block freed in a patched module and handed out again at the same
+//!   base by an unpatched one (PTX-route modules keep heap tables of their own) still reads
+//!   as freed here, so freeing it in a patched module would read as a double free. Under
+//!   `--route binary` every module is patched (those that launch kernels from the device
+//!   aside). Accesses to heap blocks stay untracked: the allocation table knows no heap
+//!   block.
 //!
 //! A kind the Compute Sanitizer library refuses to patch (an older library without its
 //! instruction) leaves the module patched for the others.
