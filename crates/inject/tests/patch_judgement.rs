@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 use gpusan_abi::binary::{SLACK_BYTES, SLACK_KINDS};
-use gpusan_abi::table::{KIND_SHIFT, STATE_FREED, STATE_LIVE, STATE_MASK};
+use gpusan_abi::table::{redzone_bytes, redzone_flags, KIND_SHIFT, STATE_FREED, STATE_LIVE, STATE_MASK};
 use gpusan_abi::{CODE_OUT_OF_BOUNDS, CODE_USE_AFTER_FREE};
 use gpusan_runtime::registry::{device_lookup, DeviceEntry};
 
@@ -113,8 +113,9 @@ fn judge(case: &Case) -> Vec<Judged> {
 }
 
 /// The rule (`gpusan_abi::binary`): inside a live entry fine, unless the access runs past
-/// its end; inside a freed one a use after free; in the 256-byte tail after an entry of a
-/// slack kind an overflow of it (a use after free if freed); anywhere else untracked. The
+/// its end; inside a freed one a use after free; in the tail after an entry of a slack kind,
+/// over its red zone and up to the next 256-byte boundary, an overflow of it (a use after
+/// free if freed); anywhere else untracked. The
 /// shared and local windows, and prefetches, are never judged.
 fn rule(case: &Case, a: &Access) -> String {
     if case.params_null || case.table_null || a.flags & PREFETCH != 0 {
@@ -136,7 +137,7 @@ fn rule(case: &Case, a: &Access) -> String {
     }
     let before = case.entries.partition_point(|e| e.base <= a.addr);
     let Some(e) = before.checked_sub(1).map(|i| &case.entries[i]) else { return "untracked".into() };
-    let slack_end = (e.base + e.size).next_multiple_of(SLACK_BYTES);
+    let slack_end = (e.base + e.size + redzone_bytes(e.flags)).next_multiple_of(SLACK_BYTES);
     let kind = (e.flags >> KIND_SHIFT) & 0xff;
     if a.addr < slack_end && kind < 32 && (SLACK_KINDS >> kind) & 1 == 1 {
         report(if freed(e) { CODE_USE_AFTER_FREE } else { CODE_OUT_OF_BOUNDS }, e)
@@ -160,7 +161,8 @@ impl Rng {
 }
 
 /// Entries sorted by base, disjoint, with neighbours adjacent, a tail apart or far apart;
-/// live and freed; every kind (slack kinds and not, and an out-of-range one).
+/// live and freed; every kind (slack kinds and not, and an out-of-range one); some with a red
+/// zone, which the next entry starts after (as the runtime's padding guarantees).
 fn random_case(seed: u64) -> Case {
     let mut r = Rng(seed | 1);
     let mut entries = Vec::new();
@@ -174,7 +176,10 @@ fn random_case(seed: u64) -> Case {
         };
         let state = if r.below(3) == 0 { STATE_FREED } else { STATE_LIVE };
         let kind = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 40][r.below(12) as usize];
-        entries.push(DeviceEntry { base: at, size, id: 1000 + id, flags: state | kind << KIND_SHIFT, device: 0 });
+        let redzone = [0, 0, 256, 1024, 256 * (1 + r.below(64))][r.below(5) as usize];
+        let flags = state | kind << KIND_SHIFT | redzone_flags(redzone);
+        entries.push(DeviceEntry { base: at, size, id: 1000 + id, flags, device: 0 });
+        at += redzone;
         let gap = match r.below(3) {
             0 => 0,
             1 => SLACK_BYTES - (size % SLACK_BYTES),
@@ -193,7 +198,7 @@ fn random_case(seed: u64) -> Case {
             (1, _) => r.next(),
             (_, n) => {
                 let e = &entries[r.below(n) as usize];
-                let span = e.size + 2 * SLACK_BYTES;
+                let span = e.size + redzone_bytes(e.flags) + 2 * SLACK_BYTES;
                 (e.base + r.below(span)).wrapping_sub(SLACK_BYTES / 2)
             }
         };
