@@ -54,8 +54,10 @@ static __device__ __forceinline__ __attribute__((unused)) int64_t find(const cha
     return gpusan_find(table, len, addr, inside);
 }
 
-static __device__ __noinline__ void record(const char *params, uint64_t pc, uint64_t addr, uint32_t size,
-                                           uint32_t flags, uint64_t allocation, uint32_t code) {
+// A record in state space `space` (the global access's records, the shared window's, the
+// device heap's).
+static __device__ __noinline__ void record_in(const char *params, uint64_t pc, uint64_t addr, uint32_t size,
+                                              uint32_t flags, uint64_t allocation, uint32_t code, uint32_t space) {
     char *errors = (char *)AT(params, GPUSAN_PARAMS_ERRORS, uint64_t);
     if (!errors) {
         return;
@@ -98,9 +100,14 @@ static __device__ __noinline__ void record(const char *params, uint64_t pc, uint
     uint32_t *block = &AT(r, GPUSAN_RECORD_BLOCK, uint32_t), *thread = &AT(r, GPUSAN_RECORD_THREAD, uint32_t);
     block[0] = blockIdx.x, block[1] = blockIdx.y, block[2] = blockIdx.z;
     thread[0] = threadIdx.x, thread[1] = threadIdx.y, thread[2] = threadIdx.z;
-    AT(r, GPUSAN_RECORD_SPACE, uint32_t) = GPUSAN_SPACE_GLOBAL;
+    AT(r, GPUSAN_RECORD_SPACE, uint32_t) = space;
     AT(r, GPUSAN_RECORD_ACCESS, uint32_t) = access;
     __threadfence_system();
+}
+
+static __device__ __forceinline__ void record(const char *params, uint64_t pc, uint64_t addr, uint32_t size,
+                                              uint32_t flags, uint64_t allocation, uint32_t code) {
+    record_in(params, pc, addr, size, flags, allocation, code, GPUSAN_SPACE_GLOBAL);
 }
 
 // Memory in no entry (module variables, memory allocated before gpusan was loaded or by
@@ -143,48 +150,24 @@ extern "C" __device__ __noinline__ SanitizerPatchResult GPUSAN_EMPTY_ACCESS_PATC
 
 // ---- other access kinds (see gpusan_abi::binary) -------------------------------------
 
-// As `record`, in another state space: the shared window's records.
-static __device__ __noinline__ void record_in(const char *params, uint64_t pc, uint64_t addr, uint32_t size,
-                                              uint32_t flags, uint64_t allocation, uint32_t code, uint32_t space) {
-    char *errors = (char *)AT(params, GPUSAN_PARAMS_ERRORS, uint64_t);
-    if (!errors) {
-        return;
-    }
-    unsigned lanes = __activemask();
-    unsigned lane;
-    asm("mov.u32 %0, %%laneid;" : "=r"(lane));
-    unsigned leader = __ffs(lanes) - 1;
-    uint32_t first = 0, capacity = 0;
-    if (lane == leader) {
-        capacity = AT(errors, GPUSAN_ERRORS_CAPACITY, uint32_t);
-        uint32_t count = *(volatile uint32_t *)(errors + GPUSAN_ERRORS_COUNT);
-        first = count >= capacity ? capacity : atomicAdd((unsigned *)(errors + GPUSAN_ERRORS_COUNT), __popc(lanes));
-    }
-    first = __shfl_sync(lanes, first, leader);
-    capacity = __shfl_sync(lanes, capacity, leader);
-    uint32_t i = first + __popc(lanes & ((1u << lane) - 1));
-    if (i >= capacity) {
-        return;
-    }
-    char *r = errors + GPUSAN_ERRORS_HEADER_BYTES + GPUSAN_RECORD_BYTES * (uint64_t)i;
-    uint32_t function_pc = AT(params, GPUSAN_PARAMS_FUNCTION_PC, uint32_t);
-    bool read = flags & SANITIZER_MEMORY_DEVICE_FLAG_READ, write = flags & SANITIZER_MEMORY_DEVICE_FLAG_WRITE;
-    uint32_t access = (read && write) || (flags & SANITIZER_MEMORY_DEVICE_FLAG_ATOMSYS) ? GPUSAN_ACCESS_ATOMIC
-                      : write                                                           ? GPUSAN_ACCESS_WRITE
-                                                                                        : GPUSAN_ACCESS_READ;
-    AT(r, GPUSAN_RECORD_ADDRESS, uint64_t) = addr;
-    AT(r, GPUSAN_RECORD_ALLOCATION, uint64_t) = allocation;
-    AT(r, GPUSAN_RECORD_KERNEL, uint32_t) = AT(params, GPUSAN_PARAMS_KERNEL, uint32_t);
-    AT(r, GPUSAN_RECORD_CODE, uint32_t) = code;
-    AT(r, GPUSAN_RECORD_SIZE, uint32_t) = size;
-    AT(r, GPUSAN_RECORD_PTX_LINE, uint32_t) = function_pc ? (uint32_t)pc - function_pc : 0;
-    uint32_t *block = &AT(r, GPUSAN_RECORD_BLOCK, uint32_t), *thread = &AT(r, GPUSAN_RECORD_THREAD, uint32_t);
-    block[0] = blockIdx.x, block[1] = blockIdx.y, block[2] = blockIdx.z;
-    thread[0] = threadIdx.x, thread[1] = threadIdx.y, thread[2] = threadIdx.z;
-    AT(r, GPUSAN_RECORD_SPACE, uint32_t) = space;
-    AT(r, GPUSAN_RECORD_ACCESS, uint32_t) = access;
-    __threadfence_system();
+// What the kinds' judgements (`gpusan_kinds.h`) use, on the device.
+static __device__ __forceinline__ uint64_t gpusan_heap_cas_u64(char *p, uint64_t expected, uint64_t desired) {
+    return atomicCAS((unsigned long long *)p, (unsigned long long)expected, (unsigned long long)desired);
 }
+static __device__ __forceinline__ uint32_t gpusan_heap_cas_u32(char *p, uint32_t expected, uint32_t desired) {
+    return atomicCAS((unsigned *)p, expected, desired);
+}
+static __device__ __forceinline__ uint64_t gpusan_heap_load_u64(const char *p) { return *(volatile const uint64_t *)p; }
+static __device__ __forceinline__ uint32_t gpusan_heap_load_u32(const char *p) { return *(volatile const uint32_t *)p; }
+static __device__ __forceinline__ void gpusan_heap_store_u64(char *p, uint64_t v) { *(volatile uint64_t *)p = v; }
+static __device__ __forceinline__ void gpusan_heap_store_u32(char *p, uint32_t v) { *(volatile uint32_t *)p = v; }
+static __device__ __forceinline__ void gpusan_heap_fence() { __threadfence(); }
+static __device__ __forceinline__ void gpusan_heap_report(const char *params, uint64_t pc, uint64_t addr,
+                                                          uint64_t allocation, uint32_t code) {
+    record_in(params, pc, addr, 0, SANITIZER_MEMORY_DEVICE_FLAG_READ, allocation, code, GPUSAN_SPACE_GLOBAL);
+}
+
+#include "gpusan_kinds.h"  // GPUSAN_INLINE as for gpusan_judge.h
 
 // The block's shared window, in bytes from its start: the part the driver reserves, the
 // static and the dynamic parts, rounded up to the allocation unit (%aggr_smem_size, sm_90).
@@ -199,8 +182,7 @@ static __device__ __forceinline__ uint32_t shared_window() {
 
 // Whether `size` bytes at window address `address` run past the block's window.
 static __device__ __forceinline__ bool past_window(uint64_t address, uint32_t size) {
-    uint64_t offset = address & ((1ull << GPUSAN_SHARED_OFFSET_BITS) - 1);
-    return offset + size > shared_window();
+    return gpusan_past_window(address, size, shared_window());
 }
 
 // A shared-space access (`ld.shared`, `st.shared`, `atom.shared`): `ptr` is its offset in
@@ -278,91 +260,21 @@ extern "C" __device__ __noinline__ SanitizerPatchResult GPUSAN_BULK_REDUCTION_TO
     return SANITIZER_PATCH_SUCCESS;
 }
 
-// ---- the device heap: the context's table of blocks (gpusan_abi::heap's layout) --------
+// ---- the device heap (gpusan_kinds.h) ---------------------------------------------------
 
-#define HEAP_ENTRY(heap, h) ((heap) + GPUSAN_HEAP_HEADER_BYTES + GPUSAN_HEAP_ENTRY_BYTES * (h))
-
-static __device__ __forceinline__ uint64_t heap_slot(uint64_t base) {
-    return ((base >> 4) * GPUSAN_LOOKUP_CACHE_HASH) >> (64 - GPUSAN_HEAP_BITS);
-}
-
-// The entry whose key is `base`, or null.
-static __device__ char *heap_find(char *heap, uint64_t base) {
-    uint64_t h = heap_slot(base);
-    for (uint32_t n = 0; n < GPUSAN_HEAP_PROBES; n++, h = (h + 1) & (GPUSAN_HEAP_CAPACITY - 1)) {
-        char *e = HEAP_ENTRY(heap, h);
-        uint64_t key = *(volatile uint64_t *)(e + GPUSAN_HEAP_ENTRY_BASE);
-        if (key == base) {
-            return e;
-        }
-        if (key == 0) {
-            return nullptr;
-        }
-    }
-    return nullptr;
-}
-
-// After a device-side `malloc`: the block enters the table live (a base the heap handed
-// out before reuses its entry). A full table sets the overflow word; the block is then
-// unknown, and no free of it is judged.
+// After a device-side `malloc` (and `__nv_aligned_device_malloc`): the block enters the table.
 extern "C" __device__ __noinline__ SanitizerPatchResult GPUSAN_DEVICE_MALLOC_PATCH(void *userdata, uint64_t pc,
                                                                                  void *ptr, uint64_t size) {
     (void)pc;
     const char *params = (const char *)userdata;
-    char *heap = params ? (char *)AT(params, GPUSAN_PARAMS_HEAP, uint64_t) : nullptr;
-    uint64_t base = (uint64_t)ptr;
-    if (!heap || !base) {
-        return SANITIZER_PATCH_SUCCESS;
-    }
-    uint64_t h = heap_slot(base);
-    for (uint32_t n = 0; n < GPUSAN_HEAP_PROBES; n++, h = (h + 1) & (GPUSAN_HEAP_CAPACITY - 1)) {
-        char *e = HEAP_ENTRY(heap, h);
-        unsigned long long old = atomicCAS((unsigned long long *)(e + GPUSAN_HEAP_ENTRY_BASE), 0ull, base);
-        if (old == 0 || old == base) {
-            AT(e, GPUSAN_HEAP_ENTRY_SIZE, uint64_t) = size;
-            __threadfence();
-            *(volatile uint32_t *)(e + GPUSAN_HEAP_ENTRY_STATE) = GPUSAN_STATE_LIVE;
-            return SANITIZER_PATCH_SUCCESS;
-        }
-    }
-    *(volatile uint32_t *)(heap + GPUSAN_HEAP_OVERFLOW) = 1;
+    gpusan_heap_malloc(params ? (char *)AT(params, GPUSAN_PARAMS_HEAP, uint64_t) : nullptr, (uint64_t)ptr, size);
     return SANITIZER_PATCH_SUCCESS;
 }
 
-// Before a device-side `free`: a block of the table already freed is a double free (of two
-// threads freeing one live block, one wins the exchange, the other's is the double free);
-// a pointer inside a live block, or one the heap cannot have returned (not 16-byte
-// aligned), an invalid free. Pointers the table does not know (blocks of modules this route
-// did not patch) and null are left alone. The free itself goes ahead, as it would natively.
+// Before a device-side `free`: a double or invalid free is reported; the free itself goes
+// ahead, as it would natively.
 extern "C" __device__ __noinline__ SanitizerPatchResult GPUSAN_DEVICE_FREE_PATCH(void *userdata, uint64_t pc, void *ptr) {
     const char *params = (const char *)userdata;
-    char *heap = params ? (char *)AT(params, GPUSAN_PARAMS_HEAP, uint64_t) : nullptr;
-    uint64_t base = (uint64_t)ptr;
-    if (!heap || !base) {
-        return SANITIZER_PATCH_SUCCESS;
-    }
-    const uint32_t read = SANITIZER_MEMORY_DEVICE_FLAG_READ;
-    char *e = heap_find(heap, base);
-    if (e) {
-        unsigned old = atomicCAS((unsigned *)(e + GPUSAN_HEAP_ENTRY_STATE), GPUSAN_STATE_LIVE, GPUSAN_STATE_FREED);
-        __threadfence();
-        if (old == GPUSAN_STATE_FREED) {
-            record_in(params, pc, base, 0, read, base | GPUSAN_HEAP_BLOCK_TAG, GPUSAN_CODE_DOUBLE_FREE,
-                      GPUSAN_SPACE_GLOBAL);
-        }
-        return SANITIZER_PATCH_SUCCESS;
-    }
-    uint64_t v = base & ~(GPUSAN_HEAP_ALIGN - 1);
-    for (uint32_t m = 0; m < GPUSAN_HEAP_SEARCH_STEPS && v; m++, v -= GPUSAN_HEAP_ALIGN) {
-        char *b = heap_find(heap, v);
-        if (b && *(volatile uint32_t *)(b + GPUSAN_HEAP_ENTRY_STATE) == GPUSAN_STATE_LIVE &&
-            base - v < AT(b, GPUSAN_HEAP_ENTRY_SIZE, uint64_t)) {
-            record_in(params, pc, base, 0, read, v | GPUSAN_HEAP_BLOCK_TAG, GPUSAN_CODE_INVALID_FREE, GPUSAN_SPACE_GLOBAL);
-            return SANITIZER_PATCH_SUCCESS;
-        }
-    }
-    if (base & (GPUSAN_HEAP_ALIGN - 1)) {
-        record_in(params, pc, base, 0, read, 0, GPUSAN_CODE_INVALID_FREE, GPUSAN_SPACE_GLOBAL);
-    }
+    gpusan_heap_free(params, params ? (char *)AT(params, GPUSAN_PARAMS_HEAP, uint64_t) : nullptr, pc, (uint64_t)ptr);
     return SANITIZER_PATCH_SUCCESS;
 }
