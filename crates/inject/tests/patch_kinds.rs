@@ -114,7 +114,7 @@ fn rule(blocks: &mut HashMap<u64, (u64, bool)>, ptr: u64, pc: u64) -> String {
         }
         v -= HEAP_ALIGN;
     }
-    if ptr % HEAP_ALIGN != 0 {
+    if !ptr.is_multiple_of(HEAP_ALIGN) {
         format!("report {CODE_INVALID_FREE} 0 {pc}")
     } else {
         "fine".into()
