@@ -5,8 +5,11 @@
 //!
 //! Every handler calls the real function exactly as the program asked, except a second
 //! free of quarantined memory, which the driver would refuse and gpusan answers the same
-//! way. gpusan's own work runs under `quietly`: if it ever panics, the call still goes
-//! through untouched.
+//! way, and device allocations the binary route pads with a red zone (`routes::redzones`:
+//! asked longer, registered at the size asked, made as asked when refused padded; the
+//! driver's answers about them, `cuMemGetInfo` and `cuMemGetAddressRange`, given as
+//! without it). gpusan's own work runs under `quietly`: if it ever panics, the call still
+//! goes through untouched.
 
 use std::ffi::c_void;
 

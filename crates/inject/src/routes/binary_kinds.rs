@@ -31,6 +31,9 @@
 //!   aside). Accesses to heap blocks stay untracked: the allocation table knows no heap
 //!   block.
 //!
+//! The judgements themselves are `patches/gpusan_kinds.h` (the window's bound, the heap
+//! table), which `tests/patch_kinds.rs` compiles for the host and holds to their rules.
+//!
 //! A kind the Compute Sanitizer library refuses to patch (an older library without its
 //! instruction) leaves the module patched for the others.
 
