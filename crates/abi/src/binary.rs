@@ -63,6 +63,59 @@ pub const DEVICE_MALLOC_PATCH: &str = "gpusan_device_malloc";
 /// `SANITIZER_INSTRUCTION_DEVICE_SIDE_FREE`: a double or invalid free of a heap block.
 pub const DEVICE_FREE_PATCH: &str = "gpusan_device_free";
 
+/// The access kinds beyond global memory the binary route patches (`gpusan run
+/// --binary-kinds`, [`crate::env::BINARY_KINDS`]): each costs the Compute Sanitizer API's call
+/// at every instruction of its kind, so a run that needs speed more than those checks can
+/// leave them out (shared accesses are the most frequent in tiled kernels).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Kinds {
+    /// Shared-space accesses, against the block's window ([`SHARED_ACCESS_PATCH`]).
+    pub shared: bool,
+    /// `cp.async` ([`MEMCPY_ASYNC_PATCH`]).
+    pub memcpy_async: bool,
+    /// Bulk copies' global ranges ([`BULK_GLOBAL_TO_SHARED_PATCH`] and the others).
+    pub bulk: bool,
+    /// Device-side `malloc`/`free` ([`DEVICE_MALLOC_PATCH`], [`DEVICE_FREE_PATCH`]).
+    pub heap: bool,
+}
+
+impl Kinds {
+    pub const ALL: Kinds = Kinds { shared: true, memcpy_async: true, bulk: true, heap: true };
+    pub const NONE: Kinds = Kinds { shared: false, memcpy_async: false, bulk: false, heap: false };
+    /// The names of a list, in this order: `shared`, `async`, `bulk`, `heap`.
+    pub const NAMES: [&'static str; 4] = ["shared", "async", "bulk", "heap"];
+
+    fn flags(&mut self) -> [&mut bool; 4] {
+        [&mut self.shared, &mut self.memcpy_async, &mut self.bulk, &mut self.heap]
+    }
+
+    /// `all`, `none`, or a comma-separated list of [`Kinds::NAMES`]; `None` for any other
+    /// name.
+    pub fn parse(text: &str) -> Option<Kinds> {
+        match text.trim() {
+            "all" => return Some(Kinds::ALL),
+            "none" => return Some(Kinds::NONE),
+            _ => {}
+        }
+        let mut kinds = Kinds::NONE;
+        for name in text.split(',').map(str::trim) {
+            let at = Kinds::NAMES.iter().position(|n| *n == name)?;
+            *kinds.flags()[at] = true;
+        }
+        Some(kinds)
+    }
+
+    /// What [`Kinds::parse`] reads back: `none`, or the list.
+    pub fn name(mut self) -> String {
+        let on: Vec<&str> = self.flags().iter().zip(Kinds::NAMES).filter(|(f, _)| ***f).map(|(_, n)| n).collect();
+        if on.is_empty() {
+            "none".to_string()
+        } else {
+            on.join(",")
+        }
+    }
+}
+
 pub const PARAMS_TABLE: Field = Field { offset: 0, bytes: 8 };
 pub const PARAMS_ERRORS: Field = Field { offset: 8, bytes: 8 };
 pub const PARAMS_KERNEL: Field = Field { offset: 16, bytes: 4 };
@@ -217,6 +270,19 @@ mod tests {
             at = f.end();
         }
         assert_eq!(at, PARAMS_BYTES);
+    }
+
+    #[test]
+    fn kinds_read_back_what_they_write() {
+        assert_eq!(Kinds::parse("all"), Some(Kinds::ALL));
+        assert_eq!(Kinds::parse("none"), Some(Kinds::NONE));
+        assert_eq!(Kinds::parse("heap, shared"), Some(Kinds { shared: true, heap: true, ..Kinds::NONE }));
+        assert_eq!(Kinds::parse("shared,local"), None);
+        assert_eq!(Kinds::parse(""), None);
+        for k in [Kinds::ALL, Kinds::NONE, Kinds { bulk: true, ..Kinds::NONE }] {
+            assert_eq!(Kinds::parse(&k.name()), Some(k), "{k:?}");
+        }
+        assert_eq!(Kinds::ALL.name(), "shared,async,bulk,heap");
     }
 
     #[test]

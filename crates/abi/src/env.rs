@@ -32,6 +32,9 @@ pub const ROUTE: &str = "GPUSAN_ROUTE";
 /// costs by itself, apart from gpusan's lookups.
 pub const BINARY_PATCH: &str = "GPUSAN_BINARY_PATCH";
 pub const BINARY_PATCH_EMPTY: &str = "empty";
+/// [`crate::binary::Kinds::name`]: the access kinds beyond global memory the binary route
+/// patches; unset (or unknown): all.
+pub const BINARY_KINDS: &str = "GPUSAN_BINARY_KINDS";
 /// Bytes added after each device allocation where the binary route may patch machine code
 /// (a decimal number; 0: none; unset: [`REDZONE_DEFAULT`]): nothing else can be placed
 /// there, so an overflow of the allocation that reaches them is caught by address alone.
@@ -70,11 +73,12 @@ pub const PTX_CORPUS: &str = "GPUSAN_PTX_CORPUS";
 pub const PROGRAM_CACHES: &str = "GPUSAN_PROGRAM_CACHES";
 
 /// Every variable above.
-pub const ALL: [&str; 21] = [
+pub const ALL: [&str; 22] = [
     MODE,
     LOCAL_BOUNDS,
     ROUTE,
     BINARY_PATCH,
+    BINARY_KINDS,
     REPORT_DIR,
     LEAK_CHECK,
     CHECK_REACTION,

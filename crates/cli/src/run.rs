@@ -170,6 +170,12 @@ pub struct RunArgs {
     /// large allocations only where it costs at most an eighth more memory.
     #[arg(long, value_name = "BYTES", default_value_t = gpusan_abi::env::REDZONE_DEFAULT)]
     redzone: u64,
+    /// The access kinds beyond global memory the binary route checks (`--mode check`): `all`,
+    /// `none`, or a list of `shared` (accesses past the block's shared window), `async`
+    /// (`cp.async`), `bulk` (bulk copies' global ranges), `heap` (device-side double and
+    /// invalid frees). Each costs a call at every instruction of its kind.
+    #[arg(long, value_name = "LIST", default_value = "all")]
+    binary_kinds: String,
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "PROGRAM")]
     command: Vec<OsString>,
@@ -355,6 +361,13 @@ pub fn run(a: RunArgs) -> Result<i32> {
     if a.count_checks && !matches!(a.mode, Mode::Check) {
         bail!("--count-checks counts the checks of `--mode check`");
     }
+    let Some(binary_kinds) = gpusan_abi::binary::Kinds::parse(&a.binary_kinds) else {
+        bail!(
+            "--binary-kinds: `{}` is not all, none or a list of {}",
+            a.binary_kinds,
+            gpusan_abi::binary::Kinds::NAMES.join(", ")
+        );
+    };
     let lib = inject_library()?;
     let scratch = Scratch::new()?;
 
@@ -379,6 +392,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         .env(env::LOCAL_BOUNDS, a.local_bounds.abi().name())
         .env(env::QUARANTINE_BYTES, a.quarantine_bytes.to_string())
         .env(env::REDZONE, a.redzone.to_string())
+        .env(env::BINARY_KINDS, binary_kinds.name())
         .env(env::CHECK_COUNT, count_checks);
     let env = |k: &str| std::env::var_os(k);
     let note = match runtime_api(&lib, &env) {

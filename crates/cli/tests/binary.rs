@@ -330,3 +330,41 @@ fn device_heap_calls_are_patched_where_machine_code_names_malloc_and_findings_de
     assert!(shared["details"].get("nearest").is_none_or(|n| n.is_null()), "{shared:#}");
     assert!(!o.stderr.contains("before a 1000-byte device allocation"), "{}", o.stderr);
 }
+
+#[test]
+fn binary_kinds_chooses_which_kinds_beyond_global_memory_are_patched() {
+    let r = run(&["--mode", "check", "--binary-kinds", "none"], "kinds", "sanitizer", &[]);
+    assert_eq!(lines(&r.log, "PatchInstructions"), 1, "global accesses only: {}", r.log);
+    assert_eq!(lines(&r.log, "heap=0"), 1, "no heap table where its calls are not patched: {}", r.log);
+    let r = run(&["--mode", "check", "--binary-kinds", "shared,heap"], "kinds", "sanitizer", &[]);
+    assert_eq!(lines(&r.log, "PatchInstructions"), 5, "{}", r.log);
+    let want = [
+        (3, "gpusan_global_access"),
+        (4, "gpusan_shared_access"),
+        (11, "gpusan_device_malloc"),
+        (18, "gpusan_device_malloc"),
+        (12, "gpusan_device_free"),
+    ];
+    for (id, patch) in want {
+        assert_eq!(patched_with(&r.log, id, patch), 1, "{id} {patch}: {}", r.log);
+    }
+    assert_eq!(lines(&r.log, "heap=1"), 1, "{}", r.log);
+}
+
+#[test]
+fn an_unknown_binary_kind_is_refused() {
+    let d = dir();
+    let prog = d.join("binary_prog");
+    let o = fake_driver::gpusan_run(
+        d,
+        &["--mode", "check", "--binary-kinds", "shared,local"],
+        &[prog.to_str().unwrap(), "cubin"],
+        &[],
+    );
+    assert_ne!(o.code, Some(0), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("--binary-kinds: `shared,local` is not all, none or a list of shared, async, bulk, heap"),
+        "{}",
+        o.stderr
+    );
+}

@@ -37,6 +37,8 @@ pub struct Options {
     /// `GPUSAN_REDZONE`: bytes padded after device allocations where the binary route may
     /// patch (`routes::redzones`); 0: none.
     pub redzone: u64,
+    /// `GPUSAN_BINARY_KINDS`: the access kinds beyond global memory the binary route patches.
+    pub binary_kinds: gpusan_abi::binary::Kinds,
 }
 
 impl Options {
@@ -63,6 +65,9 @@ impl Options {
             report: var(env::REPORT_DIR).map(|d| PathBuf::from(d).join(format!("report-{}.json", std::process::id()))),
             registry,
             redzone: var(env::REDZONE).and_then(|v| v.parse().ok()).unwrap_or(env::REDZONE_DEFAULT),
+            binary_kinds: var(env::BINARY_KINDS)
+                .and_then(|v| gpusan_abi::binary::Kinds::parse(&v))
+                .unwrap_or(gpusan_abi::binary::Kinds::ALL),
         }
     }
 }

@@ -240,11 +240,8 @@ unsafe fn patch(api: &Api, context: u64, module: usize, heap: bool) -> Result<()
     if r != 0 {
         return Err(format!("binary route: sanitizerPatchInstructions failed (error {r})"));
     }
-    if !empty {
-        super::binary_kinds::patch(api.patch_instructions, m, heap);
-        if heap {
-            p.heap_modules.insert(module);
-        }
+    if !empty && super::binary_kinds::patch(api.patch_instructions, m, &state().options.binary_kinds, heap) {
+        p.heap_modules.insert(module);
     }
     let r = (api.patch_module)(m);
     if r != 0 {

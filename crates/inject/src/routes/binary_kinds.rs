@@ -34,26 +34,31 @@
 //! The judgements themselves are `patches/gpusan_kinds.h` (the window's bound, the heap
 //! table), which `tests/patch_kinds.rs` compiles for the host and holds to their rules.
 //!
+//! Each kind costs the API's call at every instruction of it (shared accesses are the most
+//! frequent in tiled kernels): `gpusan run --binary-kinds` chooses them (default all).
+//!
 //! A kind the Compute Sanitizer library refuses to patch (an older library without its
 //! instruction) leaves the module patched for the others.
 
 use std::ffi::{c_char, c_int, c_void, CString};
 
 use gpusan_abi::binary::{
-    BULK_GLOBAL_TO_SHARED_PATCH, BULK_REDUCTION_TO_GLOBAL_PATCH, BULK_SHARED_TO_GLOBAL_PATCH, DEVICE_FREE_PATCH,
+    Kinds, BULK_GLOBAL_TO_SHARED_PATCH, BULK_REDUCTION_TO_GLOBAL_PATCH, BULK_SHARED_TO_GLOBAL_PATCH, DEVICE_FREE_PATCH,
     DEVICE_MALLOC_PATCH, MEMCPY_ASYNC_PATCH, SHARED_ACCESS_PATCH,
 };
 use gpusan_abi::heap::TABLE_BYTES;
 
 use super::mirror::ParamsMemory;
 
-/// `Sanitizer_InstructionId`s (`sanitizer_patching.h`) and the patch each calls.
-pub const KINDS: [(u32, &str); 5] = [
-    (4, SHARED_ACCESS_PATCH),             // SHARED_MEMORY_ACCESS
-    (14, MEMCPY_ASYNC_PATCH),             // MEMCPY_ASYNC
-    (30, BULK_GLOBAL_TO_SHARED_PATCH),    // BULK_COPY_GLOBAL_TO_SHARED
-    (35, BULK_SHARED_TO_GLOBAL_PATCH),    // BULK_COPY_SHARED_TO_GLOBAL
-    (37, BULK_REDUCTION_TO_GLOBAL_PATCH), // BULK_REDUCTION_SHARED_TO_GLOBAL
+/// `Sanitizer_InstructionId`s (`sanitizer_patching.h`), the patch each calls, and whether a
+/// run's [`Kinds`] asks for it.
+type Kind = (u32, &'static str, fn(&Kinds) -> bool);
+pub const KINDS: [Kind; 5] = [
+    (4, SHARED_ACCESS_PATCH, |k| k.shared),           // SHARED_MEMORY_ACCESS
+    (14, MEMCPY_ASYNC_PATCH, |k| k.memcpy_async),     // MEMCPY_ASYNC
+    (30, BULK_GLOBAL_TO_SHARED_PATCH, |k| k.bulk),    // BULK_COPY_GLOBAL_TO_SHARED
+    (35, BULK_SHARED_TO_GLOBAL_PATCH, |k| k.bulk),    // BULK_COPY_SHARED_TO_GLOBAL
+    (37, BULK_REDUCTION_TO_GLOBAL_PATCH, |k| k.bulk), // BULK_REDUCTION_SHARED_TO_GLOBAL
 ];
 
 /// The device heap's: `DEVICE_SIDE_MALLOC`, `DEVICE_ALIGNED_MALLOC`, `DEVICE_SIDE_FREE`.
@@ -63,19 +68,22 @@ pub const HEAP_KINDS: [(u32, &str); 3] =
 /// `sanitizerPatchInstructions(instruction, module, patch)`.
 pub type PatchInstructions = unsafe extern "C" fn(u32, *mut c_void, *const c_char) -> c_int;
 
-/// Marks `module`'s instructions of every kind for their patches with `patch_instructions`
-/// (before `sanitizerPatchModule`); the heap's too where `heap`. The caller holds the API's
-/// lock.
+/// Marks `module`'s instructions of the kinds `kinds` asks for with their patches (before
+/// `sanitizerPatchModule`); the heap's only where `heap` (its machine code calls `malloc` or
+/// `free`). Returns whether the heap's were marked. The caller holds the API's lock.
 ///
 /// # Safety
 /// `module` is a module the driver loaded, and `patch_instructions` the library's function.
-pub unsafe fn patch(patch_instructions: PatchInstructions, module: *mut c_void, heap: bool) {
+pub unsafe fn patch(patch_instructions: PatchInstructions, module: *mut c_void, kinds: &Kinds, heap: bool) -> bool {
+    let heap = heap && kinds.heap;
+    let chosen = KINDS.iter().filter(|(_, _, wanted)| wanted(kinds)).map(|&(id, name, _)| (id, name));
     let heap_kinds = if heap { &HEAP_KINDS[..] } else { &[] };
-    for &(id, name) in KINDS.iter().chain(heap_kinds) {
+    for (id, name) in chosen.chain(heap_kinds.iter().copied()) {
         let name = CString::new(name).expect("no NUL in a patch's name");
         // Refused (an older library): that kind stays unpatched, the rest is checked.
         let _ = patch_instructions(id, module, name.as_ptr());
     }
+    heap
 }
 
 /// Zeros a new heap table is copied from: made once, kept for the copies (zeroed pages
