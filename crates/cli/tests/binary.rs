@@ -314,8 +314,10 @@ fn device_heap_calls_are_patched_where_machine_code_names_malloc_and_findings_de
     assert_eq!(patched_with(&r.log, 18, "gpusan_device_malloc"), 1, "{}", r.log);
     assert_eq!(patched_with(&r.log, 12, "gpusan_device_free"), 1, "{}", r.log);
     assert_eq!(lines(&r.log, "driver call in a callback"), 0, "{}", r.log);
-    // Its kernel got the context's heap table in its params block.
+    // Its kernel got the context's heap table in its params block, zeroed before any other
+    // stream's launch can use it.
     assert_eq!(lines(&r.log, "heap=1"), 1, "{}", r.log);
+    assert_eq!(lines(&r.log, "StreamSynchronize"), 1, "{}", r.log);
     assert_eq!(o.count("shared_out_of_bounds"), 1, "{:#}", o.report);
     assert_eq!(o.count("double_free"), 1, "{:#}", o.report);
     let errors = o.report["errors"].as_array().unwrap();

@@ -376,15 +376,24 @@ unsafe fn first_launch(api: &Api, launch: &Launch) -> Option<u64> {
 }
 
 /// Points a kernel's params block at its context's device-heap table, made now if this is
-/// the context's first kernel that calls `malloc` or `free` (zeroed by a copy ordered before
-/// the launch). Where it cannot be made the field stays 0, and the heap patches judge nothing.
-fn give_heap(context: u64, block: u64, memory: &dyn mirror::ParamsMemory) {
+/// the context's first kernel that calls `malloc` or `free`. The table is zeroed by a copy
+/// on this launch's stream, complete before any launch on another stream uses it
+/// (`sanitizerStreamSynchronize`, once per context). Where it cannot be made the field stays
+/// 0, and the heap patches judge nothing.
+fn give_heap(context: u64, block: u64, memory: &SanitizerMemory) {
     let mut guard = locks::lock(PATCHED.get());
     let Some(p) = guard.as_mut() else { return };
-    let heap = *p.heaps.entry(context).or_insert_with(|| super::binary_kinds::heap_table(memory).unwrap_or(0));
+    let heap = *p.heaps.entry(context).or_insert_with(|| {
+        let made = super::binary_kinds::heap_table(memory).unwrap_or(0);
+        if let (true, Some(sync)) = (made != 0, memory.api.stream_sync) {
+            // SAFETY: the launch's stream handle, as the callback gave it.
+            unsafe { sync(memory.launch.stream) };
+        }
+        made
+    });
     if heap != 0 {
         let at = block + gpusan_abi::binary::PARAMS_HEAP.offset as u64;
-        memory.write(at, &heap.to_le_bytes());
+        mirror::ParamsMemory::write(memory, at, &heap.to_le_bytes());
     }
 }
 
