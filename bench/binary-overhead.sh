@@ -12,6 +12,8 @@
 # geomeans against the targets: binary <= 3x native, >= 10x faster than compute-sanitizer;
 # the binary route's coverage and false positives; the torch steps' bit-identical check),
 # $OUT/binary-overhead-table.txt and $OUT/binary-overhead-logs.tar.gz. Everything stops by
+# GPUSAN_BINOVH_BINARY_ARGS (more options for the binary tool, e.g. '--binary-kinds none'),
+# GPUSAN_BINOVH_TOOLS (e.g. native,binary), GPUSAN_BINOVH_TAG (output file suffix),
 # GPUSAN_BINOVH_BUDGET_S (default 420 s: room in a 600 s call for the machine's start and
 # the transfers); the JSON holds whatever finished. Knobs: OUT, GPUSAN_BINOVH_ROUNDS (2),
 # GPUSAN_BINOVH_CS_ROUNDS (1), GPUSAN_BINOVH_TORCH_STEPS (10), GPUSAN_BINOVH_ONLY (regex of
@@ -40,13 +42,16 @@ opts=(--rounds "${GPUSAN_BINOVH_ROUNDS:-2}" --cs-rounds "${GPUSAN_BINOVH_CS_ROUN
 [ -n "${GPUSAN_BINOVH_ONLY:-}" ] && opts+=(--only "$GPUSAN_BINOVH_ONLY")
 [ "${GPUSAN_BINOVH_NO_TORCH:-0}" = 1 ] && opts+=(--no-torch)
 [ "${GPUSAN_BINOVH_DRY:-0}" = 1 ] && opts+=(--dry-run)
+[ -n "${GPUSAN_BINOVH_BINARY_ARGS:-}" ] && opts+=(--binary-args "$GPUSAN_BINOVH_BINARY_ARGS")
+[ -n "${GPUSAN_BINOVH_TOOLS:-}" ] && opts+=(--tools "$GPUSAN_BINOVH_TOOLS")
+tag=${GPUSAN_BINOVH_TAG:-}  # a suffix for the output files: two configurations in one call
 # The outer timeout is a backstop only: the Python side stops starting runs before the
 # deadline and rewrites the JSON after each run.
 timeout $((deadline - $(date +%s) + 20)) python3 "$repo/bench/binary_overhead.py" \
   --gpusan "$dir/gpusan" --compute-sanitizer "$cs" --nvcc "${NVCC:-nvcc}" \
-  --out "$out/binary-overhead.json" --deadline "$deadline" --work "$work" \
-  --table-out "$out/binary-overhead-table.txt" "${opts[@]}"
+  --out "$out/binary-overhead$tag.json" --deadline "$deadline" --work "$work" \
+  --table-out "$out/binary-overhead$tag-table.txt" "${opts[@]}"
 rc=$?
-tar czf "$out/binary-overhead-logs.tar.gz" -C "$work" logs 2>/dev/null
+tar czf "$out/binary-overhead$tag-logs.tar.gz" -C "$work" logs 2>/dev/null
 echo "binary-overhead: exit $rc after $(( $(date +%s) - t0 )) s; outputs in $out"
 exit "$rc"

@@ -11,7 +11,9 @@
 #               gpusan's own launch path and allocation tracking)
 #   empty       gpusan run --mode check --route binary, GPUSAN_BINARY_PATCH=empty (the API's
 #               trampoline at every global access, a patch that returns at once)
-#   full        gpusan run --mode check --route binary (gpusan's judgement)
+#   global      gpusan run --mode check --route binary --binary-kinds none (global and generic
+#               accesses only: what the shared, cp.async, bulk and heap patches add is full - global)
+#   full        gpusan run --mode check --route binary (gpusan's judgement, every access kind)
 #   cs          compute-sanitizer --tool memcheck
 # Kernel times are the programs' own CUDA-event medians (median again over rounds).
 #
@@ -61,6 +63,8 @@ run() {  # program tool round
     unpatched) cmd=("$dir/gpusan" run --mode check --route ptx --report-json "$work/logs/$label.json" -- "${cmd[@]}") ;;
     empty) cmd=(env GPUSAN_BINARY_PATCH=empty "$dir/gpusan" run --mode check --route binary
                 --report-json "$work/logs/$label.json" -- "${cmd[@]}") ;;
+    global) cmd=("$dir/gpusan" run --mode check --route binary --binary-kinds none
+                 --report-json "$work/logs/$label.json" -- "${cmd[@]}") ;;
     full) cmd=("$dir/gpusan" run --mode check --route binary --report-json "$work/logs/$label.json" -- "${cmd[@]}") ;;
     cs) cmd=("$cs" --tool memcheck --print-limit 10 --error-exitcode 0 "${cmd[@]}") ;;
   esac
@@ -69,7 +73,7 @@ run() {  # program tool round
 }
 for prog in "${builds[@]}"; do
   for r in $(seq 1 "$rounds"); do
-    for tool in native unpatched empty full; do run "$prog" "$tool" "$r"; done
+    for tool in native unpatched empty global full; do run "$prog" "$tool" "$r"; done
   done
   [ -x "$cs" ] && run "$prog" cs 1
 done
@@ -77,7 +81,7 @@ done
 python3 - "$work/logs" "$out/binary-speed.json" "${builds[*]}" <<'PY'
 import glob, json, math, os, re, statistics, sys
 logs, path, builds = sys.argv[1], sys.argv[2], sys.argv[3].split()
-TOOLS = ["native", "unpatched", "empty", "full", "cs"]
+TOOLS = ["native", "unpatched", "empty", "global", "full", "cs"]
 runs = {}
 for f in sorted(glob.glob(f"{logs}/*.out")):
     label = os.path.basename(f)[:-4]
@@ -139,6 +143,8 @@ for prog, by_tool in runs.items():
             if t.get("empty") and t.get("full"):
                 k["api_floor_x"] = round(t["empty"] / n, 2)
                 k["gpusan_share_x"] = round((t["full"] - t["empty"]) / n, 2)
+            if t.get("global") and t.get("full"):
+                k["other_kinds_share_x"] = round((t["full"] - t["global"]) / n, 2)
             if acc and name not in ("tiny", "cublas"):
                 # Cost per access over the whole GPU (throughput, not latency).
                 k["ns_per_access"] = {tool: round((v - n) * 1e6 / acc, 4) for tool, v in t.items()

@@ -122,8 +122,8 @@ def build_all(workloads, logs):
                 next(w for w in workloads if w["name"] == name)[v]["build_error"] = err
 
 
-def tools_for(w):
-    return [t for t in TOOLS if t != "ptx" or w.get("ptx")]
+def tools_for(w, only=None):
+    return [t for t in TOOLS if (t != "ptx" or w.get("ptx")) and (not only or t in only)]
 
 
 def command(args, w, tool, report):
@@ -132,7 +132,8 @@ def command(args, w, tool, report):
         return [args.gpusan, "run", "--mode", "check", "--route", "ptx", "--report-json", report, "--", *w["ptx"]["cmd"]]
     prog = w["sass"]["cmd"]
     if tool == "binary":
-        return [args.gpusan, "run", "--mode", "check", "--route", "binary", "--report-json", report, "--", *prog]
+        return [args.gpusan, "run", "--mode", "check", "--route", "binary", *shlex.split(args.binary_args),
+                "--report-json", report, "--", *prog]
     if tool == "cs":
         # PyTorch probes the runtime (errors it expects): not memory errors, and not timed work.
         api = ["--report-api-errors", "no"] if w["kind"] == "torch" else []
@@ -145,7 +146,7 @@ def plan(args, workloads):
     out = []
     for rnd in range(args.rounds):
         for w in workloads:
-            for tool in tools_for(w):
+            for tool in tools_for(w, args.tools.split(",") if args.tools else None):
                 if tool == "cs" and rnd >= args.cs_rounds:
                     continue
                 out.append((rnd, w, tool))
@@ -343,6 +344,9 @@ def parse_args(argv=None):
     ap.add_argument("--dry-run", action="store_true", help="write the plan and run nothing")
     ap.add_argument("--workloads-json", default="")
     ap.add_argument("--table-out", default="")
+    ap.add_argument("--binary-args", default="", help="more `gpusan run` options for the binary tool, e.g. "
+                    "'--binary-kinds none'")
+    ap.add_argument("--tools", default="", help="comma-separated subset of " + ",".join(TOOLS))
     return ap.parse_args(argv)
 
 
