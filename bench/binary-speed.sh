@@ -12,7 +12,8 @@
 #   empty       gpusan run --mode check --route binary, GPUSAN_BINARY_PATCH=empty (the API's
 #               trampoline at every global access, a patch that returns at once)
 #   global      gpusan run --mode check --route binary --binary-kinds none (global and generic
-#               accesses only: what the shared, cp.async, bulk and heap patches add is full - global)
+#               accesses only, or GPUSAN_BINSPEED_KINDS: what the other kinds' patches add is
+#               full - global)
 #   full        gpusan run --mode check --route binary (gpusan's judgement, every access kind)
 #   cs          compute-sanitizer --tool memcheck
 # Kernel times are the programs' own CUDA-event medians (median again over rounds).
@@ -63,7 +64,7 @@ run() {  # program tool round
     unpatched) cmd=("$dir/gpusan" run --mode check --route ptx --report-json "$work/logs/$label.json" -- "${cmd[@]}") ;;
     empty) cmd=(env GPUSAN_BINARY_PATCH=empty "$dir/gpusan" run --mode check --route binary
                 --report-json "$work/logs/$label.json" -- "${cmd[@]}") ;;
-    global) cmd=("$dir/gpusan" run --mode check --route binary --binary-kinds none
+    global) cmd=("$dir/gpusan" run --mode check --route binary --binary-kinds "${GPUSAN_BINSPEED_KINDS:-none}"
                  --report-json "$work/logs/$label.json" -- "${cmd[@]}") ;;
     full) cmd=("$dir/gpusan" run --mode check --route binary --report-json "$work/logs/$label.json" -- "${cmd[@]}") ;;
     cs) cmd=("$cs" --tool memcheck --print-limit 10 --error-exitcode 0 "${cmd[@]}") ;;

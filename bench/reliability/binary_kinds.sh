@@ -36,7 +36,7 @@ run() {  # label, then the command
 }
 for s in $scenarios; do
   run "native-$s" ./prog "$s"
-  run "gpusan-$s" "$GPUSAN" run --mode check --route binary --report-json "$WORK/gpusan-$s.json" -- ./prog "$s"
+  run "gpusan-$s" "$GPUSAN" run --mode check --route binary --binary-kinds all --report-json "$WORK/gpusan-$s.json" -- ./prog "$s"
 done
 # compute-sanitizer last, within the case's minute: what it had no time for is said.
 skipped=""

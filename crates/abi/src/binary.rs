@@ -82,6 +82,12 @@ pub struct Kinds {
 impl Kinds {
     pub const ALL: Kinds = Kinds { shared: true, memcpy_async: true, bulk: true, heap: true };
     pub const NONE: Kinds = Kinds { shared: false, memcpy_async: false, bulk: false, heap: false };
+    /// What `gpusan run` patches unless told: device-side `malloc`/`free` only, patched only in
+    /// modules that call them. Measured on the H100 (bench/results/h100-issue14, run 5): the
+    /// shared patch made a tiled GEMM 300x native (27x without it) and cuBLAS SGEMM 75x
+    /// (1.6x), and broke cuBLASLt's GEMMs in PyTorch (`CUBLAS_STATUS_INTERNAL_ERROR`, then an
+    /// illegal address); `async` and `bulk` made cuBLAS SGEMM 18x. They stay opt-in.
+    pub const DEFAULT: Kinds = Kinds { shared: false, memcpy_async: false, bulk: false, heap: true };
     /// The names of a list, in this order: `shared`, `async`, `bulk`, `heap`.
     pub const NAMES: [&'static str; 4] = ["shared", "async", "bulk", "heap"];
 

@@ -173,8 +173,10 @@ pub struct RunArgs {
     /// The access kinds beyond global memory the binary route checks (`--mode check`): `all`,
     /// `none`, or a list of `shared` (accesses past the block's shared window), `async`
     /// (`cp.async`), `bulk` (bulk copies' global ranges), `heap` (device-side double and
-    /// invalid frees). Each costs a call at every instruction of its kind.
-    #[arg(long, value_name = "LIST", default_value = "all")]
+    /// invalid frees). Each costs a call at every instruction of its kind. The default is
+    /// `heap`: on the H100 `shared` made tiled GEMMs 10x slower again and broke cuBLASLt's
+    /// GEMMs (a known bug of that patch), and `async`/`bulk` cost cuBLAS about 11x.
+    #[arg(long, value_name = "LIST", default_value = "heap")]
     binary_kinds: String,
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "PROGRAM")]

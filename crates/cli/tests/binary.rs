@@ -285,7 +285,7 @@ fn patched_with(log: &str, id: u32, patch: &str) -> usize {
 
 #[test]
 fn shared_memory_async_and_bulk_copies_are_patched_with_their_functions() {
-    let r = run(&["--mode", "check"], "cubin", "sanitizer", &[]);
+    let r = run(&["--mode", "check", "--binary-kinds", "all"], "cubin", "sanitizer", &[]);
     for (id, patch) in [
         (4, "gpusan_shared_access"),
         (14, "gpusan_memcpy_async"),
@@ -302,13 +302,13 @@ fn shared_memory_async_and_bulk_copies_are_patched_with_their_functions() {
     }
     // The measurement patch judges nothing, of any kind.
     let empty = [("GPUSAN_BINARY_PATCH", Path::new("empty"))];
-    let r = run(&["--mode", "check"], "cubin", "sanitizer", &empty);
+    let r = run(&["--mode", "check", "--binary-kinds", "all"], "cubin", "sanitizer", &empty);
     assert_eq!(lines(&r.log, "PatchInstructions"), 1, "{}", r.log);
 }
 
 #[test]
 fn device_heap_calls_are_patched_where_machine_code_names_malloc_and_findings_decoded() {
-    let r = run(&["--mode", "check"], "kinds", "sanitizer", &[]);
+    let r = run(&["--mode", "check", "--binary-kinds", "all"], "kinds", "sanitizer", &[]);
     let o = &r.o;
     assert_eq!(patched_with(&r.log, 11, "gpusan_device_malloc"), 1, "{}", r.log);
     assert_eq!(patched_with(&r.log, 18, "gpusan_device_malloc"), 1, "{}", r.log);
@@ -351,6 +351,17 @@ fn binary_kinds_chooses_which_kinds_beyond_global_memory_are_patched() {
         assert_eq!(patched_with(&r.log, id, patch), 1, "{id} {patch}: {}", r.log);
     }
     assert_eq!(lines(&r.log, "heap=1"), 1, "{}", r.log);
+}
+
+#[test]
+fn by_default_only_device_heap_calls_are_patched_beyond_global_memory() {
+    let r = run(&["--mode", "check"], "kinds", "sanitizer", &[]);
+    assert_eq!(patched_with(&r.log, 3, "gpusan_global_access"), 1, "{}", r.log);
+    assert_eq!(patched_with(&r.log, 12, "gpusan_device_free"), 1, "{}", r.log);
+    for patch in ["gpusan_shared_access", "gpusan_memcpy_async", "gpusan_bulk_global_to_shared"] {
+        assert_eq!(lines(&r.log, patch), 0, "{patch} is opt-in: {}", r.log);
+    }
+    assert_eq!(r.o.count("double_free"), 1, "{:#}", r.o.report);
 }
 
 #[test]

@@ -67,7 +67,7 @@ impl Options {
             redzone: var(env::REDZONE).and_then(|v| v.parse().ok()).unwrap_or(env::REDZONE_DEFAULT),
             binary_kinds: var(env::BINARY_KINDS)
                 .and_then(|v| gpusan_abi::binary::Kinds::parse(&v))
-                .unwrap_or(gpusan_abi::binary::Kinds::ALL),
+                .unwrap_or(gpusan_abi::binary::Kinds::DEFAULT),
         }
     }
 }

@@ -40,16 +40,19 @@ hooks! {
         => |real| looked_up(real(k, lib, name), k as *mut usize, Loaded::Library(lib as usize), name);
     fn cuKernelGetFunction(f: *mut CUfunction, k: CUkernel) => |real| kernel_function(real(f, k), f, k);
     // Unloads: the handles go back to the driver, which hands them out again.
-    fn cuModuleUnload(module: CUmodule) => |real| unloaded(real(module), Loaded::Module(module as usize));
-    fn cuLibraryUnload(lib: CUlibrary) => |real| unloaded(real(lib), Loaded::Library(lib as usize));
+    fn cuModuleUnload(module: CUmodule) => |real| unloading(Loaded::Module(module as usize), || real(module));
+    fn cuLibraryUnload(lib: CUlibrary) => |real| unloading(Loaded::Library(lib as usize), || real(lib));
 }
 
-/// The program unloaded `module`.
-fn unloaded(r: CUresult, module: Loaded) -> CUresult {
-    if r == CUDA_SUCCESS {
-        quietly(|| crate::routes::coverage::unloaded(module));
-    }
-    r
+/// The program unloads `module`. Forgotten before the driver frees the handle: once freed,
+/// another thread's load may get the same handle (XLA loads and unloads autotuning
+/// candidates from several threads), and the binary route records its patching of that new
+/// module during the load; forgetting after would drop that record, and the new module's
+/// kernels would read as unchecked (seen on the H100 with JAX). An unload the driver
+/// refuses names no module of ours.
+fn unloading(module: Loaded, real: impl FnOnce() -> CUresult) -> CUresult {
+    quietly(|| crate::routes::coverage::unloaded(module));
+    real()
 }
 
 /// The program got `*handle` for kernel `name` of `module`.
