@@ -47,9 +47,10 @@ hooks! {
 /// The program unloads `module`. Forgotten before the driver frees the handle: once freed,
 /// another thread's load may get the same handle (XLA loads and unloads autotuning
 /// candidates from several threads), and the binary route records its patching of that new
-/// module during the load; forgetting after would drop that record, and the new module's
-/// kernels would read as unchecked (seen on the H100 with JAX). An unload the driver
-/// refuses names no module of ours.
+/// module during the load; forgetting after could drop that record, and the new module's
+/// kernels would read as unchecked. (This did not explain JAX's unchecked autotuning
+/// modules on the H100: see bench/results/h100-issue14/README.md, run 5.) An unload the
+/// driver refuses names no module of ours.
 fn unloading(module: Loaded, real: impl FnOnce() -> CUresult) -> CUresult {
     quietly(|| crate::routes::coverage::unloaded(module));
     real()
