@@ -117,6 +117,8 @@ def summary_lines(document):
     total = document.get("summary", {}).get("total", 0)
     tests = sum(1 for t, _ in groups if t != NO_TEST)
     if not groups and not total:
+        if document.get("cuda_processes", 1) == 0:
+            return ["gpusan: no CUDA activity seen: nothing was checked"]
         return ["gpusan: no errors found"]
     lines = ["gpusan: %d error(s), %d distinct, in %d test(s):" % (total, sum(len(f) for _, f in groups), tests)]
     for test, findings in groups:

@@ -89,7 +89,10 @@ class Plugin(unittest.TestCase):
         lines = plugin.summary_lines(doc)
         self.assertEqual(lines[0], "gpusan: 6 error(s), 4 distinct, in 2 test(s):")
         self.assertIn("    oob (3 times): m oob in k", lines)
-        self.assertEqual(plugin.summary_lines({"errors": [], "summary": {"total": 0}}), ["gpusan: no errors found"])
+        clean = {"errors": [], "summary": {"total": 0}, "cuda_processes": 1}
+        self.assertEqual(plugin.summary_lines(clean), ["gpusan: no errors found"])
+        blind = dict(clean, cuda_processes=0)
+        self.assertEqual(plugin.summary_lines(blind), ["gpusan: no CUDA activity seen: nothing was checked"])
 
     def test_tests_are_marked_only_under_gpusan_and_when_asked(self):
         under = {"GPUSAN_REPORT_DIR": "/tmp/x"}
