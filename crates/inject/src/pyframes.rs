@@ -82,11 +82,14 @@ fn api() -> Option<Api> {
     })
 }
 
+/// A code object's file and function (none when they could not be read).
+type Names = Option<(Arc<str>, Arc<str>)>;
+
 /// Code objects read so far (by address, each kept alive by a reference of ours), and the
 /// tags of (code object, line) pairs.
 #[derive(Default)]
 struct Interned {
-    code: HashMap<usize, Option<(Arc<str>, Arc<str>)>>,
+    code: HashMap<usize, Names>,
     tags: HashMap<(usize, u32), u64>,
 }
 
@@ -178,7 +181,7 @@ unsafe fn tag_of(api: &Api, code: Obj, line: u32) -> Option<u64> {
 }
 
 /// A code object's `co_filename` and `co_qualname` (3.11+, `co_name` before).
-unsafe fn names_of(api: &Api, code: Obj) -> Option<(Arc<str>, Arc<str>)> {
+unsafe fn names_of(api: &Api, code: Obj) -> Names {
     let text = |attr: &CStr| -> Option<Arc<str>> {
         let o = (api.get_attr)(code, attr.as_ptr());
         if o.is_null() {
