@@ -160,7 +160,9 @@ def _run_under_gpusan(config):
     return code
 
 
+@hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
+    # First: the whole session (xdist's, a looponfail's) is to run under gpusan.
     if not config.getoption("gpusan") or under_gpusan():
         return None
     return _run_under_gpusan(config)
