@@ -10,3 +10,5 @@ cargo build --locked -p gpusan-inject
 cargo test --workspace --locked "$@"
 # The binary route's measurement scripts on fakes (a few seconds; no GPU).
 python3 bench/test_binary_route.py
+# The wheel in a fresh virtual environment, pip with local files only (python/, < 30 s).
+scripts/python-wheel.sh

@@ -27,7 +27,8 @@
 //!                           patched through the Compute Sanitizer API), mirror (+ table_memory)
 //! variables  capture  host_symbols   module variables; gpusan's own capture-safe driver calls
 //! state  probe  image  peek  options and Mode, registry and findings, `quietly`; the probe's data;
-//!                           a loaded image and how far it may be read; reads that cannot fault
+//!   pyframes                a loaded image and how far it may be read; reads that cannot fault;
+//!                           the Python frames above a call (sites)
 //! driver/                   FFI types; real functions resolved once, typed (`real`); `hooks!`
 //! ```
 //!
@@ -57,6 +58,7 @@ mod host_symbols;
 mod image;
 mod peek;
 mod probe;
+mod pyframes;
 mod routes;
 mod state;
 mod variables;

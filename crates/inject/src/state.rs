@@ -77,6 +77,8 @@ pub struct State {
     pub registry: Registry,
     collector: Mutex<Collector>,
     events: Mutex<Option<std::fs::File>>,
+    /// What the program says it is doing (`gpusan_set_label`): findings carry it.
+    label: Mutex<Option<String>>,
 }
 
 static STATE: PerProcess<State> = PerProcess::new(State::new);
@@ -104,12 +106,17 @@ impl State {
             registry: Registry::new(options.registry),
             collector: Mutex::new(Collector::new(CollectorConfig::default())),
             events: Mutex::new(events),
+            label: Mutex::new(None),
             options,
         }
     }
 
-    /// Records a finding; a new distinct one is also written to the events file now.
-    pub fn report(&self, report: Report) {
+    /// Records a finding, under the label set now; a new distinct one is also written to
+    /// the events file now.
+    pub fn report(&self, mut report: Report) {
+        if report.label.is_none() {
+            report.label = locks::lock(&self.label).clone();
+        }
         let mut collector = locks::lock(&self.collector);
         let is_new = collector.push(report.clone());
         // Tests: a panic with the lock held, which poisons it.
@@ -127,6 +134,12 @@ impl State {
                 let _ = writeln!(f, "{line}");
             }
         }
+    }
+
+    /// Names what the program does from now on (`None`: nothing); findings reported after
+    /// this carry it.
+    pub fn set_label(&self, label: Option<String>) {
+        *locks::lock(&self.label) = label;
     }
 
     pub fn finding(&self, f: &Finding, site: SiteId) {

@@ -237,7 +237,7 @@ impl Finding {
                 format!("Free of unknown pointer {ptr:#x} by {api}")
             }
         };
-        Report { kind: self.kind(), message, details: Details::Host(details) }
+        Report { kind: self.kind(), message, details: Details::Host(details), label: None }
     }
 }
 

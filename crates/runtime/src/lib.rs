@@ -22,6 +22,7 @@ pub mod fault;
 pub mod fuzz;
 pub mod locks;
 pub mod per_process;
+pub mod pyframes;
 pub mod registry;
 pub mod report;
 pub mod tensormap;

@@ -891,6 +891,8 @@ static MAX_SITES: AtomicUsize = AtomicUsize::new(1 << 20);
 static OWN_FRAMES: AtomicUsize = AtomicUsize::new(usize::MAX);
 /// The same for `capture_site_outside`.
 static OWN_FRAMES_OUTSIDE: AtomicUsize = AtomicUsize::new(usize::MAX);
+/// The same for `capture_site_outside_after`.
+static OWN_FRAMES_AFTER: AtomicUsize = AtomicUsize::new(usize::MAX);
 
 /// FxHash: the keys are return addresses, not attacker-chosen, and SipHash over 16 of them
 /// would be a visible part of the capture cost.
@@ -944,7 +946,7 @@ pub fn configure_sites(config: SiteConfig) {
 pub fn capture_site(skip_frames: usize) -> SiteId {
     let mut skip = skip_frames;
     let target = capture_site as fn(usize) -> SiteId as usize;
-    capture(target, &OWN_FRAMES, |_| skip.checked_sub(1).map(|left| skip = left).is_some())
+    capture(target, &OWN_FRAMES, |_| skip.checked_sub(1).map(|left| skip = left).is_some(), &[])
 }
 
 /// The current host stack from its first frame outside `own`, interned: `own` holds the
@@ -953,19 +955,33 @@ pub fn capture_site(skip_frames: usize) -> SiteId {
 #[inline(never)]
 pub fn capture_site_outside(own: Range<u64>) -> SiteId {
     let target = capture_site_outside as fn(Range<u64>) -> SiteId as usize;
-    capture(target, &OWN_FRAMES_OUTSIDE, |ip| own.contains(&ip))
+    capture(target, &OWN_FRAMES_OUTSIDE, |ip| own.contains(&ip), &[])
+}
+
+/// Frames a site may carry ahead of its native ones ([`capture_site_outside_after`]).
+pub const MAX_PREFIX: usize = 16;
+
+/// As [`capture_site_outside`], the site's stack starting with `prefix` (the Python frames
+/// above the call, as [`crate::pyframes`] tags them, innermost first; at most
+/// [`MAX_PREFIX`] are kept) and going on with the native frames.
+#[inline(never)]
+pub fn capture_site_outside_after(own: Range<u64>, prefix: &[u64]) -> SiteId {
+    let target = capture_site_outside_after as fn(Range<u64>, &[u64]) -> SiteId as usize;
+    capture(target, &OWN_FRAMES_AFTER, |ip| own.contains(&ip), prefix)
 }
 
 /// The stack above `target`'s frame (`own_frames` counts the frames up to it), from the
-/// first frame `skip` lets through.
+/// first frame `skip` lets through, after `prefix`.
 #[inline(always)]
-fn capture(target: usize, own_frames: &AtomicUsize, mut skip: impl FnMut(u64) -> bool) -> SiteId {
+fn capture(target: usize, own_frames: &AtomicUsize, mut skip: impl FnMut(u64) -> bool, prefix: &[u64]) -> SiteId {
     const CALIBRATION_LIMIT: usize = 32;
     let known = own_frames.load(Ordering::Relaxed);
-    let depth = SITE_DEPTH.load(Ordering::Relaxed).clamp(1, SiteConfig::MAX_DEPTH);
+    let prefix = &prefix[..prefix.len().min(MAX_PREFIX)];
+    let depth = SITE_DEPTH.load(Ordering::Relaxed).clamp(1, SiteConfig::MAX_DEPTH) + prefix.len();
     let mut own = known;
-    let (mut seen, mut skipping, mut n) = (0, true, 0);
-    let mut buf = [0u64; SiteConfig::MAX_DEPTH];
+    let (mut seen, mut skipping, mut n) = (0, true, prefix.len());
+    let mut buf = [0u64; SiteConfig::MAX_DEPTH + MAX_PREFIX];
+    buf[..n].copy_from_slice(prefix);
     // One closure for both cases, so the first (calibrating) capture walks exactly the frames
     // later ones do. Naming functions costs an FDE search per frame, hence done once.
     let mut on_frame = |frame: &backtrace::Frame| {
@@ -1050,6 +1066,11 @@ pub fn symbolize(site: SiteId) -> Vec<Frame> {
 fn symbolize_now(site: SiteId) -> Vec<Frame> {
     let mut frames = Vec::new();
     for address in site_addresses(site) {
+        if let Some(py) = crate::pyframes::frame(address) {
+            let (function, file) = (Some(py.function.to_string()), Some(py.file.to_string()));
+            frames.push(Frame { function, file, line: Some(py.line), address });
+            continue;
+        }
         let before = frames.len();
         backtrace::resolve(address as usize as *mut c_void, |symbol| {
             frames.push(Frame {

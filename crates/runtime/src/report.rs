@@ -297,6 +297,10 @@ pub struct Report {
     /// The headline, e.g. "Out-of-bounds __global__ write of size 4 bytes".
     pub message: String,
     pub details: Details,
+    /// What the program said it was doing when the finding was drained
+    /// (`gpusan_set_label`: the pytest plugin names the test).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
 
 impl Report {
@@ -310,7 +314,7 @@ impl Report {
         };
         if let Some(what) = freed {
             let message = format!("{what} of device-heap pointer {:#x} (free in a kernel)", details.address);
-            return Report { kind, message, details: Details::Device(details) };
+            return Report { kind, message, details: Details::Device(details), label: None };
         }
         let what = match kind {
             ErrorKind::UseAfterFree => "Use-after-free",
@@ -330,12 +334,17 @@ impl Report {
             Access::Atomic => "atomic",
         };
         let message = format!("{what} {space} {access} of size {}", plural(u64::from(details.size), "byte"));
-        Report { kind, message, details: Details::Device(details) }
+        Report { kind, message, details: Details::Device(details), label: None }
     }
 
     /// A GPU fault's finding.
     pub fn fault(details: FaultDetails) -> Report {
-        Report { kind: ErrorKind::KernelFault, message: details.headline(), details: Details::Fault(details) }
+        Report {
+            kind: ErrorKind::KernelFault,
+            message: details.headline(),
+            details: Details::Fault(details),
+            label: None,
+        }
     }
 
     pub fn stacks_mut(&mut self) -> Vec<&mut Stack> {
@@ -699,6 +708,9 @@ impl fmt::Display for Document {
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{BAR} {}", self.message)?;
+        if let Some(label) = &self.label {
+            writeln!(f, "{BAR}     during: {label}")?;
+        }
         match &self.details {
             Details::Host(h) => {
                 if let Some(symbol) = &h.symbol {
@@ -865,6 +877,11 @@ fn write_stack(f: &mut fmt::Formatter<'_>, title: &str, stack: &Stack) -> fmt::R
 
 fn write_frames(f: &mut fmt::Formatter<'_>, stack: &Stack) -> fmt::Result {
     for frame in &stack.frames {
+        if crate::pyframes::is_python(frame.address) {
+            let (function, file) = (frame.function.as_deref().unwrap_or("?"), frame.file.as_deref().unwrap_or("?"));
+            writeln!(f, "{BAR}         Python Frame: {function} at {file}:{}", frame.line.unwrap_or(0))?;
+            continue;
+        }
         write!(f, "{BAR}         Host Frame: ")?;
         if let Some(function) = &frame.function {
             write!(f, "{function} ")?;
@@ -909,9 +926,11 @@ impl Default for CollectorConfig {
     }
 }
 
-/// What makes two findings the same error: kind, site, API or kernel, and code location.
+/// What makes two findings the same error: kind, site, API or kernel, code location, and
+/// the label it was found under (one bug hit by two tests is a finding of each).
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct Key {
+    label: Option<String>,
     kind: ErrorKind,
     site: SiteId,
     name: String,
@@ -924,6 +943,7 @@ impl Key {
     fn of(report: &Report) -> Key {
         match &report.details {
             Details::Host(h) => Key {
+                label: report.label.clone(),
                 kind: report.kind,
                 site: h.call_stack.site,
                 name: h.api.clone(),
@@ -932,6 +952,7 @@ impl Key {
                 source: None,
             },
             Details::Device(d) => Key {
+                label: report.label.clone(),
                 kind: report.kind,
                 site: d.launch_stack.site,
                 name: d.kernel.clone(),
@@ -940,6 +961,7 @@ impl Key {
                 source: d.source.clone(),
             },
             Details::Fault(d) => Key {
+                label: report.label.clone(),
                 kind: report.kind,
                 site: d.call_stack.site,
                 name: d.error.clone(),

@@ -171,6 +171,6 @@ impl TensorMapFinding {
             tensor: Some(self.shape.clone()),
             call_stack: call_site.into(),
         };
-        Report { kind: self.kind(), message, details: Details::Host(details) }
+        Report { kind: self.kind(), message, details: Details::Host(details), label: None }
     }
 }

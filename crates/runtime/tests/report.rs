@@ -257,6 +257,7 @@ fn host(api: &str, operand: Operand, call_site: u32, address: u64) -> Report {
             tensor: None,
             call_stack: site(call_site).into(),
         }),
+        label: None,
     }
 }
 
@@ -457,4 +458,48 @@ fn a_run_that_checked_no_launch_says_so_in_its_error_summary() {
     assert_eq!((t.kernels, t.launches, t.checked_kernels, t.checked_launches), (3, 9, 1, 1));
     assert_eq!(merged.coverage.kernels.iter().find(|k| k.mangled == "_Z2mcPf").unwrap().launches, 7);
     assert!(merged.to_text().contains("ERROR SUMMARY: 0 errors\n"), "one launch was checked: {}", merged.to_text());
+}
+
+#[test]
+fn one_bug_under_two_labels_is_a_finding_of_each_and_the_text_names_the_label() {
+    let mut c = Collector::new(CollectorConfig::default());
+    let labelled = |label: Option<&str>| {
+        let mut r = host("cuMemcpyHtoD_v2", Operand::Dst, 3, 0x1000);
+        r.label = label.map(str::to_string);
+        r
+    };
+    assert!(c.push(labelled(Some("tests/test_a.py::test_one"))));
+    assert!(!c.push(labelled(Some("tests/test_a.py::test_one"))));
+    assert!(c.push(labelled(Some("tests/test_a.py::test_two"))));
+    assert!(c.push(labelled(None)));
+    let doc = c.finish("api", Vec::new(), |_| Vec::new());
+    assert_eq!(doc.errors.len(), 3);
+    assert_eq!(doc.errors[0].count, 2);
+    let text = doc.to_text();
+    assert!(text.contains("during: tests/test_a.py::test_one\n"), "{text}");
+    assert!(text.contains("during: tests/test_a.py::test_two\n"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&doc.to_json()).unwrap();
+    assert_eq!(json["errors"][1]["label"], "tests/test_a.py::test_two");
+    assert!(json["errors"][2].get("label").is_none(), "no label, no field");
+}
+
+#[test]
+fn python_frames_print_as_python_frames_before_the_native_ones() {
+    use gpusan_runtime::pyframes::{tag, PyFrame};
+    let py = tag(PyFrame { file: "train.py".into(), function: "step".into(), line: 42 }).unwrap();
+    let stack = Stack {
+        site: SiteId::from_raw(1),
+        frames: vec![
+            Frame { function: Some("step".into()), file: Some("train.py".into()), line: Some(42), address: py },
+            Frame { function: Some("cuLaunchKernel".into()), file: None, line: None, address: 0x4005d0 },
+        ],
+    };
+    let mut r = host("cuMemcpyHtoD_v2", Operand::Dst, 3, 0x1000);
+    if let Details::Host(h) = &mut r.details {
+        h.call_stack = stack;
+    }
+    let text = r.to_string();
+    let python = text.find("Python Frame: step at train.py:42\n").expect(&text);
+    let native = text.find("Host Frame: cuLaunchKernel [0x4005d0]").expect(&text);
+    assert!(python < native, "{text}");
 }

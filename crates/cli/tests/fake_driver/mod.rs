@@ -99,3 +99,39 @@ pub fn gpusan_run(dir: &Path, options: &[&str], program: &[&str], env: &[(&str, 
         report,
     }
 }
+
+/// tests/fake_cuda/pyext.c as `libpyext.so` in `dir` (whose fake driver it links against),
+/// and the Python script `script` that drives it through ctypes written beside it; returns
+/// the command line that runs the script with the library (add the scenario's arguments).
+pub fn python_ext(dir: &Path, script_name: &str, script: &str) -> Vec<String> {
+    let lib = dir.join("libpyext.so");
+    run(Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .args([&lib, &sources().join("pyext.c")])
+        .arg("-L")
+        .arg(dir)
+        .arg("-lcuda")
+        .arg(format!("-Wl,-rpath,{}", dir.display())));
+    let path = dir.join(script_name);
+    std::fs::write(&path, script).unwrap();
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    vec![python, path.display().to_string(), lib.display().to_string()]
+}
+
+/// The prologue of a script [`python_ext`] runs: `ext`, the library (through
+/// `ctypes.PyDLL`, which keeps the GIL held during calls, as C extensions do, unless the
+/// scenario named in `sys.argv[2]` ends in `_nogil`: then `ctypes.CDLL`, which releases it),
+/// and `set_label`, gpusan's `gpusan_set_label`.
+pub const PYTHON_PROLOGUE: &str = r#"import ctypes, sys
+from ctypes import c_uint64, c_int, c_char_p
+scenario = sys.argv[2]
+ext = (ctypes.CDLL if scenario.endswith("_nogil") else ctypes.PyDLL)(sys.argv[1])
+ext.ext_alloc.restype = c_uint64
+ext.ext_alloc.argtypes = [c_uint64]
+ext.ext_free.argtypes = [c_uint64]
+ext.ext_copy.argtypes = [c_uint64, c_uint64]
+ext.ext_launch_store.argtypes = [c_uint64]
+set_label = ctypes.CDLL(None).gpusan_set_label
+set_label.argtypes = [c_char_p]
+set_label.restype = c_int
+"#;

@@ -5,16 +5,17 @@
 use std::ffi::c_void;
 
 use gpusan_runtime::checks::{Call, Mem};
-use gpusan_runtime::registry::{capture_site_outside, AllocKind, Lookup, NewAlloc, SiteId};
+use gpusan_runtime::registry::{AllocKind, Lookup, NewAlloc, SiteId};
 
 use crate::driver::{current_context, real, CUDA_SUCCESS};
 use crate::state::{quietly, state};
 
 /// The program's call stack: from its first frame outside gpusan's library, however many
-/// frames of gpusan's (stand-in, boundary, handler, bookkeeping) lie above it.
+/// frames of gpusan's (stand-in, boundary, handler, bookkeeping) lie above it, after the
+/// Python frames that led to the call when a Python interpreter runs the program.
 #[inline(never)]
 pub fn site() -> SiteId {
-    let s = capture_site_outside(crate::driver::resolve::own_code());
+    let s = crate::pyframes::site(crate::driver::resolve::own_code());
     std::hint::black_box(s)
 }
 

@@ -11,6 +11,7 @@ pub mod copies;
 pub mod graphs;
 pub mod jitlink;
 pub mod judge;
+pub mod labels;
 pub mod launches;
 pub mod link;
 pub mod memory;

@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use gpusan_runtime::fault::fault_name;
 use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
-use gpusan_runtime::registry::{capture_site_outside, SiteId};
+use gpusan_runtime::registry::SiteId;
 use gpusan_runtime::report::{FaultDetails, FaultLaunch, Report};
 
 use crate::driver::{current_context, real, CUresult};
@@ -72,7 +72,7 @@ fn record(launch: Launch) {
         !s.first_site.contains_key(&f)
     });
     if first {
-        let site = capture_site_outside(crate::driver::resolve::own_code());
+        let site = crate::pyframes::site(crate::driver::resolve::own_code());
         with(|s| {
             s.first_site.entry(f).or_insert(site);
         });
@@ -108,7 +108,7 @@ pub fn seen(entry: &str, r: CUresult) {
         if with(|s| s.reported.contains(&context)) {
             return;
         }
-        let call_stack = capture_site_outside(crate::driver::resolve::own_code());
+        let call_stack = crate::pyframes::site(crate::driver::resolve::own_code());
         report(context, entry, r, error, call_stack);
     });
 }

@@ -394,6 +394,11 @@ pub fn before_launch(set_up: bool) {
     }
 }
 
+/// The contexts whose kernels report into an error buffer of gpusan's.
+pub fn contexts() -> Vec<u64> {
+    lock().as_ref().map(|c| c.by_context.keys().copied().collect()).unwrap_or_default()
+}
+
 /// After a synchronization: turn new error records into reports.
 pub fn drain() {
     drain_with(Read::InPlace);
