@@ -145,16 +145,20 @@ f.fake_torch_block(U(0x1000), 0, U(512), U(300), 1, 0)
 torch.cuda._lazy_init()
 print("trackers", f.fake_torch_trackers())
 ALLOC, FREE_REQUESTED, FREE_COMPLETED, SEGMENT_ALLOC, SEGMENT_FREE = 0, 1, 2, 3, 4
-for action in (SEGMENT_ALLOC, ALLOC, FREE_REQUESTED, FREE_COMPLETED, SEGMENT_FREE):
-    f.fake_torch_fire(action, U(0x200000), U(4000), U(0x9), 1)
+# A tensor used on another stream: requested free, another tensor made, then its free
+# completes.
+for action, addr in ((SEGMENT_ALLOC, 0x200000), (ALLOC, 0x200000), (FREE_REQUESTED, 0x200000),
+                     (ALLOC, 0x201000), (FREE_COMPLETED, 0x200000), (SEGMENT_FREE, 0x200000)):
+    f.fake_torch_fire(action, U(addr), U(4000), U(0x9), 1)
 print("ran on")
 "#;
 
-const TORCH_EXPECTED: [&str; 5] = [
+const TORCH_EXPECTED: [&str; 6] = [
     "alloc 0x1000 100 stream=0x5 device=0 source=1",
     "alloc 0x1200 1000 stream=0x5 device=0 source=1",
     "alloc 0x1e00 300 stream=0x5 device=0 source=1",
     "alloc 0x200000 4000 stream=0x9 device=1 source=1",
+    "alloc 0x201000 4000 stream=0x9 device=1 source=1",
     "free 0x200000 stream=0x9 device=1 source=1",
 ];
 
