@@ -24,6 +24,11 @@ import sys
 import tempfile
 import threading
 
+try:
+    import fcntl  # imported here: the build thread must import nothing while CUDA initializes
+except ImportError:
+    fcntl = None
+
 import gpusan
 from gpusan import _pool, warn_once
 
@@ -113,8 +118,6 @@ def compile_command(torch, output, std):
 def build(torch, path):
     """Compiles the shim to `path` (atomically: a reader never sees half a file)."""
     folder = os.path.dirname(path)
-    if not (_trusted_dir(os.path.dirname(folder)) and _trusted_dir(folder)):
-        raise ShimError("the cache folder %s is not the user's own or is open to others" % folder)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".so", dir=folder)
     os.close(fd)
     try:
@@ -128,6 +131,7 @@ def build(torch, path):
             except (OSError, subprocess.TimeoutExpired) as e:
                 raise ShimError("the C++ compiler did not run (%s)" % e)
             if done.returncode == 0:
+                os.chmod(tmp, 0o700)  # the linker's mode follows the umask; the loader checks it
                 os.replace(tmp, path)
                 return
             last = done.stdout.decode(errors="replace").strip().splitlines()
@@ -142,13 +146,15 @@ def _build_once(torch, path):
     """Builds under a lock in the shim's folder: the processes of a program started at once
     (one per GPU) wait for one build instead of each compiling."""
     folder = os.path.dirname(path)
-    if not (_trusted_dir(os.path.dirname(folder)) and _trusted_dir(folder)):
-        raise ShimError("the cache folder %s is not the user's own or is open to others" % folder)
+    for d in (os.path.dirname(os.path.dirname(folder)), os.path.dirname(folder), folder):
+        if not _trusted_dir(d):
+            raise ShimError("the cache folder %s is not the user's own or is open to others" % d)
     try:
-        import fcntl
-
         fd = os.open(os.path.join(folder, ".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    except (ImportError, OSError):
+    except OSError:
+        fd = None
+    if fcntl is None and fd is not None:
+        os.close(fd)
         fd = None
     try:
         if fd is not None:

@@ -136,6 +136,15 @@ mod tests {
         assert_eq!(pythonpath(Path::new("/c/py"), None), "/c/py");
     }
 
+    /// The Python side names gpusan's variables as crates/abi does (it cannot use them).
+    #[test]
+    fn the_python_files_name_the_abis_variables() {
+        let all: String = FILES.iter().map(|(_, c)| *c).collect();
+        for var in [gpusan_abi::env::REPORT_DIR, gpusan_abi::env::CACHE_DIR] {
+            assert!(all.contains(&format!("\"{var}\"")), "{var}");
+        }
+    }
+
     /// Every Python file of the package is shipped (a file added beside the others and left
     /// out here would be missing under `gpusan run`, its package shadowing an installed one).
     #[test]
