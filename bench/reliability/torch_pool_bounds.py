@@ -64,6 +64,8 @@ class Raw:
 
     def __init__(self, ptr, dtype=torch.float32):
         self.ptr, self.dtype = ptr, dtype
+        self.device = torch.device("cuda", torch.cuda.current_device())
+        self.is_cuda = True
 
     def data_ptr(self):
         return self.ptr
@@ -73,7 +75,8 @@ class View:
     """`n` floats at `ptr` for torch.as_tensor, without PyTorch's storage bounds check."""
 
     def __init__(self, ptr, n):
-        self.__cuda_array_interface__ = {"shape": (n,), "typestr": "<f4", "data": (ptr, False), "version": 3}
+        self.__cuda_array_interface__ = {"shape": (n,), "typestr": "<f4", "data": (ptr, False),
+                                          "strides": None, "version": 3}
 
 
 def grid(n):
