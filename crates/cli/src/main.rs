@@ -7,6 +7,7 @@ mod input;
 mod instrument;
 mod ptx;
 mod ptxas;
+mod python;
 mod run;
 mod supervise;
 mod toolkit;

@@ -23,6 +23,7 @@ use clap::{Args, ValueEnum};
 use gpusan_abi::env::{self, INJECT_LIB, REAL_PTXAS, SANITIZER_LIB as SANITIZER_LIB_VAR};
 use gpusan_runtime::report::{Collector, CollectorConfig, Document, Report};
 
+use crate::python::{self, PythonHooks, TorchAllocator};
 use crate::supervise::{self, Cut};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -178,6 +179,16 @@ pub struct RunArgs {
     /// GEMMs (a known bug of that patch), and `async`/`bulk` cost cuBLAS about 11x.
     #[arg(long, value_name = "LIST", default_value = "heap")]
     binary_kinds: String,
+    /// Python programs: gpusan's folder first on PYTHONPATH, whose hooks make PyTorch's
+    /// caching allocator and CuPy's pools report each block (a read past a tensor inside its
+    /// allocator's segment is then an error); `off` leaves PYTHONPATH alone.
+    #[arg(long, value_enum, default_value = "on")]
+    python_hooks: PythonHooks,
+    /// PyTorch's allocator: the program's own (the caching one, followed by the hooks), or
+    /// `async`: `backend:cudaMallocAsync` merged into PYTORCH_CUDA_ALLOC_CONF, each tensor a
+    /// stream-ordered allocation (no C++ shim is built; PyTorch's speed and memory differ).
+    #[arg(long, value_enum, default_value = "caching")]
+    torch_allocator: TorchAllocator,
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "PROGRAM")]
     command: Vec<OsString>,
@@ -359,6 +370,34 @@ fn triton_ptxas(cmd: &mut Command, scratch: &Path) {
     }
 }
 
+/// The Python side of the run (`--python-hooks`, `--torch-allocator`): its notes for the
+/// report.
+fn python_env(cmd: &mut Command, a: &RunArgs) -> Vec<String> {
+    let mut notes = Vec::new();
+    if a.python_hooks == PythonHooks::On {
+        match python::folder() {
+            Ok(dir) => {
+                cmd.env("PYTHONPATH", python::pythonpath(&dir, std::env::var_os("PYTHONPATH").as_deref()));
+            }
+            Err(why) => eprintln!("gpusan: warning: the Python hooks are off: {why}"),
+        }
+    }
+    if a.torch_allocator == TorchAllocator::Async {
+        for (i, var) in python::ALLOC_CONF_VARS.iter().enumerate() {
+            let theirs = std::env::var(var).ok();
+            // The CUDA one always; the generic one only where the program set it.
+            if i == 0 || theirs.as_deref().is_some_and(|t| !t.is_empty()) {
+                let value = python::async_alloc_conf(theirs.as_deref());
+                if i == 0 {
+                    notes.push(python::async_note(&value));
+                }
+                cmd.env(var, value);
+            }
+        }
+    }
+    notes
+}
+
 pub fn run(a: RunArgs) -> Result<i32> {
     if a.count_checks && !matches!(a.mode, Mode::Check) {
         bail!("--count-checks counts the checks of `--mode check`");
@@ -412,6 +451,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     if mode == gpusan_abi::Mode::Check {
         triton_ptxas(&mut cmd, scratch.path());
     }
+    let python_notes = python_env(&mut cmd, &a);
     let handlers = supervise::install();
     let mut child = cmd.spawn().with_context(|| format!("starting {}", a.command[0].to_string_lossy()))?;
     let timeout = a.timeout.map(std::time::Duration::from_secs);
@@ -420,6 +460,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
 
     let mut doc = collect(scratch.path(), mode.name())?;
     doc.notes.extend(note);
+    doc.notes.extend(python_notes);
     doc.notes.extend(cut.map(|c| match c {
         Cut::Signal(sig) => format!(
             "gpusan run received {}: passed on to the program; reported what its processes left",

@@ -1,0 +1,167 @@
+"""Per-tensor bounds inside PyTorch's caching allocator (issue 15), with the allocator on.
+
+`python3 torch_pool_bounds.py bugs|clean` runs every scenario of its kind in one process and
+prints one JSON line last (what the program itself saw: sums, whether a neighbour was
+overwritten, where the tensors lay). Each Triton kernel has a name of its own, so a report's
+findings say which scenario they came from; the eager bugs run PyTorch's own kernels.
+
+bugs:
+- `gpusan_case_read_past`: a Triton kernel reads 1,000 floats past a 4,000,000-byte tensor,
+  inside its 4 MiB segment (the block's rounding);
+- `gpusan_case_write_neighbour`: a Triton kernel writes 2,048 floats from a 1,000-float
+  tensor: its rounding slack, then the next tensor of the same segment;
+- eager: a tensor viewing 2,000 floats at a 1,000-float tensor's address
+  (`__cuda_array_interface__`, no bounds check) summed and filled by PyTorch's kernels;
+- `gpusan_case_stale_read`: a Triton kernel reads a freed tensor's storage (its block back
+  in the pool, not yet handed out again);
+- `gpusan_case_stale_reused`: the same once the block was handed to a new tensor of the same
+  size (recorded only: the address is then that live tensor's).
+clean: the same kernels in bounds, the eager view of the tensor's own size, and a tensor
+used on a side stream (record_stream) freed while that stream's kernels still read it.
+"""
+
+import json
+import sys
+
+import torch
+import triton
+import triton.language as tl
+
+N_BIG = 1_000_000  # 4,000,000 bytes: a 4 MiB segment, 194,304 bytes of rounding after it
+N_SMALL = 1000  # 4,000 bytes: a 4,096-byte block of a 2 MiB small-pool segment
+BLOCK = 1024
+
+
+@triton.jit
+def gpusan_case_read_past(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(dst + offs, tl.load(src + offs, mask=m, other=0.0), mask=m)
+
+
+@triton.jit
+def gpusan_case_write_neighbour(dst, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.full([BLOCK], 7.0, tl.float32), mask=offs < n)
+
+
+@triton.jit
+def gpusan_case_stale_read(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(dst + offs, tl.load(src + offs, mask=m, other=0.0), mask=m)
+
+
+@triton.jit
+def gpusan_case_stale_reused(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(dst + offs, tl.load(src + offs, mask=m, other=0.0), mask=m)
+
+
+class Raw:
+    """A device address as Triton takes a tensor (a stale pointer, no storage held)."""
+
+    def __init__(self, ptr, dtype=torch.float32):
+        self.ptr, self.dtype = ptr, dtype
+        self.device = torch.device("cuda", torch.cuda.current_device())
+        self.is_cuda = True
+
+    def data_ptr(self):
+        return self.ptr
+
+
+class View:
+    """`n` floats at `ptr` for torch.as_tensor, without PyTorch's storage bounds check."""
+
+    def __init__(self, ptr, n):
+        self.__cuda_array_interface__ = {"shape": (n,), "typestr": "<f4", "data": (ptr, False),
+                                          "strides": None, "version": 3}
+
+
+def grid(n):
+    return (triton.cdiv(n, BLOCK),)
+
+
+def neighbour(bug):
+    a = torch.zeros(N_SMALL, device="cuda")
+    b = torch.zeros(N_SMALL, device="cuda")
+    n = 2 * BLOCK if bug else N_SMALL
+    gpusan_case_write_neighbour[grid(n)](a, n, BLOCK=BLOCK)
+    torch.cuda.synchronize()
+    return {"b_after_a_bytes": b.data_ptr() - a.data_ptr(), "neighbour_sum": float(b.sum()), "a_sum": float(a.sum())}
+
+
+def read_past(bug):
+    x = torch.arange(N_BIG, device="cuda", dtype=torch.float32)
+    n = N_BIG + 1000 if bug else N_BIG
+    out = torch.zeros(N_BIG + 1000, device="cuda")
+    gpusan_case_read_past[grid(n)](x, out, n, BLOCK=BLOCK)
+    torch.cuda.synchronize()
+    return {"read_past_sum": float(out[:N_BIG].sum())}
+
+
+def eager(bug):
+    x = torch.ones(N_SMALL, device="cuda")
+    n = 2 * N_SMALL if bug else N_SMALL
+    y = torch.as_tensor(View(x.data_ptr(), n), device="cuda")
+    s = float(y.sum())
+    y.fill_(2.0)
+    torch.cuda.synchronize()
+    return {"eager_sum": s, "eager_x_sum": float(x.sum())}
+
+
+def stale():
+    n = 3 * 1024 * 1024 // 4 + 123  # a size nothing else asks for: its block is its own
+    u = torch.ones(n, device="cuda")
+    ptr = u.data_ptr()
+    del u
+    out = torch.zeros(BLOCK, device="cuda")
+    gpusan_case_stale_read[grid(BLOCK)](Raw(ptr), out, BLOCK, BLOCK=BLOCK)
+    torch.cuda.synchronize()
+    v = torch.full((n,), 3.0, device="cuda")
+    out2 = torch.zeros(BLOCK, device="cuda")
+    gpusan_case_stale_reused[grid(BLOCK)](Raw(ptr), out2, BLOCK, BLOCK=BLOCK)
+    torch.cuda.synchronize()
+    return {"stale_block_reused": v.data_ptr() == ptr, "stale_sum": float(out.sum()), "stale_reused_sum": float(out2.sum())}
+
+
+def side_stream():
+    """A tensor read on a side stream, freed on the program's side while those kernels are
+    queued (record_stream): the allocator keeps the block until they are done."""
+    main = torch.cuda.current_stream()
+    side = torch.cuda.Stream()
+    x = torch.ones(1 << 20, device="cuda")
+    side.wait_stream(main)
+    acc = None
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(20_000_000)  # keeps the reads below queued past the free
+        acc = torch.zeros(1 << 20, device="cuda")
+        for _ in range(20):
+            acc.add_(x)
+    x.record_stream(side)
+    del x
+    others = [torch.randn(1 << 18, device="cuda") for _ in range(8)]  # launches after the free
+    torch.cuda.synchronize()
+    return {"side_sum": float(acc.sum()), "others": len(others)}
+
+
+def main():
+    kind = sys.argv[1]
+    bug = kind == "bugs"
+    torch.manual_seed(0)
+    facts = {"kind": kind, "torch": torch.__version__, "triton": triton.__version__,
+             "backend": torch.cuda.get_allocator_backend()}
+    facts.update(neighbour(bug))
+    facts.update(read_past(bug))
+    facts.update(eager(bug))
+    if bug:
+        facts.update(stale())
+    else:
+        facts.update(side_stream())
+    print(json.dumps(facts))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
