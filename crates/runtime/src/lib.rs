@@ -6,6 +6,8 @@
 //! - [`registry`]: every live and freed (quarantined) allocation, thread-safe.
 //! - [`checks`]: host API calls (copies, sets, frees) judged against the registry.
 //! - [`tensormap`]: tensor maps (TMA descriptors) judged where they are made.
+//! - [`kernel_filter`]: which launches a run checks (compute-sanitizer's kernel filters and
+//!   launch window).
 //! - [`report`]: one error format for every mode, as text and JSON.
 //! - [`per_process`]: state a child made by `fork` gets afresh, never its parent's locks.
 //! - [`locks`]: how that state's locks are taken, poisoned or not.
@@ -20,6 +22,7 @@ pub mod device_abi;
 pub mod fault;
 #[doc(hidden)]
 pub mod fuzz;
+pub mod kernel_filter;
 pub mod locks;
 pub mod per_process;
 pub mod pyframes;
