@@ -43,6 +43,12 @@ pub const REDZONE_DEFAULT: u64 = 256;
 /// `libsanitizer-public.so`, the Compute Sanitizer API library: set by `gpusan run` when it
 /// found one, or by the user to say where it is.
 pub const SANITIZER_LIB: &str = "GPUSAN_SANITIZER_LIB";
+/// Which launches are checked (`--kernel-name`, `--kernel-name-exclude`, `--launch-skip`,
+/// `--launch-count`): `gpusan_runtime::kernel_filter::Spec` as JSON; unset: every launch.
+pub const KERNEL_SELECTION: &str = "GPUSAN_KERNEL_SELECTION";
+/// `--target-processes application-only`: the pid of `gpusan run`; only its direct child
+/// (the application) is checked, other processes run untouched.
+pub const ONLY_CHILD_OF: &str = "GPUSAN_ONLY_CHILD_OF";
 
 // Set by users, scripts and tests.
 
@@ -73,7 +79,7 @@ pub const PTX_CORPUS: &str = "GPUSAN_PTX_CORPUS";
 pub const PROGRAM_CACHES: &str = "GPUSAN_PROGRAM_CACHES";
 
 /// Every variable above.
-pub const ALL: [&str; 22] = [
+pub const ALL: [&str; 24] = [
     MODE,
     LOCAL_BOUNDS,
     ROUTE,
@@ -86,6 +92,8 @@ pub const ALL: [&str; 22] = [
     REDZONE,
     CHECK_COUNT,
     SANITIZER_LIB,
+    KERNEL_SELECTION,
+    ONLY_CHILD_OF,
     INJECT_LIB,
     CACHE_DIR,
     PROBE_OUT,

@@ -68,6 +68,10 @@ pub mod table;
 /// not the program's.
 pub const SYMBOL_PREFIX: &str = "__gpusan_";
 
+/// The prefix of the unchecked copy of a function gpusan appends to an instrumented module
+/// (`gpusan_passes::unchecked`) when a run checks only some launches.
+pub const UNCHECKED_PREFIX: &str = "__gpusan_unchecked_";
+
 pub const TABLE_SYMBOL: &str = "__gpusan_table";
 pub const ERRORS_SYMBOL: &str = "__gpusan_errors";
 pub const MODULE_SYMBOL: &str = "__gpusan_module";

@@ -31,6 +31,7 @@ pub mod count;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod meta;
+pub mod unchecked;
 pub mod verify;
 
 pub use verify::{verify, VerifierError, VerifierErrors};
