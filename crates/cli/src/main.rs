@@ -2,6 +2,7 @@
 //! `gpusan ptx …`), and NVIDIA's `ptxas` in front of the real one when it is invoked by
 //! that name (see `ptxas.rs`).
 
+mod cs_compat;
 mod diag;
 mod input;
 mod instrument;

@@ -23,10 +23,11 @@ use clap::{Args, ValueEnum};
 use gpusan_abi::env::{self, INJECT_LIB, REAL_PTXAS, SANITIZER_LIB as SANITIZER_LIB_VAR};
 use gpusan_runtime::report::{Collector, CollectorConfig, Document, Report};
 
+use crate::cs_compat::{self, CsArgs, TargetProcesses};
 use crate::python::{self, PythonHooks, TorchAllocator};
 use crate::supervise::{self, Cut};
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
 pub enum Mode {
     /// Host API checks: every allocation, free, copy and set judged against the
     /// allocation registry. Kernels run unchanged.
@@ -118,13 +119,16 @@ impl Route {
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
 pub enum LeakCheck {
     Full,
+    /// Also `no`, compute-sanitizer's word.
+    #[value(alias = "no")]
     None,
 }
 
 #[derive(Args)]
 pub struct RunArgs {
-    #[arg(long, value_enum, default_value = "api")]
-    mode: Mode,
+    /// What gpusan checks [default: check; compute-sanitizer's `--tool memcheck` is check].
+    #[arg(long, value_enum)]
+    mode: Option<Mode>,
     /// How `--mode check` reaches kernels: instrumented PTX, patched machine code (the
     /// Compute Sanitizer API, which needs its library), or PTX where usable and machine
     /// code elsewhere.
@@ -151,9 +155,10 @@ pub struct RunArgs {
     /// verdicts; modules are instrumented at every load, not taken from the cache).
     #[arg(long)]
     count_checks: bool,
-    /// Write the text report to FILE instead of standard error.
+    /// Write the text report to FILE instead of standard error; `%p` in the name is gpusan's
+    /// process id, `%q{VAR}` the variable VAR, `%%` a `%` (as compute-sanitizer's).
     #[arg(long, value_name = "FILE")]
-    log_file: Option<PathBuf>,
+    log_file: Option<String>,
     /// Stop the program after SECONDS (SIGTERM, then SIGKILL 5 s later), report what its
     /// processes left, and exit with 124.
     #[arg(long, value_name = "SECONDS")]
@@ -169,7 +174,8 @@ pub struct RunArgs {
     /// code (route auto or binary), so an overflow that would reach a neighbouring
     /// allocation is caught by the binary route; 0: none. Registered at the size asked;
     /// large allocations only where it costs at most an eighth more memory.
-    #[arg(long, value_name = "BYTES", default_value_t = gpusan_abi::env::REDZONE_DEFAULT)]
+    /// (`--padding`, compute-sanitizer's name, is the same option.)
+    #[arg(long, alias = "padding", value_name = "BYTES", default_value_t = gpusan_abi::env::REDZONE_DEFAULT)]
     redzone: u64,
     /// The access kinds beyond global memory the binary route checks (`--mode check`): `all`,
     /// `none`, or a list of `shared` (accesses past the block's shared window), `async`
@@ -189,8 +195,11 @@ pub struct RunArgs {
     /// stream-ordered allocation (no C++ shim is built; PyTorch's speed and memory differ).
     #[arg(long, value_enum, default_value = "caching")]
     torch_allocator: TorchAllocator,
-    /// The program and its arguments.
-    #[arg(last = true, required = true, value_name = "PROGRAM")]
+    #[command(flatten)]
+    cs: CsArgs,
+    /// The program and its arguments (after `--`, or as the first argument that is no
+    /// option of gpusan's, as compute-sanitizer takes them).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true, value_name = "PROGRAM")]
     command: Vec<OsString>,
 }
 
@@ -399,9 +408,20 @@ fn python_env(cmd: &mut Command, a: &RunArgs) -> Vec<String> {
 }
 
 pub fn run(a: RunArgs) -> Result<i32> {
-    if a.count_checks && !matches!(a.mode, Mode::Check) {
+    let memcheck = a.cs.validate().map_err(anyhow::Error::msg)?;
+    if let (true, Some(m)) = (memcheck, a.mode.filter(|m| *m != Mode::Check)) {
+        bail!("--tool memcheck is --mode check; --mode {} asks for less", m.abi().name());
+    }
+    let run_mode = a.mode.unwrap_or(Mode::Check);
+    if a.count_checks && run_mode != Mode::Check {
         bail!("--count-checks counts the checks of `--mode check`");
     }
+    let selection = a.cs.selection().map_err(anyhow::Error::msg)?;
+    let env = |k: &str| std::env::var_os(k);
+    let log_file = match &a.log_file {
+        Some(p) => Some(cs_compat::log_file_name(p, std::process::id(), &env).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
     let Some(binary_kinds) = gpusan_abi::binary::Kinds::parse(&a.binary_kinds) else {
         bail!(
             "--binary-kinds: `{}` is not all, none or a list of {}",
@@ -412,7 +432,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let lib = inject_library()?;
     let scratch = Scratch::new()?;
 
-    let mode = a.mode.abi();
+    let mode = run_mode.abi();
     let (leak_check, count_checks) = (
         if a.leak_check == LeakCheck::Full { env::LEAK_CHECK_FULL } else { env::LEAK_CHECK_NONE },
         if a.count_checks { env::CHECK_COUNT_ON } else { env::CHECK_COUNT_OFF },
@@ -435,7 +455,12 @@ pub fn run(a: RunArgs) -> Result<i32> {
         .env(env::REDZONE, a.redzone.to_string())
         .env(env::BINARY_KINDS, binary_kinds.name())
         .env(env::CHECK_COUNT, count_checks);
-    let env = |k: &str| std::env::var_os(k);
+    if !selection.is_all() {
+        cmd.env(env::KERNEL_SELECTION, selection.to_env());
+    }
+    if a.cs.target_processes == TargetProcesses::ApplicationOnly {
+        cmd.env(env::ONLY_CHILD_OF, std::process::id().to_string());
+    }
     let note = match runtime_api(&lib, &env) {
         RuntimeApi::Observed(sanitizer) => {
             cmd.env("CUDA_INJECTION64_PATH", &lib).env(SANITIZER_LIB_VAR, sanitizer);
@@ -474,7 +499,9 @@ pub fn run(a: RunArgs) -> Result<i32> {
     if a.require_checked {
         doc.require_checked();
     }
-    let mut text = doc.to_text();
+    let shown = a.cs.presentation();
+    doc.notes.extend(shown.note(&doc));
+    let mut text = shown.for_text(&doc).to_text();
     use std::os::unix::process::ExitStatusExt;
     let program_code = match (status.code(), status.signal()) {
         (Some(c), _) => c,
@@ -484,7 +511,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         }
         (None, None) => 1,
     };
-    match &a.log_file {
+    match &log_file {
         Some(p) => std::fs::write(p, &text).with_context(|| format!("writing {}", p.display()))?,
         None => eprint!("{text}"),
     }

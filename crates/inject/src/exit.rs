@@ -175,6 +175,9 @@ extern "C" fn after_fork_in_child() {
 }
 
 extern "C" fn at_exit() {
+    if fork::not_targeted() {
+        return;
+    }
     boundary::enter("exit", || {
         // A process whose driver calls never needed the state (`cuInit` alone) used CUDA
         // all the same: its report says it was seen.
@@ -188,6 +191,7 @@ extern "C" fn at_exit() {
 
 extern "C" fn on_load() {
     boundary::enter("library load", || {
+        fork::at_load();
         boundary::silence_panics();
         boundary::read_test_panic();
         crate::routes::built::separate_program_caches();

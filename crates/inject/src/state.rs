@@ -39,6 +39,9 @@ pub struct Options {
     pub redzone: u64,
     /// `GPUSAN_BINARY_KINDS`: the access kinds beyond global memory the binary route patches.
     pub binary_kinds: gpusan_abi::binary::Kinds,
+    /// `GPUSAN_KERNEL_SELECTION`: which launches are checked (`routes::window`); `None`:
+    /// every one.
+    pub selection: Option<gpusan_runtime::kernel_filter::Selection>,
 }
 
 impl Options {
@@ -68,6 +71,10 @@ impl Options {
             binary_kinds: var(env::BINARY_KINDS)
                 .and_then(|v| gpusan_abi::binary::Kinds::parse(&v))
                 .unwrap_or(gpusan_abi::binary::Kinds::DEFAULT),
+            selection: var(env::KERNEL_SELECTION)
+                .and_then(|v| gpusan_runtime::kernel_filter::Spec::from_env(&v))
+                .filter(|s| !s.is_all())
+                .map(|s| gpusan_runtime::kernel_filter::Selection::new(&s)),
         }
     }
 }

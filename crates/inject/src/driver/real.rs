@@ -77,6 +77,9 @@ real_functions! {
     fn cuKernelGetName(name: *mut *const c_char, k: CUkernel);
     fn cuKernelGetLibrary(library: *mut CUlibrary, k: CUkernel);
     fn cuKernelGetFunction(f: *mut CUfunction, k: CUkernel);
+    /// The unchecked copies of kernels (`routes::window`).
+    fn cuModuleGetFunction(f: *mut CUfunction, module: CUmodule, name: *const c_char);
+    fn cuLibraryGetKernel(k: *mut CUkernel, library: CUlibrary, name: *const c_char);
 
     // Modules.
     fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void);

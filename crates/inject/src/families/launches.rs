@@ -35,12 +35,22 @@ hooks! {
 
 type Params = *mut *mut c_void;
 
-/// What the routes keep of a launch: the coverage's count, the ring a fault names.
-fn launching(f: CUfunction, grid: [u32; 3], block: [u32; 3], stream: CUstream) {
+/// What the routes keep of a launch: the coverage's count, the ring a fault names; and the
+/// handle to launch: `f`, or its unchecked copy where the run does not check this launch
+/// (`routes::window`; [`launched`] follows the launch).
+fn launching(f: CUfunction, grid: [u32; 3], block: [u32; 3], stream: CUstream) -> CUfunction {
     crate::state::quietly(|| {
         crate::routes::coverage::launched(f, stream);
         crate::routes::faults::launched(f as usize, grid, block, stream as usize);
-    });
+        crate::routes::window::launching(f, stream)
+    })
+    .unwrap_or(f)
+}
+
+/// The launch [`launching`] prepared was made.
+fn launched<R>(r: R) -> R {
+    crate::routes::window::launched();
+    r
 }
 
 unsafe fn launch_kernel(
@@ -54,8 +64,8 @@ unsafe fn launch_kernel(
     extra: Params,
 ) -> CUresult {
     before_launch_on(stream);
-    launching(f, grid, block, stream);
-    real(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem, stream, params, extra)
+    let run = launching(f, grid, block, stream);
+    launched(real(run, grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem, stream, params, extra))
 }
 
 unsafe fn launch_kernel_ex(
@@ -71,8 +81,8 @@ unsafe fn launch_kernel_ex(
         if config.is_null() { std::ptr::null_mut() } else { *(config.cast::<u8>().add(32) as *const CUstream) };
     let dims = |at: usize| if config.is_null() { [0; 3] } else { *(config.cast::<u8>().add(at) as *const [u32; 3]) };
     before_launch_on(stream);
-    launching(f, dims(0), dims(12), stream);
-    real(config, f, params, extra)
+    let run = launching(f, dims(0), dims(12), stream);
+    launched(real(config, run, params, extra))
 }
 
 unsafe fn launch_cooperative(
@@ -85,8 +95,8 @@ unsafe fn launch_cooperative(
     params: Params,
 ) -> CUresult {
     before_launch_on(stream);
-    launching(f, grid, block, stream);
-    real(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem, stream, params)
+    let run = launching(f, grid, block, stream);
+    launched(real(run, grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem, stream, params))
 }
 
 unsafe fn graph_launch(

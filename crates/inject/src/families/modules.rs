@@ -52,7 +52,10 @@ hooks! {
 /// modules on the H100: see bench/results/h100-issue14/README.md, run 5.) An unload the
 /// driver refuses names no module of ours.
 fn unloading(module: Loaded, real: impl FnOnce() -> CUresult) -> CUresult {
-    quietly(|| crate::routes::coverage::unloaded(module));
+    quietly(|| {
+        crate::routes::coverage::unloaded(module);
+        crate::routes::window::unloaded(module);
+    });
     real()
 }
 

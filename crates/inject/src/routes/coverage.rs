@@ -69,6 +69,9 @@ struct Seen {
     /// Kernels of patched modules (by name) that the binary route could not give their
     /// params block at some launch, and why: those launches checked nothing.
     binary_unset: BTreeMap<String, String>,
+    /// Launches of each handle the run chose not to check (`super::window`), by reason:
+    /// part of its count in `launches`.
+    skipped: HashMap<usize, BTreeMap<&'static str, u64>>,
 }
 
 /// A module or a function, as [`Seen::contexts`] keeps them.
@@ -83,8 +86,15 @@ impl Seen {
     fn retire(&mut self, f: usize, verdict: Option<Verdict>) {
         let name = self.functions.remove(&f).map(|(_, name)| name).unwrap_or_default();
         self.contexts.remove(&Handle::Function(f));
+        let skipped = self.skipped.remove(&f).unwrap_or_default();
         if let Some(n) = self.launches.remove(&f) {
-            self.retired.push((name, n, verdict));
+            let n = n - skipped.values().sum::<u64>();
+            if n > 0 {
+                self.retired.push((name.clone(), n, verdict));
+            }
+            for (why, k) in skipped {
+                self.retired.push((name.clone(), k, Some(Err(why.to_string()))));
+            }
         }
     }
 
@@ -217,6 +227,24 @@ pub fn launched(f: CUfunction, stream: CUstream) {
     if first {
         name_unknown(&[f as usize]);
     }
+}
+
+/// Of the launches of `f` counted by [`launched`], the last one ran unchecked because the
+/// run chose not to check it (`super::window`): `why`.
+pub fn skipped(f: CUfunction, why: &'static str) {
+    with(|s| *s.skipped.entry(f as usize).or_default().entry(why).or_default() += 1);
+}
+
+/// The module and name of handle `f`, as far as they are known (the name as the driver
+/// gives it: mangled).
+pub fn function_of(f: usize) -> Option<(Option<Loaded>, String)> {
+    with(|s| s.functions.get(&f).cloned())
+}
+
+/// Whether the binary route patched `module` (its launches outside a window get no params
+/// block, `super::window`).
+pub fn is_patched(module: Loaded) -> bool {
+    with(|s| matches!(s.verdict_of(module), Some(Ok(Route::Binary))))
 }
 
 /// Handles never looked up through a door gpusan watches: the driver says what they are.
@@ -368,8 +396,15 @@ pub fn coverage() -> Coverage {
         };
         for (f, &n) in &s.launches {
             let (module, name) = s.functions.get(f).cloned().unwrap_or((None, format!("<kernel {f:#x}>")));
-            let v = of(&name, module.and_then(|m| s.verdict_of(m)).as_ref());
-            c.add(KernelCoverage::new(&name, n, v.as_deref().map_err(String::as_str)));
+            let skipped = s.skipped.get(f);
+            for (why, &k) in skipped.into_iter().flatten() {
+                c.add(KernelCoverage::new(&name, k, Err(why)));
+            }
+            let n = n - skipped.map_or(0, |k| k.values().sum::<u64>());
+            if n > 0 {
+                let v = of(&name, module.and_then(|m| s.verdict_of(m)).as_ref());
+                c.add(KernelCoverage::new(&name, n, v.as_deref().map_err(String::as_str)));
+            }
         }
         for (name, n, v) in &s.retired {
             let v = of(name, v.as_ref());

@@ -14,7 +14,8 @@
 //!   through `doors::sanitizer`), checked against [`mirror`]'s table and buffers, with
 //!   [`redzones`] padding device allocations so its tail rule can catch an overflow that
 //!   would reach a neighbour;
-//! - the Compute Sanitizer callbacks (`doors::sanitizer`) judge what cudart refuses itself.
+//! - the Compute Sanitizer callbacks (`doors::sanitizer`) judge what cudart refuses itself;
+//! - [`window`]: in runs that check only some launches, the others run unchecked.
 //!
 //! A new route is a module here, called from [`load_module`] and the event functions
 //! below (or from a door's callbacks, as [`binary`] is); a new door for code
@@ -32,6 +33,7 @@ pub mod passes;
 pub mod redzones;
 pub mod substitute;
 pub mod table_memory;
+pub mod window;
 
 use std::ffi::c_void;
 
@@ -205,5 +207,6 @@ pub fn context_gone(context: u64) {
         crate::capture::context_gone(context);
         faults::context_gone(context);
         coverage::context_gone(context);
+        window::context_gone();
     });
 }

@@ -21,7 +21,10 @@ pub struct Instrumented {
 pub fn instrument(ptx: &str, mode: Mode) -> Result<Instrumented, String> {
     if mode == Mode::Check {
         let pass = KeepReport { config: check_config(), report: RefCell::new(None) };
-        let (out, meta) = gpusan_passes::instrument_with_meta(ptx, &pass).map_err(|e| e.to_string())?;
+        let (mut out, meta) = gpusan_passes::instrument_with_meta(ptx, &pass).map_err(|e| e.to_string())?;
+        if some_launches() {
+            out.ptx.push_str(&gpusan_passes::unchecked::unchecked_copies(ptx).map_err(|e| e.to_string())?);
+        }
         return Ok(Instrumented { ptx: out.ptx, meta, check: pass.report.into_inner() });
     }
     let pass = gpusan_passes::pass_by_name(mode.name()).ok_or_else(|| format!("no pass for mode `{}`", mode.name()))?;
@@ -63,10 +66,17 @@ pub fn cache_name(mode: Mode) -> String {
     if mode == Mode::Check {
         let c = check_config();
         let frame = if c.local_bounds == gpusan_abi::LocalBounds::Frame { "/frame" } else { "" };
-        format!("check/{}{}{frame}", c.reaction.name(), if c.counting.is_on() { "/count" } else { "" })
+        let copies = if some_launches() { "/unchecked-copies" } else { "" };
+        format!("check/{}{}{frame}{copies}", c.reaction.name(), if c.counting.is_on() { "/count" } else { "" })
     } else {
         mode.name().to_string()
     }
+}
+
+/// The run checks only some launches (`routes::window`): instrumented modules carry
+/// unchecked copies of their functions for the others.
+fn some_launches() -> bool {
+    crate::state::state().options.selection.is_some()
 }
 
 fn check_config() -> CheckConfig {
