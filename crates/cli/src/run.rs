@@ -199,7 +199,7 @@ pub struct RunArgs {
     cs: CsArgs,
     /// The program and its arguments (after `--`, or as the first argument that is no
     /// option of gpusan's, as compute-sanitizer takes them).
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true, value_name = "PROGRAM")]
+    #[arg(trailing_var_arg = true, required = true, value_name = "PROGRAM")]
     command: Vec<OsString>,
 }
 
@@ -363,20 +363,21 @@ pub fn collect(dir: &Path, mode: &str) -> Result<Document> {
 /// runtime substitution never sees their PTX: in check mode Triton gets the `ptxas`
 /// stand-in (a symlink named ptxas to this binary in the run's folder) unless the user
 /// chose a ptxas. Without NVIDIA's ptxas to hand on to, the stand-in could not answer
-/// Triton's `--version` and Triton would quietly use its own: say so instead.
-fn triton_ptxas(cmd: &mut Command, scratch: &Path) {
+/// Triton's `--version` and Triton would quietly use its own: the report says so (a note,
+/// not a line ahead of the program's own output).
+fn triton_ptxas(cmd: &mut Command, scratch: &Path) -> Option<String> {
     if std::env::var_os("TRITON_PTXAS_PATH").is_some() {
-        return;
+        return None;
     }
     let (Ok(me), Ok(real)) = (std::env::current_exe(), crate::ptxas::real_ptxas()) else {
-        eprintln!("gpusan: note: Triton kernels will not be checked: NVIDIA's ptxas was not found (set {REAL_PTXAS})");
-        return;
+        return Some(format!("Triton kernels will not be checked: NVIDIA's ptxas was not found (set {REAL_PTXAS})"));
     };
     let bin = scratch.join("bin");
     let link = bin.join("ptxas");
     if std::fs::create_dir_all(&bin).and_then(|()| std::os::unix::fs::symlink(&me, &link)).is_ok() {
         cmd.env("TRITON_PTXAS_PATH", &link).env(REAL_PTXAS, real);
     }
+    None
 }
 
 /// The Python side of the run (`--python-hooks`, `--torch-allocator`): its notes for the
@@ -473,9 +474,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
             Some(why)
         }
     };
-    if mode == gpusan_abi::Mode::Check {
-        triton_ptxas(&mut cmd, scratch.path());
-    }
+    let triton_note = if mode == gpusan_abi::Mode::Check { triton_ptxas(&mut cmd, scratch.path()) } else { None };
     let python_notes = python_env(&mut cmd, &a);
     let handlers = supervise::install();
     let mut child = cmd.spawn().with_context(|| format!("starting {}", a.command[0].to_string_lossy()))?;
@@ -485,6 +484,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
 
     let mut doc = collect(scratch.path(), mode.name())?;
     doc.notes.extend(note);
+    doc.notes.extend(triton_note);
     doc.notes.extend(python_notes);
     doc.notes.extend(cut.map(|c| match c {
         Cut::Signal(sig) => format!(
