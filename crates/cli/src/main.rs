@@ -36,7 +36,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a CUDA program with gpusan's runtime injected and report what it finds.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Instrument a PTX file (default: the check pass), for build-time instrumentation.
     Instrument(instrument::InstrumentArgs),
     /// Behave as ptxas: instrument the PTX input with the check pass, then run NVIDIA's
@@ -62,7 +62,7 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(*args),
         Command::Instrument(args) => instrument::run(args).map(|()| 0),
         Command::Ptxas { args } => return ExitCode::from(ptxas::main(args)),
         Command::NvccEnv(args) => toolkit::run(args).map(|()| 0),

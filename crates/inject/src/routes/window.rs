@@ -34,8 +34,10 @@ thread_local! {
     static UNCHECKED: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Each launched handle's unchecked copy (0: it has none), with the handle's module.
-static COPIES: PerProcess<Mutex<Option<HashMap<usize, (Loaded, usize)>>>> = PerProcess::new(|| Mutex::new(None));
+/// Launched handle → its module and its unchecked copy (0: it has none).
+type Copies = HashMap<usize, (Loaded, usize)>;
+
+static COPIES: PerProcess<Mutex<Option<Copies>>> = PerProcess::new(|| Mutex::new(None));
 
 /// Whether the launch this thread is making runs unchecked.
 pub fn unchecked_now() -> bool {
