@@ -124,7 +124,7 @@ fn route_ptx_and_api_mode_leave_machine_code_unchecked_with_the_reason() {
     assert_eq!(kernels(&r.o), vec![("mc_overflow".into(), 2, None, why)], "{:#}", r.o.report);
     assert!(r.o.kinds().is_empty(), "{:#}", r.o.report);
 
-    let r = run(&[], "cubin", "sanitizer", &[]);
+    let r = run(&["--mode", "api"], "cubin", "sanitizer", &[]);
     assert_eq!(r.log, "", "api mode patches nothing");
     assert!(r.o.kinds().is_empty(), "{:#}", r.o.report);
 }
@@ -258,7 +258,9 @@ fn red_zones_are_whole_units_of_the_size_asked_for() {
 
 #[test]
 fn no_red_zone_where_no_machine_code_is_patched_or_with_redzone_0() {
-    for options in [&["--mode", "check", "--route", "ptx"][..], &["--mode", "check", "--redzone", "0"], &[]] {
+    for options in
+        [&["--mode", "check", "--route", "ptx"][..], &["--mode", "check", "--redzone", "0"], &["--mode", "api"]]
+    {
         let r = run(options, "redzone", "sanitizer", &[]);
         assert_eq!(stdout_line(&r.o, "asked"), "asked a=1000 b=1000", "{options:?}: {}", r.o.stdout);
         assert_eq!(stdout_line(&r.o, "meminfo"), "meminfo extra=0", "{options:?}: {}", r.o.stdout);
