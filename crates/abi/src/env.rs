@@ -7,6 +7,9 @@
 
 // Set by `gpusan run`, read by the injected library.
 
+/// Set (to `1`) when `gpusan run`'s standard error is a terminal: while the library
+/// instruments a module it names it in `report-<pid>.json.progress`, for the progress line.
+pub const PROGRESS: &str = "GPUSAN_PROGRESS";
 /// [`crate::Mode::name`]; unset: `api`.
 pub const MODE: &str = "GPUSAN_MODE";
 /// The folder the library writes `report-<pid>.json` and its `.events` into.
@@ -79,8 +82,9 @@ pub const PTX_CORPUS: &str = "GPUSAN_PTX_CORPUS";
 pub const PROGRAM_CACHES: &str = "GPUSAN_PROGRAM_CACHES";
 
 /// Every variable above.
-pub const ALL: [&str; 24] = [
+pub const ALL: [&str; 25] = [
     MODE,
+    PROGRESS,
     LOCAL_BOUNDS,
     ROUTE,
     BINARY_PATCH,

@@ -4,12 +4,18 @@
 
 mod cs_compat;
 mod diag;
+mod findings;
 mod input;
 mod instrument;
+mod junit;
+mod progress;
 mod ptx;
 mod ptxas;
 mod python;
 mod run;
+mod sarif;
+mod schema;
+mod stream;
 mod supervise;
 mod toolkit;
 
@@ -50,6 +56,8 @@ enum Command {
     /// Create a CUDA toolkit (symlinks) whose ptxas is gpusan's stand-in, and print the
     /// shell lines that put its nvcc first: `eval "$(gpusan nvcc-env)"`.
     NvccEnv(toolkit::NvccEnvArgs),
+    /// Print the JSON Schema of the report `gpusan run --report-json` writes.
+    Schema,
     /// Work with PTX files: format, count memory instructions, dump control flow.
     #[command(subcommand)]
     Ptx(ptx::PtxCommand),
@@ -66,6 +74,7 @@ fn main() -> ExitCode {
         Command::Instrument(args) => instrument::run(args).map(|()| 0),
         Command::Ptxas { args } => return ExitCode::from(ptxas::main(args)),
         Command::NvccEnv(args) => toolkit::run(args).map(|()| 0),
+        Command::Schema => schema::run().map(|()| 0),
         Command::Ptx(cmd) => ptx::run(cmd).map(|()| 0),
     };
     match result {

@@ -26,6 +26,7 @@ use gpusan_runtime::report::{Collector, CollectorConfig, Document, Report};
 use crate::cs_compat::{self, CsArgs, TargetProcesses};
 use crate::python::{self, PythonHooks, TorchAllocator};
 use crate::supervise::{self, Cut};
+use crate::{junit, progress, sarif, stream};
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
 pub enum Mode {
@@ -137,9 +138,16 @@ pub struct RunArgs {
     /// Exit with this code when any error was found (else the program's own code).
     #[arg(long, value_name = "N")]
     error_exitcode: Option<i32>,
-    /// Write the report as JSON to FILE.
+    /// Write the report as JSON to FILE (its schema: `gpusan schema`).
     #[arg(long, value_name = "FILE")]
     report_json: Option<PathBuf>,
+    /// Write the findings as SARIF 2.1.0 to FILE, for code-scanning UIs.
+    #[arg(long, value_name = "FILE")]
+    report_sarif: Option<PathBuf>,
+    /// Write the run as JUnit XML to FILE, for CI: a test case per kernel launched, and one
+    /// for the host side.
+    #[arg(long, value_name = "FILE")]
+    report_junit: Option<PathBuf>,
     /// Report device allocations never freed.
     #[arg(long, value_enum, default_value = "none")]
     leak_check: LeakCheck,
@@ -408,6 +416,31 @@ fn python_env(cmd: &mut Command, a: &RunArgs) -> Vec<String> {
     notes
 }
 
+/// Where the text report goes: `--log-file` (made empty first, unless `append`), or
+/// standard error.
+fn text_sink(log_file: Option<&Path>, append: bool) -> Result<stream::Sink> {
+    let Some(p) = log_file else { return Ok(Box::new(std::io::stderr())) };
+    let file = std::fs::OpenOptions::new().create(true).write(true).append(append).truncate(!append).open(p);
+    Ok(Box::new(file.with_context(|| format!("opening {}", p.display()))?))
+}
+
+/// The machine-readable reports asked for: JSON, SARIF, JUnit.
+fn write_reports(a: &RunArgs, doc: &Document) -> Result<()> {
+    let write = |p: &Path, text: String| std::fs::write(p, text).with_context(|| format!("writing {}", p.display()));
+    if let Some(p) = &a.report_json {
+        write(p, doc.to_json())?;
+    }
+    if let Some(p) = &a.report_sarif {
+        write(p, serde_json::to_string_pretty(&sarif::to_sarif(doc))?)?;
+    }
+    if let Some(p) = &a.report_junit {
+        let program = Path::new(&a.command[0]).file_name().unwrap_or(a.command[0].as_os_str());
+        let config = junit::JunitConfig { suite: format!("gpusan: {}", program.to_string_lossy()) };
+        write(p, junit::to_junit(doc, &config))?;
+    }
+    Ok(())
+}
+
 pub fn run(a: RunArgs) -> Result<i32> {
     let memcheck = a.cs.validate().map_err(anyhow::Error::msg)?;
     if let (true, Some(m)) = (memcheck, a.mode.filter(|m| *m != Mode::Check)) {
@@ -476,10 +509,19 @@ pub fn run(a: RunArgs) -> Result<i32> {
     };
     let triton_note = if mode == gpusan_abi::Mode::Check { triton_ptxas(&mut cmd, scratch.path()) } else { None };
     let python_notes = python_env(&mut cmd, &a);
+    // Opened before the program starts, so findings reach it while the program runs.
+    let sink = text_sink(log_file.as_deref(), false)?;
+    let progress = progress::wanted();
+    if progress {
+        cmd.env(env::PROGRESS, "1");
+    }
     let handlers = supervise::install();
     let mut child = cmd.spawn().with_context(|| format!("starting {}", a.command[0].to_string_lossy()))?;
+    let follower = stream::Follower::start(stream::Stream::new(scratch.path(), sink), progress);
     let timeout = a.timeout.map(std::time::Duration::from_secs);
-    let (status, cut) = supervise::wait(&mut child, timeout).context("waiting for the program")?;
+    let waited = supervise::wait(&mut child, timeout).context("waiting for the program");
+    let streamed = follower.finish();
+    let (status, cut) = waited?;
     drop(handlers);
 
     let mut doc = collect(scratch.path(), mode.name())?;
@@ -501,7 +543,11 @@ pub fn run(a: RunArgs) -> Result<i32> {
     }
     let shown = a.cs.presentation();
     doc.notes.extend(shown.note(&doc));
-    let mut text = shown.for_text(&doc).to_text();
+    let mut stream = match streamed {
+        Some(s) => s,
+        None => stream::Stream::new(scratch.path(), text_sink(log_file.as_deref(), true)?),
+    };
+    let mut text = stream.final_text(&shown.for_text(&doc));
     use std::os::unix::process::ExitStatusExt;
     let program_code = match (status.code(), status.signal()) {
         (Some(c), _) => c,
@@ -511,13 +557,11 @@ pub fn run(a: RunArgs) -> Result<i32> {
         }
         (None, None) => 1,
     };
-    match &log_file {
-        Some(p) => std::fs::write(p, &text).with_context(|| format!("writing {}", p.display()))?,
-        None => eprint!("{text}"),
-    }
-    if let Some(p) = &a.report_json {
-        std::fs::write(p, doc.to_json()).with_context(|| format!("writing {}", p.display()))?;
-    }
+    stream.write(&text).with_context(|| match &log_file {
+        Some(p) => format!("writing {}", p.display()),
+        None => "writing the report to standard error".into(),
+    })?;
+    write_reports(&a, &doc)?;
     // A run cut short ends as such runs do: 128 + the signal, or `timeout`'s 124.
     Ok(match (cut, a.error_exitcode) {
         (Some(Cut::Signal(sig)), _) => 128 + sig,

@@ -9,6 +9,9 @@ use std::sync::OnceLock;
 
 use gpusan_abi::table::{table_bytes, LOOKUP_CACHE_BYTES};
 
+#[path = "fake_driver/schema.rs"]
+mod report_schema;
+
 struct Fake {
     dir: PathBuf,
     prog: PathBuf,
@@ -138,6 +141,7 @@ fn gpusan_command(options: &[&str], program: &[&str], env: &[(&str, &Path)]) -> 
 
 fn outcome(out: std::process::Output, json: &Path) -> Outcome {
     let report = serde_json::from_str(&std::fs::read_to_string(json).expect("report written")).unwrap();
+    report_schema::assert_matches_schema(&report);
     Outcome {
         code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),

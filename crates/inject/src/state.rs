@@ -42,6 +42,9 @@ pub struct Options {
     /// `GPUSAN_KERNEL_SELECTION`: which launches are checked (`routes::window`); `None`:
     /// every one.
     pub selection: Option<gpusan_runtime::kernel_filter::Selection>,
+    /// `GPUSAN_PROGRESS`: a terminal shows the progress of long instrumentation
+    /// (`routes::passes`).
+    pub progress: bool,
 }
 
 impl Options {
@@ -68,6 +71,7 @@ impl Options {
             report: var(env::REPORT_DIR).map(|d| PathBuf::from(d).join(format!("report-{}.json", std::process::id()))),
             registry,
             redzone: var(env::REDZONE).and_then(|v| v.parse().ok()).unwrap_or(env::REDZONE_DEFAULT),
+            progress: var(env::PROGRESS).is_some(),
             binary_kinds: var(env::BINARY_KINDS)
                 .and_then(|v| gpusan_abi::binary::Kinds::parse(&v))
                 .unwrap_or(gpusan_abi::binary::Kinds::DEFAULT),

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 /// One kernel of one module, as launched.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct KernelCoverage {
     /// Demangled where the name is a C++ or Rust symbol.
     pub name: String,
@@ -25,6 +26,7 @@ pub struct KernelCoverage {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Coverage {
     pub kernels: Vec<KernelCoverage>,
     /// Filled in by [`Coverage::totals`] for readers of the JSON.
@@ -33,6 +35,7 @@ pub struct Coverage {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Totals {
     pub kernels: u64,
     pub launches: u64,
@@ -43,6 +46,7 @@ pub struct Totals {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ReasonCount {
     pub kernels: u64,
     pub launches: u64,

@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 
 /// What allocated the memory; decides which free call may release it and how reports name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AllocKind {
     /// `cudaMalloc`, `cuMemAlloc`.
@@ -856,12 +857,14 @@ impl SiteId {
 
 /// One symbolized frame. Inlined calls give several frames for one address.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Frame {
     pub function: Option<String>,
     pub file: Option<String>,
     pub line: Option<u32>,
     /// The return address (the call is the instruction before it).
     #[serde(with = "hex")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::registry::hex::schema"))]
     pub address: u64,
 }
 
@@ -1100,5 +1103,16 @@ pub(crate) mod hex {
         let text = String::deserialize(d)?;
         let digits = text.strip_prefix("0x").ok_or_else(|| D::Error::custom("expected a 0x-prefixed address"))?;
         u64::from_str_radix(digits, 16).map_err(D::Error::custom)
+    }
+
+    /// What the schema of the report says of such a field: a `0x`-prefixed lower-case hex
+    /// string.
+    #[cfg(feature = "schema")]
+    pub fn schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^0x[0-9a-f]{1,16}$",
+            "description": "A 64-bit address or value, `0x`-prefixed lower-case hex."
+        })
     }
 }

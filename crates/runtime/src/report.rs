@@ -18,6 +18,7 @@ use crate::coverage::Coverage;
 use crate::registry::{hex, AllocKind, Allocation, Frame, SiteId};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     // Host API checks.
@@ -59,6 +60,7 @@ pub enum ErrorKind {
 
 /// Which pointer argument of an API call a host finding is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Operand {
     Dst,
@@ -81,6 +83,7 @@ impl Operand {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Access {
     Read,
@@ -89,6 +92,7 @@ pub enum Access {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Space {
     Global,
@@ -100,6 +104,7 @@ pub enum Space {
 /// A host stack: the site while collecting, its frames once symbolized. Serialized as the
 /// frames alone (a site id means nothing outside the process).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct Stack {
     #[serde(skip)]
@@ -114,6 +119,7 @@ impl From<SiteId> for Stack {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SourceLoc {
     pub file: String,
     pub line: u32,
@@ -121,9 +127,11 @@ pub struct SourceLoc {
 
 /// An allocation as reports show it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AllocInfo {
     pub id: u64,
     #[serde(with = "hex")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::registry::hex::schema"))]
     pub base: u64,
     pub size: u64,
     pub kind: AllocKind,
@@ -151,6 +159,7 @@ impl From<&Allocation> for AllocInfo {
 
 /// Where the reported address lies relative to `Nearest::allocation`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "relation", rename_all = "snake_case")]
 pub enum Position {
     /// `offset` bytes from the base (the access may still run past the end).
@@ -175,6 +184,7 @@ impl Position {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Nearest {
     pub allocation: AllocInfo,
     pub position: Position,
@@ -188,20 +198,24 @@ impl Nearest {
 
 /// A module variable (`__device__`/`__constant__`) named by a symbol copy.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SymbolInfo {
     pub name: String,
     #[serde(with = "hex")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::registry::hex::schema"))]
     pub address: u64,
     pub size: u64,
 }
 
 /// A finding of a host API check.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct HostDetails {
     pub api: String,
     pub operand: Operand,
     /// First byte the call touches (the pointer, for frees).
     #[serde(with = "hex")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::registry::hex::schema"))]
     pub address: u64,
     /// Bytes the call spans from `address` (0 for frees).
     pub size: u64,
@@ -218,6 +232,7 @@ pub struct HostDetails {
 /// A tensor map's tensor as `cuTensorMapEncode*` declared it: what its extent (the host
 /// finding's `size`) was computed from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TensorShape {
     /// `CUtensorMapDataType`'s name, lower case without the prefix ("float32").
     pub data_type: String,
@@ -229,6 +244,7 @@ pub struct TensorShape {
 
 /// A finding of an instrumented kernel.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceDetails {
     /// The function the access is in, demangled with its parameters.
     pub kernel: String,
@@ -240,6 +256,7 @@ pub struct DeviceDetails {
     pub space: Space,
     pub access: Access,
     #[serde(with = "hex")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::registry::hex::schema"))]
     pub address: u64,
     pub size: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -266,6 +283,7 @@ pub struct DeviceDetails {
 
 /// What [`DeviceDetails::frame_object`] names ([`gpusan_abi::record::FrameObject`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "what", rename_all = "snake_case")]
 pub enum FrameObject {
     /// A local array or struct at `frame_offset` bytes into its function's stack frame.
@@ -277,12 +295,15 @@ pub enum FrameObject {
 /// A block of the device heap, as a kernel's error record names it: its base only (the
 /// record has no room for the size).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct HeapBlock {
     #[serde(with = "hex")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::registry::hex::schema"))]
     pub base: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "origin", rename_all = "snake_case")]
 pub enum Details {
     Host(HostDetails),
@@ -292,6 +313,7 @@ pub enum Details {
 
 /// One error.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Report {
     pub kind: ErrorKind,
     /// The headline, e.g. "Out-of-bounds __global__ write of size 4 bytes".
@@ -367,6 +389,7 @@ impl Report {
 
 /// One launch that may have faulted (`crate::fault`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FaultLaunch {
     /// Empty for a graph's launch.
     pub kernel: String,
@@ -384,6 +407,7 @@ pub struct FaultLaunch {
 
 /// A GPU fault's finding (`crate::fault`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FaultDetails {
     /// `CUDA_ERROR_ILLEGAL_ADDRESS` and the like.
     pub error: String,
@@ -445,6 +469,7 @@ fn fault_launch(k: &FaultLaunch) -> String {
 
 /// Live allocations never freed, grouped by where they were made.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Leak {
     pub count: u64,
     pub bytes: u64,
@@ -453,6 +478,7 @@ pub struct Leak {
 
 /// A report and how many times it happened.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Counted {
     pub count: u64,
     #[serde(flatten)]
@@ -460,6 +486,7 @@ pub struct Counted {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Summary {
     /// Every occurrence, stored or not, leaked allocations included.
     pub total: u64,
@@ -473,9 +500,17 @@ pub struct Summary {
 
 /// What a run writes at exit.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Document {
     /// Always "gpusan".
     pub tool: String,
+    /// The version of this document's schema ([`SCHEMA_VERSION`]; `gpusan schema` prints
+    /// the schema): raised when a field is removed or changes meaning, while fields may be
+    /// added within a version. A document written before the field existed reads as
+    /// version 1, which it is; every document written has it.
+    #[serde(default = "first_schema_version")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 1)))]
+    pub schema_version: u32,
     pub version: String,
     /// The checking mode that produced it.
     pub mode: String,
@@ -506,6 +541,13 @@ pub struct Document {
     pub coverage: Coverage,
 }
 
+/// The version of the JSON report's schema (`schemas/report-v1.json`).
+pub const SCHEMA_VERSION: u32 = 1;
+
+fn first_schema_version() -> u32 {
+    1
+}
+
 /// What the report says where it has no verdict: no process used CUDA under gpusan.
 pub const NO_CUDA_ACTIVITY: &str = "no CUDA activity seen: nothing was checked";
 
@@ -514,6 +556,7 @@ pub const NO_CUDA_ACTIVITY: &str = "no CUDA activity seen: nothing was checked";
 /// (`gpusan_abi::COUNTER_SYMBOLS`), summed over modules and processes, and static counts
 /// from the check pass over the modules it instrumented.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CheckCounts {
     /// Checks a naive checker would have run (every checked access, once per thread that
     /// reached it, statically in-bounds ones included).
@@ -1051,6 +1094,7 @@ impl Collector {
         }
         Document {
             tool: "gpusan".into(),
+            schema_version: SCHEMA_VERSION,
             version: env!("CARGO_PKG_VERSION").into(),
             mode: mode.into(),
             errors,

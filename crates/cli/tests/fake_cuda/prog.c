@@ -320,6 +320,13 @@ int main(int argc, char **argv) {
         /* Runs 4 bytes past a's end (harmless here: the fake's blocks are padded). */
         htod(a, host, 1028);
         rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "overflow_then_sleep")) {
+        /* An error early in a long job: the finding must be shown before the job's later
+         * output, not only at exit. */
+        htod(a, host, 1028);
+        usleep(1500 * 1000);
+        fprintf(stderr, "program: later output\n");
+        rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "memset_overflow")) {
         set(b, 0, 1025);
         rc |= free_(a) | free_(b);

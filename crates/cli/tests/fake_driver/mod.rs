@@ -7,6 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+pub mod schema;
+
 /// The sources: tests/fake_cuda/.
 pub fn sources() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake_cuda")
@@ -91,7 +93,11 @@ pub fn gpusan_run(dir: &Path, options: &[&str], program: &[&str], env: &[(&str, 
         .envs(env.iter().map(|(k, v)| (*k, *v)))
         .output()
         .unwrap();
-    let report = std::fs::read_to_string(&json).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
+    let report: serde_json::Value =
+        std::fs::read_to_string(&json).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
+    if !report.is_null() {
+        schema::assert_matches_schema(&report);
+    }
     Outcome {
         code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),

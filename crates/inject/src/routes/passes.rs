@@ -19,6 +19,7 @@ pub struct Instrumented {
 
 /// Instruments a whole module's PTX text with the pass `mode` names (`count`, `check`).
 pub fn instrument(ptx: &str, mode: Mode) -> Result<Instrumented, String> {
+    let _shown = Progress::start(ptx.len());
     if mode == Mode::Check {
         let pass = KeepReport { config: check_config(), report: RefCell::new(None) };
         let (mut out, meta) = gpusan_passes::instrument_with_meta(ptx, &pass).map_err(|e| e.to_string())?;
@@ -30,6 +31,31 @@ pub fn instrument(ptx: &str, mode: Mode) -> Result<Instrumented, String> {
     let pass = gpusan_passes::pass_by_name(mode.name()).ok_or_else(|| format!("no pass for mode `{}`", mode.name()))?;
     let (out, meta) = gpusan_passes::instrument_with_meta(ptx, &*pass).map_err(|e| e.to_string())?;
     Ok(Instrumented { ptx: out.ptx, meta, check: None })
+}
+
+/// `report-<pid>.json.progress` while a module is instrumented, when `gpusan run` shows
+/// progress (`GPUSAN_PROGRESS`: its standard error is a terminal): the command shows a
+/// progress line when one stays longer than a moment. Removed when dropped.
+struct Progress(Option<std::path::PathBuf>);
+
+impl Progress {
+    fn start(bytes: usize) -> Progress {
+        let options = &crate::state::state().options;
+        let Some(report) = options.report.as_ref().filter(|_| options.progress) else { return Progress(None) };
+        let mut path = report.clone().into_os_string();
+        path.push(".progress");
+        let path = std::path::PathBuf::from(path);
+        let what = format!("instrumenting a module ({} KiB of PTX)", bytes.div_ceil(1024));
+        Progress(crate::state::write_no_follow(&path, what.as_bytes()).then_some(path))
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if let Some(path) = &self.0 {
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 /// The check pass, keeping its detailed report (the static counts of `check_counts`).
