@@ -212,14 +212,19 @@ impl Presentation {
         let mut d = doc.clone();
         let shown = d.errors.len() - self.not_printed(doc);
         d.errors.truncate(shown);
+        self.shape(&mut d);
+        d
+    }
+
+    /// How many findings the text may show; `None`: all.
+    pub fn limit(&self) -> Option<usize> {
+        (self.print_limit > 0).then(|| usize::try_from(self.print_limit).unwrap_or(usize::MAX))
+    }
+
+    /// Names and frames of `d` as `--demangle` and `--show-backtrace` ask, every finding kept.
+    pub fn shape(&self, d: &mut Document) {
         for e in &mut d.errors {
-            if let Details::Device(dev) = &mut e.report.details {
-                let mangled = dev.mangled.clone().unwrap_or_else(|| dev.kernel.clone());
-                dev.kernel = self.name(&mangled).unwrap_or_else(|| dev.kernel.clone());
-            }
-            for stack in e.report.stacks_mut() {
-                self.frames(&mut stack.frames);
-            }
+            self.shape_report(&mut e.report);
         }
         for leak in &mut d.leaks {
             self.frames(&mut leak.alloc_stack.frames);
@@ -227,7 +232,17 @@ impl Presentation {
         for k in &mut d.coverage.kernels {
             k.name = self.name(&k.mangled).unwrap_or_else(|| k.name.clone());
         }
-        d
+    }
+
+    /// One finding's names and frames as the text shows them (also as it is streamed).
+    pub fn shape_report(&self, r: &mut gpusan_runtime::report::Report) {
+        if let Details::Device(dev) = &mut r.details {
+            let mangled = dev.mangled.clone().unwrap_or_else(|| dev.kernel.clone());
+            dev.kernel = self.name(&mangled).unwrap_or_else(|| dev.kernel.clone());
+        }
+        for stack in r.stacks_mut() {
+            self.frames(&mut stack.frames);
+        }
     }
 
     /// `mangled` as `--demangle` names it (`None`: as the report has it).

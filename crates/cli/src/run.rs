@@ -517,7 +517,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     }
     let handlers = supervise::install();
     let mut child = cmd.spawn().with_context(|| format!("starting {}", a.command[0].to_string_lossy()))?;
-    let follower = stream::Follower::start(stream::Stream::new(scratch.path(), sink), progress);
+    let follower = stream::Follower::start(stream::Stream::new(scratch.path(), sink, a.cs.presentation()), progress);
     let timeout = a.timeout.map(std::time::Duration::from_secs);
     let waited = supervise::wait(&mut child, timeout).context("waiting for the program");
     let streamed = follower.finish();
@@ -545,9 +545,9 @@ pub fn run(a: RunArgs) -> Result<i32> {
     doc.notes.extend(shown.note(&doc));
     let mut stream = match streamed {
         Some(s) => s,
-        None => stream::Stream::new(scratch.path(), text_sink(log_file.as_deref(), true)?),
+        None => stream::Stream::new(scratch.path(), text_sink(log_file.as_deref(), true)?, shown),
     };
-    let mut text = stream.final_text(&shown.for_text(&doc));
+    let mut text = stream.final_text(&doc);
     use std::os::unix::process::ExitStatusExt;
     let program_code = match (status.code(), status.signal()) {
         (Some(c), _) => c,

@@ -18,6 +18,8 @@ use std::time::Duration;
 
 use gpusan_runtime::report::{Document, Report};
 
+use crate::cs_compat::Presentation;
+
 /// How often the events files are read while the program runs.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -32,12 +34,15 @@ pub struct Stream {
     /// Each finding shown, as its JSON (the same report serializes the same way in the
     /// events file and in the final document).
     shown: HashSet<String>,
+    /// `--print-limit`, `--demangle`, `--show-backtrace`: a streamed finding is shown as the
+    /// final text would show it, and counts against the same limit.
+    presentation: Presentation,
     out: Sink,
 }
 
 impl Stream {
-    pub fn new(dir: &Path, out: Sink) -> Stream {
-        Stream { dir: dir.to_path_buf(), files: BTreeMap::new(), shown: HashSet::new(), out }
+    pub fn new(dir: &Path, out: Sink, presentation: Presentation) -> Stream {
+        Stream { dir: dir.to_path_buf(), files: BTreeMap::new(), shown: HashSet::new(), presentation, out }
     }
 
     /// Reads what the events files gained since the last poll and prints each finding not
@@ -79,9 +84,14 @@ impl Stream {
     }
 
     fn show(&mut self, report: &Report) {
+        if self.presentation.limit().is_some_and(|l| self.shown.len() >= l) {
+            return; // past --print-limit: in the JSON only (the final text's note says so)
+        }
         let Ok(key) = serde_json::to_string(report) else { return };
         if self.shown.insert(key) {
-            let _ = writeln!(self.out, "{report}=========");
+            let mut shaped = report.clone();
+            self.presentation.shape_report(&mut shaped);
+            let _ = writeln!(self.out, "{shaped}=========");
         }
     }
 
@@ -89,10 +99,15 @@ impl Stream {
         serde_json::to_string(report).is_ok_and(|k| self.shown.contains(&k))
     }
 
-    /// The final text report of `doc`, less the findings already shown.
+    /// The final text report of `doc`, less the findings already shown, and no more than
+    /// `--print-limit` findings in all.
     pub fn final_text(&self, doc: &Document) -> String {
         let mut rest = doc.clone();
         rest.errors.retain(|e| !self.was_shown(&e.report));
+        if let Some(l) = self.presentation.limit() {
+            rest.errors.truncate(l.saturating_sub(self.shown.len()));
+        }
+        self.presentation.shape(&mut rest);
         rest.to_text()
     }
 

@@ -356,3 +356,26 @@ fn captured_output_has_no_progress_line() {
     assert_eq!(o.kinds(), vec!["out_of_bounds_write"], "{:#}", o.report);
     assert!(!o.stderr.contains("instrumenting") && !o.stderr.contains('\r'), "{}", o.stderr);
 }
+
+/// The SARIF requirements refuse what SARIF 2.1.0 forbids: a result without a message, a
+/// level outside its four, another version, a physical location with neither artifact nor
+/// address.
+#[test]
+fn the_sarif_requirements_refuse_invalid_logs() {
+    let ok = serde_json::json!({"version": "2.1.0", "runs": [{"tool": {"driver": {"name": "gpusan"}},
+        "results": [{"ruleId": "r", "level": "error", "message": {"text": "m"},
+                     "locations": [{"physicalLocation": {"artifactLocation": {"uri": "a.cu"}, "region": {"startLine": 3}}}]}]}]});
+    assert!(sarif_validator().is_valid(&ok));
+    let damaged = |f: &dyn Fn(&mut Value)| {
+        let mut v = ok.clone();
+        f(&mut v);
+        sarif_validator().is_valid(&v)
+    };
+    assert!(!damaged(&|v| drop(v["runs"][0]["results"][0].as_object_mut().unwrap().remove("message"))));
+    assert!(!damaged(&|v| v["runs"][0]["results"][0]["level"] = "fatal".into()));
+    assert!(!damaged(&|v| v["version"] = "2.0.0".into()));
+    assert!(!damaged(&|v| v["runs"][0]["results"][0]["locations"][0]["physicalLocation"] = serde_json::json!({})));
+    assert!(!damaged(
+        &|v| v["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"] = 0.into()
+    ));
+}
