@@ -9,6 +9,7 @@
 //! - [`kernel_filter`]: which launches a run checks (compute-sanitizer's kernel filters and
 //!   launch window).
 //! - [`report`]: one error format for every mode, as text and JSON.
+//! - [`symbols`]: host addresses as reports name them (module+offset, function, file:line).
 //! - [`per_process`]: state a child made by `fork` gets afresh, never its parent's locks.
 //! - [`locks`]: how that state's locks are taken, poisoned or not.
 //! - [`device_abi`]: how the error records instrumented kernels write become reports (the
@@ -28,4 +29,5 @@ pub mod per_process;
 pub mod pyframes;
 pub mod registry;
 pub mod report;
+pub mod symbols;
 pub mod tensormap;

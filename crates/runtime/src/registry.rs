@@ -22,7 +22,6 @@
 //! Nothing here panics on any input: the runtime runs inside the user's process, behind FFI.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::ffi::c_void;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::{Bound, Range};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -859,6 +858,7 @@ impl SiteId {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Frame {
+    /// Demangled, with its parameters.
     pub function: Option<String>,
     pub file: Option<String>,
     pub line: Option<u32>,
@@ -866,6 +866,36 @@ pub struct Frame {
     #[serde(with = "hex")]
     #[cfg_attr(feature = "schema", schemars(schema_with = "crate::registry::hex::schema"))]
     pub address: u64,
+    /// The function's symbol as the module spells it, where demangling changed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub symbol: Option<String>,
+    /// The executable or library the address is in ([`crate::symbols`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    /// The call's offset in `module`, as `addr2line -e MODULE OFFSET` takes it.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "hex_option")]
+    pub offset: Option<u64>,
+}
+
+impl Frame {
+    /// A frame known by its address alone.
+    pub fn at(address: u64) -> Frame {
+        Frame { function: None, file: None, line: None, address, symbol: None, module: None, offset: None }
+    }
+
+    /// Whether the frame is the CUDA runtime's or driver's own, or gpusan's, rather than the
+    /// program's: reports fold such frames into one line. Statically linked cudart is known
+    /// by its internal symbols (`__cudart*`, `cudart::`); an address of 0 is where an
+    /// unwinder ran off the end of a runtime thread's stack.
+    pub fn in_cuda_runtime(&self) -> bool {
+        if self.address == 0 {
+            return true;
+        }
+        let module = self.module.as_deref().map(|m| m.rsplit('/').next().unwrap_or(m)).unwrap_or_default();
+        let runtime_module = ["libcudart", "libcuda.so", "libgpusan"].iter().any(|p| module.starts_with(p));
+        let internal = |name: &str| name.starts_with("__cudart") || name.starts_with("cudart::");
+        runtime_module || self.symbol.as_deref().or(self.function.as_deref()).is_some_and(internal)
+    }
 }
 
 /// How much of each stack is kept, and how many distinct stacks at most.
@@ -1058,12 +1088,7 @@ pub fn symbolize(site: SiteId) -> Vec<Frame> {
     // `backtrace::resolve` keeps a process-wide lock and caches of its own: a fork waits
     // rather than leave them half-held in the child (where, if it could not wait, frames
     // keep only their addresses).
-    fork_waits(|| symbolize_now(site)).unwrap_or_else(|| {
-        site_addresses(site)
-            .into_iter()
-            .map(|address| Frame { function: None, file: None, line: None, address })
-            .collect()
-    })
+    fork_waits(|| symbolize_now(site)).unwrap_or_else(|| site_addresses(site).into_iter().map(Frame::at).collect())
 }
 
 fn symbolize_now(site: SiteId) -> Vec<Frame> {
@@ -1071,23 +1096,37 @@ fn symbolize_now(site: SiteId) -> Vec<Frame> {
     for address in site_addresses(site) {
         if let Some(py) = crate::pyframes::frame(address) {
             let (function, file) = (Some(py.function.to_string()), Some(py.file.to_string()));
-            frames.push(Frame { function, file, line: Some(py.line), address });
+            frames.push(Frame { function, file, line: Some(py.line), ..Frame::at(address) });
             continue;
         }
-        let before = frames.len();
-        backtrace::resolve(address as usize as *mut c_void, |symbol| {
-            frames.push(Frame {
-                function: symbol.name().map(|name| format!("{name:#}")),
-                file: symbol.filename().map(|path| path.display().to_string()),
-                line: symbol.lineno(),
-                address,
-            });
-        });
-        if frames.len() == before {
-            frames.push(Frame { function: None, file: None, line: None, address });
+        let place = crate::symbols::resolve(address);
+        let at = Frame { module: place.module, offset: place.offset, ..Frame::at(address) };
+        if place.functions.is_empty() {
+            frames.push(at.clone());
+        }
+        for f in place.functions {
+            frames.push(Frame { function: f.name, symbol: f.symbol, file: f.file, line: f.line, ..at.clone() });
         }
     }
     frames
+}
+
+/// [`hex`] for an optional address.
+pub(crate) mod hex_option {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(v) => super::hex::serialize(v, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        #[derive(Deserialize)]
+        struct Hex(#[serde(with = "super::hex")] u64);
+        Ok(Option::<Hex>::deserialize(d)?.map(|Hex(v)| v))
+    }
 }
 
 /// Addresses as `"0x…"` strings in JSON: exact for every 64-bit value, readable, and safe for

@@ -675,10 +675,29 @@ impl Document {
     pub fn to_text(&self) -> String {
         self.to_string()
     }
+
+    /// The human rendering, verbose or not ([`TextConfig`]).
+    pub fn to_text_with(&self, config: TextConfig) -> String {
+        if config.verbose {
+            format!("{self:#}")
+        } else {
+            self.to_string()
+        }
+    }
+}
+
+/// How the text report is written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TextConfig {
+    /// gpusan's own view as well (`gpusan run --verbose`): where in the instrumented PTX a
+    /// kernel's finding is, the internal counters, and every host frame, the CUDA
+    /// runtime's unfolded. The alternate form (`{:#}`) of a [`Document`] or [`Report`].
+    pub verbose: bool,
 }
 
 const BAR: &str = "=========";
 
+/// The text report; `{:#}` is the verbose form ([`TextConfig`]).
 impl fmt::Display for Document {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{BAR} GPUSAN {} (mode: {})", self.version, self.mode)?;
@@ -688,8 +707,13 @@ impl fmt::Display for Document {
         for note in &self.notes {
             writeln!(f, "{BAR} NOTE: {note}")?;
         }
+        let verbose = f.alternate();
         for error in &self.errors {
-            write!(f, "{}", error.report)?;
+            if verbose {
+                write!(f, "{:#}", error.report)?;
+            } else {
+                write!(f, "{}", error.report)?;
+            }
             if error.count > 1 {
                 writeln!(f, "{BAR}     Seen {} times", error.count)?;
             }
@@ -710,7 +734,9 @@ impl fmt::Display for Document {
             }
             writeln!(f, "{BAR}")?;
         }
-        for (name, value) in &self.counters {
+        // gpusan's own measures, except in `count` mode, where the counts are what was asked.
+        let counters = if verbose || self.mode == "count" { self.counters.iter() } else { Default::default() };
+        for (name, value) in counters {
             writeln!(f, "{BAR} COUNTER {name}: {value}")?;
         }
         if let Some(c) = &self.check_counts {
@@ -748,6 +774,7 @@ impl fmt::Display for Document {
     }
 }
 
+/// A finding as the text report shows it; `{:#}` is the verbose form ([`TextConfig`]).
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{BAR} {}", self.message)?;
@@ -790,7 +817,8 @@ impl fmt::Display for Report {
                 if let Some(source) = &d.source {
                     write!(f, " in {}:{}", source.file, source.line)?;
                 }
-                if let Some(ptx) = &d.ptx {
+                // The instrumented PTX is gpusan's, not a file the user can open.
+                if let Some(ptx) = d.ptx.as_ref().filter(|_| f.alternate()) {
                     write!(f, " (PTX {}:{})", ptx.file, ptx.line)?;
                 }
                 if let Some(offset) = d.sass_offset {
@@ -918,11 +946,23 @@ fn write_stack(f: &mut fmt::Formatter<'_>, title: &str, stack: &Stack) -> fmt::R
     write_frames(f, stack)
 }
 
+/// A stack's frames, innermost first. Each run of the CUDA runtime's (and gpusan's) own
+/// frames is one line, unless verbose (`{:#}`): the program's frames are what a user acts on.
 fn write_frames(f: &mut fmt::Formatter<'_>, stack: &Stack) -> fmt::Result {
-    for frame in &stack.frames {
+    let fold = !f.alternate();
+    let mut frames = stack.frames.iter().peekable();
+    while let Some(frame) = frames.next() {
         if crate::pyframes::is_python(frame.address) {
             let (function, file) = (frame.function.as_deref().unwrap_or("?"), frame.file.as_deref().unwrap_or("?"));
             writeln!(f, "{BAR}         Python Frame: {function} at {file}:{}", frame.line.unwrap_or(0))?;
+            continue;
+        }
+        if fold && frame.in_cuda_runtime() {
+            let mut n = 1;
+            while frames.next_if(|g| !crate::pyframes::is_python(g.address) && g.in_cuda_runtime()).is_some() {
+                n += 1;
+            }
+            writeln!(f, "{BAR}         ({} in the CUDA runtime)", plural(n, "frame"))?;
             continue;
         }
         write!(f, "{BAR}         Host Frame: ")?;
@@ -934,7 +974,11 @@ fn write_frames(f: &mut fmt::Formatter<'_>, stack: &Stack) -> fmt::Result {
             (Some(file), None) => write!(f, "in {file} ")?,
             _ => {}
         }
-        writeln!(f, "[{:#x}]", frame.address)?;
+        // As compute-sanitizer: the offset in the module, which `addr2line -e` takes.
+        match (&frame.module, frame.offset) {
+            (Some(module), Some(offset)) => writeln!(f, "[{offset:#x}] in {module}")?,
+            _ => writeln!(f, "[{:#x}]", frame.address)?,
+        }
     }
     Ok(())
 }

@@ -23,7 +23,7 @@ fn frames(s: SiteId) -> Vec<Frame> {
             function: Some(format!("fn_{n}_{i}")),
             file: (i == 0).then(|| format!("src/f{n}.cu")),
             line: (i == 0).then_some(10 * n),
-            address: 0x40_0000 + u64::from(n) * 0x100 + u64::from(i),
+            ..Frame::at(0x40_0000 + u64::from(n) * 0x100 + u64::from(i))
         })
         .collect()
 }
@@ -82,7 +82,7 @@ const TEXT: &str = "\
 =========     Seen 2 times
 =========
 ========= Out-of-bounds __global__ write of size 4 bytes
-=========     at vecAdd in vec.cu:12 (PTX vec.ptx:88)
+=========     at vecAdd in vec.cu:12
 =========     by thread (32,0,0) in block (1,0,0)
 =========     Address 0x7f0000000404 is 4 bytes past the end of a 1024-byte device allocation at 0x7f0000000000 (id 1, device 0)
 =========     Allocated at:
@@ -92,7 +92,7 @@ const TEXT: &str = "\
 =========         Host Frame: fn_2_1 [0x400201]
 =========
 ========= Use-after-free __global__ read of size 4 bytes
-=========     at vecAdd (PTX vec.ptx:88)
+=========     at vecAdd
 =========     by thread (32,0,0) in block (1,0,0)
 =========     Address 0x7f0000000008 is at offset 8 of a 1024-byte device allocation at 0x7f0000000000 (id 1, device 0, freed)
 =========     Allocated at:
@@ -117,6 +117,77 @@ const TEXT: &str = "\
 fn text_rendering() {
     let text = fixture().to_text();
     assert_eq!(text, TEXT, "got:\n{text}");
+}
+
+/// The instrumented PTX and gpusan's counters are gpusan's own view: only the verbose text
+/// shows them (the JSON always has them).
+#[test]
+fn verbose_text_adds_the_ptx_location_and_counters() {
+    let mut doc = fixture();
+    doc.counters.insert("device_table_bytes".into(), 4096);
+    let plain = doc.to_text_with(TextConfig::default());
+    assert_eq!(plain, TEXT, "got:\n{plain}");
+    let verbose = doc.to_text_with(TextConfig { verbose: true });
+    assert!(verbose.contains("=========     at vecAdd in vec.cu:12 (PTX vec.ptx:88)\n"), "{verbose}");
+    assert!(verbose.contains("=========     at vecAdd (PTX vec.ptx:88)\n"), "{verbose}");
+    assert!(verbose.contains("========= COUNTER device_table_bytes: 4096\n"), "{verbose}");
+    let json: serde_json::Value = serde_json::from_str(&doc.to_json()).unwrap();
+    assert_eq!(json["errors"][1]["details"]["ptx"]["line"], 88);
+    // `count` mode's counts are its result: shown without --verbose.
+    doc.mode = "count".into();
+    assert!(doc.to_text().contains("COUNTER device_table_bytes: 4096"));
+}
+
+/// The CUDA runtime's frames (its library, statically linked cudart's internal symbols,
+/// the driver, gpusan, and `[0x0]`) fold into one line per run; the program's frames show
+/// module and offset for `addr2line`; verbose unfolds; JSON keeps every frame as it was.
+#[test]
+fn runtime_frames_fold_and_program_frames_name_their_module() {
+    let at = |function: &str, module: &str, offset: u64, address: u64| Frame {
+        function: Some(function.into()),
+        module: (!module.is_empty()).then(|| module.into()),
+        offset: (!module.is_empty()).then_some(offset),
+        ..Frame::at(address)
+    };
+    let mut template = at("cudaMalloc<unsigned int>(unsigned int**, unsigned long)", "/w/app", 0x1200, 0x5555_1201);
+    template.symbol = Some("_Z10cudaMallocIjE9cudaErrorPPT_m".into());
+    (template.file, template.line) = (Some("/cuda/include/cuda_runtime.h".into()), Some(154));
+    let mut main = at("main", "/w/app", 0x1300, 0x5555_1301);
+    (main.file, main.line) = (Some("/w/app.cu".into()), Some(12));
+    let frames = vec![
+        at("cuMemAlloc_v2", "/usr/lib/libcuda.so.1", 0x10, 0x7000_0011),
+        at("__cudart1022", "/w/app", 0x100, 0x5555_0101),
+        at("cudart::driverHelper::mallocPtr(unsigned long, void**)", "/w/app", 0x110, 0x5555_0111),
+        at("cudaMalloc", "/usr/local/cuda/lib64/libcudart.so.13", 0x20, 0x7100_0021),
+        template,
+        main,
+        at("__libc_start_main", "/lib/libc.so.6", 0x30, 0x7200_0031),
+        Frame::at(0),
+    ];
+    let mut r = host("cudaMalloc", Operand::Dst, 3, 0x1000);
+    if let Details::Host(h) = &mut r.details {
+        h.call_stack = Stack { site: SiteId::UNKNOWN, frames };
+    }
+    let text = r.to_string();
+    let called = &text[text.find("Called at:\n").expect(&text) + "Called at:\n".len()..];
+    assert_eq!(
+        called,
+        "\
+=========         (4 frames in the CUDA runtime)
+=========         Host Frame: cudaMalloc<unsigned int>(unsigned int**, unsigned long) at /cuda/include/cuda_runtime.h:154 [0x1200] in /w/app
+=========         Host Frame: main at /w/app.cu:12 [0x1300] in /w/app
+=========         Host Frame: __libc_start_main [0x30] in /lib/libc.so.6
+=========         (1 frame in the CUDA runtime)
+"
+    );
+    let verbose = format!("{r:#}");
+    assert!(verbose.contains("Host Frame: __cudart1022 [0x100] in /w/app\n"), "{verbose}");
+    assert!(verbose.contains("Host Frame: [0x0]\n"), "{verbose}");
+    let json = serde_json::to_value(&r).unwrap();
+    let template = &json["details"]["call_stack"][4];
+    assert_eq!(template["symbol"], "_Z10cudaMallocIjE9cudaErrorPPT_m");
+    assert_eq!((&template["module"], &template["offset"]), (&"/w/app".into(), &"0x1200".into()));
+    assert_eq!(serde_json::from_value::<Report>(json).unwrap(), r);
 }
 
 #[test]
@@ -373,7 +444,7 @@ fn check_counts_merge_render_and_round_trip() {
 }
 
 fn named_stack(function: &str) -> Stack {
-    let frame = Frame { function: Some(function.into()), file: None, line: None, address: 0x10 };
+    let frame = Frame { function: Some(function.into()), ..Frame::at(0x10) };
     Stack { site: SiteId::UNKNOWN, frames: vec![frame] }
 }
 
@@ -490,8 +561,8 @@ fn python_frames_print_as_python_frames_before_the_native_ones() {
     let stack = Stack {
         site: SiteId::from_raw(1),
         frames: vec![
-            Frame { function: Some("step".into()), file: Some("train.py".into()), line: Some(42), address: py },
-            Frame { function: Some("cuLaunchKernel".into()), file: None, line: None, address: 0x4005d0 },
+            Frame { function: Some("step".into()), file: Some("train.py".into()), line: Some(42), ..Frame::at(py) },
+            Frame { function: Some("cuLaunchKernel".into()), ..Frame::at(0x4005d0) },
         ],
     };
     let mut r = host("cuMemcpyHtoD_v2", Operand::Dst, 3, 0x1000);
