@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 use gpusan_runtime::coverage::{demangle, signature};
 use gpusan_runtime::kernel_filter::{Pattern, Spec};
-use gpusan_runtime::report::{Details, Document};
+use gpusan_runtime::report::{Details, Document, TextConfig};
 
 /// compute-sanitizer's tools.
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
@@ -143,7 +143,12 @@ impl CsArgs {
     }
 
     pub fn presentation(&self) -> Presentation {
-        Presentation { print_limit: self.print_limit, backtrace: self.show_backtrace, demangle: self.demangle }
+        Presentation {
+            print_limit: self.print_limit,
+            backtrace: self.show_backtrace,
+            demangle: self.demangle,
+            text: TextConfig::default(),
+        }
     }
 }
 
@@ -183,6 +188,9 @@ pub struct Presentation {
     pub print_limit: u64,
     pub backtrace: Backtrace,
     pub demangle: Demangle,
+    /// `gpusan run --verbose`: gpusan's own view too (instrumented PTX lines, counters,
+    /// every frame).
+    pub text: TextConfig,
 }
 
 impl Presentation {
@@ -459,7 +467,12 @@ mod tests {
         }
         let doc = c.finish("check", Vec::new(), |_| Vec::new());
         assert_eq!(doc.errors.len(), 3);
-        let p = |n| Presentation { print_limit: n, backtrace: Backtrace::Yes, demangle: Demangle::Full };
+        let p = |n| Presentation {
+            print_limit: n,
+            backtrace: Backtrace::Yes,
+            demangle: Demangle::Full,
+            text: TextConfig::default(),
+        };
         assert_eq!(p(1).for_text(&doc).errors.len(), 1);
         assert_eq!(
             p(1).note(&doc).unwrap(),

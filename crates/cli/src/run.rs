@@ -21,7 +21,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use gpusan_abi::env::{self, INJECT_LIB, REAL_PTXAS, SANITIZER_LIB as SANITIZER_LIB_VAR};
-use gpusan_runtime::report::{Collector, CollectorConfig, Document, Report};
+use gpusan_runtime::report::{Collector, CollectorConfig, Document, Report, TextConfig};
 
 use crate::cs_compat::{self, CsArgs, TargetProcesses};
 use crate::python::{self, PythonHooks, TorchAllocator};
@@ -203,6 +203,11 @@ pub struct RunArgs {
     /// stream-ordered allocation (no C++ shim is built; PyTorch's speed and memory differ).
     #[arg(long, value_enum, default_value = "caching")]
     torch_allocator: TorchAllocator,
+    /// gpusan's own view in the text report too: where in the instrumented PTX a kernel's
+    /// finding is, gpusan's internal counters, and every host frame (the CUDA runtime's are
+    /// otherwise folded into one line). The JSON report always has all of it.
+    #[arg(long)]
+    verbose: bool,
     #[command(flatten)]
     cs: CsArgs,
     /// The program and its arguments (after `--`, or as the first argument that is no
@@ -388,6 +393,11 @@ fn triton_ptxas(cmd: &mut Command, scratch: &Path) -> Option<String> {
     None
 }
 
+/// How the text report shows findings: compute-sanitizer's options, and `--verbose`.
+fn presentation(a: &RunArgs) -> cs_compat::Presentation {
+    cs_compat::Presentation { text: TextConfig { verbose: a.verbose }, ..a.cs.presentation() }
+}
+
 /// The Python side of the run (`--python-hooks`, `--torch-allocator`): its notes for the
 /// report.
 fn python_env(cmd: &mut Command, a: &RunArgs) -> Vec<String> {
@@ -517,7 +527,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     }
     let handlers = supervise::install();
     let mut child = cmd.spawn().with_context(|| format!("starting {}", a.command[0].to_string_lossy()))?;
-    let follower = stream::Follower::start(stream::Stream::new(scratch.path(), sink, a.cs.presentation()), progress);
+    let follower = stream::Follower::start(stream::Stream::new(scratch.path(), sink, presentation(&a)), progress);
     let timeout = a.timeout.map(std::time::Duration::from_secs);
     let waited = supervise::wait(&mut child, timeout).context("waiting for the program");
     let streamed = follower.finish();
@@ -541,7 +551,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     if a.require_checked {
         doc.require_checked();
     }
-    let shown = a.cs.presentation();
+    let shown = presentation(&a);
     doc.notes.extend(shown.note(&doc));
     let mut stream = match streamed {
         Some(s) => s,

@@ -91,7 +91,11 @@ impl Stream {
         if self.shown.insert(key) {
             let mut shaped = report.clone();
             self.presentation.shape_report(&mut shaped);
-            let _ = writeln!(self.out, "{shaped}=========");
+            let _ = if self.presentation.text.verbose {
+                writeln!(self.out, "{shaped:#}=========")
+            } else {
+                writeln!(self.out, "{shaped}=========")
+            };
         }
     }
 
@@ -108,7 +112,7 @@ impl Stream {
             rest.errors.truncate(l.saturating_sub(self.shown.len()));
         }
         self.presentation.shape(&mut rest);
-        rest.to_text()
+        rest.to_text_with(self.presentation.text)
     }
 
     /// Writes the end of the text report.

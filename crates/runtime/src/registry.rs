@@ -874,6 +874,7 @@ pub struct Frame {
     pub module: Option<String>,
     /// The call's offset in `module`, as `addr2line -e MODULE OFFSET` takes it.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "hex_option")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::registry::hex::schema"))]
     pub offset: Option<u64>,
 }
 

@@ -861,7 +861,7 @@ impl fmt::Display for Report {
                 if d.heap_block.is_some() {
                     write_nearest(f, d.address, u64::from(d.size), d.nearest.as_ref(), false)?;
                 }
-                write_stack(f, "Launched at", &d.launch_stack)
+                write_stack(f, FIRST_LAUNCHED, &d.launch_stack)
             }
             Details::Fault(d) => {
                 d.write(f, BAR)?;

@@ -87,7 +87,7 @@ const TEXT: &str = "\
 =========     Address 0x7f0000000404 is 4 bytes past the end of a 1024-byte device allocation at 0x7f0000000000 (id 1, device 0)
 =========     Allocated at:
 =========         Host Frame: fn_1_0 at src/f1.cu:10 [0x400100]
-=========     Launched at:
+=========     First launched at (a kernel's stack is taken at its first launch only):
 =========         Host Frame: fn_2_0 at src/f2.cu:20 [0x400200]
 =========         Host Frame: fn_2_1 [0x400201]
 =========
@@ -102,7 +102,7 @@ const TEXT: &str = "\
 =========         Host Frame: fn_4_1 [0x400401]
 =========         Host Frame: fn_4_2 [0x400402]
 =========         Host Frame: fn_4_3 [0x400403]
-=========     Launched at:
+=========     First launched at (a kernel's stack is taken at its first launch only):
 =========         Host Frame: fn_2_0 at src/f2.cu:20 [0x400200]
 =========         Host Frame: fn_2_1 [0x400201]
 =========

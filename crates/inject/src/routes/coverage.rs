@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use gpusan_runtime::coverage::{Coverage, KernelCoverage};
 use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
+use gpusan_runtime::registry::SiteId;
 
 use crate::driver::{real, CUfunction, CUkernel, CUlibrary, CUmodule, CUstream, Loaded, CUDA_SUCCESS};
 
@@ -59,6 +60,9 @@ struct Seen {
     /// Each function or kernel handle's module (when known) and name.
     functions: HashMap<usize, (Option<Loaded>, String)>,
     launches: HashMap<usize, u64>,
+    /// Where each handle was first launched (`faults` takes the stack): a kernel's finding
+    /// names it.
+    launch_sites: HashMap<usize, SiteId>,
     /// Each executable graph's kernels, with how many of its nodes launch each.
     graphs: HashMap<usize, Vec<(usize, u64)>>,
     /// Kernels of modules unloaded since: name, launches, their module's verdict.
@@ -87,6 +91,7 @@ impl Seen {
         let name = self.functions.remove(&f).map(|(_, name)| name).unwrap_or_default();
         self.contexts.remove(&Handle::Function(f));
         let skipped = self.skipped.remove(&f).unwrap_or_default();
+        self.launch_sites.remove(&f);
         if let Some(n) = self.launches.remove(&f) {
             let n = n - skipped.values().sum::<u64>();
             if n > 0 {
@@ -325,6 +330,25 @@ fn ask_driver(f: CUfunction) -> (Option<Loaded>, String) {
         }
     }
     (None, format!("<kernel {:#x}>", f as usize))
+}
+
+/// Handle `f` was first launched from `site`.
+pub fn first_launched_at(f: usize, site: SiteId) {
+    with(|s| {
+        s.launch_sites.entry(f).or_insert(site);
+    });
+}
+
+/// Where kernel `name` of `module` was first launched, through any of its handles.
+pub fn launch_site(module: Loaded, name: &str) -> SiteId {
+    with(|s| {
+        s.functions
+            .iter()
+            .filter(|(_, (m, n))| *m == Some(module) && n == name)
+            .filter_map(|(f, _)| s.launch_sites.get(f).copied())
+            .min()
+            .unwrap_or(SiteId::UNKNOWN)
+    })
 }
 
 /// The names of the kernels of `module` launched so far, most launched first.

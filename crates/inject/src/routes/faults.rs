@@ -76,6 +76,9 @@ fn record(launch: Launch) {
         with(|s| {
             s.first_site.entry(f).or_insert(site);
         });
+        if !launch.graph {
+            super::coverage::first_launched_at(f, site);
+        }
     }
 }
 

@@ -457,6 +457,10 @@ fn drain_with(how: Read) {
         let label = m.map(|m| m.label.as_str()).unwrap_or("<unknown module>");
         let none = SourceLines::default();
         let mut report = r.to_report(&kernel, label, m.map_or(&none, |m| &m.lines), &st.registry);
+        if let (gpusan_runtime::report::Details::Device(d), Some((_, Some(loaded), _))) = (&mut report.details, found) {
+            // The stack of the kernel's first launch: records do not say which launch wrote them.
+            d.launch_stack = super::coverage::launch_site(*loaded, &kernel).into();
+        }
         if m.is_some_and(|m| m.sass) {
             if let gpusan_runtime::report::Details::Device(d) = &mut report.details {
                 d.sass_offset = d.ptx.take().map(|p| p.line);
