@@ -376,21 +376,21 @@ pub fn collect(dir: &Path, mode: &str) -> Result<Document> {
 /// runtime substitution never sees their PTX: in check mode Triton gets the `ptxas`
 /// stand-in (a symlink named ptxas to this binary in the run's folder) unless the user
 /// chose a ptxas. Without NVIDIA's ptxas to hand on to, the stand-in could not answer
-/// Triton's `--version` and Triton would quietly use its own: the report says so (a note,
-/// not a line ahead of the program's own output).
-fn triton_ptxas(cmd: &mut Command, scratch: &Path) -> Option<String> {
+/// Triton's `--version`, so `TRITON_PTXAS_PATH` stays unset: a process that loads Triton
+/// then says its kernels were not checked (the injected library's note; most programs
+/// never load Triton, and a warning for all of them would be noise).
+fn triton_ptxas(cmd: &mut Command, scratch: &Path) {
     if std::env::var_os("TRITON_PTXAS_PATH").is_some() {
-        return None;
+        return;
     }
     let (Ok(me), Ok(real)) = (std::env::current_exe(), crate::ptxas::real_ptxas()) else {
-        return Some(format!("Triton kernels will not be checked: NVIDIA's ptxas was not found (set {REAL_PTXAS})"));
+        return;
     };
     let bin = scratch.join("bin");
     let link = bin.join("ptxas");
     if std::fs::create_dir_all(&bin).and_then(|()| std::os::unix::fs::symlink(&me, &link)).is_ok() {
         cmd.env("TRITON_PTXAS_PATH", &link).env(REAL_PTXAS, real);
     }
-    None
 }
 
 /// How the text report shows findings: compute-sanitizer's options, and `--verbose`.
@@ -517,7 +517,9 @@ pub fn run(a: RunArgs) -> Result<i32> {
             Some(why)
         }
     };
-    let triton_note = if mode == gpusan_abi::Mode::Check { triton_ptxas(&mut cmd, scratch.path()) } else { None };
+    if mode == gpusan_abi::Mode::Check {
+        triton_ptxas(&mut cmd, scratch.path());
+    }
     let python_notes = python_env(&mut cmd, &a);
     // Opened before the program starts, so findings reach it while the program runs.
     let sink = text_sink(log_file.as_deref(), false)?;
@@ -536,7 +538,6 @@ pub fn run(a: RunArgs) -> Result<i32> {
 
     let mut doc = collect(scratch.path(), mode.name())?;
     doc.notes.extend(note);
-    doc.notes.extend(triton_note);
     doc.notes.extend(python_notes);
     doc.notes.extend(cut.map(|c| match c {
         Cut::Signal(sig) => format!(

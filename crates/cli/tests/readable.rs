@@ -33,18 +33,28 @@ fn dir() -> &'static Path {
                 .args([&dir.join("readable_prog"), &src.join("readable_prog.c"), &cudart])
                 .arg("-L")
                 .arg(&dir)
-                .arg("-lcuda")
+                .args(["-lcuda", "-ldl"])
                 .arg(format!("-Wl,-rpath,{}", dir.display())),
+        );
+        // A library by the name of Triton's (`triton/_C/libtriton.so`).
+        std::fs::write(dir.join("triton.c"), "int triton_loaded = 1;\n").unwrap();
+        fake_driver::run(
+            Command::new("cc").args(["-shared", "-fPIC", "-o"]).args([dir.join("libtriton.so"), dir.join("triton.c")]),
         );
         dir
     })
 }
 
 fn run(scenario: &str, options: &[&str]) -> fake_driver::Outcome {
+    run_env(scenario, options, &[])
+}
+
+fn run_env(scenario: &str, options: &[&str], env: &[(&str, &Path)]) -> fake_driver::Outcome {
     let d = dir();
     let prog = d.join("readable_prog");
     let cache = d.join("cache");
-    let env = [("GPUSAN_CACHE_DIR", cache.as_path())];
+    let mut env = env.to_vec();
+    env.push(("GPUSAN_CACHE_DIR", cache.as_path()));
     let o = fake_driver::gpusan_run(d, options, &[prog.to_str().unwrap(), scenario], &env);
     assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
     o
@@ -138,4 +148,19 @@ fn the_ptx_location_and_the_counters_only_with_verbose() {
     assert!(!plain.stderr.contains("COUNTER"), "{}", plain.stderr);
     assert!(verbose.stderr.contains("in checked.cu:21 (PTX "), "{}", verbose.stderr);
     assert!(verbose.stderr.contains("COUNTER device_table_bytes"), "{}", verbose.stderr);
+}
+
+/// Without NVIDIA's ptxas, Triton's kernels cannot be checked: said by a program that loaded
+/// Triton, and by no other.
+#[test]
+fn the_triton_note_only_where_triton_was_loaded() {
+    let none = Path::new("/nonexistent/ptxas");
+    let env: &[(&str, &Path)] = &[("GPUSAN_REAL_PTXAS", none)];
+    let plain = run_env("device", &["--mode", "check"], env);
+    assert!(!plain.stderr.contains("Triton"), "{}", plain.stderr);
+    assert!(!plain.report["notes"].to_string().contains("Triton"), "{:#}", plain.report);
+    let triton = run_env("triton", &["--mode", "check"], env);
+    let note = "Triton kernels were not checked: NVIDIA's ptxas was not found (set GPUSAN_REAL_PTXAS)";
+    assert!(triton.stderr.contains(&format!("========= NOTE: {note}\n")), "{}", triton.stderr);
+    assert_eq!(triton.kinds(), vec!["out_of_bounds_write"], "{:#}", triton.report);
 }

@@ -82,13 +82,20 @@ fn more(st: &State, doc: &mut Document) {
     } else if asked && !doors::sanitizer::runtime_api_observed() && !families::call_counts().is_empty() {
         doc.notes.push("runtime API errors were not observed (the Compute Sanitizer API did not start)".into());
     }
-    if doors::sanitizer::runtime_api_observed() && profiler_loaded() {
+    if doors::sanitizer::runtime_api_observed() && mapped("/libcupti") {
         doc.notes.push(
             "a CUDA profiler's library (CUPTI: torch.profiler, Nsight) was loaded: it may record no kernels while \
              gpusan's Compute Sanitizer API is on (torch.profiler counted none under `gpusan run --mode check` on \
              the H100); profile without gpusan"
                 .into(),
         );
+    }
+    // Triton assembles its kernels itself, with `$TRITON_PTXAS_PATH`: `gpusan run --mode check`
+    // points it at the ptxas stand-in when it finds NVIDIA's ptxas to hand on to, and
+    // leaves it unset when not. Said only by a process that loaded Triton.
+    if st.options.mode == Mode::Check && std::env::var_os("TRITON_PTXAS_PATH").is_none() && mapped("/libtriton") {
+        doc.notes
+            .push(format!("Triton kernels were not checked: NVIDIA's ptxas was not found (set {})", env::REAL_PTXAS));
     }
     if let Some(note) = families::memory::release_failures() {
         doc.notes.push(note);
@@ -152,9 +159,10 @@ fn more(st: &State, doc: &mut Document) {
     }
 }
 
-/// Whether the process mapped CUPTI, the library CUDA profilers are built on.
-fn profiler_loaded() -> bool {
-    std::fs::read_to_string("/proc/self/maps").is_ok_and(|maps| maps.contains("/libcupti"))
+/// Whether the process mapped a file whose path has `part` (`/libcupti`: CUPTI, the library
+/// CUDA profilers are built on; `/libtriton`: Triton).
+fn mapped(part: &str) -> bool {
+    std::fs::read_to_string("/proc/self/maps").is_ok_and(|maps| maps.contains(part))
 }
 
 // `fork`: the parent's threads may hold gpusan's locks at that moment, and in the child

@@ -1,7 +1,9 @@
 /* What a finding looks like to a user: a program built with `-g`, whose allocation and
  * copy go through the CUDA runtime (cudart.c) and whose kernel launch plays the record an
  * instrumented kernel writes (as prog.c's `checked_kernel`).
- * usage: readable_prog device | host */
+ * usage: readable_prog device | host | triton (device, with a library named libtriton.so
+ * loaded first, as Triton's is) */
+#include <dlfcn.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -52,7 +54,8 @@ int main(int argc, char **argv) {
     if (argc < 2) return 2;
     uint64_t a = make_buffer();
     int rc = a ? 0 : 3;
-    if (!strcmp(argv[1], "device")) {
+    if (!strcmp(argv[1], "triton") && !dlopen("libtriton.so", RTLD_NOW)) return 4;
+    if (!strcmp(argv[1], "device") || !strcmp(argv[1], "triton")) {
         void *m = 0;
         rc |= cuModuleLoadData(&m, checked_ptx);
         void *f = 0;
