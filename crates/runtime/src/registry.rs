@@ -886,15 +886,19 @@ impl Frame {
 
     /// Whether the frame is the CUDA runtime's or driver's own, or gpusan's, rather than the
     /// program's: reports fold such frames into one line. Statically linked cudart is known
-    /// by its internal symbols (`__cudart*`, `cudart::`); an address of 0 is where an
-    /// unwinder ran off the end of a runtime thread's stack.
+    /// by its internal symbols (`__cudart*`, `cudart::`), the launch code nvcc writes into
+    /// the program by its reserved names (`__device_stub_*`, `__wrapper__device_stub_*`,
+    /// `__cudaLaunchKernel_helper`); an address of 0 is where an unwinder ran off the end of
+    /// a runtime thread's stack.
     pub fn in_cuda_runtime(&self) -> bool {
         if self.address == 0 {
             return true;
         }
         let module = self.module.as_deref().map(|m| m.rsplit('/').next().unwrap_or(m)).unwrap_or_default();
         let runtime_module = ["libcudart", "libcuda.so", "libgpusan"].iter().any(|p| module.starts_with(p));
-        let internal = |name: &str| name.starts_with("__cudart") || name.starts_with("cudart::");
+        let internal = |name: &str| {
+            ["__cuda", "cudart::", "__device_stub_", "__wrapper__device_stub_"].iter().any(|p| name.starts_with(p))
+        };
         runtime_module || self.symbol.as_deref().or(self.function.as_deref()).is_some_and(internal)
     }
 }

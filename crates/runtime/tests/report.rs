@@ -159,6 +159,7 @@ fn runtime_frames_fold_and_program_frames_name_their_module() {
         at("__cudart1022", "/w/app", 0x100, 0x5555_0101),
         at("cudart::driverHelper::mallocPtr(unsigned long, void**)", "/w/app", 0x110, 0x5555_0111),
         at("cudaMalloc", "/usr/local/cuda/lib64/libcudart.so.13", 0x20, 0x7100_0021),
+        at("__device_stub__Z5scaleIfEvPT_iPfi(float*, int)", "/w/app", 0x120, 0x5555_0121),
         template,
         main,
         at("__libc_start_main", "/lib/libc.so.6", 0x30, 0x7200_0031),
@@ -173,7 +174,7 @@ fn runtime_frames_fold_and_program_frames_name_their_module() {
     assert_eq!(
         called,
         "\
-=========         (4 frames in the CUDA runtime)
+=========         (5 frames in the CUDA runtime)
 =========         Host Frame: cudaMalloc<unsigned int>(unsigned int**, unsigned long) at /cuda/include/cuda_runtime.h:154 [0x1200] in /w/app
 =========         Host Frame: main at /w/app.cu:12 [0x1300] in /w/app
 =========         Host Frame: __libc_start_main [0x30] in /lib/libc.so.6
@@ -184,7 +185,7 @@ fn runtime_frames_fold_and_program_frames_name_their_module() {
     assert!(verbose.contains("Host Frame: __cudart1022 [0x100] in /w/app\n"), "{verbose}");
     assert!(verbose.contains("Host Frame: [0x0]\n"), "{verbose}");
     let json = serde_json::to_value(&r).unwrap();
-    let template = &json["details"]["call_stack"][4];
+    let template = &json["details"]["call_stack"][5];
     assert_eq!(template["symbol"], "_Z10cudaMallocIjE9cudaErrorPPT_m");
     assert_eq!((&template["module"], &template["offset"]), (&"/w/app".into(), &"0x1200".into()));
     assert_eq!(serde_json::from_value::<Report>(json).unwrap(), r);
