@@ -895,7 +895,9 @@ impl Frame {
             return true;
         }
         let module = self.module.as_deref().map(|m| m.rsplit('/').next().unwrap_or(m)).unwrap_or_default();
-        let runtime_module = ["libcudart", "libcuda.so", "libgpusan"].iter().any(|p| module.starts_with(p));
+        // `libsanitizer-public`: the Compute Sanitizer API's, which calls gpusan's callbacks.
+        let runtime_module =
+            ["libcudart", "libcuda.so", "libgpusan", "libsanitizer-public"].iter().any(|p| module.starts_with(p));
         let internal = |name: &str| {
             ["__cuda", "cudart::", "__device_stub_", "__wrapper__device_stub_"].iter().any(|p| name.starts_with(p))
         };

@@ -7,7 +7,7 @@
 //! process's later reports), and only for modules a frame falls in. Names are demangled
 //! here ([`crate::coverage::signature`]); the symbol as the module spells it is kept too.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{c_int, c_void, CStr};
 use std::ops::Range;
 use std::path::PathBuf;
@@ -55,6 +55,9 @@ struct Symbolizer {
     modules: Vec<Module>,
     /// Each module's debug information, by path; `None` where it could not be read.
     loaders: HashMap<PathBuf, Option<addr2line::Loader>>,
+    /// Addresses in no module even after a fresh look (generated code, `0`): not looked
+    /// for again, since every site of a run may hold one.
+    unmapped: HashSet<u64>,
 }
 
 struct Module {
@@ -67,10 +70,13 @@ struct Module {
 impl Symbolizer {
     fn resolve(&mut self, address: u64) -> Place {
         // The program may have loaded libraries since the last report.
-        if self.module_of(address).is_none() {
+        if self.module_of(address).is_none() && address != 0 && !self.unmapped.contains(&address) {
             self.modules = loaded_modules();
         }
-        let Some(i) = self.module_of(address) else { return Place::default() };
+        let Some(i) = self.module_of(address) else {
+            self.unmapped.insert(address);
+            return Place::default();
+        };
         let (path, bias) = (self.modules[i].path.clone(), self.modules[i].bias);
         // A return address follows its call: the call's last byte is the one before.
         let offset = address.wrapping_sub(bias).wrapping_sub(1);
