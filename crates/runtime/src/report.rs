@@ -947,10 +947,15 @@ fn write_stack(f: &mut fmt::Formatter<'_>, title: &str, stack: &Stack) -> fmt::R
 }
 
 /// A stack's frames, innermost first. Each run of the CUDA runtime's (and gpusan's) own
-/// frames is one line, unless verbose (`{:#}`): the program's frames are what a user acts on.
+/// frames is one line, and the unwinder's end marks (`[0x0]` at the bottom) are left out,
+/// unless verbose (`{:#}`): the program's frames are what a user acts on.
 fn write_frames(f: &mut fmt::Formatter<'_>, stack: &Stack) -> fmt::Result {
     let fold = !f.alternate();
-    let mut frames = stack.frames.iter().peekable();
+    let shown = match stack.frames.iter().rposition(|g| g.address != 0) {
+        Some(last) if fold => &stack.frames[..=last],
+        _ => &stack.frames[..],
+    };
+    let mut frames = shown.iter().peekable();
     while let Some(frame) = frames.next() {
         if crate::pyframes::is_python(frame.address) {
             let (function, file) = (frame.function.as_deref().unwrap_or("?"), frame.file.as_deref().unwrap_or("?"));

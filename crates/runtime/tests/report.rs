@@ -139,8 +139,9 @@ fn verbose_text_adds_the_ptx_location_and_counters() {
 }
 
 /// The CUDA runtime's frames (its library, statically linked cudart's internal symbols,
-/// the driver, gpusan, and `[0x0]`) fold into one line per run; the program's frames show
-/// module and offset for `addr2line`; verbose unfolds; JSON keeps every frame as it was.
+/// the driver, gpusan, and `[0x0]`) fold into one line per run, and the unwinder's end marks
+/// (`[0x0]` at the bottom) go; the program's frames show module and offset for `addr2line`;
+/// verbose unfolds; JSON keeps every frame as it was.
 #[test]
 fn runtime_frames_fold_and_program_frames_name_their_module() {
     let at = |function: &str, module: &str, offset: u64, address: u64| Frame {
@@ -162,6 +163,8 @@ fn runtime_frames_fold_and_program_frames_name_their_module() {
         at("__device_stub__Z5scaleIfEvPT_iPfi(float*, int)", "/w/app", 0x120, 0x5555_0121),
         template,
         main,
+        Frame::at(0),
+        at("cuLaunchKernel", "/usr/lib/libcuda.so.1", 0x40, 0x7000_0041),
         at("__libc_start_main", "/lib/libc.so.6", 0x30, 0x7200_0031),
         Frame::at(0),
     ];
@@ -177,8 +180,8 @@ fn runtime_frames_fold_and_program_frames_name_their_module() {
 =========         (5 frames in the CUDA runtime)
 =========         Host Frame: cudaMalloc<unsigned int>(unsigned int**, unsigned long) at /cuda/include/cuda_runtime.h:154 [0x1200] in /w/app
 =========         Host Frame: main at /w/app.cu:12 [0x1300] in /w/app
+=========         (2 frames in the CUDA runtime)
 =========         Host Frame: __libc_start_main [0x30] in /lib/libc.so.6
-=========         (1 frame in the CUDA runtime)
 "
     );
     let verbose = format!("{r:#}");
