@@ -268,12 +268,15 @@ impl Presentation {
             return;
         }
         for f in frames {
-            if let Some(name) = f.function.as_mut().filter(|n| n.starts_with("_Z") || n.starts_with("_R")) {
-                *name = match self.demangle {
-                    Demangle::Full => signature(name),
-                    Demangle::Simple => demangle(name),
-                    Demangle::No => continue,
-                };
+            // Reports name a frame's function demangled and keep its symbol apart.
+            let mangled =
+                f.symbol.as_ref().or(f.function.as_ref().filter(|n| n.starts_with("_Z") || n.starts_with("_R")));
+            if let Some(mangled) = mangled.cloned() {
+                f.function = Some(match self.demangle {
+                    Demangle::Full => signature(&mangled),
+                    Demangle::Simple => demangle(&mangled),
+                    Demangle::No => mangled,
+                });
             }
         }
     }
