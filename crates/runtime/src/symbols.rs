@@ -118,7 +118,12 @@ fn functions(loader: &addr2line::Loader, offset: u64) -> Vec<Function> {
 
 fn named(raw: Option<&str>) -> Function {
     let Some(raw) = raw.filter(|r| !r.is_empty()) else { return Function::default() };
-    let name = crate::coverage::signature(raw);
+    // Rust first: its legacy mangling is also valid C++, which would keep the hash
+    // (`foo::bar::h0123…`); a C++ symbol is no valid Rust one.
+    let name = match rustc_demangle::try_demangle(raw) {
+        Ok(rust) => format!("{rust:#}"),
+        Err(_) => crate::coverage::signature(raw),
+    };
     let symbol = (name != raw).then(|| raw.to_string());
     Function { name: Some(name), symbol, ..Function::default() }
 }
@@ -198,6 +203,8 @@ mod tests {
         let f = named(Some("_Z10cudaMallocIjE9cudaErrorPPT_m"));
         assert_eq!(f.name.as_deref(), Some("cudaMalloc<unsigned int>(unsigned int**, unsigned long)"));
         assert_eq!(f.symbol.as_deref(), Some("_Z10cudaMallocIjE9cudaErrorPPT_m"));
+        let rust = named(Some("_ZN5sites22nested_allocation_site17h63c71411600593e8E"));
+        assert_eq!(rust.name.as_deref(), Some("sites::nested_allocation_site"));
         let plain = named(Some("main"));
         assert_eq!((plain.name.as_deref(), plain.symbol), (Some("main"), None));
     }
