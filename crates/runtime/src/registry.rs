@@ -869,7 +869,7 @@ pub struct Frame {
     /// The function's symbol as the module spells it, where demangling changed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub symbol: Option<String>,
-    /// The executable or library the address is in ([`crate::symbols`]).
+    /// The executable or library the address is in (found by `gpusan_runtime::symbols`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub module: Option<String>,
     /// The call's offset in `module`, as `addr2line -e MODULE OFFSET` takes it.
