@@ -84,6 +84,10 @@ pub struct Block {
     /// Raw `SiteId` of the allocation and, once freed, of the free.
     pub site: u32,
     pub freed_at: Option<u32>,
+    /// The free is shown to kernels (the device table shows the block freed). A free is
+    /// shown only once no kernel launched before it can still be running on its stream:
+    /// until then the table shows the block live (see `Blocks::publish`).
+    pub shown: bool,
 }
 
 impl Block {
@@ -107,11 +111,22 @@ pub enum BlockFree {
     Unknown,
 }
 
+/// A free not shown to kernels yet: its block's id and base, the stream it was freed on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingFree {
+    pub id: u64,
+    pub base: u64,
+    pub stream: u64,
+    pub device: i32,
+}
+
 /// The blocks of every pool, by base.
 #[derive(Clone, Debug, Default)]
 pub struct Blocks {
     by_base: BTreeMap<u64, Block>,
     live: u64,
+    /// Frees not shown yet, in free order.
+    pending: Vec<PendingFree>,
 }
 
 impl Blocks {
@@ -123,15 +138,42 @@ impl Blocks {
         displaced
     }
 
-    /// Marks the block based at `base` freed at `site`.
-    pub fn free(&mut self, base: u64, site: u32) -> BlockFree {
+    /// Marks the block based at `base` freed at `site` on `stream`; shown to kernels at once
+    /// when `shown`, else once [`Blocks::publish`] says.
+    pub fn free(&mut self, base: u64, site: u32, stream: u64, shown: bool) -> BlockFree {
         let Some(block) = self.by_base.get_mut(&base) else { return BlockFree::Unknown };
         if block.freed_at.is_some() {
             return BlockFree::Again(*block);
         }
         block.freed_at = Some(site);
+        block.shown = shown;
         self.live -= 1;
-        BlockFree::Freed(*block)
+        let freed = *block;
+        if !shown {
+            self.pending.push(PendingFree { id: freed.id, base, stream, device: freed.device });
+        }
+        BlockFree::Freed(freed)
+    }
+
+    /// Frees not shown yet (those of blocks since displaced or dropped are left out).
+    pub fn pending(&self) -> impl Iterator<Item = &PendingFree> {
+        self.pending.iter().filter(|p| self.by_base.get(&p.base).is_some_and(|b| b.id == p.id && !b.shown))
+    }
+
+    /// Shows the pending frees `which` picks; returns how many were shown.
+    pub fn publish(&mut self, mut which: impl FnMut(&PendingFree) -> bool) -> usize {
+        let mut shown = 0;
+        let by_base = &mut self.by_base;
+        self.pending.retain(|p| {
+            let Some(b) = by_base.get_mut(&p.base).filter(|b| b.id == p.id && !b.shown) else { return false };
+            if !which(p) {
+                return true;
+            }
+            b.shown = true;
+            shown += 1;
+            false
+        });
+        shown
     }
 
     /// Removes every block overlapping `[base, end)` and returns them.

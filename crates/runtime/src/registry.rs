@@ -392,6 +392,9 @@ pub struct Stats {
 pub struct Registry {
     config: Config,
     inner: Lock<Inner>,
+    /// Some pool block's free may wait to be shown to kernels (`blocks`): read at every
+    /// launch without the lock.
+    pending_hint: std::sync::atomic::AtomicBool,
 }
 
 /// `std`'s reader–writer lock, whose whole state is the lock itself (see `per_process` for
@@ -430,7 +433,11 @@ impl Default for Registry {
 
 impl Registry {
     pub fn new(config: Config) -> Self {
-        Registry { config, inner: Lock(RwLock::new(Inner { next_id: 1, ..Inner::default() })) }
+        Registry {
+            config,
+            inner: Lock(RwLock::new(Inner { next_id: 1, ..Inner::default() })),
+            pending_hint: std::sync::atomic::AtomicBool::new(false),
+        }
     }
 
     pub fn config(&self) -> Config {

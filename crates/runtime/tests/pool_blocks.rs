@@ -5,7 +5,7 @@
 
 use gpusan_runtime::device_abi::{ErrorRecord, SourceLines};
 use gpusan_runtime::pool_blocks::{BlockFree, PoolSource};
-use gpusan_runtime::registry::blocks::{NewBlock, PoolPlace};
+use gpusan_runtime::registry::blocks::{NewBlock, PoolPlace, Show};
 use gpusan_runtime::registry::{device_lookup, AllocKind, Config, DeviceTable, FreeApi, NewAlloc, Registry, SiteId};
 use proptest::prelude::*;
 
@@ -98,7 +98,9 @@ fn run(ops: &[Op]) -> (Registry, Model) {
             }
             Op::Free { n } => {
                 let Some(&(id, base, _, freed)) = m.blocks.get(n % m.blocks.len().max(1)) else { continue };
-                let outcome = r.free_block(base, SiteId::UNKNOWN);
+                let outcome = r.free_block(base, SiteId::UNKNOWN, 0, Show::Later);
+                // Shown at once here; `a_free_is_shown_only_when_published` holds the wait.
+                r.publish_block_frees(|_| true);
                 match outcome {
                     BlockFree::Freed(b) => assert!(!freed && b.id == id),
                     BlockFree::Again(b) => assert!(freed && b.id == id),
@@ -176,7 +178,8 @@ fn a_freed_block_stays_freed_until_reallocated_and_a_freed_segment_drops_its_blo
     let r = Registry::default();
     r.insert(segment(0)).unwrap();
     let a = r.insert_block(block(SEG_BASE, 100)).unwrap();
-    assert!(matches!(r.free_block(SEG_BASE, SiteId::UNKNOWN), BlockFree::Freed(b) if b.id == a));
+    assert!(matches!(r.free_block(SEG_BASE, SiteId::UNKNOWN, 0, Show::Later), BlockFree::Freed(b) if b.id == a));
+    r.publish_block_frees(|_| true);
     let t = DeviceTable::build(&r);
     assert!(device_lookup(t.entries(), SEG_BASE + 10).is_some_and(|e| e.is_freed() && e.id == a));
     let b = r.insert_block(block(SEG_BASE, 64)).unwrap();
@@ -187,4 +190,30 @@ fn a_freed_block_stays_freed_until_reallocated_and_a_freed_segment_drops_its_blo
     assert_eq!(r.block_counts(), (0, 0));
     let t = DeviceTable::build(&r);
     assert!(device_lookup(t.entries(), SEG_BASE + 10).is_some_and(|e| e.is_freed() && e.kind_code() == 1));
+}
+
+/// A block's free reaches kernels only when the runtime shows it (once no kernel launched
+/// before the free can still run on its stream): until then the table shows it live.
+#[test]
+fn a_free_is_shown_only_when_published() {
+    let r = Registry::default();
+    r.insert(segment(0)).unwrap();
+    let a = r.insert_block(block(SEG_BASE, 100)).unwrap();
+    let b = r.insert_block(block(SEG_BASE + 512, 100)).unwrap();
+    let mut t = DeviceTable::build(&r);
+    r.free_block(SEG_BASE, SiteId::UNKNOWN, 0x51, Show::Later);
+    r.free_block(SEG_BASE + 512, SiteId::UNKNOWN, 0x52, Show::Later);
+    assert!(r.has_pending_block_frees());
+    assert_eq!(t.update(&r), None, "nothing a kernel sees changed yet");
+    assert!(device_lookup(t.entries(), SEG_BASE + 10).is_some_and(|e| e.is_live()));
+    assert_eq!(r.publish_block_frees(|p| p.stream == 0x51), 1);
+    assert!(t.update(&r).is_some());
+    assert!(device_lookup(t.entries(), SEG_BASE + 10).is_some_and(|e| e.is_freed() && e.id == a));
+    assert!(device_lookup(t.entries(), SEG_BASE + 520).is_some_and(|e| e.is_live() && e.id == b));
+    assert!(r.has_pending_block_frees());
+    assert_eq!(r.pending_block_frees().len(), 1);
+    assert_eq!(r.publish_block_frees(|_| true), 1);
+    assert!(!r.has_pending_block_frees());
+    let t = DeviceTable::build(&r);
+    assert!(device_lookup(t.entries(), SEG_BASE + 520).is_some_and(|e| e.is_freed() && e.id == b));
 }

@@ -7,7 +7,7 @@
 //! that overlaps any block is left out and its blocks stand for it, so its bytes no block
 //! covers are in no entry. A block is one entry, 32 bytes, whatever its segment.
 
-use crate::pool_blocks::{Block, BlockFree, PoolSource};
+use crate::pool_blocks::{Block, BlockFree, PendingFree, PoolSource};
 
 use super::{AllocKind, AllocState, Allocation, DeviceEntry, Inner, InsertError, Registry, SiteId};
 
@@ -21,6 +21,15 @@ pub struct NewBlock {
     pub stream: u64,
     pub device: i32,
     pub site: SiteId,
+}
+
+/// When kernels see a block's free.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Show {
+    /// At once (no kernel is checked against the table yet).
+    Now,
+    /// When [`Registry::publish_block_frees`] says.
+    Later,
 }
 
 /// Where an address lies among a pool's blocks.
@@ -58,21 +67,48 @@ impl Registry {
             device: new.device,
             site: new.site.raw(),
             freed_at: None,
+            shown: false,
         };
         inner.blocks.insert(block);
         inner.version += 1;
         Ok(id)
     }
 
-    /// The pool freed the block at `ptr`: it stays, freed, until a block is allocated over
-    /// it or its segment is freed.
-    pub fn free_block(&self, ptr: u64, site: SiteId) -> BlockFree {
+    /// The pool freed the block at `ptr` on `stream`: it stays, freed, until a block is
+    /// allocated over it or its segment is freed. Kernels see it freed once the free is shown
+    /// ([`Registry::publish_block_frees`]); until then the table shows it live, so a kernel
+    /// launched before the free and still running never sees it freed.
+    pub fn free_block(&self, ptr: u64, site: SiteId, stream: u64, show: Show) -> BlockFree {
         let mut inner = self.inner.write();
-        let outcome = inner.blocks.free(ptr, site.raw());
-        if matches!(outcome, BlockFree::Freed(_)) {
-            inner.version += 1;
+        let outcome = inner.blocks.free(ptr, site.raw(), stream, show == Show::Now);
+        match (outcome, show) {
+            (BlockFree::Freed(_), Show::Now) => inner.version += 1,
+            (BlockFree::Freed(_), Show::Later) => self.pending_hint.store(true, std::sync::atomic::Ordering::Relaxed),
+            _ => {}
         }
         outcome
+    }
+
+    /// Whether some block free may wait to be shown (one relaxed load: asked at every launch).
+    pub fn has_pending_block_frees(&self) -> bool {
+        self.pending_hint.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The frees not shown yet.
+    pub fn pending_block_frees(&self) -> Vec<PendingFree> {
+        self.inner.read().blocks.pending().copied().collect()
+    }
+
+    /// Shows the pending frees `which` picks to kernels (the table changes); how many.
+    pub fn publish_block_frees(&self, which: impl FnMut(&PendingFree) -> bool) -> usize {
+        let mut inner = self.inner.write();
+        let shown = inner.blocks.publish(which);
+        if shown > 0 {
+            inner.version += 1;
+        }
+        let left = inner.blocks.pending().next().is_some();
+        self.pending_hint.store(left, std::sync::atomic::Ordering::Relaxed);
+        shown
     }
 
     /// The block with registry id `id`, as an allocation.
@@ -126,6 +162,15 @@ impl Inner {
         }
     }
 
+    /// A block as kernels see it: a free not shown yet leaves it live. Inside a segment its
+    /// own kind; outside every known one `Other` (see [`Inner::merge_blocks`]).
+    fn device_entry(&self, b: &Block) -> DeviceEntry {
+        let e = DeviceEntry::from(&self.block_allocation(b));
+        let state = if b.freed_at.is_some() && b.shown { DeviceEntry::FREED } else { DeviceEntry::LIVE };
+        let kind = if self.containing(b.base).is_some() { e.kind_code() } else { AllocKind::Other.code() };
+        DeviceEntry { flags: state | u32::from(kind) << DeviceEntry::KIND_SHIFT, ..e }
+    }
+
     /// The device view with blocks: every allocation no block overlaps, and every block,
     /// in address order. A block inside a segment has its own kind (the binary route then
     /// judges the tail past its end up to 256 bytes its overflow, which inside a segment is
@@ -133,14 +178,7 @@ impl Inner {
     /// segment is shown as `Other`, whose tail the binary route leaves alone.
     pub(super) fn merge_blocks(&self, out: &mut Vec<DeviceEntry>) {
         let mut blocks = self.blocks.iter().peekable();
-        let entry = |b: &Block| {
-            let mut e = DeviceEntry::from(&self.block_allocation(b));
-            if self.containing(b.base).is_none() {
-                e.flags =
-                    (e.flags & DeviceEntry::STATE_MASK) | u32::from(AllocKind::Other.code()) << DeviceEntry::KIND_SHIFT;
-            }
-            e
-        };
+        let entry = |b: &Block| self.device_entry(b);
         for a in self.by_base.values() {
             while let Some(b) = blocks.next_if(|b| b.base < a.base) {
                 out.push(entry(b));
