@@ -96,6 +96,29 @@ fn nvtx_regions_are_blocks() {
     assert_eq!(o.kinds(), vec!["use_after_free"], "{:#}", o.report);
 }
 
+/// A program that names an NVTX tool of its own keeps it: gpusan's library loads it and
+/// forwards every call to it (its heap handle is the program's), and still sees the regions.
+#[test]
+fn the_programs_own_nvtx_tool_is_chained() {
+    let d = dir();
+    let tool = d.join("libnvtx_tool.so");
+    fake_driver::run(
+        std::process::Command::new("cc")
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(&tool)
+            .arg(fake_driver::sources().join("nvtx_tool.c")),
+    );
+    let log = d.join("nvtx_tool.log");
+    let _ = std::fs::remove_file(&log);
+    let prog = d.join("pool_blocks_prog");
+    let env = [("NVTX_INJECTION64_PATH", tool.as_path()), ("NVTX_TOOL_LOG", log.as_path())];
+    let o = fake_driver::gpusan_run(d, &["--mode", "check"], &[prog.to_str().unwrap(), "nvtx_past"], &env);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), vec!["out_of_bounds_read"], "{:#}", o.report);
+    let seen = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(seen, "core\next\nheap\nregions 2 heap 7700\n", "the tool's calls");
+}
+
 /// Without gpusan the functions are absent and NVTX finds no tool: the program runs, and
 /// its played kernel has no table to read (it says so with rc != 0 only when it expected
 /// one), so only the lookup's absence is checked here.

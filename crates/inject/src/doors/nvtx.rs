@@ -180,7 +180,11 @@ unsafe fn extension(info: *mut ModuleInfo) -> c_int {
         return theirs.unwrap_or(0);
     }
     let segment = &*m.segments;
-    if segment.slots.is_null() || segment.slot_count <= CBID_REGIONS_UNREGISTER {
+    // Released NVTX (`nvtxExtImplMem_v1.h`): one segment (id 0) of 17 slots indexed by
+    // CBID. An earlier layout of the same compatibility id (`nvtxExtImplMem1.h`): segment
+    // id 1 of 16 slots, the first function at slot 0.
+    let first = usize::from(segment.id == 1 && segment.slot_count == 16);
+    if segment.slots.is_null() || segment.slot_count + first <= CBID_REGIONS_UNREGISTER {
         return theirs.unwrap_or(0);
     }
     let ours: [(usize, usize); 6] = [
@@ -192,7 +196,7 @@ unsafe fn extension(info: *mut ModuleInfo) -> c_int {
         (CBID_REGIONS_UNREGISTER, regions_unregister as *const () as usize),
     ];
     for (cbid, f) in ours {
-        let slot = segment.slots.add(cbid);
+        let slot = segment.slots.add(cbid - first);
         let old = *slot;
         if theirs.is_some_and(|r| r != 0) && !NOT_A_FUNCTION.contains(&old) {
             CHAINED[cbid].store(old as usize, Ordering::Relaxed);
