@@ -159,6 +159,8 @@ impl Inner {
                 None => AllocState::Live,
                 Some(site) => AllocState::Freed { site: SiteId::from_raw(site) },
             },
+            // The pool's memory, not the driver's: no padding of gpusan's after it.
+            redzone: 0,
         }
     }
 
