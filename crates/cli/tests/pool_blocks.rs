@@ -25,6 +25,8 @@ fn run(scenario: &str) -> Outcome {
     let o = fake_driver::gpusan_run(d, &["--mode", "check"], &[prog.to_str().unwrap(), scenario], &[]);
     assert_eq!(o.code, Some(0), "{scenario}: {}{}", o.stdout, o.stderr);
     assert!(o.stdout.contains(&format!("{scenario} done rc=0")), "{scenario}: {}{}", o.stdout, o.stderr);
+    // Blocks, segments and where an address fell are part of the published report.
+    fake_driver::schema::assert_matches_schema(&o.report);
     o
 }
 

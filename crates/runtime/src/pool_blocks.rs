@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 /// Which allocator described the block (the C ABI's `source`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PoolSource {
     /// PyTorch's CUDA caching allocator.

@@ -147,9 +147,11 @@ pub struct AllocInfo {
 
 /// The segment a pool block lies in.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SegmentInfo {
     pub id: u64,
     #[serde(with = "hex")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::registry::hex::schema"))]
     pub base: u64,
     pub size: u64,
     pub kind: AllocKind,
@@ -163,6 +165,7 @@ impl From<&Allocation> for SegmentInfo {
 
 /// Where an address outside a pool block fell inside the pool's segment.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "in", rename_all = "snake_case")]
 pub enum Landing {
     /// Memory of the segment no block holds: the pool's rounding slack, or not handed out.
@@ -171,6 +174,7 @@ pub enum Landing {
     NeighbourBlock {
         id: u64,
         #[serde(with = "hex")]
+        #[cfg_attr(feature = "schema", schemars(schema_with = "crate::registry::hex::schema"))]
         base: u64,
         size: u64,
         freed: bool,
