@@ -153,10 +153,13 @@ pub const SLACK_BYTES: u64 = 256;
 
 /// The allocation kinds (`gpusan_runtime::registry::AllocKind::code`, bit `1 << code`)
 /// the driver hands out aligned to [`SLACK_BYTES`] at least: device, pitched,
-/// stream-ordered, pool, managed, pinned host, virtual-memory and graph memory. Not
+/// stream-ordered, pool, managed, pinned host, virtual-memory and graph memory; and pool
+/// blocks inside a known segment (13): there every byte no block holds is out of bounds,
+/// so the tail past a block's end is its overflow whatever the pool's alignment. Not
 /// registered host memory, module variables, device-heap blocks or arrays, whose
 /// neighbours may start anywhere.
-pub const SLACK_KINDS: u32 = (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 8) | (1 << 9);
+pub const SLACK_KINDS: u32 =
+    (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 8) | (1 << 9) | (1 << 13);
 
 /// Page of the lookup cache's key: accesses of one 4 KiB page share a slot
 /// ([`crate::table::lookup_cache_slot`] of the address with these low bits cleared), so a

@@ -52,6 +52,9 @@ pub const KERNEL_SELECTION: &str = "GPUSAN_KERNEL_SELECTION";
 /// `--target-processes application-only`: the pid of `gpusan run`; only its direct child
 /// (the application) is checked, other processes run untouched.
 pub const ONLY_CHILD_OF: &str = "GPUSAN_ONLY_CHILD_OF";
+/// The NVTX injection library the program named in `NVTX_INJECTION64_PATH` before `gpusan
+/// run` pointed that at gpusan's: gpusan's NVTX entry points load it and forward to it.
+pub const NVTX_CHAIN: &str = "GPUSAN_NVTX_CHAIN";
 
 // Set by users, scripts and tests.
 

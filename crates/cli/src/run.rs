@@ -527,6 +527,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     if progress {
         cmd.env(env::PROGRESS, "1");
     }
+    nvtx_injection(&mut cmd, &lib, env("NVTX_INJECTION64_PATH"));
     let handlers = supervise::install();
     let mut child = cmd.spawn().with_context(|| format!("starting {}", a.command[0].to_string_lossy()))?;
     let follower = stream::Follower::start(stream::Stream::new(scratch.path(), sink, presentation(&a)), progress);
@@ -580,6 +581,17 @@ pub fn run(a: RunArgs) -> Result<i32> {
         (None, Some(code)) if doc.summary.total > 0 => code,
         (None, _) => program_code,
     })
+}
+
+/// NVTX finds its tool in `NVTX_INJECTION64_PATH`: gpusan's library, which learns the pool
+/// regions allocators describe with NVTX's memory API (`doors::nvtx` in the injected
+/// library). A tool the program named itself is kept: gpusan's library loads it and
+/// forwards to it (`GPUSAN_NVTX_CHAIN`).
+fn nvtx_injection(cmd: &mut Command, lib: &Path, theirs: Option<OsString>) {
+    if let Some(theirs) = theirs.filter(|t| !t.is_empty() && Path::new(t) != lib) {
+        cmd.env(env::NVTX_CHAIN, theirs);
+    }
+    cmd.env("NVTX_INJECTION64_PATH", lib);
 }
 
 #[cfg(test)]

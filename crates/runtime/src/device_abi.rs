@@ -6,9 +6,11 @@ use gpusan_abi::ErrorCode;
 use gpusan_abi::{heap, record};
 use serde::{Deserialize, Serialize};
 
-use crate::registry::{Lookup, Registry};
+use crate::registry::blocks::PoolPlace;
+use crate::registry::{AllocKind, Allocation, Lookup, Registry};
 use crate::report::{
-    Access, DeviceDetails, ErrorKind, FrameObject, HeapBlock, Nearest, Report, SourceLoc, Space, Stack,
+    Access, DeviceDetails, ErrorKind, FrameObject, HeapBlock, Landing, Nearest, Report, SegmentInfo, SourceLoc, Space,
+    Stack,
 };
 
 /// One error, as a kernel writes it ([`gpusan_abi::record`] has the layout).
@@ -162,19 +164,48 @@ impl ErrorRecord {
     fn host_nearest(&self, registry: &Registry) -> Option<Nearest> {
         // The allocation the pointer came from, when the kernel knew it: an overflow into a
         // neighbouring live buffer must name the buffer it overflowed, not the neighbour.
-        let root =
-            (self.allocation != 0).then(|| registry.snapshot().into_iter().find(|a| a.id == self.allocation)).flatten();
-        match root {
-            Some(a) => Some(Nearest::new(self.address, &a)),
-            None => match registry.lookup(self.address) {
-                Lookup::Live { alloc, .. } | Lookup::Freed { alloc, .. } => Some(Nearest::new(self.address, &alloc)),
-                Lookup::Outside { below, above } => {
+        // A pool block is in the table in its segment's place, so the id may name one.
+        let root = (self.allocation != 0)
+            .then(|| {
+                registry
+                    .snapshot()
+                    .into_iter()
+                    .find(|a| a.id == self.allocation)
+                    .or_else(|| registry.block(self.allocation))
+            })
+            .flatten();
+        let nearest = match root {
+            Some(a) => Some(a),
+            None => match registry.pool_place(self.address) {
+                PoolPlace::Block(b) => Some(b),
+                PoolPlace::Slack { nearest: Some(b), .. } => Some(b),
+                _ => match registry.lookup(self.address) {
+                    Lookup::Live { alloc, .. } | Lookup::Freed { alloc, .. } => Some(alloc),
                     // The allocation ending closest before the address explains most overflows.
-                    below.or(above).map(|a| Nearest::new(self.address, &a))
-                }
+                    Lookup::Outside { below, above } => below.or(above),
+                },
             },
-        }
+        }?;
+        Some(pool_nearest(registry, self.address, &nearest))
     }
+}
+
+/// [`Nearest`] of `alloc`, and for a pool block its segment and where an address outside it
+/// fell (the pool's slack or a neighbouring block).
+fn pool_nearest(registry: &Registry, addr: u64, alloc: &Allocation) -> Nearest {
+    let mut n = Nearest::new(addr, alloc);
+    if !matches!(alloc.kind, AllocKind::PoolBlock { .. }) {
+        return n;
+    }
+    n.allocation.segment = registry.segment_of(alloc).map(|s| SegmentInfo::from(&s));
+    n.landed = match registry.pool_place(addr) {
+        PoolPlace::Block(b) if b.id != alloc.id => {
+            Some(Landing::NeighbourBlock { id: b.id, base: b.base, size: b.size, freed: !b.is_live() })
+        }
+        PoolPlace::Slack { .. } => Some(Landing::PoolSlack),
+        _ => None,
+    };
+    n
 }
 
 /// Which CUDA source line each PTX line came from, as the module's `.file` and `.loc`

@@ -3,7 +3,8 @@
 //! knowledge on the GPU for instrumented kernels, and turns what went wrong into reports.
 //!
 //! The pieces, and the one direction data flows between them:
-//! - [`registry`]: every live and freed (quarantined) allocation, thread-safe.
+//! - [`registry`]: every live and freed (quarantined) allocation, thread-safe; the blocks
+//!   pool allocators hand out inside them ([`pool_blocks`]).
 //! - [`checks`]: host API calls (copies, sets, frees) judged against the registry.
 //! - [`tensormap`]: tensor maps (TMA descriptors) judged where they are made.
 //! - [`kernel_filter`]: which launches a run checks (compute-sanitizer's kernel filters and
@@ -26,6 +27,7 @@ pub mod fuzz;
 pub mod kernel_filter;
 pub mod locks;
 pub mod per_process;
+pub mod pool_blocks;
 pub mod pyframes;
 pub mod registry;
 pub mod report;

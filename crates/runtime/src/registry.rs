@@ -28,9 +28,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::locks;
 use crate::per_process::{fork_waits, PerProcess};
+use crate::pool_blocks::{Blocks, PoolSource};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use serde::{Deserialize, Serialize};
+
+/// Pool blocks in the registry and in the device table (`impl Registry` and `impl Inner`).
+pub mod blocks;
 
 /// What allocated the memory; decides which free call may release it and how reports name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -65,6 +69,9 @@ pub enum AllocKind {
     /// when the program asks for its address. It lives as long as its module: no free call
     /// may release it, and it is never a leak.
     ModuleVariable,
+    /// A block a pool allocator handed out inside one of its segments (`pool_blocks`):
+    /// released by the pool's own free (`Registry::free_block`), by no free call.
+    PoolBlock { source: PoolSource, stream: u64 },
     /// Anything else; any free call may release it.
     Other,
 }
@@ -81,6 +88,8 @@ enum Family {
     DeviceHeap,
     /// Module variables: released with their module, by no free call.
     Module,
+    /// Pool blocks: released by their pool, by no free call.
+    PoolBlock,
     Any,
 }
 
@@ -100,6 +109,7 @@ impl AllocKind {
             AllocKind::DeviceHeap => "device_heap",
             AllocKind::Array => "array",
             AllocKind::ModuleVariable => "module_variable",
+            AllocKind::PoolBlock { .. } => "pool_block",
             AllocKind::Other => "other",
         }
     }
@@ -119,6 +129,7 @@ impl AllocKind {
             AllocKind::DeviceHeap => "device-heap",
             AllocKind::Array => "CUDA array",
             AllocKind::ModuleVariable => "module variable",
+            AllocKind::PoolBlock { .. } => "pool block",
             AllocKind::Other => "other",
         }
     }
@@ -138,6 +149,7 @@ impl AllocKind {
             AllocKind::DeviceHeap => 10,
             AllocKind::Array => 11,
             AllocKind::ModuleVariable => 12,
+            AllocKind::PoolBlock { .. } => 13,
             AllocKind::Other => 0,
         }
     }
@@ -156,6 +168,7 @@ impl AllocKind {
             AllocKind::Array => Family::Array,
             AllocKind::DeviceHeap => Family::DeviceHeap,
             AllocKind::ModuleVariable => Family::Module,
+            AllocKind::PoolBlock { .. } => Family::PoolBlock,
             AllocKind::Other => Family::Any,
         }
     }
@@ -378,6 +391,9 @@ pub struct Stats {
 pub struct Registry {
     config: Config,
     inner: Lock<Inner>,
+    /// Some pool block's free may wait to be shown to kernels (`blocks`): read at every
+    /// launch without the lock.
+    pending_hint: std::sync::atomic::AtomicBool,
 }
 
 /// `std`'s reader–writer lock, whose whole state is the lock itself (see `per_process` for
@@ -401,6 +417,8 @@ struct Inner {
     /// front or a compaction (a linear removal per reuse would cost more than it saves).
     quarantine: VecDeque<(u64, u64)>,
     stats: Stats,
+    /// Blocks pools handed out inside the allocations above (`pool_blocks`).
+    blocks: Blocks,
     next_id: u64,
     /// Bumped by every change, so the device copy knows when to re-upload.
     version: u64,
@@ -414,7 +432,11 @@ impl Default for Registry {
 
 impl Registry {
     pub fn new(config: Config) -> Self {
-        Registry { config, inner: Lock(RwLock::new(Inner { next_id: 1, ..Inner::default() })) }
+        Registry {
+            config,
+            inner: Lock(RwLock::new(Inner { next_id: 1, ..Inner::default() })),
+            pending_hint: std::sync::atomic::AtomicBool::new(false),
+        }
     }
 
     pub fn config(&self) -> Config {
@@ -470,6 +492,8 @@ impl Registry {
             redzone,
         };
         inner.by_base.insert(new.base, alloc);
+        // Blocks of a pool whose memory the driver took back unseen: not the new range's.
+        inner.blocks.remove_range(new.base, end);
         inner.stats.live += 1;
         inner.stats.live_bytes += new.size;
         inner.version += 1;
@@ -501,6 +525,9 @@ impl Registry {
             inner.stats.quarantined += 1;
             inner.stats.quarantined_bytes += freed.size;
             inner.quarantine.push_back((freed.id, freed.base));
+            // A freed segment (`torch.cuda.empty_cache`, a pool trimmed) takes its blocks:
+            // the segment's own freed entry now stands for all of its memory.
+            inner.blocks.remove_range(freed.base, freed.end());
             inner.version += 1;
             inner.evict_while(&mut evicted, |s| {
                 s.quarantined_bytes > self.config.quarantine_bytes
@@ -582,7 +609,11 @@ impl Registry {
     fn fill_device_entries(&self, out: &mut Vec<DeviceEntry>) -> u64 {
         let inner = self.inner.read();
         out.clear();
-        out.extend(inner.by_base.values().map(DeviceEntry::from));
+        if inner.blocks.is_empty() {
+            out.extend(inner.by_base.values().map(DeviceEntry::from));
+        } else {
+            inner.merge_blocks(out);
+        }
         inner.version
     }
 }
@@ -595,6 +626,7 @@ impl Inner {
     /// Removes an entry from the map and the counts (its quarantine slot goes stale).
     fn forget(&mut self, alloc: &Allocation) {
         self.by_base.remove(&alloc.base);
+        self.blocks.remove_range(alloc.base, alloc.end());
         if alloc.is_live() {
             self.stats.live -= 1;
             self.stats.live_bytes -= alloc.size;

@@ -140,6 +140,45 @@ pub struct AllocInfo {
     pub alloc_stack: Stack,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub free_stack: Option<Stack>,
+    /// For a pool block: the allocation (segment) the pool carved it from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment: Option<SegmentInfo>,
+}
+
+/// The segment a pool block lies in.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct SegmentInfo {
+    pub id: u64,
+    #[serde(with = "hex")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::registry::hex::schema"))]
+    pub base: u64,
+    pub size: u64,
+    pub kind: AllocKind,
+}
+
+impl From<&Allocation> for SegmentInfo {
+    fn from(a: &Allocation) -> Self {
+        SegmentInfo { id: a.id, base: a.base, size: a.size, kind: a.kind }
+    }
+}
+
+/// Where an address outside a pool block fell inside the pool's segment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(tag = "in", rename_all = "snake_case")]
+pub enum Landing {
+    /// Memory of the segment no block holds: the pool's rounding slack, or not handed out.
+    PoolSlack,
+    /// Another block of the pool.
+    NeighbourBlock {
+        id: u64,
+        #[serde(with = "hex")]
+        #[cfg_attr(feature = "schema", schemars(schema_with = "crate::registry::hex::schema"))]
+        base: u64,
+        size: u64,
+        freed: bool,
+    },
 }
 
 impl From<&Allocation> for AllocInfo {
@@ -153,6 +192,7 @@ impl From<&Allocation> for AllocInfo {
             freed: !a.is_live(),
             alloc_stack: a.site.into(),
             free_stack: a.free_site().map(Stack::from),
+            segment: None,
         }
     }
 }
@@ -188,11 +228,14 @@ impl Position {
 pub struct Nearest {
     pub allocation: AllocInfo,
     pub position: Position,
+    /// For a pool block, where an address outside it fell in its segment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landed: Option<Landing>,
 }
 
 impl Nearest {
     pub fn new(addr: u64, alloc: &Allocation) -> Self {
-        Nearest { allocation: alloc.into(), position: Position::of(addr, alloc) }
+        Nearest { allocation: alloc.into(), position: Position::of(addr, alloc), landed: None }
     }
 }
 
@@ -899,7 +942,7 @@ fn write_nearest(
     nearest: Option<&Nearest>,
     unknown: bool,
 ) -> fmt::Result {
-    let Some(Nearest { allocation: a, position }) = nearest else {
+    let Some(Nearest { allocation: a, position, landed }) = nearest else {
         return if unknown {
             writeln!(f, "{BAR}     Address {addr:#x} is not in any known allocation")
         } else {
@@ -907,14 +950,27 @@ fn write_nearest(
         };
     };
     let state = if a.freed { ", freed" } else { "" };
-    let what = format!(
-        "a {}-byte {} allocation at {:#x} (id {}, device {}{state})",
-        a.size,
-        a.kind.describe(),
-        a.base,
-        a.id,
-        a.device
-    );
+    let mut what = match a.kind {
+        AllocKind::PoolBlock { source, .. } => format!(
+            "a tensor block of {} B ({}) at {:#x} (id {}, device {}{state})",
+            a.size,
+            source.describe(),
+            a.base,
+            a.id,
+            a.device
+        ),
+        _ => format!(
+            "a {}-byte {} allocation at {:#x} (id {}, device {}{state})",
+            a.size,
+            a.kind.describe(),
+            a.base,
+            a.id,
+            a.device
+        ),
+    };
+    if let Some(s) = &a.segment {
+        let _ = write!(what, " inside a segment of {} at {:#x} (id {})", bytes_human(s.size), s.base, s.id);
+    }
     match *position {
         Position::Inside { offset } => {
             write!(f, "{BAR}     Address {addr:#x} is at offset {offset} of {what}")?;
@@ -930,6 +986,17 @@ fn write_nearest(
         Position::Before { bytes } => {
             writeln!(f, "{BAR}     Address {addr:#x} is {} before {what}", plural(bytes, "byte"))?
         }
+    }
+    match landed {
+        Some(Landing::PoolSlack) => {
+            writeln!(f, "{BAR}     It fell in the pool's slack: memory of the segment that no block holds")?
+        }
+        Some(Landing::NeighbourBlock { id, base, size, freed }) => writeln!(
+            f,
+            "{BAR}     It fell in a neighbouring block of {size} B at {base:#x} (id {id}{})",
+            if *freed { ", freed" } else { "" }
+        )?,
+        None => {}
     }
     write_stack(f, "Allocated at", &a.alloc_stack)?;
     match &a.free_stack {
@@ -997,6 +1064,15 @@ fn add(count: &mut u64, n: u64) {
 
 fn sum(counts: impl Iterator<Item = u64>) -> u64 {
     counts.fold(0, u64::saturating_add)
+}
+
+/// `2 MiB`, `64 KiB`, or bytes when not a whole number of either.
+fn bytes_human(n: u64) -> String {
+    match n {
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
+        n => plural(n, "byte"),
+    }
 }
 
 pub(crate) fn plural(n: u64, unit: &str) -> String {

@@ -661,6 +661,7 @@ fn the_binary_routes_aligned_kinds_are_the_drivers_allocations() {
         AllocKind::HostPinned { mapped: true },
         AllocKind::Vmm,
         AllocKind::GraphNode,
+        AllocKind::PoolBlock { source: gpusan_runtime::pool_blocks::PoolSource::Torch, stream: 0 },
     ];
     let anywhere = [
         AllocKind::HostRegistered,

@@ -5,8 +5,12 @@
 //! - [`dlsym`]: our `dlsym` and `cuGetProcAddress[_v2]` hand out the stand-ins;
 //! - [`sanitizer`]: `InitializeInjection`, called by the driver when it loads this library
 //!   through `CUDA_INJECTION64_PATH`, subscribes to the Compute Sanitizer API's callbacks
-//!   (whose data [`sanitizer_data`] lays out as the C headers do).
+//!   (whose data [`sanitizer_data`] lays out as the C headers do);
+//! - [`nvtx`]: `InitializeInjectionNvtx2` and `InitializeInjectionNvtxExtension`, called by
+//!   NVTX when it loads this library through `NVTX_INJECTION64_PATH`: allocators' memory
+//!   regions become pool blocks (`families::pools`).
 
 pub mod dlsym;
+pub mod nvtx;
 pub mod sanitizer;
 pub mod sanitizer_data;

@@ -111,10 +111,12 @@ real_functions! {
     fn cuLinkComplete(state: CUlinkState, cubin: *mut *mut c_void, size: *mut usize);
     fn cuLinkDestroy(state: CUlinkState);
 
-    // Events (stream-ordered frees held back: `families::ordered`).
+    // Events (stream-ordered frees held back: `families::ordered`; pool blocks' frees
+    // shown to kernels: `routes::pool_frees`).
     fn cuEventCreate(event: *mut CUevent, flags: u32);
     fn cuEventRecord(event: CUevent, stream: CUstream);
     fn cuEventSynchronize(event: CUevent);
+    fn cuEventQuery(event: CUevent);
     fn cuStreamWaitEvent(stream: CUstream, event: CUevent, flags: u32);
     fn cuMemFreeAsync(dptr: CUdeviceptr, stream: CUstream);
 

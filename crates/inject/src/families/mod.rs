@@ -5,6 +5,8 @@
 //!
 //! A new family (NVRTC, `cuLink*`/nvJitLink, an allocator's hooks) is a new file here with
 //! its own `hooks!` block, listed in [`hooks`] so the doors can hand its stand-ins out.
+//! [`pools`] exports functions of gpusan's own instead (`include/gpusan_pools.h`), which pool
+//! allocators call.
 
 pub mod contexts;
 pub mod copies;
@@ -18,6 +20,7 @@ pub mod memory;
 pub mod modules;
 pub mod nvrtc;
 pub mod ordered;
+pub mod pools;
 pub mod streams;
 pub mod tensormaps;
 

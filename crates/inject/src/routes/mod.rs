@@ -14,6 +14,8 @@
 //!   through `doors::sanitizer`), checked against [`mirror`]'s table and buffers, with
 //!   [`redzones`] padding device allocations so its tail rule can catch an overflow that
 //!   would reach a neighbour;
+//! - [`pool_frees`]: when kernels see a pool block's free (the blocks themselves are in the
+//!   registry, and so in [`mirror`]'s table);
 //! - the Compute Sanitizer callbacks (`doors::sanitizer`) judge what cudart refuses itself;
 //! - [`window`]: in runs that check only some launches, the others run unchecked.
 //!
@@ -30,6 +32,7 @@ pub mod faults;
 pub mod kept;
 pub mod mirror;
 pub mod passes;
+pub mod pool_frees;
 pub mod redzones;
 pub mod substitute;
 pub mod table_memory;
@@ -130,6 +133,7 @@ pub fn after_sync(r: CUresult) -> CUresult {
 pub fn after_context_sync(r: CUresult) -> CUresult {
     if r == CUDA_SUCCESS {
         quietly(faults::synced_context);
+        quietly(pool_frees::after_context_sync);
     }
     after_sync(r)
 }
@@ -158,7 +162,12 @@ pub fn before_launch_on(stream: CUstream) {
 }
 
 fn before_launch() {
-    quietly(|| mirror::before_launch(binary::started()));
+    quietly(|| {
+        if mirror::active() {
+            pool_frees::before_upload();
+        }
+        mirror::before_launch(binary::started())
+    });
     register_late_exit();
 }
 
@@ -208,5 +217,6 @@ pub fn context_gone(context: u64) {
         faults::context_gone(context);
         coverage::context_gone(context);
         window::context_gone();
+        pool_frees::context_gone(context);
     });
 }
