@@ -37,6 +37,8 @@ pub struct Options {
     /// `GPUSAN_REDZONE`: bytes padded after device allocations where the binary route may
     /// patch (`routes::redzones`); 0: none.
     pub redzone: u64,
+    /// `GPUSAN_POOL_SITES`: pool blocks record their allocation and free stacks.
+    pub pool_sites: bool,
     /// `GPUSAN_BINARY_KINDS`: the access kinds beyond global memory the binary route patches.
     pub binary_kinds: gpusan_abi::binary::Kinds,
     /// `GPUSAN_KERNEL_SELECTION`: which launches are checked (`routes::window`); `None`:
@@ -71,6 +73,7 @@ impl Options {
             report: var(env::REPORT_DIR).map(|d| PathBuf::from(d).join(format!("report-{}.json", std::process::id()))),
             registry,
             redzone: var(env::REDZONE).and_then(|v| v.parse().ok()).unwrap_or(env::REDZONE_DEFAULT),
+            pool_sites: var(env::POOL_SITES).is_some_and(|v| v == env::POOL_SITES_ON),
             progress: var(env::PROGRESS).is_some(),
             binary_kinds: var(env::BINARY_KINDS)
                 .and_then(|v| gpusan_abi::binary::Kinds::parse(&v))

@@ -59,9 +59,19 @@ pub extern "C" fn gpusan_pool_block_free(ptr: u64, stream: u64, device: i32, sou
     boundary::contain("gpusan_pool_block_free", || free(ptr, stream, device, source), || INTERNAL)
 }
 
+/// The host stack of a pool block's allocation or free, where `--pool-sites` asks for it:
+/// unwinding at every tensor allocation costs more than the rest of the hook together.
+fn block_site() -> gpusan_runtime::registry::SiteId {
+    if state().options.pool_sites {
+        site()
+    } else {
+        gpusan_runtime::registry::SiteId::UNKNOWN
+    }
+}
+
 pub fn alloc(ptr: u64, size: u64, stream: u64, device: i32, source: u32) -> c_int {
     boundary::test_panic("pool_block");
-    let new = NewBlock { base: ptr, size, source: PoolSource::from_code(source), stream, device, site: site() };
+    let new = NewBlock { base: ptr, size, source: PoolSource::from_code(source), stream, device, site: block_site() };
     match state().registry.insert_block(new) {
         Ok(_) => OK,
         Err(_) => INVALID,
@@ -72,7 +82,7 @@ pub fn free(ptr: u64, stream: u64, _device: i32, _source: u32) -> c_int {
     boundary::test_panic("pool_block");
     // No table on any GPU yet (no checked module): nothing can see the free early.
     let show = if crate::routes::mirror::active() { Show::Later } else { Show::Now };
-    match state().registry.free_block(ptr, site(), stream, show) {
+    match state().registry.free_block(ptr, block_site(), stream, show) {
         BlockFree::Freed(_) => OK,
         BlockFree::Again(_) => FREED_TWICE,
         BlockFree::Unknown => UNKNOWN,
