@@ -1,7 +1,7 @@
 """The tests `bench/reliability/pytest_labels.sh` runs with `pytest --gpusan`: CuPy arrays
 on the stream-ordered allocator (each array an allocation gpusan sees) and a RawKernel
-(NVRTC) that writes `n + extra` ints into an array of `n`. `test_overflow` writes 16 past
-the end and never synchronizes: its finding must still be named after it (the plugin's mark
+(NVRTC) that writes `n + extra` ints into an array of `n`. `test_overflow` writes 120 past
+the end (past CuPy's rounding of the array to 512 bytes, which the async pool allocates) and never synchronizes: its finding must still be named after it (the plugin's mark
 of the next test reads what kernels recorded first). The others are clean."""
 import cupy as cp
 
@@ -28,7 +28,7 @@ def test_clean_before():
 
 
 def test_overflow():
-    launch(1000, 16)  # no synchronization here
+    launch(1000, 120)  # no synchronization here
 
 
 def test_clean_after():
