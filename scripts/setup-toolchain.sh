@@ -20,6 +20,8 @@ pins=(
   nvidia-cuda-sanitizer-api==13.0.85
   # CCCL headers (<nv/target>, libcu++): cuda_fp16.h and cooperative_groups.h need them.
   nvidia-cuda-cccl==13.0.85
+  # NVTX v3 headers as CUDA 13.0 ships them (the fake-driver tests of the NVTX memory door).
+  nvidia-nvtx==13.0.85
   # The first published disassemblers; they read sm_90 code from the 13.0 ptxas.
   nvidia-cuda-cuobjdump==13.2.51
   nvidia-cuda-nvdisasm==13.2.51

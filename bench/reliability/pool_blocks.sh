@@ -15,8 +15,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$WORK"
 fail() { echo "{\"case\": \"pool_blocks\", \"ok\": false, \"notes\": \"$1\"}" >"$RESULT"; exit 0; }
 [ -x "$GPUSAN" ] || fail "no gpusan at $GPUSAN"
-# CUDA 13 ships the NVTX v3 headers (include/nvtx3); the vendored copy is the fallback.
-nvtx_inc="$here/../../crates/cli/tests/fake_cuda/third_party/nvtx"
+# CUDA 13 ships the NVTX v3 headers (include/nvtx3); the pinned toolchain's are the fallback.
+nvtx_inc="$here/../../.toolchain/nvidia/cu13/include"
 "$NVCC" -arch=sm_90 -lineinfo -o prog "$here/pool_blocks.cu" 2>nvcc.err \
   || "$NVCC" -arch=sm_90 -lineinfo -I"$nvtx_inc" -o prog "$here/pool_blocks.cu" 2>>nvcc.err \
   || fail "nvcc failed: $(tail -c 300 nvcc.err | tr '\n"' '  ')"

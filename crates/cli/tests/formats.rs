@@ -1,6 +1,6 @@
 //! The report formats of `gpusan run` and how they are delivered, with the fake driver:
 //! the JSON report's published schema (`gpusan schema`, `schemas/report-v1.json`), SARIF
-//! 2.1.0 (`--report-sarif`, validated against OASIS's schema in third_party/sarif), JUnit
+//! 2.1.0 (`--report-sarif`, validated against our own statement of SARIF 2.1.0's requirements in tests/sarif/), JUnit
 //! XML (`--report-junit`), and findings shown while the program runs.
 
 mod fake_driver;

@@ -10,12 +10,16 @@
 //! `Document::from_json` reads back what `to_json` wrote.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::{self, Write as _};
+use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
 use crate::coverage::Coverage;
 use crate::registry::{hex, AllocKind, Allocation, Frame, SiteId};
+
+mod text;
+use text::write_stack;
+pub use text::TextConfig;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -501,7 +505,7 @@ impl FaultDetails {
 /// The title of a kernel's launch stack: what it is.
 const FIRST_LAUNCHED: &str = "First launched at (a kernel's stack is taken at its first launch only)";
 
-fn fault_launch(k: &FaultLaunch) -> String {
+pub(crate) fn fault_launch(k: &FaultLaunch) -> String {
     if let Some(graph) = k.graph {
         return format!("the kernels of CUDA graph {graph:#x} (cuGraphLaunch) on stream {:#x}", k.stream);
     }
@@ -729,332 +733,6 @@ impl Document {
     }
 }
 
-/// How the text report is written.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TextConfig {
-    /// gpusan's own view as well (`gpusan run --verbose`): where in the instrumented PTX a
-    /// kernel's finding is, the internal counters, and every host frame, the CUDA
-    /// runtime's unfolded. The alternate form (`{:#}`) of a [`Document`] or [`Report`].
-    pub verbose: bool,
-}
-
-const BAR: &str = "=========";
-
-/// The text report; `{:#}` is the verbose form ([`TextConfig`]).
-impl fmt::Display for Document {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{BAR} GPUSAN {} (mode: {})", self.version, self.mode)?;
-        if self.cuda_processes == 0 {
-            writeln!(f, "{BAR} NOTE: {NO_CUDA_ACTIVITY} (no driver call reached gpusan)")?;
-        }
-        for note in &self.notes {
-            writeln!(f, "{BAR} NOTE: {note}")?;
-        }
-        let verbose = f.alternate();
-        for error in &self.errors {
-            if verbose {
-                write!(f, "{:#}", error.report)?;
-            } else {
-                write!(f, "{}", error.report)?;
-            }
-            if error.count > 1 {
-                writeln!(f, "{BAR}     Seen {} times", error.count)?;
-            }
-            writeln!(f, "{BAR}")?;
-        }
-        if !self.leaks.is_empty() {
-            let count = sum(self.leaks.iter().map(|l| l.count));
-            let bytes = sum(self.leaks.iter().map(|l| l.bytes));
-            writeln!(f, "{BAR} LEAK SUMMARY: {} in {} leaked", plural(bytes, "byte"), plural(count, "allocation"))?;
-            for leak in &self.leaks {
-                writeln!(
-                    f,
-                    "{BAR}     {} in {}, allocated at:",
-                    plural(leak.bytes, "byte"),
-                    plural(leak.count, "allocation")
-                )?;
-                write_frames(f, &leak.alloc_stack)?;
-            }
-            writeln!(f, "{BAR}")?;
-        }
-        // gpusan's own measures, except in `count` mode, where the counts are what was asked.
-        let counters = if verbose || self.mode == "count" { self.counters.iter() } else { Default::default() };
-        for (name, value) in counters {
-            writeln!(f, "{BAR} COUNTER {name}: {value}")?;
-        }
-        if let Some(c) = &self.check_counts {
-            let pct = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x));
-            writeln!(
-                f,
-                "{BAR} CHECK COUNTS: {} accesses, {} checks, {} group checks ran: {} of the checks removed \
-                 ({} in the code)",
-                c.accesses,
-                c.checks,
-                c.group_checks,
-                pct(c.dynamic_fraction_removed()),
-                pct(c.static_fraction_removed())
-            )?;
-        }
-        for (why, n) in &self.unchecked_modules {
-            writeln!(f, "{BAR} UNCHECKED: {} loaded unchanged: {why}", plural(*n, "module"))?;
-        }
-        if !self.coverage.is_empty() {
-            writeln!(f, "{BAR} COVERAGE: {}", self.coverage.summary_line())?;
-        }
-        let s = &self.summary;
-        write!(f, "{BAR} ERROR SUMMARY: {}", plural(s.total, "error"))?;
-        if s.not_stored > 0 {
-            write!(f, " ({} not shown)", s.not_stored)?;
-        }
-        if self.cuda_processes == 0 {
-            write!(f, "; {NO_CUDA_ACTIVITY}")?;
-        }
-        if let Some((kernels, launches)) = self.coverage.none_checked() {
-            let launches = if launches == 1 { "1 launch".to_string() } else { format!("{launches} launches") };
-            write!(f, "; no kernel launch was checked ({}, {launches})", plural(kernels, "kernel"))?;
-        }
-        writeln!(f)
-    }
-}
-
-/// A finding as the text report shows it; `{:#}` is the verbose form ([`TextConfig`]).
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{BAR} {}", self.message)?;
-        if let Some(label) = &self.label {
-            writeln!(f, "{BAR}     during: {label}")?;
-        }
-        match &self.details {
-            Details::Host(h) => {
-                if let Some(symbol) = &h.symbol {
-                    let offset = h.address.wrapping_sub(symbol.address);
-                    writeln!(
-                        f,
-                        "{BAR}     Symbol {} is {} at {:#x}; the access of {} at offset {offset} runs {} past its end",
-                        symbol.name,
-                        plural(symbol.size, "byte"),
-                        symbol.address,
-                        plural(h.size, "byte"),
-                        plural(offset.saturating_add(h.size).saturating_sub(symbol.size), "byte"),
-                    )?;
-                }
-                if let Some(t) = &h.tensor {
-                    let list = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
-                    writeln!(
-                        f,
-                        "{BAR}     Tensor of {} [{}], strides [{}] bytes: reaches {} from {:#x}",
-                        t.data_type,
-                        list(&t.dims),
-                        list(&t.strides),
-                        plural(h.size, "byte"),
-                        h.address
-                    )?;
-                }
-                // A pitch finding is about the call's shape, not an address.
-                let unknown = h.symbol.is_none() && self.kind != ErrorKind::InvalidPitch;
-                write_nearest(f, h.address, h.size, h.nearest.as_ref(), unknown)?;
-                write_stack(f, "Called at", &h.call_stack)
-            }
-            Details::Device(d) => {
-                write!(f, "{BAR}     at {}", d.kernel)?;
-                if let Some(source) = &d.source {
-                    write!(f, " in {}:{}", source.file, source.line)?;
-                }
-                // The instrumented PTX is gpusan's, not a file the user can open.
-                if let Some(ptx) = d.ptx.as_ref().filter(|_| f.alternate()) {
-                    write!(f, " (PTX {}:{})", ptx.file, ptx.line)?;
-                }
-                if let Some(offset) = d.sass_offset {
-                    write!(f, " (SASS +{offset:#x})")?;
-                }
-                writeln!(f)?;
-                let [tx, ty, tz] = d.thread;
-                let [bx, by, bz] = d.block;
-                writeln!(f, "{BAR}     by thread ({tx},{ty},{tz}) in block ({bx},{by},{bz})")?;
-                let heap_free = matches!(self.kind, ErrorKind::DoubleFree | ErrorKind::InvalidFree);
-                match (d.heap_block, heap_free) {
-                    (Some(b), true) if b.base == d.address => {
-                        writeln!(f, "{BAR}     The device-heap block at {:#x} was already freed", b.base)?
-                    }
-                    (Some(b), _) => {
-                        let offset = d.address.wrapping_sub(b.base) as i64;
-                        let at = if offset < 0 {
-                            format!("{} before", plural(offset.unsigned_abs(), "byte"))
-                        } else {
-                            format!("at offset {offset} of")
-                        };
-                        writeln!(
-                            f,
-                            "{BAR}     Address {:#x} is {at} the device-heap block (malloc in a kernel) at {:#x}",
-                            d.address, b.base
-                        )?
-                    }
-                    (None, true) => {
-                        writeln!(f, "{BAR}     Address {:#x} is not the start of any device-heap block", d.address)?
-                    }
-                    (None, false) if d.frame_object.is_some() => write_frame_object(f, d)?,
-                    (None, false) if self.kind == ErrorKind::UseAfterScope => writeln!(
-                        f,
-                        "{BAR}     Address {:#x} is local memory outside the kernel's frame: the frame of a \
-                         function that has returned",
-                        d.address
-                    )?,
-                    (None, false) => write_nearest(f, d.address, u64::from(d.size), d.nearest.as_ref(), true)?,
-                }
-                if d.heap_block.is_some() {
-                    write_nearest(f, d.address, u64::from(d.size), d.nearest.as_ref(), false)?;
-                }
-                write_stack(f, FIRST_LAUNCHED, &d.launch_stack)
-            }
-            Details::Fault(d) => {
-                d.write(f, BAR)?;
-                write_stack(f, "Seen at", &d.call_stack)
-            }
-        }
-    }
-}
-
-/// The line naming the local object a finding is about ([`DeviceDetails::frame_object`]).
-fn write_frame_object(f: &mut fmt::Formatter<'_>, d: &DeviceDetails) -> fmt::Result {
-    match d.frame_object {
-        Some(FrameObject::LocalObject { frame_offset, size }) => writeln!(
-            f,
-            "{BAR}     Address {:#x} is outside the local array at frame offset {frame_offset} ({}) it was \
-             indexed from; `--local-bounds frame` bounds only the whole frame",
-            d.address,
-            plural(size, "byte")
-        ),
-        Some(FrameObject::ReturnedFrame { size }) => writeln!(
-            f,
-            "{BAR}     Address {:#x} is in the function's own stack frame ({}), which it returns: the frame \
-             is dead once the function has returned",
-            d.address,
-            plural(size, "byte")
-        ),
-        None => Ok(()),
-    }
-}
-
-fn write_nearest(
-    f: &mut fmt::Formatter<'_>,
-    addr: u64,
-    size: u64,
-    nearest: Option<&Nearest>,
-    unknown: bool,
-) -> fmt::Result {
-    let Some(Nearest { allocation: a, position, landed }) = nearest else {
-        return if unknown {
-            writeln!(f, "{BAR}     Address {addr:#x} is not in any known allocation")
-        } else {
-            Ok(())
-        };
-    };
-    let state = if a.freed { ", freed" } else { "" };
-    let mut what = match a.kind {
-        AllocKind::PoolBlock { source, .. } => format!(
-            "a tensor block of {} B ({}) at {:#x} (id {}, device {}{state})",
-            a.size,
-            source.describe(),
-            a.base,
-            a.id,
-            a.device
-        ),
-        _ => format!(
-            "a {}-byte {} allocation at {:#x} (id {}, device {}{state})",
-            a.size,
-            a.kind.describe(),
-            a.base,
-            a.id,
-            a.device
-        ),
-    };
-    if let Some(s) = &a.segment {
-        let _ = write!(what, " inside a segment of {} at {:#x} (id {})", bytes_human(s.size), s.base, s.id);
-    }
-    match *position {
-        Position::Inside { offset } => {
-            write!(f, "{BAR}     Address {addr:#x} is at offset {offset} of {what}")?;
-            let over = offset.saturating_add(size).saturating_sub(a.size);
-            if over > 0 {
-                write!(f, "; the access of {} runs {} past its end", plural(size, "byte"), plural(over, "byte"))?;
-            }
-            writeln!(f)?;
-        }
-        Position::PastEnd { bytes } => {
-            writeln!(f, "{BAR}     Address {addr:#x} is {} past the end of {what}", plural(bytes, "byte"))?
-        }
-        Position::Before { bytes } => {
-            writeln!(f, "{BAR}     Address {addr:#x} is {} before {what}", plural(bytes, "byte"))?
-        }
-    }
-    match landed {
-        Some(Landing::PoolSlack) => {
-            writeln!(f, "{BAR}     It fell in the pool's slack: memory of the segment that no block holds")?
-        }
-        Some(Landing::NeighbourBlock { id, base, size, freed }) => writeln!(
-            f,
-            "{BAR}     It fell in a neighbouring block of {size} B at {base:#x} (id {id}{})",
-            if *freed { ", freed" } else { "" }
-        )?,
-        None => {}
-    }
-    write_stack(f, "Allocated at", &a.alloc_stack)?;
-    match &a.free_stack {
-        Some(stack) => write_stack(f, "Freed at", stack),
-        None => Ok(()),
-    }
-}
-
-fn write_stack(f: &mut fmt::Formatter<'_>, title: &str, stack: &Stack) -> fmt::Result {
-    if stack.frames.is_empty() {
-        return Ok(());
-    }
-    writeln!(f, "{BAR}     {title}:")?;
-    write_frames(f, stack)
-}
-
-/// A stack's frames, innermost first. Each run of the CUDA runtime's (and gpusan's) own
-/// frames is one line, and the unwinder's end marks (`[0x0]` at the bottom) are left out,
-/// unless verbose (`{:#}`): the program's frames are what a user acts on.
-fn write_frames(f: &mut fmt::Formatter<'_>, stack: &Stack) -> fmt::Result {
-    let fold = !f.alternate();
-    let shown = match stack.frames.iter().rposition(|g| g.address != 0) {
-        Some(last) if fold => &stack.frames[..=last],
-        _ => &stack.frames[..],
-    };
-    let mut frames = shown.iter().peekable();
-    while let Some(frame) = frames.next() {
-        if crate::pyframes::is_python(frame.address) {
-            let (function, file) = (frame.function.as_deref().unwrap_or("?"), frame.file.as_deref().unwrap_or("?"));
-            writeln!(f, "{BAR}         Python Frame: {function} at {file}:{}", frame.line.unwrap_or(0))?;
-            continue;
-        }
-        if fold && frame.in_cuda_runtime() {
-            let mut n = 1;
-            while frames.next_if(|g| !crate::pyframes::is_python(g.address) && g.in_cuda_runtime()).is_some() {
-                n += 1;
-            }
-            writeln!(f, "{BAR}         ({} in the CUDA runtime)", plural(n, "frame"))?;
-            continue;
-        }
-        write!(f, "{BAR}         Host Frame: ")?;
-        if let Some(function) = &frame.function {
-            write!(f, "{function} ")?;
-        }
-        match (&frame.file, frame.line) {
-            (Some(file), Some(line)) => write!(f, "at {file}:{line} ")?,
-            (Some(file), None) => write!(f, "in {file} ")?,
-            _ => {}
-        }
-        // As compute-sanitizer: the offset in the module, which `addr2line -e` takes.
-        match (&frame.module, frame.offset) {
-            (Some(module), Some(offset)) => writeln!(f, "[{offset:#x}] in {module}")?,
-            _ => writeln!(f, "[{:#x}]", frame.address)?,
-        }
-    }
-    Ok(())
-}
-
 /// Counts add up saturating: they come from every process's report, and a damaged one
 /// claiming 2^64 of something must neither panic the merge nor wrap the run's totals round
 /// to a small number (a run with errors reading "0 errors").
@@ -1067,7 +745,7 @@ fn sum(counts: impl Iterator<Item = u64>) -> u64 {
 }
 
 /// `2 MiB`, `64 KiB`, or bytes when not a whole number of either.
-fn bytes_human(n: u64) -> String {
+pub(crate) fn bytes_human(n: u64) -> String {
     match n {
         n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
         n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),

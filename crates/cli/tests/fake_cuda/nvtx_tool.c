@@ -40,7 +40,8 @@ int InitializeInjectionNvtx2(void *get_export_table) {
 int InitializeInjectionNvtxExtension(struct module *m) {
     note("ext", 0, 0);
     if (m->id != 1 || !m->nsegments) return 0;
-    intptr_t *slots = m->segments[0].slots;
+    /* Segment id 1 (CUDA 13.0's headers): the CBIDs count from 0; id 0: from 1. */
+    intptr_t *slots = m->segments[0].slots - (m->segments[0].id == 1);
     slots[1] = (intptr_t)heap_register;
     slots[3] = (intptr_t)heap_reset;
     slots[4] = (intptr_t)regions_register;

@@ -26,7 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "third_party/nvtx/nvtx3/nvToolsExtMem.h"
+#include <nvtx3/nvToolsExtMem.h> /* the pinned nvidia-nvtx wheel (CUDA 13.0) */
 
 typedef int CUresult;
 CUresult cuInit(unsigned);

@@ -32,8 +32,12 @@ pub fn build(tag: &str, programs: &[(&str, &str)]) -> PathBuf {
         .args(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"])
         .args([&lib, &src.join("libcuda.c")]));
     let _ = std::os::unix::fs::symlink(&lib, dir.join("libcuda.so"));
+    // NVTX v3's headers as CUDA 13.0 ships them (the pinned `nvidia-nvtx` wheel).
+    let cuda_include = gpusan_testkit::cuda_bin().parent().map(|c| c.join("include")).unwrap_or_default();
     for (name, source) in programs {
         run(Command::new("cc")
+            .arg("-I")
+            .arg(&cuda_include)
             .arg("-o")
             .args([&dir.join(name), &src.join(source)])
             .arg("-L")

@@ -180,10 +180,12 @@ unsafe fn extension(info: *mut ModuleInfo) -> c_int {
         return theirs.unwrap_or(0);
     }
     let segment = &*m.segments;
-    // Released NVTX (`nvtxExtImplMem_v1.h`): one segment (id 0) of 17 slots indexed by
-    // CBID. An earlier layout of the same compatibility id (`nvtxExtImplMem1.h`): segment
-    // id 1 of 16 slots, the first function at slot 0.
-    let first = usize::from(segment.id == 1 && segment.slot_count == 16);
+    // Two layouts share this compatibility id. Segment id 1: the CBIDs count from 0 and the
+    // first function is at slot 0, as in CUDA 13.0's headers (`nvtxExtImplMem_v1.h`, 63
+    // slots, the pinned `nvidia-nvtx` wheel; the H100 runs showed it) and an earlier
+    // `nvtxExtImplMem1.h` (16 slots). Segment id 0 (NVTX's development headers): 17 slots
+    // indexed by the CBIDs counted from 1, as these constants are.
+    let first = usize::from(segment.id == 1);
     if segment.slots.is_null() || segment.slot_count + first <= CBID_REGIONS_UNREGISTER {
         return theirs.unwrap_or(0);
     }
