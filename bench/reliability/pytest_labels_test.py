@@ -18,7 +18,7 @@ fill = cp.RawKernel(SRC, "fill")
 
 def launch(n, extra):
     a = cp.zeros(n, dtype=cp.int32)  # ALLOC
-    fill((4,), (256,), (a, cp.int32(n + extra)))
+    fill(((n + extra + 255) // 256,), (256,), (a, cp.int32(n + extra)))  # a thread per element
     return a
 
 
