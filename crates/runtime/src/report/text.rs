@@ -5,15 +5,6 @@ use std::fmt::{self, Write as _};
 
 use super::*;
 
-/// How the text report is written.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TextConfig {
-    /// gpusan's own view as well (`gpusan run --verbose`): where in the instrumented PTX a
-    /// kernel's finding is, the internal counters, and every host frame, the CUDA
-    /// runtime's unfolded. The alternate form (`{:#}`) of a [`Document`] or [`Report`].
-    pub verbose: bool,
-}
-
 const BAR: &str = "=========";
 
 /// The text report; `{:#}` is the verbose form ([`TextConfig`]).
@@ -329,4 +320,44 @@ fn write_frames(f: &mut fmt::Formatter<'_>, stack: &Stack) -> fmt::Result {
         }
     }
     Ok(())
+}
+
+impl FaultDetails {
+    pub fn write(&self, f: &mut std::fmt::Formatter<'_>, bar: &str) -> std::fmt::Result {
+        writeln!(f, "{bar}     Returned by {} after the kernel ended the context", self.api)?;
+        match self.kernels.as_slice() {
+            [] => writeln!(f, "{bar}     No kernel launch seen since the last synchronization that succeeded")?,
+            [one] => {
+                writeln!(f, "{bar}     In kernel {}", fault_launch(one))?;
+                write_stack(f, FIRST_LAUNCHED, &one.launch_stack)?;
+            }
+            many => {
+                writeln!(
+                    f,
+                    "{bar}     In one of the kernels launched since the last synchronization (the latest last):"
+                )?;
+                for (i, k) in many.iter().enumerate() {
+                    writeln!(f, "{bar}       {}", fault_launch(k))?;
+                    // Kernels launched from one place share a stack: it is shown once.
+                    let shown = many[..i].iter().any(|o| o.launch_stack.frames == k.launch_stack.frames);
+                    if !shown {
+                        write_stack(f, FIRST_LAUNCHED, &k.launch_stack)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The title of a kernel's launch stack: what it is.
+const FIRST_LAUNCHED: &str = "First launched at (a kernel's stack is taken at its first launch only)";
+
+fn fault_launch(k: &FaultLaunch) -> String {
+    if let Some(graph) = k.graph {
+        return format!("the kernels of CUDA graph {graph:#x} (cuGraphLaunch) on stream {:#x}", k.stream);
+    }
+    let [gx, gy, gz] = k.grid;
+    let [bx, by, bz] = k.block;
+    format!("{} with grid ({gx},{gy},{gz}), block ({bx},{by},{bz}) on stream {:#x}", k.kernel, k.stream)
 }
