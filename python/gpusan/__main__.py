@@ -83,7 +83,7 @@ def require():
 
 # `gpusan run`'s options that take no value (crates/cli/src/run.rs; a test of this
 # package keeps the list equal to the command's help).
-FLAGS = ("--count-checks", "--require-checked", "--verbose", "--help", "-h")
+FLAGS = ("--count-checks", "--require-checked", "--verbose", "--pool-sites", "--help", "-h")
 
 
 def run_command(args, python=None):
