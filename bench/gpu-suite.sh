@@ -28,7 +28,9 @@
 #    header is judged apart (tests/cases/README.md).
 #
 # Time: everything is bounded by GPUSAN_SUITE_BUDGET_S (default 450 s, under the 8 minutes
-# one call may take); each run has its own `timeout`. Environment knobs: OUT (default
+# one call may take); each run has its own `timeout`. GPUSAN_SUITE_MODES may name `default`:
+# `gpusan run` with no `--mode`, judged as check (and failed if its report is not check mode);
+# GPUSAN_SUITE_BENCH=0 skips the overhead benchmarks. Environment knobs: OUT (default
 # /tmp/gpusan-suite-out), GPUSAN_SUITE_MODES (default "api"; later "api check"),
 # GPUSAN_SUITE_ONLY (regex of case names), NVCC, COMPUTE_SANITIZER, GPUSAN_SUITE_PY.
 set -uo pipefail
@@ -207,13 +209,15 @@ fi
 
 # ---------------------------------------------------------------- 3. overhead benchmarks
 # About 2 minutes at most, so the cases keep most of the budget.
-if [ "$sass" != 1 ]; then
+bench_mode=${modes%% *}
+[ "$bench_mode" = default ] && bench_mode=check
+if [ "$sass" != 1 ] && [ "${GPUSAN_SUITE_BENCH:-1}" != 0 ]; then
   bench_deadline=$(( $(date +%s) + 150 ))
   [ "$bench_deadline" -gt $((deadline - 200 - py_budget)) ] && bench_deadline=$((deadline - 200 - py_budget))
   say "overhead benchmarks (until +$((bench_deadline - t0))s)"
   timeout "$(until_s "$bench_deadline" 30)" python3 bench/runtime/overhead.py \
     --bin "$work/benchbin" --gpusan "$gpusan" --out "$out/runtime-overhead.json" \
-    --mode "${modes%% *}" --rounds 2 --deadline "$bench_deadline" --logs "$work/logs/bench" \
+    --mode "$bench_mode" --rounds 2 --deadline "$bench_deadline" --logs "$work/logs/bench" \
     --env-json "$work/env.json" --table-out "$work/overhead-table.txt"
   say "overhead.py exit $?"
 fi

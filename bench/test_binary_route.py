@@ -150,6 +150,29 @@ class SuiteJudging(unittest.TestCase):
         self.assertNotIn("--route", suite.gpusan_cmd("g", "check", "r.json", ["b"]))
 
 
+class SuiteDefaultMode(unittest.TestCase):
+    """`--modes default` (issue 16): `gpusan run` with no `--mode`, judged as check."""
+
+    def judge(self, report_mode, kinds):
+        with tempfile.TemporaryDirectory() as d:
+            rep = os.path.join(d, "r.json")
+            Path(rep).write_text(json.dumps({
+                "tool": "gpusan", "version": "x", "mode": report_mode, "errors": [], "leaks": [],
+                "summary": {"total": 0, "unique": 0, "not_stored": 0, "leaked_bytes": 0, "by_kind": kinds}}))
+            return suite.judge_gpusan(dict(BUG, binary="found"), "default", NATIVE, rep, NATIVE)
+
+    def test_the_command_has_no_mode_flag(self):
+        self.assertEqual(suite.gpusan_cmd("g", "default", "r.json", ["b"]),
+                         ["g", "run", "--leak-check", "full", "--report-json", "r.json", "--", "b"])
+
+    def test_cases_are_judged_as_check_and_fail_when_the_default_is_not_check(self):
+        found = self.judge("check", {"local_out_of_bounds": 1})
+        self.assertEqual((found["verdict"], found["pass"]), ("detected", True))
+        self.assertEqual(self.judge("check", {})["verdict"], "missed")
+        wrong = self.judge("api", {"local_out_of_bounds": 1})
+        self.assertEqual((wrong["verdict"], wrong["pass"]), ("wrong_default_mode", False))
+
+
 class GpuSuiteSassOnly(unittest.TestCase):
     def test_cases_are_built_machine_code_only_and_run_under_the_binary_route(self):
         with tempfile.TemporaryDirectory() as d:

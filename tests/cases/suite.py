@@ -26,6 +26,17 @@ import sys
 import time
 
 MODE_LEVEL = {"api": 0, "count": 1, "check": 2}
+# `default`: `gpusan run` with no `--mode` (issue 16: check is the default), judged as check.
+RUN_DEFAULT, DEFAULT_IS = "default", "check"
+
+
+def mode_args(mode):
+    """The `--mode` flag for a run mode; none for `default`, to test what users get."""
+    return [] if mode == RUN_DEFAULT else ["--mode", mode]
+
+
+def judged_as(mode):
+    return DEFAULT_IS if mode == RUN_DEFAULT else mode
 KNOWN_KINDS = {
     "memcpy_out_of_bounds", "memset_out_of_bounds", "use_after_free_host", "unknown_device_address",
     "invalid_pitch", "device_mismatch", "double_free", "invalid_free", "mismatched_free",
@@ -251,7 +262,7 @@ def found_kinds(doc):
 
 def expected_for(case, mode):
     """Kinds gpusan must report for `case` in `mode`: a case's kinds count from its own mode up."""
-    if MODE_LEVEL[case["case_mode"]] <= MODE_LEVEL[mode]:
+    if MODE_LEVEL[case["case_mode"]] <= MODE_LEVEL[judged_as(mode)]:
         return list(case["expect"])
     return []
 
@@ -306,6 +317,9 @@ def judge_gpusan(case, mode, run_result, report_path, native, route=""):
             res["found_though_missed_by_design"] = True
     else:
         res["verdict"] = "clean"
+    if mode == RUN_DEFAULT and doc.get("mode") != DEFAULT_IS:
+        # What users get without `--mode` must be the checker, or every verdict above is moot.
+        res["verdict"], res["pass"] = "wrong_default_mode", False
     # The program must behave as it does natively: same exit code (no --error-exitcode
     # given) and, for clean cases, the same verdict line.
     if native and "skipped" not in native:
@@ -422,7 +436,7 @@ def judge_cs(case, r):
 
 def gpusan_cmd(gpusan, mode, report, prog, extra=(), route=""):
     route_args = ["--route", route] if route else []
-    return [gpusan, "run", "--mode", mode, *route_args, "--leak-check", "full", "--report-json", report, *extra, "--",
+    return [gpusan, "run", *mode_args(mode), *route_args, "--leak-check", "full", "--report-json", report, *extra, "--",
             *prog]
 
 
@@ -627,7 +641,7 @@ def run_programs(args, clock):
             rep = os.path.join(reports, f"program-{name}.{mode}.json")
             if os.path.exists(rep):
                 os.unlink(rep)
-            g = run([args.gpusan, "run", "--mode", mode, "--leak-check", "none", "--report-json", rep, "--", *prog],
+            g = run([args.gpusan, "run", *mode_args(mode), "--leak-check", "none", "--report-json", rep, "--", *prog],
                     args.program_timeout, clock, env=env)
             save_log(args.logs, f"program-{name}.gpusan-{mode}", g)
             res = slim(g)
@@ -650,7 +664,7 @@ def run_programs(args, clock):
                   f"gpusan[{mode}] pass={res.get('pass')} kinds={res.get('kinds')}", flush=True)
         if args.gpusan_ok and args.modes and clock.left() > 2 * 60:
             rep = os.path.join(reports, f"program-{name}.leakfull.json")
-            g = run([args.gpusan, "run", "--mode", args.modes[0], "--leak-check", "full", "--report-json", rep, "--", *prog],
+            g = run([args.gpusan, "run", *mode_args(args.modes[0]), "--leak-check", "full", "--report-json", rep, "--", *prog],
                     args.program_timeout, clock, env=env)
             doc, problem = read_report(rep) if "skipped" not in g else (None, "skipped")
             s = (doc or {}).get("summary") or {}
@@ -684,10 +698,10 @@ def interface_checks(args, clock):
 
     bug, clean, leak = exe("api_double_free"), exe("api_clean_exact_copies"), exe("api_leak_at_exit")
     if bug:
-        r = run([args.gpusan, "run", "--mode", mode, "--error-exitcode", "42", "--", bug], args.timeout, clock)
+        r = run([args.gpusan, "run", *mode_args(mode), "--error-exitcode", "42", "--", bug], args.timeout, clock)
         add("error_exitcode_on_error", r.get("rc") == 42, r, expected_rc=42)
     if clean:
-        r = run([args.gpusan, "run", "--mode", mode, "--error-exitcode", "42", "--", clean], args.timeout, clock)
+        r = run([args.gpusan, "run", *mode_args(mode), "--error-exitcode", "42", "--", clean], args.timeout, clock)
         add("error_exitcode_clean", r.get("rc") == 0, r, expected_rc=0)
         r = run([args.gpusan, "run", "--", clean], args.timeout, clock)
         add("default_options", r.get("rc") == 0 and last_line(r.get("stdout", "")).startswith("OK"), r)
@@ -695,26 +709,26 @@ def interface_checks(args, clock):
         log = os.path.join(tmp, "log.txt")
         if os.path.exists(log):
             os.unlink(log)
-        r = run([args.gpusan, "run", "--mode", mode, "--log-file", log, "--", bug], args.timeout, clock)
+        r = run([args.gpusan, "run", *mode_args(mode), "--log-file", log, "--", bug], args.timeout, clock)
         text = open(log, encoding="utf-8", errors="replace").read() if os.path.exists(log) else ""
         ok = "ERROR SUMMARY" in text and "ERROR SUMMARY" not in r.get("stderr", "")
         add("log_file", ok, r, log_tail=text[-800:])
-        r = run([args.gpusan, "run", "--mode", mode, "--", bug], args.timeout, clock)
+        r = run([args.gpusan, "run", *mode_args(mode), "--", bug], args.timeout, clock)
         add("text_report_on_stderr", "ERROR SUMMARY" in r.get("stderr", "") and "ouble free" in r.get("stderr", ""),
             r, stderr_tail=r.get("stderr", "")[-800:])
     if leak:
         rep = os.path.join(tmp, "leak-none.json")
-        r = run([args.gpusan, "run", "--mode", mode, "--leak-check", "none", "--report-json", rep, "--", leak],
+        r = run([args.gpusan, "run", *mode_args(mode), "--leak-check", "none", "--report-json", rep, "--", leak],
                 args.timeout, clock)
         doc, problem = read_report(rep)
         add("leak_check_none", doc is not None and "leak" not in found_kinds(doc), r, report_problem=problem)
     if args.interface_bin and os.access(args.interface_bin, os.X_OK):
-        r = run([args.gpusan, "run", "--mode", mode, "--", args.interface_bin], args.timeout, clock)
+        r = run([args.gpusan, "run", *mode_args(mode), "--", args.interface_bin], args.timeout, clock)
         add("exit_code_passthrough", r.get("rc") == 3, r, expected_rc=3)
-        r = run([args.gpusan, "run", "--mode", mode, "--", args.interface_bin, "--abort"], args.timeout, clock)
+        r = run([args.gpusan, "run", *mode_args(mode), "--", args.interface_bin, "--abort"], args.timeout, clock)
         add("signal_death_passthrough", r.get("rc") == 134, r, expected_rc=134,
             note="native: SIGABRT, shell status 134")
-        r = run([args.gpusan, "run", "--mode", mode, "--", args.interface_bin, "--args", "a b", "c"], args.timeout, clock)
+        r = run([args.gpusan, "run", *mode_args(mode), "--", args.interface_bin, "--args", "a b", "c"], args.timeout, clock)
         add("argument_passthrough", "argv=[a b][c]" in r.get("stdout", ""), r)
     return checks
 
