@@ -757,7 +757,7 @@ def main():
     args = ap.parse_args()
     args.modes = [m for m in args.modes.replace(",", " ").split() if m]
     for m in args.modes:
-        if m not in MODE_LEVEL:
+        if m not in MODE_LEVEL and m != RUN_DEFAULT:
             ap.error(f"unknown mode {m}")
     args.gpusan_ok = os.access(args.gpusan, os.X_OK)
     if args.logs:

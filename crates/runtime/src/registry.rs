@@ -931,10 +931,31 @@ impl Frame {
         let runtime_module =
             ["libcudart", "libcuda.so", "libgpusan", "libsanitizer-public"].iter().any(|p| module.starts_with(p));
         let internal = |name: &str| {
-            ["__cuda", "cudart::", "__device_stub_", "__wrapper__device_stub_"].iter().any(|p| name.starts_with(p))
+            ["__cuda", "cudart::", "__device_stub_", "__wrapper__device_stub_", "libcudart_static_"]
+                .iter()
+                .any(|p| name.starts_with(p))
+                || mangled_internal(name)
         };
-        runtime_module || self.symbol.as_deref().or(self.function.as_deref()).is_some_and(internal)
+        // Statically linked cudart's public entry points (`cudaLaunchKernel`) live in the
+        // program's own module; without line information they cannot be the user's code.
+        let static_cudart_api = |name: &str| {
+            self.line.is_none()
+                && name
+                    .strip_prefix("cuda")
+                    .and_then(|rest| rest.chars().next())
+                    .is_some_and(|c| c.is_ascii_uppercase())
+        };
+        let names = [self.symbol.as_deref(), self.function.as_deref()];
+        runtime_module || names.into_iter().flatten().any(|n| internal(n) || static_cudart_api(n))
     }
+}
+
+/// An Itanium-mangled name of a reserved launch helper (`_Z25__cudaLaunchKernel_helper…`,
+/// `_Z23__device_stub__Z4fillPfiPfi`): its length prefix, then one of the reserved names.
+fn mangled_internal(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("_Z") else { return false };
+    let body = rest.trim_start_matches(|c: char| c.is_ascii_digit());
+    ["__cuda", "__device_stub_", "__wrapper__device_stub_"].iter().any(|p| body.starts_with(p))
 }
 
 /// How much of each stack is kept, and how many distinct stacks at most.

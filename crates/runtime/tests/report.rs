@@ -194,6 +194,47 @@ fn runtime_frames_fold_and_program_frames_name_their_module() {
     assert_eq!(serde_json::from_value::<Report>(json).unwrap(), r);
 }
 
+/// The launch stack of a program built without `-g` against static cudart, as the H100 gave
+/// it (bench/results/h100-issue16): cudart's blob symbol, its public `cudaLaunchKernel`, and
+/// nvcc's launch helpers (whose symbols are mangled) fold; the nvcc-written host function
+/// `fill(float*, int)` and `main` stay.
+#[test]
+fn a_static_cudart_launch_stack_folds_to_the_programs_frames() {
+    let at = |function: &str, symbol: Option<&str>, offset: u64| Frame {
+        function: Some(function.into()),
+        symbol: symbol.map(Into::into),
+        module: Some("/tmp/prog".into()),
+        offset: Some(offset),
+        ..Frame::at(0x5555_0000 + offset)
+    };
+    let frames = vec![
+        at("libcudart_static_4d8b33a106dceb3c07a56e26de61f2d53bb62a68", None, 0x120d3),
+        at("cudaLaunchKernel", None, 0x74527),
+        at(
+            "__cudaLaunchKernel_helper(CUkern_st*, dim3, dim3, void**, unsigned long, CUstream_st*)",
+            Some("_Z25__cudaLaunchKernel_helperP9CUkern_st4dim3S1_PPvmP11CUstream_st"),
+            0x9c9d,
+        ),
+        at("__device_stub__Z4fillPfi(float*, int)", Some("_Z23__device_stub__Z4fillPfiPfi"), 0xa8c7),
+        at("fill(float*, int)", Some("_Z4fillPfi"), 0xa948),
+        at("main", None, 0xa41f),
+    ];
+    let mut r = host("cudaMalloc", Operand::Dst, 3, 0x1000);
+    if let Details::Host(h) = &mut r.details {
+        h.call_stack = Stack { site: SiteId::UNKNOWN, frames };
+    }
+    let text = r.to_string();
+    let called = &text[text.find("Called at:\n").expect(&text) + "Called at:\n".len()..];
+    assert_eq!(
+        called,
+        "\
+=========         (4 frames in the CUDA runtime)
+=========         Host Frame: fill(float*, int) [0xa948] in /tmp/prog
+=========         Host Frame: main [0xa41f] in /tmp/prog
+"
+    );
+}
+
 #[test]
 fn json_rendering_has_stable_field_names() {
     let json: serde_json::Value = serde_json::from_str(&fixture().to_json()).unwrap();
