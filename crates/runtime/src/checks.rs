@@ -9,6 +9,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::registry::blocks::PoolPlace;
 use crate::registry::{AllocKind, Allocation, FreeApi, FreeOutcome, Lookup, Registry, SiteId};
 use crate::report::{Details, ErrorKind, HostDetails, Leak, Nearest, Operand, Report, SymbolInfo};
 
@@ -330,6 +331,17 @@ impl Checker<'_> {
         let judged = |a: &Allocation| is_device || a.kind != AllocKind::HostRegistered;
         match self.registry.lookup(start) {
             Lookup::Live { alloc, .. } if judged(&alloc) => {
+                // Inside a pool's segment the tensor is the allocation (issue 15): a copy past
+                // it lands in the pool's slack or the next tensor, a copy into a freed one
+                // into memory the pool may hand out again.
+                let alloc = match is_device.then(|| self.registry.pool_place(start)) {
+                    Some(PoolPlace::Block(block)) if !block.is_live() => {
+                        self.push(operand, Problem::UseAfterFree { start, len, alloc: block });
+                        return;
+                    }
+                    Some(PoolPlace::Block(block)) => block,
+                    _ => alloc,
+                };
                 let end = u128::from(start) + u128::from(len);
                 if end > u128::from(alloc.end()) {
                     let past_end = saturate(end - u128::from(alloc.end()));

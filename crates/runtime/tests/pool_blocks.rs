@@ -217,3 +217,35 @@ fn a_free_is_shown_only_when_published() {
     let t = DeviceTable::build(&r);
     assert!(device_lookup(t.entries(), SEG_BASE + 520).is_some_and(|e| e.is_freed() && e.id == b));
 }
+
+/// Host copies and sets are judged against the tensor, not only its segment: a copy past a
+/// block is out of bounds of the block (even though the segment goes on), a copy into a freed
+/// block is a use after free, and copies inside a block or in a segment with no blocks stay
+/// as before.
+#[test]
+fn host_copies_are_judged_against_the_block_they_start_in() {
+    use gpusan_runtime::checks::{check_call, Call, Mem};
+    use gpusan_runtime::report::ErrorKind;
+    let r = Registry::default();
+    r.insert(NewAlloc { size: 2 << 20, ..segment(0) }).unwrap();
+    let plain = SEG_BASE + (4 << 20);
+    r.insert(NewAlloc { base: plain, ..segment(1) }).unwrap();
+    r.insert_block(block(SEG_BASE, 4000)).unwrap();
+    r.insert_block(block(SEG_BASE + 4096, 512)).unwrap();
+    let kinds = |call: Call| check_call(&r, "cudaMemcpy", &call).iter().map(|f| f.kind()).collect::<Vec<_>>();
+    let copy = |dst, count| Call::Copy { dst: Mem::Device(dst), src: Mem::Host(0x9000_0000), count };
+
+    assert_eq!(kinds(copy(SEG_BASE, 4000)), vec![]);
+    assert_eq!(kinds(copy(SEG_BASE + 100, 4000)), vec![ErrorKind::MemcpyOutOfBounds]);
+    let past = check_call(&r, "cudaMemcpy", &copy(SEG_BASE + 100, 4000));
+    let text = past[0].to_report(SiteId::UNKNOWN).to_string();
+    assert!(text.contains("4000"), "names the tensor's size: {text}");
+    assert_eq!(kinds(Call::Set { dst: Mem::Device(SEG_BASE + 4096), count: 513 }), vec![ErrorKind::MemsetOutOfBounds]);
+
+    r.free_block(SEG_BASE, SiteId::UNKNOWN, 0, Show::Now);
+    assert_eq!(kinds(copy(SEG_BASE, 16)), vec![ErrorKind::UseAfterFreeHost]);
+
+    // A segment holding no blocks is still one allocation.
+    assert_eq!(kinds(copy(plain, 0x900)), vec![]);
+    assert_eq!(kinds(copy(plain, 0x901)), vec![ErrorKind::MemcpyOutOfBounds]);
+}
