@@ -239,7 +239,7 @@ fn host_copies_are_judged_against_the_block_they_start_in() {
     assert_eq!(kinds(copy(SEG_BASE + 100, 4000)), vec![ErrorKind::MemcpyOutOfBounds]);
     let past = check_call(&r, "cudaMemcpy", &copy(SEG_BASE + 100, 4000));
     let text = past[0].to_report(SiteId::UNKNOWN).to_string();
-    assert!(text.contains("4000"), "names the tensor's size: {text}");
+    assert!(text.contains("tensor block of 4000 B"), "names the tensor: {text}");
     assert_eq!(kinds(Call::Set { dst: Mem::Device(SEG_BASE + 4096), count: 513 }), vec![ErrorKind::MemsetOutOfBounds]);
 
     r.free_block(SEG_BASE, SiteId::UNKNOWN, 0, Show::Now);
