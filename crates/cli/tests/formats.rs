@@ -379,3 +379,27 @@ fn the_sarif_requirements_refuse_invalid_logs() {
         &|v| v["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"] = 0.into()
     ));
 }
+
+/// On a terminal, instrumentation that takes longer than a second shows the progress line
+/// (naming what is being instrumented and for how long), and the line goes when it is done:
+/// the program below plays the injected library's part, leaving a progress file for 2.5 s.
+/// `script` gives `gpusan run` a terminal.
+#[test]
+fn a_terminal_shows_the_progress_line_while_instrumentation_lasts() {
+    let program = r#"f="$GPUSAN_REPORT_DIR/report-$$.json.progress"; echo instrumenting big.ptx > "$f"; sleep 2.5; rm -f "$f"; echo program-done"#;
+    let inner = format!("{} run --mode api -- sh -c '{program}'", env!("CARGO_BIN_EXE_gpusan"));
+    let out = Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .env("GPUSAN_INJECT_LIB", fake_driver::inject_lib())
+        .env("LD_LIBRARY_PATH", dir())
+        .output()
+        .expect("script(1) from util-linux runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("gpusan: instrumenting big.ptx (1 s)"), "{text}");
+    let done = text.find("program-done").expect(&text);
+    let summary = text.find("ERROR SUMMARY").expect(&text);
+    assert!(done < summary, "{text}");
+    // The line was cleared before the report: nothing of it after the program's last output.
+    assert!(!text[done..].contains("instrumenting big.ptx"), "{text}");
+}
