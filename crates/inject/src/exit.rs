@@ -108,6 +108,14 @@ fn more(st: &State, doc: &mut Document) {
         doc.counters.insert("device_table_bytes".into(), table_bytes);
         doc.counters.insert("device_table_moves".into(), table_moves);
     }
+    // Per-tensor cost of pool blocks on the device (issue 15: at most 32 bytes a tensor).
+    let peak = mirror::table_peak();
+    if let Some(per_block) = peak.bytes_per_block() {
+        doc.counters.insert("device_table_peak_entries".into(), peak.entries);
+        doc.counters.insert("device_table_peak_allocations".into(), peak.allocations);
+        doc.counters.insert("device_table_peak_pool_blocks".into(), peak.blocks);
+        doc.counters.insert("device_table_bytes_per_pool_block".into(), per_block);
+    }
     for (name, n) in crate::routes::binary::counters() {
         doc.counters.insert(name.into(), n);
     }

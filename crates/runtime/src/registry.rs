@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::locks;
 use crate::per_process::{fork_waits, PerProcess};
 use crate::pool_blocks::{Blocks, PoolSource};
+pub use blocks::TableShape;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use serde::{Deserialize, Serialize};
@@ -605,8 +606,9 @@ impl Registry {
         self.inner.read().version
     }
 
-    /// Copies the device view into `out` under one read lock, so entries and version agree.
-    fn fill_device_entries(&self, out: &mut Vec<DeviceEntry>) -> u64 {
+    /// Copies the device view into `out` under one read lock, so entries, version and the
+    /// shape agree.
+    fn fill_device_entries(&self, out: &mut Vec<DeviceEntry>) -> (u64, TableShape) {
         let inner = self.inner.read();
         out.clear();
         if inner.blocks.is_empty() {
@@ -614,7 +616,12 @@ impl Registry {
         } else {
             inner.merge_blocks(out);
         }
-        inner.version
+        let shape = TableShape {
+            entries: out.len() as u64,
+            allocations: inner.by_base.len() as u64,
+            blocks: inner.blocks.len() as u64,
+        };
+        (inner.version, shape)
     }
 }
 
@@ -772,6 +779,8 @@ pub struct DeviceTable {
     scratch: Vec<DeviceEntry>,
     /// Registry version reflected; `None` before the first update.
     version: Option<u64>,
+    /// The shape of the largest table so far (device memory follows the peak).
+    peak: TableShape,
 }
 
 impl DeviceTable {
@@ -793,9 +802,12 @@ impl DeviceTable {
         if self.version == Some(registry.version()) {
             return None;
         }
-        let version = registry.fill_device_entries(&mut self.scratch);
+        let (version, shape) = registry.fill_device_entries(&mut self.scratch);
         std::mem::swap(&mut self.entries, &mut self.scratch);
         self.version = Some(version);
+        if shape.entries >= self.peak.entries {
+            self.peak = shape;
+        }
         let (new, old) = (&self.entries, &self.scratch);
         let first = new.iter().zip(old).position(|(a, b)| a != b).unwrap_or(new.len().min(old.len()));
         let last = if new.len() == old.len() {
@@ -833,6 +845,11 @@ impl DeviceTable {
         // (asserted above), so it has no padding and every byte is initialised; u8 has no
         // alignment or validity requirement.
         unsafe { std::slice::from_raw_parts(entries.as_ptr().cast::<u8>(), std::mem::size_of_val(entries)) }
+    }
+
+    /// The shape of the largest table uploaded so far.
+    pub fn peak(&self) -> TableShape {
+        self.peak
     }
 
     /// Device bytes used: header plus entries.
@@ -1171,47 +1188,6 @@ fn symbolize_now(site: SiteId) -> Vec<Frame> {
     frames
 }
 
-/// [`hex`] for an optional address.
-pub(crate) mod hex_option {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(value: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
-        match value {
-            Some(v) => super::hex::serialize(v, s),
-            None => s.serialize_none(),
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-        #[derive(Deserialize)]
-        struct Hex(#[serde(with = "super::hex")] u64);
-        Ok(Option::<Hex>::deserialize(d)?.map(|Hex(v)| v))
-    }
-}
-
-/// Addresses as `"0x…"` strings in JSON: exact for every 64-bit value, readable, and safe for
-/// readers whose numbers are doubles.
-pub(crate) mod hex {
-    use serde::{de::Error, Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(value: &u64, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format!("{value:#x}"))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-        let text = String::deserialize(d)?;
-        let digits = text.strip_prefix("0x").ok_or_else(|| D::Error::custom("expected a 0x-prefixed address"))?;
-        u64::from_str_radix(digits, 16).map_err(D::Error::custom)
-    }
-
-    /// What the schema of the report says of such a field: a `0x`-prefixed lower-case hex
-    /// string.
-    #[cfg(feature = "schema")]
-    pub fn schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "type": "string",
-            "pattern": "^0x[0-9a-f]{1,16}$",
-            "description": "A 64-bit address or value, `0x`-prefixed lower-case hex."
-        })
-    }
-}
+/// Addresses as `"0x…"` strings in JSON (`registry/hex.rs`), and the same for an optional one.
+pub(crate) mod hex;
+pub(crate) mod hex_option;

@@ -44,7 +44,7 @@ use gpusan_passes::meta::ModuleMeta;
 use gpusan_runtime::device_abi::{ErrorRecord, SourceLines};
 use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
-use gpusan_runtime::registry::DeviceTable;
+use gpusan_runtime::registry::{DeviceTable, TableShape};
 
 use crate::capture::{self, dtoh, global_of, htod};
 use crate::driver::{current_context, real, Loaded, CUDA_SUCCESS};
@@ -112,6 +112,8 @@ struct Contexts {
     /// What contexts that went away counted: records not stored, table memory held, moves,
     /// untracked accesses of patched kernels.
     gone: (u64, u64, u64, u64),
+    /// The largest table of a context that went away.
+    gone_peak: TableShape,
 }
 
 static ABI: PerProcess<Mutex<Option<Contexts>>> = PerProcess::new(|| Mutex::new(None));
@@ -499,9 +501,12 @@ pub fn context_gone(context: u64) {
             Target::Params { untracked, .. } => untracked,
             Target::Variables(_) => 0,
         });
-        (abi.not_stored, abi.memory.held_bytes(), abi.memory.moves(), untracked.sum::<u64>())
+        (abi.not_stored, abi.memory.held_bytes(), abi.memory.moves(), untracked.sum::<u64>(), abi.table.peak())
     };
     if let Some(contexts) = lock().as_mut() {
+        if counts.4.entries >= contexts.gone_peak.entries {
+            contexts.gone_peak = counts.4;
+        }
         let (lost, bytes, moves, untracked) = &mut contexts.gone;
         *lost += counts.0;
         *bytes += counts.1;
@@ -569,6 +574,12 @@ pub fn buffer_filled() -> bool {
 pub fn not_stored() -> u64 {
     let gone = lock().as_ref().map_or(0, |c| c.gone.0);
     gone + entries().iter().map(|a| lock_abi(a).not_stored).sum::<u64>()
+}
+
+/// The largest allocation table of any context (those gone too): what its entries stood for.
+pub fn table_peak() -> TableShape {
+    let gone = lock().as_ref().map_or_else(TableShape::default, |c| c.gone_peak);
+    entries().iter().map(|a| lock_abi(a).table.peak()).fold(gone, |p, t| if t.entries > p.entries { t } else { p })
 }
 
 /// Device memory held for allocation tables, all contexts (those gone too), and how often tables moved
