@@ -154,3 +154,16 @@ fn the_functions_are_absent_without_gpusan() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("inside done"), "{text}{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// What the blocks cost on the device, in the report (issue 15: at most 32 bytes a tensor):
+/// the largest table's entries, the allocations they stand for and its blocks. Two blocks
+/// in one segment take two entries where the segment took one.
+#[test]
+fn the_report_counts_the_device_bytes_of_each_pool_block() {
+    let o = run("inside");
+    let counter = |name: &str| o.report["counters"][name].as_u64();
+    assert_eq!(counter("device_table_peak_pool_blocks"), Some(2), "{:#}", o.report["counters"]);
+    let (entries, allocations) = (counter("device_table_peak_entries"), counter("device_table_peak_allocations"));
+    assert_eq!(entries.zip(allocations).map(|(e, a)| e - a), Some(1), "{:#}", o.report["counters"]);
+    assert_eq!(counter("device_table_bytes_per_pool_block"), Some(16), "{:#}", o.report["counters"]);
+}
