@@ -18,9 +18,23 @@ bugs:
   size (recorded only: the address is then that live tensor's).
 clean: the same kernels in bounds, the eager view of the tensor's own size, and a tensor
 used on a side stream (record_stream) freed while that stream's kernels still read it.
+
+`stale_block_reused` says whether the new tensor of the stale scenario got the freed
+block's address. With the caching allocator it does (natively and under gpusan, whose hooks
+change no address): the kernel's read is then of a live tensor, recorded only. With
+PyTorch's stream-ordered allocator (`gpusan run --torch-allocator async`, torch_pool_async.sh)
+gpusan holds the freed block in quarantine, so the new tensor lies elsewhere
+(`stale_block_reused` false under gpusan, true natively) and the read stays a use after free.
+
+`--steps N` (clean) adds N timed training steps of a small MLP after 3 warm-up ones
+(`ms_per_step`, the median of CUDA-event times, and `steps_digest`, the SHA-256 of the
+losses): the cost of the allocator and of gpusan on a step.
 """
 
+import hashlib
 import json
+import statistics
+import struct
 import sys
 
 import torch
@@ -146,8 +160,34 @@ def side_stream():
     return {"side_sum": float(acc.sum()), "others": len(others)}
 
 
+def steps(n):
+    """`n` timed AdamW steps of a small MLP (tensors allocated and freed at every step)."""
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 10)).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    g = torch.Generator(device="cpu").manual_seed(2)
+    x = torch.randn(256, 512, generator=g).cuda()
+    y = torch.randint(0, 10, (256,), generator=g).cuda()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    losses, times = [], []
+    for i in range(3 + n):
+        start.record()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        end.record()
+        end.synchronize()
+        losses.append(float(loss.item()))
+        if i >= 3:
+            times.append(start.elapsed_time(end))
+    digest = hashlib.sha256(struct.pack(f"{len(losses)}d", *losses)).hexdigest()
+    return {"ms_per_step": round(statistics.median(times), 4), "steps": n, "steps_digest": digest}
+
+
 def main():
     kind = sys.argv[1]
+    n_steps = int(sys.argv[sys.argv.index("--steps") + 1]) if "--steps" in sys.argv else 0
     bug = kind == "bugs"
     torch.manual_seed(0)
     facts = {"kind": kind, "torch": torch.__version__, "triton": triton.__version__,
@@ -159,6 +199,8 @@ def main():
         facts.update(stale())
     else:
         facts.update(side_stream())
+        if n_steps > 0:
+            facts.update(steps(n_steps))
     print(json.dumps(facts))
     return 0
 
