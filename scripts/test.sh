@@ -10,5 +10,7 @@ cargo build --locked -p gpusan-inject
 cargo test --workspace --locked "$@"
 # The binary route's measurement scripts on fakes (a few seconds; no GPU).
 python3 bench/test_binary_route.py
+# The hook-cost benchmark's statistics on fakes (issue 15; a few seconds; no GPU).
+python3 bench/test_hook_cost.py
 # The wheel in a fresh virtual environment, pip with local files only (python/, < 30 s).
 scripts/python-wheel.sh

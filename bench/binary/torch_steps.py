@@ -13,7 +13,7 @@ run are bit-identical to the native run's whatever tool it runs under.
 Each step is timed with CUDA events after W warm-up steps. Prints one JSON line last
 ({"bench", "ok", "params", "metrics", "digest"}): metrics `<model>.ms_per_step` (median) and
 `<model>.ms_per_step_min`; digest, the SHA-256 of the losses and of every parameter's bytes
-after the last step."""
+after the last step; with --all-times, `times`: every timed step's ms (bench/hook_cost.py)."""
 import argparse
 import hashlib
 import json
@@ -73,6 +73,7 @@ def main():
     ap.add_argument("model", choices=["mlp", "transformer"])
     ap.add_argument("--steps", type=int, default=int(os.environ.get("GPUSAN_TORCH_STEPS", "10")))
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--all-times", action="store_true", help="every timed step's ms in the JSON (`times`)")
     args = ap.parse_args()
     torch.manual_seed(0)
     torch.use_deterministic_algorithms(True)
@@ -99,7 +100,8 @@ def main():
         "params": {"steps": args.steps, "warmup": args.warmup},
         "metrics": {f"{name}.ms_per_step": round(statistics.median(times), 4),
                     f"{name}.ms_per_step_min": round(min(times), 4)},
-        "digest": h.hexdigest(), "last_loss": losses[-1]}), flush=True)
+        "digest": h.hexdigest(), "last_loss": losses[-1],
+        **({"times": [round(t, 4) for t in times]} if args.all_times else {})}), flush=True)
     return 0
 
 
