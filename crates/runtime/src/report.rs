@@ -639,7 +639,13 @@ impl Document {
         }
         self.leaks.extend(other.leaks);
         for (name, v) in other.counters {
-            add(self.counters.entry(name).or_default(), v);
+            let mine = self.counters.entry(name.clone()).or_default();
+            // A rate (`device_table_bytes_per_pool_block`) is no sum: the worst process's.
+            if name.contains("_per_") {
+                *mine = (*mine).max(v);
+            } else {
+                add(mine, v);
+            }
         }
         for (why, n) in other.unchecked_modules {
             add(self.unchecked_modules.entry(why).or_default(), n);

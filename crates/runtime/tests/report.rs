@@ -488,6 +488,21 @@ fn check_counts_merge_render_and_round_trip() {
     assert_eq!(CheckCounts::default().dynamic_fraction_removed(), None);
 }
 
+/// Counts of processes add up when their documents merge; a rate per thing (`_per_` in its
+/// name) is the worst process's, not a sum.
+#[test]
+fn merged_counters_add_up_but_rates_take_the_worst() {
+    let mut doc = fixture();
+    doc.counters.insert("device_table_peak_pool_blocks".into(), 300);
+    doc.counters.insert("device_table_bytes_per_pool_block".into(), 31);
+    let mut other = fixture();
+    other.counters.insert("device_table_peak_pool_blocks".into(), 200);
+    other.counters.insert("device_table_bytes_per_pool_block".into(), 32);
+    doc.merge(other);
+    assert_eq!(doc.counters["device_table_peak_pool_blocks"], 500);
+    assert_eq!(doc.counters["device_table_bytes_per_pool_block"], 32);
+}
+
 fn named_stack(function: &str) -> Stack {
     let frame = Frame { function: Some(function.into()), ..Frame::at(0x10) };
     Stack { site: SiteId::UNKNOWN, frames: vec![frame] }
