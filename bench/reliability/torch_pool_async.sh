@@ -24,7 +24,7 @@
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$WORK"
-export GPUSAN_CACHE_DIR="$WORK/cache" TRITON_CACHE_DIR="$WORK/triton-cache"
+export GPUSAN_CACHE_DIR="$WORK/cache"
 mkdir -p "$GPUSAN_CACHE_DIR" && chmod 700 "$GPUSAN_CACHE_DIR"
 unset PYTORCH_CUDA_ALLOC_CONF PYTORCH_NO_CUDA_MEMORY_CACHING PYTORCH_ALLOC_CONF
 limit=${TPA_TIMEOUT:-100}
@@ -42,7 +42,8 @@ fi
 start() {  # label, then the command: its output and "rc seconds" in label.*
   local label=$1; shift
   local t0; t0=$(date +%s.%N)
-  timeout -k 5 "$limit" "$@" >"$label.out" 2>"$label.err"
+  # Triton's cache of its own: a gpusan run compiles its kernels itself, never a native one's.
+  TRITON_CACHE_DIR="$WORK/triton-$label" timeout -k 5 "$limit" "$@" >"$label.out" 2>"$label.err"
   echo "$? $(python3 -c "import time,sys; print(round(time.time()-float(sys.argv[1]),2))" "$t0")" >"$label.rc"
 }
 variant() {  # label kind: one run of torch_pool_bounds.py under the label's allocator and tool

@@ -154,8 +154,9 @@ def threads():
             main.wait_stream(stream)
             a.record_stream(main)
             results[k] = a
-        except Exception as e:  # noqa: BLE001 (said in the JSON, the run fails)
+        except Exception as e:  # noqa: BLE001 (raised by the main thread: the run fails)
             errors.append(f"thread {k}: {type(e).__name__}: {e}")
+            start.abort()  # the others stop waiting for this one
 
     ts = [threading.Thread(target=work, args=(k,)) for k in range(n)]
     for t in ts:
