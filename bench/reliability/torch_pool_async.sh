@@ -8,9 +8,9 @@
 #                                    and `gpusan run --mode check --torch-allocator async`.
 # Facts:
 # - check_async, bugs: findings in gpusan_case_read_past, _write_neighbour, _stale_read AND
-#   gpusan_case_stale_reused, and in PyTorch's eager kernels; the new tensor did not get the
-#   freed block's address (`stale_block_reused` false: gpusan's quarantine held the block),
-#   where natively with the same allocator it did (recorded);
+#   gpusan_case_stale_reused, and in PyTorch's eager kernels; the new tensor does not hold
+#   the freed block's address (`stale_in_new_tensor` false: gpusan's quarantine held the
+#   block), where natively with the same allocator it may (recorded);
 # - check_default, bugs: the block was handed to the new tensor (`stale_block_reused` true),
 #   so gpusan_case_stale_reused read a live tensor: recorded, not judged (the other three
 #   found, as in torch_pool_bounds);
@@ -127,8 +127,8 @@ if ca.get("total") is not None:
         need(ca["by_kernel"][k] > 0, f"check_async_bugs: nothing found in {k}")
     need(ca["eager_findings"] > 0, "check_async_bugs: nothing found in PyTorch's eager kernels")
     need(ca["by_kind"].get("use_after_free", 0) > 0, f"check_async_bugs: no use after free ({ca['by_kind']})")
-need((ca["program"] or {}).get("stale_block_reused") is False,
-     f"check_async_bugs: the new tensor got the freed block's address under gpusan's quarantine: {ca['program']}")
+need((ca["program"] or {}).get("stale_in_new_tensor") is False,
+     f"check_async_bugs: the new tensor holds the freed block's address under gpusan's quarantine: {ca['program']}")
 if cd.get("total") is not None:
     for k in KERNELS[:3]:
         need(cd["by_kernel"][k] > 0, f"check_default_bugs: nothing found in {k}")
@@ -163,7 +163,7 @@ times = {
                   "check_default/native_default": ratio("check_default_clean", "native_default_clean", None)},
     "load": "clean runs one at a time" if sequential else "all eight runs at once (shared GPU and CPUs)",
 }
-reuse = {l: (res[f"{l}_bugs"]["program"] or {}).get("stale_block_reused")
+reuse = {l: {k: (res[f"{l}_bugs"]["program"] or {}).get(k) for k in ["stale_block_reused", "stale_in_new_tensor"]}
          for l in ["native_default", "native_async", "check_default", "check_async"]}
 json.dump({"case": "torch_pool_async", "ok": ok,
            "expected": "gpusan check --torch-allocator async finds the read of a freed tensor's storage after a new "

@@ -20,11 +20,13 @@ clean: the same kernels in bounds, the eager view of the tensor's own size, and 
 used on a side stream (record_stream) freed while that stream's kernels still read it.
 
 `stale_block_reused` says whether the new tensor of the stale scenario got the freed
-block's address. With the caching allocator it does (natively and under gpusan, whose hooks
-change no address): the kernel's read is then of a live tensor, recorded only. With
-PyTorch's stream-ordered allocator (`gpusan run --torch-allocator async`, torch_pool_async.sh)
-gpusan holds the freed block in quarantine, so the new tensor lies elsewhere
-(`stale_block_reused` false under gpusan, true natively) and the read stays a use after free.
+block's address, `stale_in_new_tensor` whether that address lies anywhere in it. With the
+caching allocator it does (natively and under gpusan, whose hooks change no address): the
+kernel's read is then of a live tensor, recorded only. With PyTorch's stream-ordered
+allocator (`gpusan run --torch-allocator async`, torch_pool_async.sh) gpusan holds the freed
+block in quarantine, so the new tensor lies elsewhere (`stale_in_new_tensor` false under
+gpusan; natively the pool may hand the address out again) and the read stays a use after
+free.
 
 `--steps N` (clean) adds N timed training steps of a small MLP after 3 warm-up ones
 (`ms_per_step`, the median of CUDA-event times, and `steps_digest`, the SHA-256 of the
@@ -127,17 +129,22 @@ def eager(bug):
 
 def stale():
     n = 3 * 1024 * 1024 // 4 + 123  # a size nothing else asks for: its block is its own
+    # The outputs first: `v` is the one tensor made after the free, so whichever allocator
+    # runs can hand it the freed memory (the stream-ordered one would give a small tensor
+    # made after the free the freed address as readily).
+    out = torch.zeros(BLOCK, device="cuda")
+    out2 = torch.zeros(BLOCK, device="cuda")
     u = torch.ones(n, device="cuda")
     ptr = u.data_ptr()
     del u
-    out = torch.zeros(BLOCK, device="cuda")
     gpusan_case_stale_read[grid(BLOCK)](Raw(ptr), out, BLOCK, BLOCK=BLOCK)
     torch.cuda.synchronize()
     v = torch.full((n,), 3.0, device="cuda")
-    out2 = torch.zeros(BLOCK, device="cuda")
     gpusan_case_stale_reused[grid(BLOCK)](Raw(ptr), out2, BLOCK, BLOCK=BLOCK)
     torch.cuda.synchronize()
-    return {"stale_block_reused": v.data_ptr() == ptr, "stale_sum": float(out.sum()), "stale_reused_sum": float(out2.sum())}
+    return {"stale_block_reused": v.data_ptr() == ptr,
+            "stale_in_new_tensor": v.data_ptr() <= ptr < v.data_ptr() + v.numel() * v.element_size(),
+            "stale_sum": float(out.sum()), "stale_reused_sum": float(out2.sum())}
 
 
 def side_stream():
