@@ -28,8 +28,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::locks;
 use crate::per_process::{fork_waits, PerProcess};
+pub use crate::pool_blocks::TableShape;
 use crate::pool_blocks::{Blocks, PoolSource};
-pub use blocks::TableShape;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use serde::{Deserialize, Serialize};

@@ -192,30 +192,3 @@ impl Inner {
         out.extend(blocks.map(entry));
     }
 }
-
-/// What one device table held: its entries, and what they stand for. A pool block is one
-/// entry and the segment holding it loses its own ([`Inner::merge_blocks`]), so
-/// `entries - allocations` is what the blocks added to the table: at most one 32-byte entry
-/// each ([`TableShape::bytes_per_block`]; the report's `device_table_bytes_per_pool_block`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TableShape {
-    pub entries: u64,
-    /// Registered allocations (segments included): the entries the table would hold
-    /// without blocks.
-    pub allocations: u64,
-    /// Pool blocks, live and freed.
-    pub blocks: u64,
-}
-
-impl TableShape {
-    /// Device bytes the blocks added to the table (0 when they took fewer entries than
-    /// the segments they replaced).
-    pub fn block_bytes(&self) -> u64 {
-        self.entries.saturating_sub(self.allocations) * gpusan_abi::table::ENTRY_BYTES
-    }
-
-    /// [`TableShape::block_bytes`] per block, rounded up; `None` without blocks.
-    pub fn bytes_per_block(&self) -> Option<u64> {
-        (self.blocks > 0).then(|| self.block_bytes().div_ceil(self.blocks))
-    }
-}
