@@ -611,6 +611,11 @@ impl Registry {
     fn fill_device_entries(&self, out: &mut Vec<DeviceEntry>) -> (u64, TableShape) {
         let inner = self.inner.read();
         out.clear();
+        // Room for one entry per allocation and block and an eighth more (not growth's doubling).
+        let most = inner.by_base.len() + inner.blocks.len();
+        if out.capacity() < most {
+            out.reserve_exact(most + most / 8);
+        }
         if inner.blocks.is_empty() {
             out.extend(inner.by_base.values().map(DeviceEntry::from));
         } else {
