@@ -336,6 +336,28 @@ fn findings_are_shown_while_the_program_runs() {
     assert_eq!(o.report["errors"].as_array().unwrap().len(), 1);
 }
 
+/// The streamed text reads as one report: its header line first, once, then the finding,
+/// then the rest of the report (the summary last), on standard error and in a log file.
+#[test]
+fn the_report_header_comes_before_the_streamed_findings_once() {
+    let header = "========= GPUSAN ";
+    let in_order = |text: &str, headline: &str| {
+        assert_eq!(text.matches(header).count(), 1, "one header:\n{text}");
+        let (h, f, s) = (text.find(header), text.find(headline), text.find("ERROR SUMMARY: 1 error"));
+        assert!(h.is_some() && f.is_some() && s.is_some(), "{headline:?}:\n{text}");
+        assert!(h < f && f < s, "header, finding, summary:\n{text}");
+    };
+    let o = run(&[], "overflow_then_sleep");
+    let headline = o.report["errors"][0]["message"].as_str().expect("a finding").to_string();
+    in_order(&o.stderr, &headline);
+    let log = out_file("header-log.txt");
+    run(&["--log-file", log.to_str().unwrap()], "overflow_then_sleep");
+    in_order(&std::fs::read_to_string(&log).unwrap(), &headline);
+    // Nothing streamed: the header is the final report's own, once.
+    let clean = run(&[], "clean");
+    assert_eq!(clean.stderr.matches(header).count(), 1, "{}", clean.stderr);
+}
+
 /// With `--log-file` the findings stream into the file, and the file holds each once.
 #[test]
 fn findings_stream_into_the_log_file_once() {

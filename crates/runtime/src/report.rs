@@ -18,6 +18,10 @@ use crate::coverage::Coverage;
 use crate::registry::{hex, AllocKind, Allocation, Frame, SiteId};
 
 mod text;
+pub use text::header_line;
+
+/// gpusan's version, as the reports it writes name it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -685,10 +689,11 @@ impl Document {
 
     /// The human rendering, verbose or not ([`TextConfig`]).
     pub fn to_text_with(&self, config: TextConfig) -> String {
-        if config.verbose {
-            format!("{self:#}")
-        } else {
-            self.to_string()
+        match (config.verbose, config.header_shown) {
+            (true, false) => format!("{self:#}"),
+            (false, false) => self.to_string(),
+            (true, true) => format!("{:#}", text::Body(self)),
+            (false, true) => text::Body(self).to_string(),
         }
     }
 }
@@ -700,6 +705,9 @@ pub struct TextConfig {
     /// kernel's finding is, the internal counters, and every host frame, the CUDA
     /// runtime's unfolded. The alternate form (`{:#}`) of a [`Document`] or [`Report`].
     pub verbose: bool,
+    /// The header line (`text::header_line`) was already written: `gpusan run` prints it
+    /// before the first finding it streams, and the rest of the report follows later.
+    pub header_shown: bool,
 }
 
 /// Counts add up saturating: they come from every process's report, and a damaged one
@@ -867,7 +875,7 @@ impl Collector {
         Document {
             tool: "gpusan".into(),
             schema_version: SCHEMA_VERSION,
-            version: env!("CARGO_PKG_VERSION").into(),
+            version: VERSION.into(),
             mode: mode.into(),
             errors,
             summary,
