@@ -216,8 +216,7 @@ impl Presentation {
     }
 
     /// The document as the text report shows it (the streamed report applies the same
-    /// limit and shape in `crate::stream`).
-    #[cfg(test)]
+    /// limit and shape in `crate::stream`; `gpusan report show` uses this).
     pub fn for_text(&self, doc: &Document) -> Document {
         let mut d = doc.clone();
         let shown = d.errors.len() - self.not_printed(doc);

@@ -358,6 +358,38 @@ fn the_report_header_comes_before_the_streamed_findings_once() {
     assert_eq!(clean.stderr.matches(header).count(), 1, "{}", clean.stderr);
 }
 
+/// `gpusan report show FILE` prints a saved `--report-json` as `gpusan run` printed it: the
+/// same lines (a run prints its streamed findings before the notes), from the same renderer
+/// and options; a file that is no report is an error naming it.
+#[test]
+fn report_show_prints_a_saved_report_as_the_run_did() {
+    let gpusan = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_gpusan")).args(args).output().unwrap();
+    for (options, scenario) in
+        [(&[][..], "checked_kernel"), (&["--demangle", "no", "--print-limit", "1"][..], "overflow_then_sleep")]
+    {
+        let o = run(options, scenario);
+        assert!(o.report["summary"]["total"].as_u64().unwrap() > 0, "{:#}", o.report);
+        let saved = out_file("saved.json");
+        std::fs::write(&saved, serde_json::to_string_pretty(&o.report).unwrap()).unwrap();
+        let mut args = vec!["report", "show", saved.to_str().unwrap()];
+        args.extend_from_slice(options);
+        let out = gpusan(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let shown = String::from_utf8(out.stdout).unwrap();
+        let from_run = &o.stderr[o.stderr.find("========= GPUSAN").expect("the run's report")..];
+        let mut a: Vec<&str> = shown.lines().collect();
+        let mut b: Vec<&str> = from_run.lines().filter(|l| l.starts_with("=========")).collect();
+        a.sort();
+        b.sort();
+        assert_eq!(a, b, "{options:?} {scenario}: report show:\n{shown}\ngpusan run:\n{from_run}");
+    }
+    let junk = out_file("junk.json");
+    std::fs::write(&junk, "{\"tool\": 1}").unwrap();
+    let out = gpusan(&["report", "show", junk.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is no gpusan JSON report"));
+}
+
 /// With `--log-file` the findings stream into the file, and the file holds each once.
 #[test]
 fn findings_stream_into_the_log_file_once() {
