@@ -75,7 +75,8 @@ pub struct CsArgs {
     /// Check only kernels matching these filters: `kernel_name=`/`kne=` (the whole mangled
     /// name), `kernel_substring=`/`kns=` (a substring of it), `regex=` (a regular
     /// expression found in it; takes the rest of the value). Pairs separated by `,`; the
-    /// option may be repeated. Other kernels run unchecked.
+    /// option may be repeated. Other kernels run unchecked. As compute-sanitizer's, every
+    /// key matches the mangled name (`_Z5scalePfi`), not the demangled one.
     #[arg(long, value_name = "FILTERS")]
     pub kernel_name: Vec<String>,
     /// Do not check kernels matching these filters (same keys as --kernel-name): they run
