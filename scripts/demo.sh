@@ -62,11 +62,18 @@ gpusan_binary() {
 }
 
 if has_gpu; then
-  nvcc=${NVCC:-$(command -v nvcc || echo "$("$root/scripts/setup-toolchain.sh")/nvcc")}
+  nvcc=${NVCC:-$(command -v nvcc || true)}
+  link=()
+  if [ -z "$nvcc" ]; then
+    # No CUDA toolkit installed: the pinned one, whose static runtime is in its lib/.
+    source <("$root/scripts/setup-toolchain.sh" --env)
+    nvcc=$GPUSAN_CUDA/bin/nvcc
+    link=(-L"$GPUSAN_CUDA/lib")
+  fi
   arch=${GPUSAN_DEMO_ARCH:-native}
   report_json=${GPUSAN_DEMO_REPORT_JSON:-$work/overflow.report.json}
   step "Building the example: nvcc -g -lineinfo -arch=$arch overflow.cu (in examples/planted)"
-  (cd "$example_dir" && "$nvcc" -g -lineinfo -arch="$arch" -o "$work/overflow" overflow.cu)
+  (cd "$example_dir" && "$nvcc" -g -lineinfo -arch="$arch" "${link[@]}" -o "$work/overflow" overflow.cu)
   step "Building gpusan"
   gpusan=$(gpusan_binary run)
   step "The example natively: the stray write goes unnoticed"
