@@ -537,7 +537,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     nvtx_injection(&mut cmd, &lib, env("NVTX_INJECTION64_PATH"));
     let handlers = supervise::install();
     let mut child = cmd.spawn().with_context(|| format!("starting {}", a.command[0].to_string_lossy()))?;
-    let header = gpusan_runtime::report::header_line(gpusan_runtime::report::VERSION, mode.name());
+    let header = Document::header_line(gpusan_runtime::report::VERSION, mode.name());
     let follower =
         stream::Follower::start(stream::Stream::new(scratch.path(), sink, presentation(&a), header.clone()), progress);
     let timeout = a.timeout.map(std::time::Duration::from_secs);

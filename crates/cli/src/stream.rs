@@ -45,7 +45,7 @@ pub struct Stream {
 
 impl Stream {
     /// Follows `dir`'s events files, writing onto `out`; `header` is the report's first line
-    /// (`gpusan_runtime::report::header_line`), written before the first finding.
+    /// (`Document::header_line`), written before the first finding.
     pub fn new(dir: &Path, out: Sink, presentation: Presentation, header: String) -> Stream {
         Stream {
             dir: dir.to_path_buf(),

@@ -18,7 +18,6 @@ use crate::coverage::Coverage;
 use crate::registry::{hex, AllocKind, Allocation, Frame, SiteId};
 
 mod text;
-pub use text::header_line;
 
 /// gpusan's version, as the reports it writes name it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -686,16 +685,6 @@ impl Document {
     pub fn to_text(&self) -> String {
         self.to_string()
     }
-
-    /// The human rendering, verbose or not ([`TextConfig`]).
-    pub fn to_text_with(&self, config: TextConfig) -> String {
-        match (config.verbose, config.header_shown) {
-            (true, false) => format!("{self:#}"),
-            (false, false) => self.to_string(),
-            (true, true) => format!("{:#}", text::Body(self)),
-            (false, true) => text::Body(self).to_string(),
-        }
-    }
 }
 
 /// How the text report is written.
@@ -705,7 +694,7 @@ pub struct TextConfig {
     /// kernel's finding is, the internal counters, and every host frame, the CUDA
     /// runtime's unfolded. The alternate form (`{:#}`) of a [`Document`] or [`Report`].
     pub verbose: bool,
-    /// The header line (`text::header_line`) was already written: `gpusan run` prints it
+    /// The header line ([`Document::header_line`]) was already written: `gpusan run` prints it
     /// before the first finding it streams, and the rest of the report follows later.
     pub header_shown: bool,
 }
