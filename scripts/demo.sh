@@ -78,7 +78,8 @@ if has_gpu; then
   gpusan=$(gpusan_binary run)
   step "The example natively: the stray write goes unnoticed"
   "$work/overflow" || true
-  step "The example under gpusan: gpusan run -- ./overflow"
+  # --error-exitcode tells a finding from none; the JSON report is what demo_example.sh records.
+  step "The example under gpusan: gpusan run --error-exitcode 99 --report-json $(basename "$report_json") -- ./overflow"
   rc=0
   (cd "$work" && "$gpusan" run --error-exitcode 99 --report-json "$report_json" -- ./overflow) || rc=$?
   case $rc in

@@ -331,7 +331,7 @@ macro_rules! unsupported {
 unsupported! {
     save: Option<String> = "save" => "write the findings with --report-json FILE",
     xml: bool = "xml" => "gpusan writes no XML; --report-json FILE writes the findings as JSON",
-    read: Option<String> = "read" => "gpusan reads no saved records; the JSON of --report-json is the record",
+    read: Option<String> = "read" => "a run's record is its --report-json FILE: `gpusan report show FILE` prints it again",
     suppressions: Option<String> = "suppressions" => "gpusan has no suppression files yet; leave kernels out with --kernel-name-exclude",
     print_level: Option<String> = "print-level" => "gpusan prints every finding (up to --print-limit)",
     prefix: Option<String> = "prefix" => "gpusan's lines start with its own prefix",

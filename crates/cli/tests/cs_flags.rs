@@ -245,7 +245,7 @@ fn tools_and_options_gpusan_lacks_are_errors_that_say_so() {
             "compute-sanitizer's --save is not supported by gpusan: write the findings with --report-json",
         ),
         (&["--xml"][..], "compute-sanitizer's --xml is not supported by gpusan"),
-        (&["--read", "x.rec"][..], "compute-sanitizer's --read is not supported by gpusan"),
+        (&["--read", "x.rec"][..], "compute-sanitizer's --read is not supported by gpusan: a run's record is its --report-json FILE: `gpusan report show FILE` prints it again"),
         (&["--kernel-name", "oob"][..], "--kernel-name oob: `oob` is no key=value pair"),
         (&["--tool", "memcheck", "--mode", "api"][..], "--tool memcheck is --mode check"),
     ] {
