@@ -122,7 +122,8 @@ where="on a GPU machine"
 [ -f "$about" ] && where=$(cat "$about")
 cat <<EOF
 This machine has no GPU, so what follows is NOT from this machine: it is the report of
-\`gpusan run -- ./overflow\`, the same example built the same way, recorded $where.
+\`gpusan run -- ./overflow\` (as this script runs it on a GPU, the same example built the same
+way), recorded $where.
 gpusan renders it from ${recorded#"$root"/} with \`gpusan report show\`:
 
 EOF
