@@ -80,3 +80,32 @@ fn without_a_gpu_the_demo_shows_the_recorded_run_as_recorded() {
     assert!(text.ends_with(&shown), "the demo ends with the rendered report:\n{text}");
     assert!(text.find("NOT from this machine") < text.find("========= GPUSAN"), "said before it is shown:\n{text}");
 }
+
+/// A recording committed beside the example (`examples/planted/*.report.json`, from
+/// bench/reliability/demo_example.sh on a GPU) is a run of this example: it renders, says
+/// where it was recorded (its `.about`), and its finding is the planted write, in `scale`
+/// at the marked line, by thread 256. (None is committed until the H100 has run the case.)
+#[test]
+fn every_committed_recording_is_a_run_of_the_example() {
+    let dir = gpusan_testkit::repo_root().join("examples/planted");
+    let src = std::fs::read_to_string(dir.join("overflow.cu")).unwrap();
+    let line = 1 + src.lines().position(|l| l.contains("the write gpusan reports")).expect("the marked line") as u64;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let Some(stem) = path.to_str().and_then(|p| p.strip_suffix(".report.json")) else { continue };
+        assert!(Path::new(&format!("{stem}.about")).is_file(), "{}: no .about beside it", path.display());
+        let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        fake_driver::schema::assert_matches_schema(&doc);
+        let d = &doc["errors"][0]["details"];
+        assert_eq!(doc["summary"]["by_kind"], serde_json::json!({"out_of_bounds_write": 1}), "{}", path.display());
+        assert!(d["kernel"].as_str().unwrap_or_default().starts_with("scale("), "{d:#}");
+        assert!(d["source"]["file"].as_str().unwrap_or_default().ends_with("overflow.cu"), "{d:#}");
+        assert_eq!(
+            (d["source"]["line"].as_u64(), &d["block"], &d["thread"]),
+            (Some(line), &serde_json::json!([2, 0, 0]), &serde_json::json!([0, 0, 0]))
+        );
+        let shown = Command::new(env!("CARGO_BIN_EXE_gpusan")).args(["report", "show"]).arg(&path).output().unwrap();
+        let shown = String::from_utf8(shown.stdout).unwrap();
+        assert!(shown.contains(&format!("overflow.cu:{line}")) && shown.contains("ERROR SUMMARY: 1 error"), "{shown}");
+    }
+}
