@@ -75,7 +75,8 @@ pub struct CsArgs {
     /// Check only kernels matching these filters: `kernel_name=`/`kne=` (the whole mangled
     /// name), `kernel_substring=`/`kns=` (a substring of it), `regex=` (a regular
     /// expression found in it; takes the rest of the value). Pairs separated by `,`; the
-    /// option may be repeated. Other kernels run unchecked.
+    /// option may be repeated. Other kernels run unchecked. As compute-sanitizer's, every
+    /// key matches the mangled name (`_Z5scalePfi`), not the demangled one.
     #[arg(long, value_name = "FILTERS")]
     pub kernel_name: Vec<String>,
     /// Do not check kernels matching these filters (same keys as --kernel-name): they run
@@ -216,8 +217,7 @@ impl Presentation {
     }
 
     /// The document as the text report shows it (the streamed report applies the same
-    /// limit and shape in `crate::stream`).
-    #[cfg(test)]
+    /// limit and shape in `crate::stream`; `gpusan report show` uses this).
     pub fn for_text(&self, doc: &Document) -> Document {
         let mut d = doc.clone();
         let shown = d.errors.len() - self.not_printed(doc);
@@ -331,7 +331,7 @@ macro_rules! unsupported {
 unsupported! {
     save: Option<String> = "save" => "write the findings with --report-json FILE",
     xml: bool = "xml" => "gpusan writes no XML; --report-json FILE writes the findings as JSON",
-    read: Option<String> = "read" => "gpusan reads no saved records; the JSON of --report-json is the record",
+    read: Option<String> = "read" => "a run's record is its --report-json FILE: `gpusan report show FILE` prints it again",
     suppressions: Option<String> = "suppressions" => "gpusan has no suppression files yet; leave kernels out with --kernel-name-exclude",
     print_level: Option<String> = "print-level" => "gpusan prints every finding (up to --print-limit)",
     prefix: Option<String> = "prefix" => "gpusan's lines start with its own prefix",

@@ -1,6 +1,6 @@
 //! The `gpusan` command: one binary for every mode (`gpusan run`, `gpusan instrument`,
-//! `gpusan ptx …`), and NVIDIA's `ptxas` in front of the real one when it is invoked by
-//! that name (see `ptxas.rs`).
+//! `gpusan report show`, `gpusan ptx …`), and NVIDIA's `ptxas` in front of the real one
+//! when it is invoked by that name (see `ptxas.rs`).
 
 mod cs_compat;
 mod diag;
@@ -12,6 +12,7 @@ mod progress;
 mod ptx;
 mod ptxas;
 mod python;
+mod report;
 mod run;
 mod sarif;
 mod schema;
@@ -58,6 +59,10 @@ enum Command {
     NvccEnv(toolkit::NvccEnvArgs),
     /// Print the JSON Schema of the report `gpusan run --report-json` writes.
     Schema,
+    /// Work with saved reports: `gpusan report show FILE` prints a `--report-json` file as
+    /// the text report `gpusan run` prints.
+    #[command(subcommand)]
+    Report(report::ReportCommand),
     /// Work with PTX files: format, count memory instructions, dump control flow.
     #[command(subcommand)]
     Ptx(ptx::PtxCommand),
@@ -75,6 +80,7 @@ fn main() -> ExitCode {
         Command::Ptxas { args } => return ExitCode::from(ptxas::main(args)),
         Command::NvccEnv(args) => toolkit::run(args).map(|()| 0),
         Command::Schema => schema::run().map(|()| 0),
+        Command::Report(cmd) => report::run(cmd).map(|()| 0),
         Command::Ptx(cmd) => ptx::run(cmd).map(|()| 0),
     };
     match result {

@@ -401,7 +401,7 @@ fn triton_ptxas(cmd: &mut Command, scratch: &Path) {
 
 /// How the text report shows findings: compute-sanitizer's options, and `--verbose`.
 fn presentation(a: &RunArgs) -> cs_compat::Presentation {
-    cs_compat::Presentation { text: TextConfig { verbose: a.verbose }, ..a.cs.presentation() }
+    cs_compat::Presentation { text: TextConfig { verbose: a.verbose, ..TextConfig::default() }, ..a.cs.presentation() }
 }
 
 /// The Python side of the run (`--python-hooks`, `--torch-allocator`): its notes for the
@@ -537,7 +537,9 @@ pub fn run(a: RunArgs) -> Result<i32> {
     nvtx_injection(&mut cmd, &lib, env("NVTX_INJECTION64_PATH"));
     let handlers = supervise::install();
     let mut child = cmd.spawn().with_context(|| format!("starting {}", a.command[0].to_string_lossy()))?;
-    let follower = stream::Follower::start(stream::Stream::new(scratch.path(), sink, presentation(&a)), progress);
+    let header = Document::header_line(gpusan_runtime::report::VERSION, mode.name());
+    let follower =
+        stream::Follower::start(stream::Stream::new(scratch.path(), sink, presentation(&a), header.clone()), progress);
     let timeout = a.timeout.map(std::time::Duration::from_secs);
     let waited = supervise::wait(&mut child, timeout).context("waiting for the program");
     let streamed = follower.finish();
@@ -564,7 +566,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     doc.notes.extend(shown.note(&doc));
     let mut stream = match streamed {
         Some(s) => s,
-        None => stream::Stream::new(scratch.path(), text_sink(log_file.as_deref(), true)?, shown),
+        None => stream::Stream::new(scratch.path(), text_sink(log_file.as_deref(), true)?, shown, header),
     };
     let mut text = stream.final_text(&doc);
     use std::os::unix::process::ExitStatusExt;

@@ -4,9 +4,10 @@
 //! kernel's at the drain after a synchronization); a thread of `gpusan run` follows those
 //! files while the program runs and prints each finding's text as it appears.
 //!
-//! The final report then leaves out what was already shown (nothing is printed twice) and
-//! keeps the rest: the header, notes, findings only the final documents hold (leaks), and
-//! the summary. The JSON, SARIF and JUnit reports are made from the final documents as
+//! The report's header line goes out before the first finding streamed, so the text reads as
+//! one report: header, findings, and at exit the rest. The final report then leaves out
+//! what was already shown (nothing is printed twice, the header included) and keeps the
+//! rest: notes, findings only the final documents hold (leaks), and the summary. The JSON, SARIF and JUnit reports are made from the final documents as
 //! before: streaming changes only when the text is printed.
 
 use std::collections::{BTreeMap, HashSet};
@@ -16,7 +17,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use gpusan_runtime::report::{Document, Report};
+use gpusan_runtime::report::{Document, Report, TextConfig};
 
 use crate::cs_compat::Presentation;
 
@@ -37,12 +38,23 @@ pub struct Stream {
     /// `--print-limit`, `--demangle`, `--show-backtrace`: a streamed finding is shown as the
     /// final text would show it, and counts against the same limit.
     presentation: Presentation,
+    /// The report's header line, and whether it has been written.
+    header: (String, bool),
     out: Sink,
 }
 
 impl Stream {
-    pub fn new(dir: &Path, out: Sink, presentation: Presentation) -> Stream {
-        Stream { dir: dir.to_path_buf(), files: BTreeMap::new(), shown: HashSet::new(), presentation, out }
+    /// Follows `dir`'s events files, writing onto `out`; `header` is the report's first line
+    /// (`Document::header_line`), written before the first finding.
+    pub fn new(dir: &Path, out: Sink, presentation: Presentation, header: String) -> Stream {
+        Stream {
+            dir: dir.to_path_buf(),
+            files: BTreeMap::new(),
+            shown: HashSet::new(),
+            presentation,
+            header: (header, false),
+            out,
+        }
     }
 
     /// Reads what the events files gained since the last poll and prints each finding not
@@ -89,6 +101,9 @@ impl Stream {
         }
         let Ok(key) = serde_json::to_string(report) else { return };
         if self.shown.insert(key) {
+            if !self.header.1 {
+                self.header.1 = writeln!(self.out, "{}", self.header.0).is_ok();
+            }
             let mut shaped = report.clone();
             self.presentation.shape_report(&mut shaped);
             let _ = if self.presentation.text.verbose {
@@ -112,7 +127,7 @@ impl Stream {
             rest.errors.truncate(l.saturating_sub(self.shown.len()));
         }
         self.presentation.shape(&mut rest);
-        rest.to_text_with(self.presentation.text)
+        rest.to_text_with(TextConfig { header_shown: self.header.1, ..self.presentation.text })
     }
 
     /// Writes the end of the text report.

@@ -84,6 +84,40 @@ fn kernel_name_checks_only_matching_kernels() {
     assert_eq!(launches_found(&run(&["--kernel-name", "regex=^_Z[0-9]first"])), vec![1, 4]);
 }
 
+/// compute-sanitizer matches every filter key against the mangled name only: its `--help`
+/// (2025.3.1, CUDA 13.0, the pinned one in .toolchain) says "the full mangled name of the
+/// kernel", "a substring in the mangled name", "a regular expression found in the mangled
+/// name", for `--kernel-name` and `--kernel-name-exclude` alike. So does gpusan: a pattern
+/// only the demangled name `second(int*)` has selects and excludes nothing; one the mangled
+/// name `_Z6secondPi` has does.
+#[test]
+fn kernel_filters_match_the_mangled_name_and_not_the_demangled_one() {
+    let second = vec![0, 2, 3, 5];
+    let none = Vec::<u64>::new();
+    for (filter, found) in [
+        ("kns=6secondPi", &second),
+        ("kns=second(int", &none),
+        ("kne=_Z6secondPi", &second),
+        ("kne=second(int*)", &none),
+        ("kne=second", &none),
+        ("regex=^_Z6second", &second),
+        ("regex=^second\\(", &none),
+    ] {
+        assert_eq!(&launches_found(&run(&["--kernel-name", filter])), found, "--kernel-name {filter}");
+    }
+    let all = vec![0, 1, 2, 3, 4, 5];
+    let first = vec![1, 4];
+    for (filter, found) in [
+        ("kns=6secondPi", &first),
+        ("kns=second(int", &all),
+        ("kne=second(int*)", &all),
+        ("regex=^_Z6second", &first),
+        ("regex=^second\\(", &all),
+    ] {
+        assert_eq!(&launches_found(&run(&["--kernel-name-exclude", filter])), found, "--kernel-name-exclude {filter}");
+    }
+}
+
 #[test]
 fn kernel_name_exclude_runs_those_kernels_unchecked_and_says_so() {
     let o = run(&["--kernel-name-exclude", "kns=first"]);
@@ -211,7 +245,7 @@ fn tools_and_options_gpusan_lacks_are_errors_that_say_so() {
             "compute-sanitizer's --save is not supported by gpusan: write the findings with --report-json",
         ),
         (&["--xml"][..], "compute-sanitizer's --xml is not supported by gpusan"),
-        (&["--read", "x.rec"][..], "compute-sanitizer's --read is not supported by gpusan"),
+        (&["--read", "x.rec"][..], "compute-sanitizer's --read is not supported by gpusan: a run's record is its --report-json FILE: `gpusan report show FILE` prints it again"),
         (&["--kernel-name", "oob"][..], "--kernel-name oob: `oob` is no key=value pair"),
         (&["--tool", "memcheck", "--mode", "api"][..], "--tool memcheck is --mode check"),
     ] {

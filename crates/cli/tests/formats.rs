@@ -336,6 +336,60 @@ fn findings_are_shown_while_the_program_runs() {
     assert_eq!(o.report["errors"].as_array().unwrap().len(), 1);
 }
 
+/// The streamed text reads as one report: its header line first, once, then the finding,
+/// then the rest of the report (the summary last), on standard error and in a log file.
+#[test]
+fn the_report_header_comes_before_the_streamed_findings_once() {
+    let header = "========= GPUSAN ";
+    let in_order = |text: &str, headline: &str| {
+        assert_eq!(text.matches(header).count(), 1, "one header:\n{text}");
+        let (h, f, s) = (text.find(header), text.find(headline), text.find("ERROR SUMMARY: 1 error"));
+        assert!(h.is_some() && f.is_some() && s.is_some(), "{headline:?}:\n{text}");
+        assert!(h < f && f < s, "header, finding, summary:\n{text}");
+    };
+    let o = run(&[], "overflow_then_sleep");
+    let headline = o.report["errors"][0]["message"].as_str().expect("a finding").to_string();
+    in_order(&o.stderr, &headline);
+    let log = out_file("header-log.txt");
+    run(&["--log-file", log.to_str().unwrap()], "overflow_then_sleep");
+    in_order(&std::fs::read_to_string(&log).unwrap(), &headline);
+    // Nothing streamed: the header is the final report's own, once.
+    let clean = run(&[], "clean");
+    assert_eq!(clean.stderr.matches(header).count(), 1, "{}", clean.stderr);
+}
+
+/// `gpusan report show FILE` prints a saved `--report-json` as `gpusan run` printed it: the
+/// same lines (a run prints its streamed findings before the notes), from the same renderer
+/// and options; a file that is no report is an error naming it.
+#[test]
+fn report_show_prints_a_saved_report_as_the_run_did() {
+    let gpusan = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_gpusan")).args(args).output().unwrap();
+    for (options, scenario) in
+        [(&[][..], "checked_kernel"), (&["--demangle", "no", "--print-limit", "1"][..], "overflow_then_sleep")]
+    {
+        let o = run(options, scenario);
+        assert!(o.report["summary"]["total"].as_u64().unwrap() > 0, "{:#}", o.report);
+        let saved = out_file("saved.json");
+        std::fs::write(&saved, serde_json::to_string_pretty(&o.report).unwrap()).unwrap();
+        let mut args = vec!["report", "show", saved.to_str().unwrap()];
+        args.extend_from_slice(options);
+        let out = gpusan(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let shown = String::from_utf8(out.stdout).unwrap();
+        let from_run = &o.stderr[o.stderr.find("========= GPUSAN").expect("the run's report")..];
+        let mut a: Vec<&str> = shown.lines().collect();
+        let mut b: Vec<&str> = from_run.lines().filter(|l| l.starts_with("=========")).collect();
+        a.sort();
+        b.sort();
+        assert_eq!(a, b, "{options:?} {scenario}: report show:\n{shown}\ngpusan run:\n{from_run}");
+    }
+    let junk = out_file("junk.json");
+    std::fs::write(&junk, "{\"tool\": 1}").unwrap();
+    let out = gpusan(&["report", "show", junk.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is no gpusan JSON report"));
+}
+
 /// With `--log-file` the findings stream into the file, and the file holds each once.
 #[test]
 fn findings_stream_into_the_log_file_once() {

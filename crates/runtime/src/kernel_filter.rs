@@ -6,9 +6,12 @@
 //! name), `kernel_substring`/`kns` (a substring of it), `regex` (a regular expression found
 //! in it; it takes the rest of the option's value, commas included, as compute-sanitizer's
 //! does). Filters add up: a kernel is checked when it matches some `--kernel-name` (or none
-//! was given) and no `--kernel-name-exclude`. The window counts only launches of kernels the
-//! filters let through: the first `skip` run unchecked, then `count` are checked (0: all
-//! the rest), then the rest run unchecked.
+//! was given) and no `--kernel-name-exclude`. Every key matches the mangled name only, never
+//! the demangled one, as compute-sanitizer's do (its `--help`, 2025.3.1 of CUDA 13.0: "the
+//! full mangled name", "a substring in the mangled name", "a regular expression found in the
+//! mangled name"): `kns=scale` selects `_Z5scalePfi`, `kns=scale(float` nothing. The window
+//! counts only launches of kernels the filters let through: the first `skip` run
+//! unchecked, then `count` are checked (0: all the rest), then the rest run unchecked.
 //!
 //! `gpusan run` parses the options ([`Pattern::parse_option`], so a bad one is an error
 //! before the program starts) and hands the result to the injected library as one

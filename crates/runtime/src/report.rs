@@ -19,6 +19,9 @@ use crate::registry::{hex, AllocKind, Allocation, Frame, SiteId};
 
 mod text;
 
+/// gpusan's version, as the reports it writes name it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
@@ -688,15 +691,6 @@ impl Document {
     pub fn to_text(&self) -> String {
         self.to_string()
     }
-
-    /// The human rendering, verbose or not ([`TextConfig`]).
-    pub fn to_text_with(&self, config: TextConfig) -> String {
-        if config.verbose {
-            format!("{self:#}")
-        } else {
-            self.to_string()
-        }
-    }
 }
 
 /// How the text report is written.
@@ -706,6 +700,9 @@ pub struct TextConfig {
     /// kernel's finding is, the internal counters, and every host frame, the CUDA
     /// runtime's unfolded. The alternate form (`{:#}`) of a [`Document`] or [`Report`].
     pub verbose: bool,
+    /// The header line ([`Document::header_line`]) was already written: `gpusan run` prints it
+    /// before the first finding it streams, and the rest of the report follows later.
+    pub header_shown: bool,
 }
 
 /// Counts add up saturating: they come from every process's report, and a damaged one
@@ -873,7 +870,7 @@ impl Collector {
         Document {
             tool: "gpusan".into(),
             schema_version: SCHEMA_VERSION,
-            version: env!("CARGO_PKG_VERSION").into(),
+            version: VERSION.into(),
             mode: mode.into(),
             errors,
             summary,

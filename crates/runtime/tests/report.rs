@@ -127,7 +127,7 @@ fn verbose_text_adds_the_ptx_location_and_counters() {
     doc.counters.insert("device_table_bytes".into(), 4096);
     let plain = doc.to_text_with(TextConfig::default());
     assert_eq!(plain, TEXT, "got:\n{plain}");
-    let verbose = doc.to_text_with(TextConfig { verbose: true });
+    let verbose = doc.to_text_with(TextConfig { verbose: true, ..TextConfig::default() });
     assert!(verbose.contains("=========     at vecAdd in vec.cu:12 (PTX vec.ptx:88)\n"), "{verbose}");
     assert!(verbose.contains("=========     at vecAdd (PTX vec.ptx:88)\n"), "{verbose}");
     assert!(verbose.contains("========= COUNTER device_table_bytes: 4096\n"), "{verbose}");

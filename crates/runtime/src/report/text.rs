@@ -7,17 +7,52 @@ use super::*;
 
 const BAR: &str = "=========";
 
+impl Document {
+    /// The text report's first line, naming the tool, its version and the mode: also what
+    /// `gpusan run` prints before the first finding it streams, so the header comes first.
+    pub fn header_line(version: &str, mode: &str) -> String {
+        format!("{BAR} GPUSAN {version} (mode: {mode})")
+    }
+
+    /// The human rendering, verbose or not, with or without its header ([`TextConfig`]).
+    pub fn to_text_with(&self, config: TextConfig) -> String {
+        match (config.verbose, config.header_shown) {
+            (true, false) => format!("{self:#}"),
+            (false, false) => self.to_string(),
+            (true, true) => format!("{:#}", Body(self)),
+            (false, true) => Body(self).to_string(),
+        }
+    }
+}
+
 /// The text report; `{:#}` is the verbose form ([`TextConfig`]).
 impl fmt::Display for Document {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{BAR} GPUSAN {} (mode: {})", self.version, self.mode)?;
+        writeln!(f, "{}", Document::header_line(&self.version, &self.mode))?;
+        self.write_body(f)
+    }
+}
+
+/// The text report less its header line ([`TextConfig::header_shown`]); `{:#}` is the
+/// verbose form.
+struct Body<'a>(&'a Document);
+
+impl fmt::Display for Body<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.write_body(f)
+    }
+}
+
+impl Document {
+    /// Everything below the header line.
+    fn write_body(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let verbose = f.alternate();
         if self.cuda_processes == 0 {
             writeln!(f, "{BAR} NOTE: {NO_CUDA_ACTIVITY} (no driver call reached gpusan)")?;
         }
         for note in &self.notes {
             writeln!(f, "{BAR} NOTE: {note}")?;
         }
-        let verbose = f.alternate();
         for error in &self.errors {
             if verbose {
                 write!(f, "{:#}", error.report)?;
