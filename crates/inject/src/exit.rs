@@ -82,7 +82,7 @@ fn more(st: &State, doc: &mut Document) {
     } else if asked && !doors::sanitizer::runtime_api_observed() && !families::call_counts().is_empty() {
         doc.notes.push("runtime API errors were not observed (the Compute Sanitizer API did not start)".into());
     }
-    if doors::sanitizer::runtime_api_observed() && mapped("/libcupti") {
+    if doors::sanitizer::runtime_api_observed() && doors::cupti::switched_on() {
         doc.notes.push(
             "a CUDA profiler's library (CUPTI: torch.profiler, Nsight) was loaded: it may record no kernels while \
              gpusan's Compute Sanitizer API is on (torch.profiler counted none under `gpusan run --mode check` on \
@@ -167,8 +167,7 @@ fn more(st: &State, doc: &mut Document) {
     }
 }
 
-/// Whether the process mapped a file whose path has `part` (`/libcupti`: CUPTI, the library
-/// CUDA profilers are built on; `/libtriton`: Triton).
+/// Whether the process mapped a file whose path has `part` (`/libtriton`: Triton).
 fn mapped(part: &str) -> bool {
     std::fs::read_to_string("/proc/self/maps").is_ok_and(|maps| maps.contains(part))
 }

@@ -8,8 +8,11 @@
 //!   (whose data [`sanitizer_data`] lays out as the C headers do);
 //! - [`nvtx`]: `InitializeInjectionNvtx2` and `InitializeInjectionNvtxExtension`, called by
 //!   NVTX when it loads this library through `NVTX_INJECTION64_PATH`: allocators' memory
-//!   regions become pool blocks (`families::pools`).
+//!   regions become pool blocks (`families::pools`);
+//! - [`cupti`]: CUPTI's switches (`cuptiActivityEnable`, `cuptiSubscribe`), watched so the
+//!   report warns about a profiler only when one was switched on.
 
+pub mod cupti;
 pub mod dlsym;
 pub mod nvtx;
 pub mod sanitizer;

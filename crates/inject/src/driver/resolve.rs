@@ -251,6 +251,8 @@ unsafe fn real_driver_symbol(name: &CStr) -> usize {
     let n = name.to_bytes();
     let h = if n.starts_with(b"nvrtc") {
         loaded_library(b"libnvrtc.so")
+    } else if n.starts_with(b"cupti") {
+        loaded_library(b"libcupti.so")
     } else if n.starts_with(b"__nvJitLink") || n.starts_with(b"nvJitLink") {
         loaded_library(b"libnvJitLink.so")
     } else {
