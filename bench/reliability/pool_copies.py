@@ -5,9 +5,11 @@ array (MemoryPool), the way a custom extension or ctypes code copies by pointer.
 
     pool_copies.py torch|cupy bugs|clean
 
-bugs: a copy of 1,100 floats into a 1,000-float tensor (it runs into the pool's rounding and
-the next tensor, inside one driver allocation), a set of 1,024 floats over a 1,000-float
-tensor, and a copy into a freed tensor's storage (freed, synchronized, not yet reused).
+bugs: a copy of 1,020 floats into a 1,000-float tensor and a set of 1,024 floats over one
+(both run into the pool's rounding to 512 bytes: past the tensor, still inside the pool's
+memory, so natively they succeed and nothing else sees them; CuPy may give each array a
+driver allocation of its own, rounded), and a copy into a freed tensor's storage (freed,
+synchronized, not yet reused).
 clean: the same copies with the right sizes, and into a live tensor. Prints one JSON line."""
 import json
 import sys
@@ -46,8 +48,8 @@ else:
 a, pa = new(N)
 b, pb = new(N)
 c, pc = new(N)
-host = np.ones(N + 100, dtype=np.float32)
-rt.memcpy(pa, host.ctypes.data, (N + 100 if bad else N) * 4, rt.memcpyHostToDevice)
+host = np.ones(N + 20, dtype=np.float32)
+rt.memcpy(pa, host.ctypes.data, (N + 20 if bad else N) * 4, rt.memcpyHostToDevice)
 rt.memset(pb, 0, (1024 if bad else N) * 4)
 if bad:
     del c  # the storage goes back to the pool, which keeps it cached

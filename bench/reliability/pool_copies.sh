@@ -3,9 +3,9 @@
 # pool_copies.py {torch,cupy} {bugs,clean}, natively, under `gpusan run` (default mode) and
 # under compute-sanitizer memcheck, all at once. Facts:
 # - natively every run exits 0;
-# - gpusan, bugs: memcpy_out_of_bounds and memset_out_of_bounds naming a block of the pool
-#   ("tensor block" / "pool block" in the message), and use_after_free_host for the copy into
-#   the freed tensor's storage;
+# - gpusan, bugs: memcpy_out_of_bounds and memset_out_of_bounds judged against the pool's
+#   block (every finding's allocation is of kind pool_block, not the pool's driver
+#   allocation), and use_after_free_host for the copy into the freed tensor's storage;
 # - gpusan, clean: 0 errors, the native sums;
 # - compute-sanitizer: its error count, expected to miss copies that stay inside the pool's
 #   driver allocations (recorded, not judged).
@@ -69,6 +69,10 @@ for lib in ["torch", "cupy"]:
             rep = json.load(open(f"gpusan_{key}.json"))
             g["by_kind"] = rep["summary"]["by_kind"]
             g["messages"] = [e.get("message", "")[:240] for e in rep.get("errors", [])[:6]]
+            g["judged_against"] = sorted({
+                list(k)[0] if isinstance(k, dict) else str(k)
+                for e in rep.get("errors", [])
+                for k in [(((e.get("details") or {}).get("nearest") or {}).get("allocation") or {}).get("kind")]})
         except Exception as e:
             g["by_kind"] = None
             notes.append(f"gpusan {key}: no report ({e})")
@@ -77,7 +81,7 @@ for lib in ["torch", "cupy"]:
         if k == "bugs":
             missing = [x for x in BUG_KINDS if not kinds.get(x)]
             extra = [x for x in kinds if x not in BUG_KINDS]
-            named = any("block" in m for m in g.get("messages", []))
+            named = g.get("judged_against") == ["pool_block"]
             good = g.get("by_kind") is not None and not missing and not extra and named
             if not good:
                 notes.append(f"gpusan {key}: missing {missing}, extra {extra}, block named {named}")
