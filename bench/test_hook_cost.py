@@ -84,6 +84,10 @@ class HookCost(unittest.TestCase):
         doc = self.run_main("--rounds", "3")
         self.assertFalse(doc["target"]["met"])
         self.assertAlmostEqual(doc["target"]["cost_percent"], 20, delta=3)
+        # The fake slows api mode with and without the hooks alike: the hooks cost nothing.
+        self.assertAlmostEqual(doc["hooks_target"]["median_ratio"], 1.0, delta=0.03)
+        self.assertTrue(doc["hooks_target"]["met"])
+        self.assertEqual(len(doc["ratios"]["api/hooks_off"]["per_round"]), 3)
 
     def test_the_deadline_stops_rounds(self):
         os.environ["FAKE_SLEEP"] = "0.4"
