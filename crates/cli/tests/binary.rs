@@ -383,3 +383,16 @@ fn an_unknown_binary_kind_is_refused() {
         o.stderr
     );
 }
+
+/// A patched kernel's first launch runs inside the driver, which holds its own lock then;
+/// another thread may hold gpusan's table lock across an upload whose copy waits for that
+/// driver lock (the H100 deadlocked so: PyTorch threads, check mode, pool blocks changing
+/// the table before every launch). The fake driver plays that lock and forces the meeting:
+/// the launch gives up on its params block (runs unchecked, counted and listed) instead of
+/// waiting, and the program finishes. `--timeout` ends a hung run.
+#[test]
+fn a_first_launch_inside_the_driver_never_waits_for_an_upload_that_waits_for_the_driver() {
+    let r = run(&["--mode", "check", "--timeout", "30"], "contended", "sanitizer", &[]);
+    assert_eq!(r.o.report["counters"]["binary_first_launches_contended"], 1, "{:#}", r.o.report["counters"]);
+    assert!(r.o.report.to_string().contains("params block could not be made"), "{:#}", r.o.report["coverage"]);
+}

@@ -9,7 +9,13 @@
  * `direct_and_graph`: launched once directly, then once in the graph.
  * `cdp`: a cubin that launches kernels from the device (it names __cudaCDP2LaunchDeviceV2),
  * its `mc_overflow` launched once.
+ * `contended`: a second thread launches the cubin's `mc_overflow` for the first time while
+ * the main thread's next launch of it uploads the table, the fake driver's lock held by the
+ * first launch until the upload's copy waits for it (fake_launch_meets_copy): the patched
+ * kernel's first launch must not wait for the upload.
  * Prints `SCENARIO done rc=N`. */
+#include <pthread.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +41,15 @@ CUresult cuGraphLaunch(void *, void *);
 CUresult cuMemGetInfo_v2(size_t *, size_t *);
 CUresult cuMemGetAddressRange_v2(uint64_t *, size_t *, uint64_t);
 size_t fake_alloc_asked(uint64_t);
+void fake_launch_meets_copy(void);
+int fake_launch_waiting(void);
+
+struct launch { void *f; void **params; int rc; };
+static void *launch_thread(void *arg) {
+    struct launch *l = arg;
+    l->rc = cuLaunchKernel(l->f, 1, 1, 1, 32, 1, 1, 0, 0, l->params, 0);
+    return 0;
+}
 uint64_t fake_alloc_live_bytes(void);
 
 /* The binary route's other checks (tests/binary.rs), on the allocation `buf` (1000 bytes):
@@ -108,6 +123,19 @@ int main(int argc, char **argv) {
         memcpy(cubin + 64, "__cudaCDP2LaunchDeviceV2", 25);
         rc |= cuModuleLoadData(&m, cubin) | cuModuleGetFunction(&f, m, "mc_overflow");
         rc |= cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, params, 0);
+    } else if (!strcmp(s, "contended")) {
+        static unsigned char cubin[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+        rc |= cuModuleLoadData(&m, cubin) | cuModuleGetFunction(&f, m, "mc_overflow");
+        fake_launch_meets_copy();
+        struct launch l = {f, params, 0};
+        pthread_t t;
+        pthread_create(&t, 0, launch_thread, &l);
+        while (!fake_launch_waiting()) usleep(100);
+        uint64_t more = 0;
+        rc |= cuMemAlloc_v2(&more, 512); /* the table changes: the next launch uploads it */
+        rc |= cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, params, 0);
+        pthread_join(t, 0);
+        rc |= l.rc | cuMemFree_v2(more);
     } else if (more_scenarios(s, &rc, buf)) {
         /* done there */
     } else if (!strcmp(s, "ptx")) {

@@ -170,8 +170,20 @@ static volatile int stall_released, stalled;
 void fake_stall_copies_in(uintptr_t ctx) { stall_released = 0; stall_ctx = ctx; }
 void fake_release_stall(void) { stall_released = 1; }
 int fake_stalled(void) { return stalled; }
+/* The driver's own lock, as the H100's behaved when gpusan deadlocked there (PyTorch threads:
+ * one uploading the table, another in a patched kernel's first launch): a launch holds it
+ * (read) while the Compute Sanitizer's callback runs, and a synchronous copy to the device
+ * takes it (write). `fake_launch_meets_copy()`: the next launch waits inside the driver,
+ * holding it, until a copy waits for it, and only then calls the callback. */
+static pthread_rwlock_t driver_lock = PTHREAD_RWLOCK_INITIALIZER;
+static volatile int meet_copy, launch_waiting, copy_waiting;
+void fake_launch_meets_copy(void) { meet_copy = 1; }
+int fake_launch_waiting(void) { return launch_waiting; }
 CUresult cuMemcpyHtoD_v2(uint64_t dst, const void *src, size_t n) {
     no_call_in_callback("cuMemcpyHtoD");
+    if (launch_waiting) copy_waiting = 1;
+    pthread_rwlock_wrlock(&driver_lock);
+    pthread_rwlock_unlock(&driver_lock);
     if (stall_ctx && current_ctx == stall_ctx) {
         stalled = 1;
         while (!stall_released) usleep(1000);
@@ -539,7 +551,16 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
     CUresult r = stream_work("cuLaunchKernel", stream, &captured);
     if (!r && captured) stream_of(stream)->kernels++;
     if (!r && captured) r = add_kernel_node(stream_of(stream)->graph, function_of_kernel(f), params);
-    if (!r && !captured) sanitizer_launch(f, params);
+    if (!r && !captured) {
+        pthread_rwlock_rdlock(&driver_lock);
+        if (meet_copy) {
+            meet_copy = 0;
+            launch_waiting = 1;
+            while (!copy_waiting) usleep(100);
+        }
+        sanitizer_launch(f, params);
+        pthread_rwlock_unlock(&driver_lock);
+    }
     return r;
 }
 

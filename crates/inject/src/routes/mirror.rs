@@ -285,9 +285,17 @@ fn add(abi: &Mutex<Abi>, m: AbiModule) {
 pub fn patched_kernel(context: u64, name: &str, function_pc: u32, memory: &dyn ParamsMemory) -> Option<u64> {
     use gpusan_abi::binary::{PARAMS_BYTES, PARAMS_ERRORS, PARAMS_FUNCTION_PC, PARAMS_KERNEL, PARAMS_TABLE};
     let abi = entry(context)?;
+    // Inside the driver's launch, which holds the driver's locks: another thread may hold
+    // this context's lock across a synchronous table upload that waits for one of them
+    // (seen on the H100: four PyTorch threads launching, pool blocks changing the table
+    // before every launch). Never wait for it: when it stays taken, this launch runs
+    // unchecked (counted) and a later one tries again.
+    let Some(mut abi) = locks::lock_within(&abi, CALLBACK_PATIENCE) else {
+        CONTENDED.get().fetch_add(1, Ordering::Relaxed);
+        return None;
+    };
     let id = next_module_number();
     let block = memory.alloc(PARAMS_BYTES)?;
-    let mut abi = lock_abi(&abi);
     let mut params = [0u8; PARAMS_BYTES];
     let mut put = |f: gpusan_abi::Field, bytes: &[u8]| params[f.offset..f.end()].copy_from_slice(bytes);
     put(PARAMS_TABLE, &abi.memory.table().to_le_bytes());
@@ -301,6 +309,18 @@ pub fn patched_kernel(context: u64, name: &str, function_pc: u32, memory: &dyn P
     let info = Arc::new(ModuleInfo { names, sass: true, lines: SourceLines::default(), label: format!("module {id}") });
     abi.modules.push(AbiModule { target: Target::Params { block, untracked: 0 }, id, info });
     Some(block)
+}
+
+/// How long a launch callback waits for its context's lock before running the launch
+/// unchecked (a holder blocked on the driver never gives it up).
+const CALLBACK_PATIENCE: std::time::Duration = std::time::Duration::from_micros(500);
+
+/// Launches [`patched_kernel`] ran unchecked because their context's lock was taken.
+static CONTENDED: PerProcess<std::sync::atomic::AtomicU64> = PerProcess::new(|| std::sync::atomic::AtomicU64::new(0));
+
+/// [`CONTENDED`], for the report's counters.
+pub fn contended_first_launches() -> u64 {
+    CONTENDED.get().load(Ordering::Relaxed)
 }
 
 /// Device memory as the Compute Sanitizer's callbacks may use it (`sanitizerAlloc`,
