@@ -17,7 +17,8 @@
 # GPUSAN_CANARY_ONLY (regex of workload names), GPUSAN_CANARY_INTERVAL_MS (passed as
 # --canary-interval-ms; default: gpusan's), GPUSAN_CANARY_TORCH_STEPS (10),
 # GPUSAN_CANARY_THIRD_PARTY=1 (also the third-party programs of bench/work/third_party,
-# when carried), NVCC, GPUSAN_CANARY_DRY=1 (no GPU: the plan only).
+# when carried), NVCC, GPUSAN_CANARY_DRY=1 (no GPU: the plan only), GPUSAN_CANARY_PYTHON (the
+# PyTorch workloads' python; default python3).
 set -uo pipefail
 t0=$(date +%s)
 budget=${GPUSAN_CANARY_BUDGET_S:-400}
@@ -38,6 +39,7 @@ opts=(--rounds "${GPUSAN_CANARY_ROUNDS:-5}" --torch-steps "${GPUSAN_CANARY_TORCH
 [ -n "${GPUSAN_CANARY_INTERVAL_MS:-}" ] && opts+=(--interval-ms "$GPUSAN_CANARY_INTERVAL_MS")
 [ "${GPUSAN_CANARY_THIRD_PARTY:-0}" = 1 ] && opts+=(--third-party "$repo/bench/work/third_party")
 [ "${GPUSAN_CANARY_DRY:-0}" = 1 ] && opts+=(--dry)
+[ -n "${GPUSAN_CANARY_PYTHON:-}" ] && opts+=(--python "$GPUSAN_CANARY_PYTHON")
 # The outer timeout is a backstop: the Python side starts no run the deadline would cut.
 timeout $((deadline - $(date +%s) + 20)) python3 "$repo/bench/canary_overhead.py" \
   --gpusan "$dir/gpusan" --nvcc "${NVCC:-nvcc}" --out "$out/canary-overhead.json" --deadline "$deadline" \

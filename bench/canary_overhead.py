@@ -53,10 +53,13 @@ def workloads(args):
     ns = argparse.Namespace(work=args.work, nvcc=args.nvcc, third_party=args.third_party or "/nonexistent",
                             only="")
     ws = co.workload_list(ns)
+    for w in ws:  # torch_compile: the python given
+        if w["cmd"][0] == sys.executable:
+            w["cmd"] = [args.python, *w["cmd"][1:]]
     steps = os.path.join(REPO, "bench/binary/torch_steps.py")
     for m in ("mlp", "transformer"):
         ws.append({"name": f"torch_{m}", "kind": "torch", "exe": None, "source": "bench/binary/torch_steps.py",
-                   "cmd": [sys.executable, steps, m, "--steps", str(args.torch_steps)], "build": None, "cwd": REPO})
+                   "cmd": [args.python, steps, m, "--steps", str(args.torch_steps)], "build": None, "cwd": REPO})
     if args.only:
         ws = [w for w in ws if re.search(args.only, w["name"])]
     return ws
@@ -204,6 +207,7 @@ def main():
     ap.add_argument("--third-party", default="", help="bench/work/third_party (prepared by bench/third-party.sh)")
     ap.add_argument("--only", default="", help="regex of workload names")
     ap.add_argument("--torch-steps", type=int, default=10)
+    ap.add_argument("--python", default=sys.executable, help="the python of the PyTorch workloads")
     ap.add_argument("--interval-ms", default="", help="--canary-interval-ms for canary mode (default: gpusan's)")
     ap.add_argument("--table-out", default="")
     ap.add_argument("--dry", action="store_true", help="write the plan, run nothing")

@@ -119,6 +119,9 @@ def latency(finding, t_overflow_us, t_main_us=None):
     guard). Returns {} when the finding carries no time."""
     times = finding_times(finding)
     out = {"fields": times} if times else {}
+    scan = (finding.get("details") or {}).get("scan")
+    if scan:
+        out["scan"] = scan
     for p, v in times.items():
         leaf = p.rsplit(".", 1)[-1]
         unit = _unit_us(leaf)
@@ -143,6 +146,19 @@ def latency(finding, t_overflow_us, t_main_us=None):
             out["since_last_clean_scan_ms"] = round(v * unit / 1e3, 4)
             break
     return out
+
+
+def canary_detail(f):
+    """The facts of a canary finding a case judges (canary17's CanaryDetails: the allocation,
+    the next one when the canary is also its head, the first bad byte's offset past the end,
+    bad and canary bytes, which scan found it, when, the kernels since the last clean scan)."""
+    d = f.get("details") or {}
+    alloc, nxt = d.get("allocation") or {}, d.get("next") or {}
+    return {"scan": d.get("scan"), "allocation_size": alloc.get("size"), "allocation_kind": alloc.get("kind"),
+            "next_size": nxt.get("size") if nxt else None, "offset_past_end": d.get("offset_past_end"),
+            "bad_bytes": d.get("bad_bytes"), "canary_bytes": d.get("canary_bytes"),
+            "detected_ms": d.get("detected_ms"), "since_clean_scan_ms": d.get("since_clean_scan_ms"),
+            "kernels": [k.get("kernel") or k.get("name") for k in d.get("kernels") or [] if isinstance(k, dict)][-4:]}
 
 
 def slim_finding(f, keep=1500):
@@ -181,6 +197,7 @@ def report_summary(path):
     r = {"by_kind": by_kind(rep), "canary_findings": len(fs), **canary_facts(rep)}
     if fs:
         r["first_finding"] = slim_finding(fs[0])
+        r["canary"] = canary_detail(fs[0])
     others = [e for e in rep.get("errors") or [] if e.get("kind") != KIND]
     if others:
         r["other_findings"] = [slim_finding(e, 600) for e in others[:3]]

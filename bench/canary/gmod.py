@@ -153,6 +153,7 @@ def main():
         res_gpusan[f"{b}-{s}" + (f"-i{iv}" if iv else "")] = d
         if s in COARSE_BUGS:
             latency_rows.append({"build": b, "scenario": s, "interval_ms": iv or "default",
+                                 "scan": d.get("latency", {}).get("scan"),
                                  "latency_ms": d.get("latency", {}).get("latency_ms"),
                                  "latency_from_write_ms": d.get("latency", {}).get("latency_from_write_ms"),
                                  "since_last_clean_scan_ms": d.get("latency", {}).get("since_last_clean_scan_ms"),
@@ -169,6 +170,14 @@ def main():
             d = g(b, s)
             bk = (d or {}).get("by_kind") or {}
             checks[f"{b}:{s}:found"] = bool(d) and bk.get(C.KIND, 0) > 0 and set(bk) == {C.KIND}
+            # The finding names the allocation by its size (4000 bytes past whose end the
+            # loop wrote; for the underflow, the lower neighbour of 3840 bytes and the
+            # buffer after its canary, the one underflowed).
+            c = (d or {}).get("canary") or {}
+            if "under" in s:
+                checks[f"{b}:{s}:names_both"] = c.get("allocation_size") == 3840 and c.get("next_size") == 3840
+            else:
+                checks[f"{b}:{s}:names_allocation"] = c.get("allocation_size") == 4000 and c.get("offset_past_end") == 0
         for s in COARSE_CLEAN + FINE_CLEAN:
             d, n = g(b, s), res_native.get(f"{b}-{s}")
             checks[f"{b}:{s}:silent_as_native"] = bool(d and n) and d["rc"] == 0 and n["rc"] == 0 and \

@@ -38,7 +38,7 @@ def main():
     ap.add_argument("--work", default=os.environ.get("WORK", "/tmp/canary-torch"))
     ap.add_argument("--result", default=os.environ.get("RESULT", "/tmp/canary-torch/result.json"))
     ap.add_argument("--budget", type=float, default=float(os.environ.get("CANARY_CASE_S", "55")))
-    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--python", default=os.environ.get("CANARY_PYTHON", sys.executable))
     ap.add_argument("--steps", type=int, default=5)
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
