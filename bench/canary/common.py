@@ -217,7 +217,7 @@ def fields(text, prefix="time:"):
     out = {}
     for line in text.splitlines():
         if line.startswith(prefix):
-            for k, v in re.findall(r"(\w+)=(-?[0-9.]+(?:e[-+]?\d+)?)", line):
+            for k, v in re.findall(r"(\w+)=(-?[0-9.]+(?:e[-+]?\d+)?)(?![\w.])", line):
                 out[k] = float(v)
     return out
 

@@ -220,7 +220,6 @@ int main(int argc, char **argv) {
         printf("info: gap=%ld adjacent=%d lower_tail_bytes=%ld\n", gap, gap <= 8192 ? 1 : 0,
                gap - (long)(n * sizeof(float)));
     } else {
-        CK(cudaDeviceSetLimit(cudaLimitMallocHeapSize, 64 << 20));
         CK(cudaMalloc(&slots, 2 * sizeof(float *)));
         heap_alloc<<<1, 1>>>(slots, n * sizeof(float));
         heap_fill<<<1, kThreads>>>(slots, 1, 0, n - 1);

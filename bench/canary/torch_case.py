@@ -106,6 +106,8 @@ def main():
         "native_bug_ran": g("native-bug").get("rc") == 0,
         "bug_found": (g("gpusan-bug").get("by_kind") or {}).get(C.KIND, 0) > 0
                      and set(g("gpusan-bug").get("by_kind") or {}) == {C.KIND},
+        # The finding names the tensor's block: 4000 bytes asked, the canary its slack.
+        "bug_names_tensor": (g("gpusan-bug").get("canary") or {}).get("allocation_size") == 4000,
         "clean_silent_as_native": g("gpusan-clean").get("rc") == 0 and g("native-clean").get("rc") == 0
                                   and C.silent(g("gpusan-clean").get("by_kind"))
                                   and g("gpusan-clean").get("output") == g("native-clean").get("output"),
