@@ -13,9 +13,11 @@
 # Writes $OUT/canary-overhead.json, $OUT/canary-overhead-table.txt and
 # $OUT/canary-overhead-logs.tar.gz; stops starting runs by GPUSAN_CANARY_BUDGET_S (default
 # 400 s; the JSON is rewritten after every run, so a cut run leaves what finished).
-# Knobs: OUT (default /tmp/gpusan-canary-overhead-out), GPUSAN_CANARY_ROUNDS (default 5),
+# Knobs: OUT (default /tmp/gpusan-canary-overhead-out), GPUSAN_CANARY_ROUNDS (rounds of the
+# PyTorch workloads, ~15 s a run: default 3), GPUSAN_CANARY_CUDA_ROUNDS (of the CUDA ones, ~1 s
+# a run: default 9),
 # GPUSAN_CANARY_ONLY (regex of workload names), GPUSAN_CANARY_INTERVAL_MS (passed as
-# --canary-interval-ms; default: gpusan's), GPUSAN_CANARY_TORCH_STEPS (10),
+# --canary-interval-ms; default: gpusan's), GPUSAN_CANARY_TORCH_STEPS (30),
 # GPUSAN_CANARY_THIRD_PARTY=1 (also the third-party programs of bench/work/third_party,
 # when carried), NVCC, GPUSAN_CANARY_DRY=1 (no GPU: the plan only), GPUSAN_CANARY_PYTHON (the
 # PyTorch workloads' python; default python3).
@@ -34,7 +36,8 @@ work=$(mktemp -d /tmp/gpusan-canary-overhead.XXXXXX)
 export PATH="/usr/local/cuda/bin:$PATH"
 export PYTHONUNBUFFERED=1
 [ -x "$dir/gpusan" ] || echo "canary-overhead: WARNING: $dir/gpusan missing: canary runs will be recorded as skipped" >&2
-opts=(--rounds "${GPUSAN_CANARY_ROUNDS:-5}" --torch-steps "${GPUSAN_CANARY_TORCH_STEPS:-10}")
+opts=(--rounds "${GPUSAN_CANARY_ROUNDS:-3}" --cuda-rounds "${GPUSAN_CANARY_CUDA_ROUNDS:-9}"
+  --torch-steps "${GPUSAN_CANARY_TORCH_STEPS:-30}")
 [ -n "${GPUSAN_CANARY_ONLY:-}" ] && opts+=(--only "$GPUSAN_CANARY_ONLY")
 [ -n "${GPUSAN_CANARY_INTERVAL_MS:-}" ] && opts+=(--interval-ms "$GPUSAN_CANARY_INTERVAL_MS")
 [ "${GPUSAN_CANARY_THIRD_PARTY:-0}" = 1 ] && opts+=(--third-party "$repo/bench/work/third_party")

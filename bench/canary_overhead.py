@@ -18,7 +18,7 @@ memory many_allocs sees taken around its 20,000 allocations under canary mode mi
 (per allocation, against <= 32 B plus the guard's arrays), and the report's counters about
 the guard (a zero cost with a guard that never scanned would prove nothing).
 
-  canary_overhead.py --gpusan DIR/gpusan --out canary-overhead.json [--rounds 5]
+  canary_overhead.py --gpusan DIR/gpusan --out canary-overhead.json [--rounds 3] [--cuda-rounds 9]
                      [--deadline EPOCH] [--work DIR] [--only REGEX] [--dry]
 
 --dry: no GPU needed: writes the plan (build and run commands) and exits.
@@ -73,7 +73,7 @@ def canary_cmd(args, report, cmd):
 def guard_facts(rep):
     """Counters and coverage of the report that speak of the guard and canaries."""
     ctr = rep.get("counters") or {}
-    c = {k: v for k, v in ctr.items() if re.search(r"canar|guard|scan|drop|arm|entr", k, re.I)}
+    c = {k: v for k, v in ctr.items() if re.search(r"canar|guard|scan|drop|arm|entr|redzone|pad", k, re.I)}
     scans = sum(v for k, v in c.items() if isinstance(v, (int, float)) and re.search(r"scan", k, re.I)
                 and not re.search(r"drop|fail|skip", k, re.I))
     cov = rep.get("coverage") or {}
@@ -126,7 +126,8 @@ def memory(doc):
     n = TARGETS["allocations"]
     return {"what": "many_allocs: device memory taken (cudaMemGetInfo) from before its 20,000 cudaMallocs of 16 KiB "
                     "to after its kernels, canary minus native (driver granularity 2 MiB; gpusan reports red zones "
-                    "as free, so this is the guard's arrays and staging, not the padding)",
+                    "as free, so this is the guard's arrays and staging; the padding that holds the canaries is "
+                    "not in it: see the report counters in each run's guard.counters)",
             "native_mib": ma["native"], "canary_mib": ma["canary"], "extra_bytes": round(extra),
             "extra_bytes_per_allocation": round(extra / n, 2),
             # One driver granule of slack for the guard's fixed part.
@@ -200,13 +201,15 @@ def main():
     ap.add_argument("--gpusan", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--nvcc", default="nvcc")
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of the PyTorch workloads (~15 s a run)")
+    ap.add_argument("--cuda-rounds", type=int, default=9,
+                    help="rounds of the CUDA workloads (~1 s a run: more rounds steady their medians)")
     ap.add_argument("--deadline", type=float, default=0, help="epoch seconds; no run starts that could end past it")
     ap.add_argument("--timeout", type=float, default=120, help="seconds per run at most")
     ap.add_argument("--work", default="/tmp/gpusan-canary-overhead")
     ap.add_argument("--third-party", default="", help="bench/work/third_party (prepared by bench/third-party.sh)")
     ap.add_argument("--only", default="", help="regex of workload names")
-    ap.add_argument("--torch-steps", type=int, default=10)
+    ap.add_argument("--torch-steps", type=int, default=30)
     ap.add_argument("--python", default=sys.executable, help="the python of the PyTorch workloads")
     ap.add_argument("--interval-ms", default="", help="--canary-interval-ms for canary mode (default: gpusan's)")
     ap.add_argument("--table-out", default="")
@@ -220,7 +223,7 @@ def main():
         "what": "canary-mode overhead: each workload natively and under gpusan run --mode canary in the same call, "
                 "order alternating by round; medians over rounds of each program's own median of CUDA-event-timed runs",
         "commands": {"native": "BIN", "canary": shlex.join(canary_cmd(args, "R.json", ["BIN"]))},
-        "rounds": args.rounds,
+        "rounds": {"torch": args.rounds, "cuda": max(args.cuda_rounds, args.rounds)},
         "units": "metric names end in their unit; ratio = canary / native; the headline metric of each workload is "
                  "its first",
         "workloads": {w["name"]: {"kind": w["kind"], "source": w["source"], "command": shlex.join(w["cmd"]),
@@ -262,11 +265,12 @@ def main():
     def left():
         return args.deadline - time.time() if args.deadline else 1e9
 
-    for rnd in range(args.rounds):
+    cuda_rounds = max(args.cuda_rounds, args.rounds)
+    for rnd in range(cuda_rounds):
         order = TOOLS if rnd % 2 == 0 else TOOLS[::-1]
         for w in ws:
             e = doc["workloads"][w["name"]]
-            if e.get("build_error"):
+            if e.get("build_error") or rnd >= (cuda_rounds if w["kind"] == "cuda" else args.rounds):
                 continue
             for tool in order:
                 need = took.get((w["name"], tool), 10) * 1.5 + 3
