@@ -205,7 +205,7 @@ class CasesTest(unittest.TestCase):
         self.assertTrue(r["checks"]["sass_build_has_no_ptx"])
         self.assertTrue(r["checks"]["ptx_build_has_ptx"])
         self.assertTrue(r["checks"]["sass:coarse_conc_under:names_both"])
-        self.assertEqual(r["intervals"]["explicit"], ["5", "1"])  # the fake refuses 0.1
+        self.assertEqual(r["intervals"]["sass"], ["1", "5"])  # the fake refuses 0.1
         self.assertFalse(r["intervals"]["fractions_accepted"])
         rows = [x for x in r["latency"] if x["interval_ms"] == "5"]
         self.assertEqual(len(rows), 6)
