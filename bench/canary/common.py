@@ -113,10 +113,10 @@ def latency(finding, t_overflow_us, t_main_us=None):
     """Detection latency of `finding` in ms after the host saw the overflowing kernel complete
     (`t_overflow_us`, CLOCK_REALTIME µs since the epoch), from the finding's own time fields:
     an absolute one (…unix…/…epoch…/…wall…, unit by suffix) is exact; a relative one
-    (detected … since start) is anchored at the program's main (`t_main_us`), which
-    overstates the latency by the time from gpusan's start to main. Also the time since the
-    last clean scan when the finding carries it (an upper bound of the latency as seen by the
-    guard). Returns {} when the finding carries no time."""
+    (detected … since start) gives only `latency_estimate_ms`, anchored at the program's
+    main (`t_main_us`): its zero is gpusan's. Also the time since the last clean scan when
+    the finding carries it: an upper bound of the time from the bad write to its detection
+    (the write came after that scan). Returns {} when the finding carries no time."""
     times = finding_times(finding)
     out = {"fields": times} if times else {}
     scan = (finding.get("details") or {}).get("scan")
@@ -131,13 +131,16 @@ def latency(finding, t_overflow_us, t_main_us=None):
             out["latency_ms"] = round((v * unit - t_overflow_us) / 1e3, 4)
             out["basis"] = f"absolute field {p}"
             break
-    if "latency_ms" not in out and t_overflow_us and t_main_us:
+    if t_overflow_us and t_main_us:
         for p, v in times.items():
             leaf = p.rsplit(".", 1)[-1]
             unit = _unit_us(leaf)
             if unit and re.search(r"detect", leaf, re.I) and not re.search(r"clean|scan", leaf, re.I):
-                out["latency_ms"] = round((v * unit - (t_overflow_us - t_main_us)) / 1e3, 4)
-                out["basis"] = f"relative field {p}, anchored at main (overstates by gpusan's start-to-main time)"
+                # Not the latency: the field's zero is gpusan's, not known to the program
+                # (canary17's guard takes it when it is first used, not at process start).
+                out["latency_estimate_ms"] = round((v * unit - (t_overflow_us - t_main_us)) / 1e3, 4)
+                out["estimate_basis"] = (f"relative field {p} anchored at the program's main: off by the time "
+                                         "between main and the field's zero (either way)")
                 break
     for p, v in times.items():
         leaf = p.rsplit(".", 1)[-1]

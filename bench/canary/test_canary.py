@@ -180,7 +180,8 @@ class CommonTest(unittest.TestCase):
     def test_latency_from_relative_and_absolute_fields(self):
         f = {"kind": C.KIND, "details": {"detected_ms": 150, "since_clean_scan_ms": 2, "scan": "periodic"}}
         lat = C.latency(f, t_overflow_us=1_000_100_000.0, t_main_us=1_000_000_000.0)
-        self.assertEqual(lat["latency_ms"], 50.0)  # 150 ms after start, overflow 100 ms after main
+        self.assertNotIn("latency_ms", lat)  # a relative field's zero is gpusan's: an estimate only
+        self.assertEqual(lat["latency_estimate_ms"], 50.0)  # 150 ms after its zero, overflow 100 ms after main
         self.assertEqual(lat["since_last_clean_scan_ms"], 2.0)
         self.assertEqual(lat["scan"], "periodic")
         f = {"details": {"detected_unix_us": 1_000_100_250.0}}
@@ -209,7 +210,9 @@ class CasesTest(unittest.TestCase):
         self.assertFalse(r["intervals"]["fractions_accepted"])
         rows = [x for x in r["latency"] if x["interval_ms"] == "5"]
         self.assertEqual(len(rows), 6)
-        self.assertIsNotNone(rows[0]["latency_ms"])
+        self.assertIsNone(rows[0]["latency_ms"])  # the fake's finding has no absolute time
+        self.assertIsNotNone(rows[0]["latency_estimate_ms"])
+        self.assertEqual(rows[0]["since_last_clean_scan_ms"], 1.0)
         self.assertEqual(r["known_gaps"]["sass-fine_single_over"]["found"], False)
         self.assertEqual(r["table3"]["coarse_single"]["detected"], True)
 
