@@ -10,8 +10,8 @@ natively and prints native's output.
   with the host idle mid-capture, memory nodes, two streams, cudaDeviceReset), threads (8
   streams allocating, filling and freeing), allocation kinds (pitched, 3D, managed, mapped,
   a custom pool), every byte written to the last;
-- a CuPy, a numba-cuda (numpy 2.2.6 from the carried wheel, as bench/python-suite.sh does)
-  and a JAX program (bench/canary/*_prog.py).
+- a CuPy, a numba-cuda (numpy 2.2.6 from the carried wheel, as bench/python-suite.sh does),
+  a JAX and a Triton program (bench/canary/*_prog.py).
 
 A Python program that cannot run natively here (its framework missing or broken) is listed
 in `not_run` with the reason: not a failure, not a pass; our own programs must run.
@@ -30,9 +30,9 @@ import common as C  # noqa: E402
 
 CASE = "canary_programs"
 EXPECTED = ("zero false positives under --mode canary on clean programs (tests/cases clean C++ cases, fork, CUDA "
-            "graphs, threads, allocation kinds, CuPy, numba, JAX), each exiting as natively with native's output")
+            "graphs, threads, allocation kinds, CuPy, numba, JAX, Triton), each exiting as natively with native's output")
 MODES = ("fork", "graph", "threads", "kinds")
-PYPROGS = ("cupy", "numba", "jax")
+PYPROGS = ("cupy", "numba", "jax", "triton")
 
 
 def unpack_wheels(wheels, site, log):
@@ -90,7 +90,7 @@ def main():
 
     base = dict(os.environ, GPUSAN_CACHE_DIR=os.path.join(args.work, "cache"), PYTHONUNBUFFERED="1",
                 CUPY_CACHE_DIR=os.path.join(args.work, "cupy"), NUMBA_CACHE_DIR=os.path.join(args.work, "numba"),
-                XLA_PYTHON_CLIENT_MEM_FRACTION="0.15")
+                XLA_PYTHON_CLIENT_MEM_FRACTION="0.15", TRITON_CACHE_DIR=os.path.join(args.work, "triton"))
     os.makedirs(base["GPUSAN_CACHE_DIR"], mode=0o700, exist_ok=True)
     site = unpack_wheels(args.wheels, os.path.join(args.work, "site"), os.path.join(args.work, "wheels.log"))
     programs = []  # (name, argv, env, ours)
