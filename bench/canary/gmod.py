@@ -54,45 +54,12 @@ def build(args, name, flags):
     return exe, None
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--gpusan", default=os.environ.get("GPUSAN", ""))
-    ap.add_argument("--nvcc", default=os.environ.get("NVCC", "nvcc"))
-    ap.add_argument("--nvcc-extra", default=os.environ.get("CANARY_NVCC_EXTRA", ""),
-                    help="more nvcc arguments, one string (e.g. -L of a toolchain's lib)")
-    ap.add_argument("--work", default=os.environ.get("WORK", "/tmp/canary-gmod"))
-    ap.add_argument("--result", default=os.environ.get("RESULT", "/tmp/canary-gmod/result.json"))
-    ap.add_argument("--budget", type=float, default=float(os.environ.get("CANARY_CASE_S", "54")))
-    ap.add_argument("--hold-ms", type=int, default=40)
-    args = ap.parse_args()
-    os.makedirs(args.work, exist_ok=True)
-    clock = C.Clock(args.budget)
-
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        built = dict(zip(BUILDS, pool.map(lambda kv: build(args, *kv), BUILDS.items())))
-    exes = {k: v[0] for k, v in built.items()}
-    build_facts = {k: {"error": v[1]} if v[1] else {"ptx_entries": C.ptx_entries(v[0], args.nvcc)}
-                   for k, v in built.items()}
-    checks = {"sass_build_has_no_ptx": build_facts["sass"].get("ptx_entries") == 0,
-              "ptx_build_has_ptx": (build_facts["ptx"].get("ptx_entries") or 0) > 0}
-    if not C.gpu_present():
-        return C.skipped_result(args.result, CASE, EXPECTED, "no GPU on this machine (or CANARY_DRY=1)",
-                                builds=build_facts, checks_without_gpu=checks)
-    if not os.access(args.gpusan or "", os.X_OK):
-        return C.skipped_result(args.result, CASE, EXPECTED, f"no gpusan binary at {args.gpusan!r}", builds=build_facts)
-    if not all(exes.values()):
-        C.write_result(args.result, {"case": CASE, "ok": False, "expected": EXPECTED, "builds": build_facts,
-                                     "notes": "a build failed"})
-        return 0
+def run_all(args, exes, other, clock):
+    """Every run: native ones four at a time (their facts are outputs, exit codes and kernel
+    times, which a spin-timed kernel keeps), gpusan's one at a time, so that nothing else
+    competes with the guard while its latency is measured. Required runs first, then the
+    second interval's, then the known gaps'; what the minute has no room for is skipped."""
     env = dict(os.environ, GPUSAN_CACHE_DIR=os.path.join(args.work, "cache"))
-
-    # Fractions of a millisecond for the interval, if gpusan takes them.
-    frac_ok, frac_why = C.interval_accepts(args.gpusan, "0.1", args.work)
-    # The main runs of the machine-code build name 1 ms (the plan's default) explicitly; one
-    # more interval for the latency of its coarse bugs: 0.1 ms, or 5 where fractions are refused.
-    other = "0.1" if frac_ok else "5"
-    intervals = ["1", other]
-
     skipped = []
 
     def one(label, cmd, limit=15):
@@ -103,9 +70,6 @@ def main():
         C.save_log(args.work, label, r)
         return r
 
-    # Native runs first, four at a time (their facts are outputs, exit codes and kernel
-    # times, which a spin-timed kernel keeps); gpusan's one at a time, so that nothing else
-    # competes with the guard while its latency is measured.
     scen = COARSE_BUGS + COARSE_CLEAN + FINE_CLEAN + FINE_BUGS
     native = {}
     jobs = [(b, s) for s in scen for b in BUILDS]
@@ -127,7 +91,12 @@ def main():
         if r is not None:
             gp[(b, s, iv, tag)] = (r, rep)
 
-    # ------------------------------------------------------------------ judging
+    return native, gp, skipped
+
+
+def facts(native, gp):
+    """What each run showed: native's outputs and kernel times; gpusan's report, findings
+    and their times; the latency rows of the coarse bugs; the known gaps' outcomes."""
     res_native, res_gpusan, latency_rows, known_gaps = {}, {}, [], {}
     for (b, s), r in native.items():
         if r is None:
@@ -168,6 +137,11 @@ def main():
             known_gaps[f"{b}-{s}"] = {"found": (d.get("by_kind") or {}).get(C.KIND, 0) > 0, "by_kind": d.get("by_kind"),
                                       "native_rc": nat["rc"] if nat else None, "gpusan_rc": r["rc"]}
 
+    return res_native, res_gpusan, latency_rows, known_gaps
+
+
+def judge(checks, res_native, res_gpusan):
+    """The required checks, added to `checks`."""
     def g(b, s):
         return res_gpusan.get(f"{b}-{s}")
 
@@ -191,14 +165,16 @@ def main():
         for s in COARSE_BUGS:
             n = res_native.get(f"{b}-{s}")
             checks[f"{b}:{s}:native_ran"] = bool(n) and n["rc"] == 0
+
+
+def table(checks, res_native, res_gpusan, latency_rows, known_gaps, notes):
+    """GMOD's Table 3 beside ours; layout notes added to `notes`."""
     # The underflow lands in the lower neighbour's canary only where the two buffers are
     # adjacent under gpusan (the program prints it): say so when they were not.
-    notes = []
     for k, d in res_gpusan.items():
         if "under" in k and d.get("adjacent") == 0:
             notes.append(f"{k}: the two buffers were not adjacent under gpusan (gap {d.get('gap')}): the underflow "
                          "missed the neighbour's canary by layout")
-    lat_ok = [r["latency_ms"] for r in latency_rows if r["latency_ms"] is not None]
     table3 = {}
     for s in SHAPES:
         for grain in ("coarse", "fine"):
@@ -214,12 +190,59 @@ def main():
                                                   if r["build"] == "sass" and r["scenario"].endswith("_over")},
                 "detected": (all(checks.get(f"{b}:{bug}:found") for b in BUILDS) if grain == "coarse"
                              else {k: v["found"] for k, v in known_gaps.items() if k.endswith(bug)})}
+    return table3
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gpusan", default=os.environ.get("GPUSAN", ""))
+    ap.add_argument("--nvcc", default=os.environ.get("NVCC", "nvcc"))
+    ap.add_argument("--nvcc-extra", default=os.environ.get("CANARY_NVCC_EXTRA", ""),
+                    help="more nvcc arguments, one string (e.g. -L of a toolchain's lib)")
+    ap.add_argument("--work", default=os.environ.get("WORK", "/tmp/canary-gmod"))
+    ap.add_argument("--result", default=os.environ.get("RESULT", "/tmp/canary-gmod/result.json"))
+    ap.add_argument("--budget", type=float, default=float(os.environ.get("CANARY_CASE_S", "54")))
+    ap.add_argument("--hold-ms", type=int, default=40)
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    clock = C.Clock(args.budget)
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        built = dict(zip(BUILDS, pool.map(lambda kv: build(args, *kv), BUILDS.items())))
+    exes = {k: v[0] for k, v in built.items()}
+    build_facts = {k: {"error": v[1]} if v[1] else {"ptx_entries": C.ptx_entries(v[0], args.nvcc)}
+                   for k, v in built.items()}
+    checks = {"sass_build_has_no_ptx": build_facts["sass"].get("ptx_entries") == 0,
+              "ptx_build_has_ptx": (build_facts["ptx"].get("ptx_entries") or 0) > 0}
+    if not C.gpu_present():
+        return C.skipped_result(args.result, CASE, EXPECTED, "no GPU on this machine (or CANARY_DRY=1)",
+                                builds=build_facts, checks_without_gpu=checks)
+    if not os.access(args.gpusan or "", os.X_OK):
+        return C.skipped_result(args.result, CASE, EXPECTED, f"no gpusan binary at {args.gpusan!r}", builds=build_facts)
+    if not all(exes.values()):
+        C.write_result(args.result, {"case": CASE, "ok": False, "expected": EXPECTED, "builds": build_facts,
+                                     "notes": "a build failed"})
+        return 0
+    # Fractions of a millisecond for the interval, if gpusan takes them.
+    frac_ok, frac_why = C.interval_accepts(args.gpusan, "0.1", args.work)
+    # The main runs of the machine-code build name 1 ms (the plan's default) explicitly; one
+    # more interval for the latency of its coarse bugs: 0.1 ms, or 5 where fractions are refused.
+    other = "0.1" if frac_ok else "5"
+    intervals = ["1", other]
+
+    native, gp, skipped = run_all(args, exes, other, clock)
+
+    res_native, res_gpusan, latency_rows, known_gaps = facts(native, gp)
+    judge(checks, res_native, res_gpusan)
+    notes = []
+    table3 = table(checks, res_native, res_gpusan, latency_rows, known_gaps, notes)
     # A required run skipped for time fails its check; the latency and known-gap runs may be.
     ok = all(checks.values())
     if skipped:
         notes.append(f"skipped for time: {', '.join(skipped)}")
     if not frac_ok:
         notes.append(f"--canary-interval-ms 0.1 refused ({frac_why.strip()[-160:]}): 5 instead")
+    lat_ok = [r["latency_ms"] for r in latency_rows if r["latency_ms"] is not None]
     bounds = [r["since_last_clean_scan_ms"] for r in latency_rows if r["since_last_clean_scan_ms"] is not None]
     scans = sorted({str(r["scan"]) for r in latency_rows})
     if lat_ok:
