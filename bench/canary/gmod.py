@@ -152,12 +152,17 @@ def judge(checks, res_native, res_gpusan):
             checks[f"{b}:{s}:found"] = bool(d) and bk.get(C.KIND, 0) > 0 and set(bk) == {C.KIND}
             # The finding names the allocation by its size (4000 bytes past whose end the
             # loop wrote; for the underflow, the lower neighbour of 3840 bytes and the
-            # buffer after its canary, the one underflowed).
+            # buffer after its canary, the one underflowed), and the first bad byte lies in
+            # the float written (not always its first byte: a written byte equals the keyed
+            # canary byte one time in 256).
             c = (d or {}).get("canary") or {}
+            off = c.get("offset_past_end")
             if "under" in s:
-                checks[f"{b}:{s}:names_both"] = c.get("allocation_size") == 3840 and c.get("next_size") == 3840
+                checks[f"{b}:{s}:names_both"] = c.get("allocation_size") == 3840 and c.get("next_size") == 3840 \
+                    and off is not None and 252 <= off < 256
             else:
-                checks[f"{b}:{s}:names_allocation"] = c.get("allocation_size") == 4000 and c.get("offset_past_end") == 0
+                checks[f"{b}:{s}:names_allocation"] = c.get("allocation_size") == 4000 and off is not None \
+                    and 0 <= off < 4
         for s in COARSE_CLEAN + FINE_CLEAN:
             d, n = g(b, s), res_native.get(f"{b}-{s}")
             checks[f"{b}:{s}:silent_as_native"] = bool(d and n) and d["rc"] == 0 and n["rc"] == 0 and \
