@@ -54,6 +54,10 @@ def build(args, name, flags):
     return exe, None
 
 
+# The underflow's buffers (gmod_table3 --under-bytes): 4096 - canary mode's default pad (32).
+UNDER_BYTES = [4064]
+
+
 def run_all(args, exes, other, clock):
     """Every run: native ones four at a time (their facts are outputs, exit codes and kernel
     times, which a spin-timed kernel keeps), gpusan's one at a time, so that nothing else
@@ -75,7 +79,8 @@ def run_all(args, exes, other, clock):
     jobs = [(b, s) for s in scen for b in BUILDS]
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         for (b, s), r in zip(jobs, pool.map(lambda bs: one(f"native-{bs[0]}-{bs[1]}",
-                                                           [exes[bs[0]], bs[1], "--hold-ms", "0"]), jobs)):
+                                                           [exes[bs[0]], bs[1], "--hold-ms", "0",
+                                                            "--under-bytes", str(args.under_bytes)]), jobs)):
             native[(b, s)] = r
     gp = {}
     main_iv = {"sass": "1", "ptx": None}
@@ -87,7 +92,8 @@ def run_all(args, exes, other, clock):
         rep = os.path.join(args.work, label + ".json")
         if os.path.exists(rep):
             os.unlink(rep)
-        r = one(label, C.gpusan_cmd(args.gpusan, rep, [exes[b], s, "--hold-ms", str(args.hold_ms)], interval_ms=iv))
+        argv = [exes[b], s, "--hold-ms", str(args.hold_ms), "--under-bytes", str(args.under_bytes)]
+        r = one(label, C.gpusan_cmd(args.gpusan, rep, argv, interval_ms=iv))
         if r is not None:
             gp[(b, s, iv, tag)] = (r, rep)
 
@@ -151,15 +157,16 @@ def judge(checks, res_native, res_gpusan):
             bk = (d or {}).get("by_kind") or {}
             checks[f"{b}:{s}:found"] = bool(d) and bk.get(C.KIND, 0) > 0 and set(bk) == {C.KIND}
             # The finding names the allocation by its size (4000 bytes past whose end the
-            # loop wrote; for the underflow, the lower neighbour of 3840 bytes and the
+            # loop wrote; for the underflow, the lower neighbour of --under-bytes and the
             # buffer after its canary, the one underflowed), and the first bad byte lies in
             # the float written (not always its first byte: a written byte equals the keyed
             # canary byte one time in 256).
             c = (d or {}).get("canary") or {}
-            off = c.get("offset_past_end")
+            off, pad = c.get("offset_past_end"), c.get("canary_bytes")
             if "under" in s:
-                checks[f"{b}:{s}:names_both"] = c.get("allocation_size") == 3840 and c.get("next_size") == 3840 \
-                    and off is not None and 252 <= off < 256
+                ub = UNDER_BYTES[0]
+                checks[f"{b}:{s}:names_both"] = c.get("allocation_size") == ub and c.get("next_size") == ub \
+                    and off is not None and pad is not None and pad - 4 <= off < pad
             else:
                 checks[f"{b}:{s}:names_allocation"] = c.get("allocation_size") == 4000 and off is not None \
                     and 0 <= off < 4
@@ -208,7 +215,10 @@ def main():
     ap.add_argument("--result", default=os.environ.get("RESULT", "/tmp/canary-gmod/result.json"))
     ap.add_argument("--budget", type=float, default=float(os.environ.get("CANARY_CASE_S", "54")))
     ap.add_argument("--hold-ms", type=int, default=40)
+    ap.add_argument("--under-bytes", type=int, default=int(os.environ.get("CANARY_UNDER_BYTES", UNDER_BYTES[0])),
+                    help="the underflow's buffers: 4096 minus canary mode's pad (default pad 32)")
     args = ap.parse_args()
+    UNDER_BYTES[0] = args.under_bytes
     os.makedirs(args.work, exist_ok=True)
     clock = C.Clock(args.budget)
 

@@ -13,9 +13,10 @@
 //   seq     kernel 1 overflows A and ends; kernel 2, the victim, reads B for ~1.2 ms;
 //   conc    the victim runs ~10 ms on stream 1 reading B; the attacker overflows A on
 //           stream 2 meanwhile.
-// `under` sizes both buffers 3840 bytes: 3840 + gpusan's 256-byte pad is 4096, a multiple of
-// the driver's 512-byte packing, so the float before the higher buffer is the last of its
-// lower neighbour's tail canary (natively: the neighbour's rounding slack, harmless).
+// `under` sizes both buffers --under-bytes (default 4064): 4064 + canary mode's default pad of
+// 32 bytes is 4096, a multiple of the driver's 512-byte packing, so the float before the
+// higher buffer is the last of its lower neighbour's tail canary (natively: the neighbour's
+// rounding slack, harmless). With another pad P, pass 4096 - P (a multiple of 4).
 // Fine-grained scenarios allocate with device `malloc` (not guarded by this version of
 // canary mode: a known gap); their bug variants do not free the overflowed buffer, so the
 // device heap's own bookkeeping is not made to trip over it.
@@ -170,17 +171,23 @@ static double wait_event_us(cudaEvent_t ev) {
 int main(int argc, char **argv) {
     double t_main = now_us();
     Scenario sc;
-    int hold_ms = 40;
+    int hold_ms = 40, under_bytes = 4064;
     if (argc < 2 || !parse(argv[1], sc)) {
         fprintf(stderr,
-                "usage: gmod_table3 {coarse|fine}_{single|seq|conc}_{over|under|clean} [--hold-ms N]\n"
+                "usage: gmod_table3 {coarse|fine}_{single|seq|conc}_{over|under|clean} [--hold-ms N]"
+                " [--under-bytes N]\n"
                 "       (under: coarse only)\n");
         return 64;
     }
     for (int i = 2; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--hold-ms")) hold_ms = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--under-bytes")) under_bytes = atoi(argv[i + 1]);
+    if (under_bytes < 4 || under_bytes > 4096 || under_bytes % 4) {
+        fprintf(stderr, "--under-bytes: a multiple of 4, at most 4096\n");
+        return 64;
+    }
     const bool under = sc.variant == "under";
-    const int n = under ? 960 : 1000;  // floats: 3840 or 4000 bytes
+    const int n = under ? under_bytes / 4 : 1000;  // floats: --under-bytes or 4000 bytes
     const int first = under ? -1 : 0, last = sc.variant == "over" ? n : n - 1;
     const uint64_t work_ns = sc.shape == "single" ? kMs : sc.shape == "seq" ? 1200000 : 10 * kMs;
 
@@ -283,7 +290,7 @@ int main(int argc, char **argv) {
     double result = 0;
     if (sc.shape == "single") {
         if (!sc.fine) {
-            float h[1000];
+            float h[1024];
             CK(cudaMemcpy(h, target, n * sizeof(float), cudaMemcpyDeviceToHost));
             for (int i = 0; i < n; i++) result += h[i];
         } else {

@@ -130,12 +130,12 @@ line = " ".join(prog)
 errors = []
 if re.search(os.environ.get("FAKE_BUG", r"coarse_\w+_(over|under)|torch_canary.py bug"), line):
     under = "under" in line
-    size = 3840 if under else 4000
+    size = 4064 if under else 4000
     errors.append({"kind": "canary_overwrite", "count": 1, "message": "Canary overwritten",
                    "details": {"origin": "canary", "allocation": {"size": size, "kind": "device"},
-                               **({"next": {"size": 3840}} if under else {}),
-                               "address": "0x10", "offset_past_end": 252 if under else 0, "bad_bytes": 4,
-                               "canary_bytes": 256, "expected": 1, "found": 2, "scan": "periodic",
+                               **({"next": {"size": 4064}} if under else {}),
+                               "address": "0x10", "offset_past_end": 29 if under else 1, "bad_bytes": 4,
+                               "canary_bytes": 32, "expected": 1, "found": 2, "scan": "periodic",
                                "detected_ms": 150, "since_clean_scan_ms": 1, "kernels": [{"kernel": "attacker"}]}})
 extra = os.environ.get("FAKE_EXTRA_KIND")
 if extra and re.search(os.environ.get("FAKE_EXTRA_WHERE", "."), line):
