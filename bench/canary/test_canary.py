@@ -129,7 +129,7 @@ r = subprocess.run(prog, env=env)
 line = " ".join(prog)
 errors = []
 if re.search(os.environ.get("FAKE_BUG", r"coarse_\w+_(over|under)|torch_canary.py bug"), line):
-    under = "under" in line
+    under = "_under" in line
     size = 4064 if under else 4000
     errors.append({"kind": "canary_overwrite", "count": 1, "message": "Canary overwritten",
                    "details": {"origin": "canary", "allocation": {"size": size, "kind": "device"},
