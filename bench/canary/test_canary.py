@@ -145,7 +145,8 @@ for e in errors:
     by[e["kind"]] = by.get(e["kind"], 0) + 1
 json.dump({"tool": "gpusan", "mode": "canary", "errors": errors,
            "summary": {"total": len(errors), "unique": len(errors), "not_stored": 0, "leaked_bytes": 0, "by_kind": by},
-           "counters": {"canary_scans": 120, "canary_entries": 3}, "coverage": {"canary": {"guarded": 3}}},
+           "counters": {"canary_scans": 120, "canary_live": 20000, "canary_array_bytes": 1 << 19,
+                        "canary_host_bytes": 320000}, "coverage": {"canary": {"guarded": 3}}},
           open(rep, "w"))
 sys.exit(r.returncode)
 '''
@@ -277,6 +278,8 @@ class CasesTest(unittest.TestCase):
                                             "torch_transformer"})
         self.assertEqual(doc["memory"]["extra_bytes"], 1 << 19)
         self.assertTrue(s["pass"]["memory"])
+        self.assertEqual(doc["memory"]["reported"]["bytes_per_live_allocation"], 42.21)
+        self.assertFalse(s["pass"]["memory_reported_per_allocation"])
         self.assertTrue(doc["finished"])
 
 
