@@ -98,7 +98,7 @@ if prog == "torch_canary.py":
     print("info: ptx_entries=0")
     if args[0] != "build":
         print("info: tensor=0x7f0000000000 block_bytes=4096 tensor_bytes=4000")
-        print("result=1000" if args[0] == "bug" else "result=2000")
+        print("result=1000" if args[0].startswith("bug") else "result=2000")
     print("done")
 elif prog == "torch_steps.py":
     print(json.dumps({"bench": "torch_" + args[0], "ok": True, "params": {},
@@ -128,7 +128,7 @@ if os.environ.get("FAKE_GPUSAN_DIGEST"):
 r = subprocess.run(prog, env=env)
 line = " ".join(prog)
 errors = []
-if re.search(os.environ.get("FAKE_BUG", r"coarse_\w+_(over|under)|torch_canary.py bug"), line):
+if re.search(os.environ.get("FAKE_BUG", r"coarse_\w+_(over|under)|torch_canary.py bug\b(?!_)"), line):
     under = "_under" in line
     size = 4064 if under else 4000
     errors.append({"kind": "canary_overwrite", "count": 1, "message": "Canary overwritten",
@@ -240,6 +240,7 @@ class CasesTest(unittest.TestCase):
         self.assertFalse(r["ok"])
         self.assertFalse(r["checks"]["mlp_bit_identical"])
         self.assertTrue(r["checks"]["bug_found"])
+        self.assertFalse(r["known_window_overflow_at_once"]["found"])  # the fake misses it, not judged
 
     def test_programs(self):
         r = self.f.case("canary_programs", GPUSAN_PY_WHEELS="/nonexistent")

@@ -5,10 +5,17 @@ as sm_90 machine code only (`-gencode=arch=compute_90,code=sm_90`, checked with
 Its block is 4096 bytes (PyTorch rounds small blocks to 512), so 96 bytes of slack follow
 the tensor inside its block: canary mode's tail canary for a pool block.
 
-  torch_canary.py build     build the extension (into TORCH_EXTENSIONS_DIR) and exit
-  torch_canary.py bug       the op writes one float past the tensor (`i <= n`)
-  torch_canary.py clean     the op fills the tensor to its last element; a tensor is freed,
-                            one of the same size allocated and filled: its block is reused
+  torch_canary.py build         build the extension (into TORCH_EXTENSIONS_DIR) and exit
+  torch_canary.py bug           the op writes one float past the tensor (`i <= n`), 20 ms
+                                after the tensor was allocated (the device synchronized)
+  torch_canary.py bug_at_once   the same, right after the allocation (the usual pattern: an
+                                output allocated, then written): canary17 writes a pool
+                                block's canary with the guard's next batch, after the work
+                                queued on its stream, so an overflow queued before that
+                                batch is the plan's known window
+  torch_canary.py clean         the op fills the tensor to its last element; a tensor is
+                                freed, one of the same size allocated and filled: its block
+                                is reused
 
 Prints `result=<sum>` (the same natively and under gpusan for `clean`), `info:` lines
 (ptx_entries, the tensor's address) and `done`. The tensors stay live 50 ms after the
@@ -62,7 +69,7 @@ def load():
 
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
-    if mode not in ("build", "bug", "clean"):
+    if mode not in ("build", "bug", "bug_at_once", "clean"):
         print(__doc__, file=sys.stderr)
         return 64
     for k in ("PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_CUDA_ALLOC_CONF"):
@@ -75,7 +82,10 @@ def main():
     n = 1000
     x = torch.zeros(n, device="cuda")
     print(f"info: tensor=0x{x.data_ptr():x} block_bytes=4096 tensor_bytes={4 * n}", flush=True)
-    if mode == "bug":
+    if mode.startswith("bug"):
+        if mode == "bug":
+            torch.cuda.synchronize()
+            time.sleep(0.02)
         ext.fill(x.data_ptr(), n)
         torch.cuda.synchronize()
         time.sleep(0.05)

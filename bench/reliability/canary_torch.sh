@@ -2,7 +2,9 @@
 # PyTorch with its caching allocator on, under `gpusan run --mode canary` (issue 17): a
 # custom op built by load_inline as sm_90 machine code only writes one float past a
 # 1000-float tensor, into the 96 bytes of slack of its 4096-byte block (the pool block's
-# tail canary): reported as canary_overwrite; its clean twin silent with native's result;
+# tail canary), 20 ms after the allocation: reported as canary_overwrite; the same right
+# after the allocation (the plan's known window) recorded; its clean twin silent with
+# native's result;
 # eager MLP and Transformer training steps (bench/binary/torch_steps.py) silent and
 # bit-identical to native. bench/canary/torch_case.py runs and judges it;
 # bench/canary/torch_canary.py is the program. Without a GPU (or with CANARY_DRY=1) it
