@@ -102,6 +102,12 @@ def summarize(entry):
         table[k] = row
     entry["metrics"] = table
     entry["headline"] = names[0] if names else None
+    # The whole process's wall time (start-up, module loads, the guard's start and final
+    # scan at exit included): recorded beside the judged kernel-time metric, not judged.
+    walls = {t: [r["wall_s"] for r in good[t]] for t in TOOLS}
+    if walls["native"] and walls["canary"]:
+        entry["wall_s"] = {t: round(statistics.median(v), 3) for t, v in walls.items()}
+        entry["wall_s"]["ratio"] = round(entry["wall_s"]["canary"] / entry["wall_s"]["native"], 4)
     printed = [r for r in entry["runs"] if r.get("metrics") is not None]
     entry["correct"] = all(r["ok"] for r in printed) if printed else None
     g = [r for r in entry["runs"] if r["tool"] == "canary" and "canary_errors" in r]
