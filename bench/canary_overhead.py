@@ -78,6 +78,9 @@ def guard_facts(rep):
                 and not re.search(r"drop|fail|skip", k, re.I))
     cov = rep.get("coverage") or {}
     g = {k: v for k, v in cov.items() if re.search(r"canar|guard|alloc", k, re.I)} if isinstance(cov, dict) else {}
+    section = rep.get("canary")
+    if section is not None:
+        g = {"canary": section, **g}
     return {"counters": c, "scans": scans if c else None, "coverage": json.loads(json.dumps(g)[:1500]) if
             len(json.dumps(g)) <= 1500 else {"truncated": json.dumps(g)[:1500]}}
 

@@ -176,6 +176,10 @@ def canary_facts(rep):
     """The report's coverage and counters that speak of canaries, guards, scans, drops
     (what canary mode says it guards), cut to what matters."""
     facts = {}
+    # canary17's own section (`Document::canary`: guarded by kind, unguarded by reason, scans).
+    if rep.get("canary") is not None:
+        c = json.dumps(rep["canary"])
+        facts["canary_section"] = rep["canary"] if len(c) <= 3000 else {"truncated_json": c[:3000]}
     cov = rep.get("coverage")
     if isinstance(cov, dict):
         keep = {k: v for k, v in cov.items() if re.search(r"canar|guard|alloc|scan|summary", k, re.I)}
@@ -223,6 +227,22 @@ def fields(text, prefix="time:"):
             for k, v in re.findall(r"(\w+)=(-?[0-9.]+(?:e[-+]?\d+)?)(?![\w.])", line):
                 out[k] = float(v)
     return out
+
+
+def scans_of(summary):
+    """How many scans the guard ran, from a report_summary (canary17's `canary` section or
+    its counters); None when the report says nothing of it."""
+    sec = summary.get("canary_section") or {}
+    if isinstance(sec.get("scans"), int):
+        return sec["scans"]
+    ctr = summary.get("counters") or {}
+    return ctr.get("canary_scans")
+
+
+def guarded_of(summary, pattern):
+    """Allocations guarded whose kind matches `pattern` (canary17's `canary.guarded`)."""
+    g = (summary.get("canary_section") or {}).get("guarded") or {}
+    return sum(v for k, v in g.items() if re.search(pattern, k, re.I) and isinstance(v, int))
 
 
 def silent(by):

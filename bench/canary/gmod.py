@@ -177,6 +177,8 @@ def judge(checks, res_native, res_gpusan):
         for s in COARSE_BUGS:
             n = res_native.get(f"{b}-{s}")
             checks[f"{b}:{s}:native_ran"] = bool(n) and n["rc"] == 0
+        # Silence proves something only where the guard ran: it scanned in every clean run.
+        checks[f"{b}:guard_scanned_in_clean_runs"] = all((C.scans_of(g(b, s) or {}) or 0) > 0 for s in COARSE_CLEAN)
 
 
 def table(checks, res_native, res_gpusan, latency_rows, known_gaps, notes):

@@ -146,7 +146,7 @@ for e in errors:
 json.dump({"tool": "gpusan", "mode": "canary", "errors": errors,
            "summary": {"total": len(errors), "unique": len(errors), "not_stored": 0, "leaked_bytes": 0, "by_kind": by},
            "counters": {"canary_scans": 120, "canary_live": 20000, "canary_array_bytes": 1 << 19,
-                        "canary_host_bytes": 320000}, "coverage": {"canary": {"guarded": 3}}},
+                        "canary_host_bytes": 320000}, "canary": {"guarded": {"device": 3, "pool block": 2}, "unguarded": {}, "scans": 120}},
           open(rep, "w"))
 sys.exit(r.returncode)
 '''

@@ -110,6 +110,9 @@ def main():
                      and set(g("gpusan-bug").get("by_kind") or {}) == {C.KIND},
         # The finding names the tensor's block: 4000 bytes asked, the canary its slack.
         "bug_names_tensor": (g("gpusan-bug").get("canary") or {}).get("allocation_size") == 4000,
+        # The tensors' blocks were guarded (not only cudaMalloc's segments), and scanned.
+        "pool_blocks_guarded": C.guarded_of(g("gpusan-clean"), r"pool|block") > 0
+                               and (C.scans_of(g("gpusan-clean")) or 0) > 0,
         "clean_silent_as_native": g("gpusan-clean").get("rc") == 0 and g("native-clean").get("rc") == 0
                                   and C.silent(g("gpusan-clean").get("by_kind"))
                                   and g("gpusan-clean").get("output") == g("native-clean").get("output"),
