@@ -153,6 +153,9 @@ def main():
             failed.append(name)
         rows[name] = row
     ran = [n for n, r in rows.items() if "pass" in r]
+    # Silence means more where the guard scanned: recorded (a program whose allocations were
+    # all short-lived or unguarded may see no scan).
+    unscanned = [n for n in ran if not (C.scans_of(rows[n]["gpusan"]) or 0)]
     ok = not failed and not skipped and not build_errors and bool(ran)
     notes = [f"{len(ran) - len(failed)}/{len(ran)} programs silent with native's output under canary mode"]
     if failed:
@@ -161,10 +164,12 @@ def main():
         notes.append("not run natively (not judged): " + ", ".join(f"{k} ({' '.join(v)[:100]})" for k, v in not_run.items()))
     if skipped:
         notes.append("skipped for time: " + ", ".join(skipped))
+    if unscanned:
+        notes.append(f"no guard scan reported in {len(unscanned)}: " + ", ".join(unscanned[:12]))
     if build_errors:
         notes.append("build failed: " + ", ".join(build_errors))
     C.write_result(args.result, {
-        "case": CASE, "ok": ok, "expected": EXPECTED, "programs": rows, "not_run": not_run,
+        "case": CASE, "ok": ok, "expected": EXPECTED, "programs": rows, "not_run": not_run, "unscanned": unscanned,
         "build_errors": build_errors, "wheel_site": site, "seconds": clock.elapsed(),
         "native": {k: v["native"] for k, v in rows.items()}, "gpusan": {k: v["gpusan"] for k, v in rows.items()},
         "notes": "; ".join(notes)})
