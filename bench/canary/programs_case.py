@@ -11,7 +11,8 @@ natively and prints native's output.
   streams allocating, filling and freeing), allocation kinds (pitched, 3D, managed, mapped,
   a custom pool), every byte written to the last;
 - a CuPy, a numba-cuda (numpy 2.2.6 from the carried wheel, as bench/python-suite.sh does),
-  a JAX and a Triton program (bench/canary/*_prog.py).
+  a JAX and a Triton program, and PyTorch blocks churned on two streams (the reuse rule's
+  worst case) (bench/canary/*_prog.py).
 
 A Python program that cannot run natively here (its framework missing or broken) is listed
 in `not_run` with the reason: not a failure, not a pass; our own programs must run.
@@ -30,9 +31,9 @@ import common as C  # noqa: E402
 
 CASE = "canary_programs"
 EXPECTED = ("zero false positives under --mode canary on clean programs (tests/cases clean C++ cases, fork, CUDA "
-            "graphs, threads, allocation kinds, CuPy, numba, JAX, Triton), each exiting as natively with native's output")
+            "graphs, threads, allocation kinds, CuPy, numba, JAX, Triton, PyTorch block churn), each exiting as natively with native's output")
 MODES = ("fork", "graph", "threads", "kinds")
-PYPROGS = ("cupy", "numba", "jax", "triton")
+PYPROGS = ("cupy", "numba", "jax", "triton", "torch_churn")
 
 
 def unpack_wheels(wheels, site, log):

@@ -3,7 +3,8 @@
 # every clean C++ case of tests/cases, bench/canary/programs.cu (fork before and after CUDA,
 # CUDA graphs captured in global mode with memory nodes and a reset, 8 threads allocating,
 # pitched/3D/managed/mapped/pool allocations written to their last byte), a Triton, a CuPy, a
-# numba-cuda (numpy 2.2.6 from the carried bench/work/wheels) and a JAX program; each
+# numba-cuda (numpy 2.2.6 from the carried bench/work/wheels), a JAX program and PyTorch
+# blocks churned on two streams (torch_churn_prog.py: the reuse rule's worst case); each
 # natively and under canary mode. ok: every program that runs natively is silent under
 # canary mode, exits as natively and prints native's output. bench/canary/programs_case.py
 # runs and judges; without a GPU (or with CANARY_DRY=1) it builds and writes `skipped`.
