@@ -56,6 +56,10 @@ def build(args, name, flags):
 
 # The underflow's buffers (gmod_table3 --under-bytes): 4096 - canary mode's default pad (32).
 UNDER_BYTES = [4064]
+# The overflow right after the cudaMallocs (gmod_table3 --at-once): the plan's known window
+# (a device allocation's canary is written at once, but on the guard's stream), recorded.
+AT_ONCE = "-at_once"
+AT_ONCE_SCENARIOS = ("coarse_single_over", "coarse_seq_over")
 
 
 def run_all(args, exes, other, clock):
@@ -86,6 +90,7 @@ def run_all(args, exes, other, clock):
     main_iv = {"sass": "1", "ptx": None}
     plan = [(b, s, main_iv[b], "") for s in COARSE_BUGS + COARSE_CLEAN + FINE_CLEAN for b in BUILDS]
     plan += [("sass", s, other, f"-i{other}") for s in COARSE_BUGS]
+    plan += [("sass", s, main_iv["sass"], AT_ONCE) for s in AT_ONCE_SCENARIOS]
     plan += [(b, s, main_iv[b], "") for s in FINE_BUGS for b in BUILDS]
     for b, s, iv, tag in plan:
         label = f"gpusan-{b}-{s}{tag}"
@@ -93,6 +98,8 @@ def run_all(args, exes, other, clock):
         if os.path.exists(rep):
             os.unlink(rep)
         argv = [exes[b], s, "--hold-ms", str(args.hold_ms), "--under-bytes", str(args.under_bytes)]
+        if tag == AT_ONCE:
+            argv.append("--at-once")
         r = one(label, C.gpusan_cmd(args.gpusan, rep, argv, interval_ms=iv))
         if r is not None:
             gp[(b, s, iv, tag)] = (r, rep)
@@ -103,7 +110,7 @@ def run_all(args, exes, other, clock):
 def facts(native, gp):
     """What each run showed: native's outputs and kernel times; gpusan's report, findings
     and their times; the latency rows of the coarse bugs; the known gaps' outcomes."""
-    res_native, res_gpusan, latency_rows, known_gaps = {}, {}, [], {}
+    res_native, res_gpusan, latency_rows, known_gaps, known_window = {}, {}, [], {}, {}
     for (b, s), r in native.items():
         if r is None:
             continue
@@ -131,6 +138,10 @@ def facts(native, gp):
         d["same_output_as_native"] = nat is not None and C.deterministic(r["stdout"]) == C.deterministic(nat["stdout"])
         d["interval_ms"] = iv or "default"
         res_gpusan[f"{b}-{s}{tag}"] = d
+        if tag == AT_ONCE:
+            known_window[f"{b}-{s}"] = {"found": (d.get("by_kind") or {}).get(C.KIND, 0) > 0,
+                                        "by_kind": d.get("by_kind"), "gpusan_rc": r["rc"]}
+            continue
         if s in COARSE_BUGS:
             latency_rows.append({"build": b, "scenario": s, "interval_ms": iv or "default",
                                  "scan": d.get("latency", {}).get("scan"),
@@ -143,7 +154,7 @@ def facts(native, gp):
             known_gaps[f"{b}-{s}"] = {"found": (d.get("by_kind") or {}).get(C.KIND, 0) > 0, "by_kind": d.get("by_kind"),
                                       "native_rc": nat["rc"] if nat else None, "gpusan_rc": r["rc"]}
 
-    return res_native, res_gpusan, latency_rows, known_gaps
+    return res_native, res_gpusan, latency_rows, known_gaps, known_window
 
 
 def judge(checks, res_native, res_gpusan):
@@ -249,7 +260,7 @@ def main():
 
     native, gp, skipped = run_all(args, exes, other, clock)
 
-    res_native, res_gpusan, latency_rows, known_gaps = facts(native, gp)
+    res_native, res_gpusan, latency_rows, known_gaps, known_window = facts(native, gp)
     judge(checks, res_native, res_gpusan)
     notes = []
     table3 = table(checks, res_native, res_gpusan, latency_rows, known_gaps, notes)
@@ -271,6 +282,9 @@ def main():
     if bounds:
         notes.append(f"upper bound of write-to-detection (since_clean_scan_ms, whole ms): median "
                      f"{statistics.median(bounds)}, max {max(bounds)} over {len(bounds)} runs; found by scans {scans}")
+    if known_window:
+        notes.append("overflow right after cudaMalloc (known window): found in "
+                     f"{sum(v['found'] for v in known_window.values())}/{len(known_window)}")
     gaps = [k for k, v in known_gaps.items() if v["found"]]
     notes.append(f"fine-grained (device malloc) bugs: known gap, found in {len(gaps)}/{len(known_gaps)}")
     failed = [k for k, v in checks.items() if not v]
@@ -280,6 +294,7 @@ def main():
         "case": CASE, "ok": ok, "expected": EXPECTED, "checks": checks, "builds": build_facts,
         "intervals": {"sass": intervals, "ptx": "gpusan's default (1 ms by the plan)", "fractions_accepted": frac_ok},
         "table3": table3, "latency": latency_rows, "known_gaps": known_gaps,
+        "known_window_overflow_at_once": known_window,
         "native": res_native, "gpusan": res_gpusan, "seconds": clock.elapsed(), "notes": "; ".join(notes)})
     return 0
 

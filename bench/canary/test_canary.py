@@ -216,6 +216,7 @@ class CasesTest(unittest.TestCase):
         self.assertEqual(rows[0]["since_last_clean_scan_ms"], 1.0)
         self.assertEqual(r["known_gaps"]["sass-fine_single_over"]["found"], False)
         self.assertEqual(r["table3"]["coarse_single"]["detected"], True)
+        self.assertEqual(set(r["known_window_overflow_at_once"]), {"sass-coarse_single_over", "sass-coarse_seq_over"})
 
     def test_gmod_fails_on_a_missed_bug_and_a_false_positive(self):
         r = self.f.case("canary_gmod", FAKE_BUG=r"coarse_single_over")
