@@ -5,15 +5,18 @@ bench/reliability/canary_gmod.sh. Builds bench/canary/gmod_table3.cu twice, with
 `cuobjdump -lptx`: no PTX in it), and runs each scenario natively and under canary mode:
 
 - coarse (cudaMalloc) single / seq / conc × over / under: `canary_overwrite` must be reported
-  (and nothing else), in both builds;
+  (and nothing else), naming the allocation (and, for the underflow, the next one), in both
+  builds;
 - coarse clean twins and fine (device malloc) clean twins: silent, exit 0, the deterministic
-  output native printed;
+  output native printed, the guard having scanned;
 - fine bug variants: recorded as known gaps (the plan, decision 10: the device heap is not
-  guarded in this version); a finding there is noted, a miss is not a failure;
+  guarded in this version); a finding there is noted, a miss is not a failure; the overflow
+  right after the cudaMallocs (`--at-once`, the plan's known window): recorded;
 - detection latency: from the host's sight of the overflowing kernel's completion event to
-  the detection time the finding carries, at the default interval and with
-  `--canary-interval-ms 1` and `0.1` (or `1` and `5` when fractions are refused), for the
-  coarse bugs of the machine-code build, next to GMOD's Table 3 (kernel time, latency).
+  the detection time the finding carries (exact only with an absolute time in the finding;
+  else an estimate and the upper bound `since_clean_scan_ms`), for the coarse bugs of the
+  machine-code build at `--canary-interval-ms 1` and `0.1` (`5` where fractions are
+  refused; the PTX build at gpusan's default), next to GMOD's Table 3.
 
   gmod.py --gpusan G --nvcc NVCC --work DIR --result R.json [--budget 55]
 """
