@@ -12,5 +12,7 @@ cargo test --workspace --locked "$@"
 python3 bench/test_binary_route.py
 # The hook-cost benchmark's statistics on fakes (issue 15; a few seconds; no GPU).
 python3 bench/test_hook_cost.py
+# The canary-mode GPU cases and overhead benchmark on fakes (issue 17; ~30 s; no GPU).
+python3 bench/canary/test_canary.py
 # The wheel in a fresh virtual environment, pip with local files only (python/, < 30 s).
 scripts/python-wheel.sh
