@@ -388,11 +388,12 @@ fn an_unknown_binary_kind_is_refused() {
 /// another thread may hold gpusan's table lock across an upload whose copy waits for that
 /// driver lock (the H100 deadlocked so: PyTorch threads, check mode, pool blocks changing
 /// the table before every launch). The fake driver plays that lock and forces the meeting:
-/// the launch gives up on its params block (runs unchecked, counted and listed) instead of
-/// waiting, and the program finishes. `--timeout` ends a hung run.
+/// the first launch makes its params block without the table lock, the program finishes,
+/// and both launches are checked (their overflow found twice). `--timeout` ends a hung run.
 #[test]
 fn a_first_launch_inside_the_driver_never_waits_for_an_upload_that_waits_for_the_driver() {
     let r = run(&["--mode", "check", "--timeout", "30"], "contended", "sanitizer", &[]);
-    assert_eq!(r.o.report["counters"]["binary_first_launches_contended"], 1, "{:#}", r.o.report["counters"]);
-    assert!(r.o.report.to_string().contains("params block could not be made"), "{:#}", r.o.report["coverage"]);
+    let mc = kernels(&r.o).into_iter().find(|k| k.0 == "mc_overflow").expect("mc_overflow listed");
+    assert_eq!((mc.1, mc.2.as_deref(), mc.3.as_deref()), (2, Some("binary"), None), "{:#}", r.o.report["coverage"]);
+    assert_eq!(overflows(&r.o), 2, "{:#}", r.o.report["summary"]);
 }

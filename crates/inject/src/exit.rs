@@ -116,10 +116,6 @@ fn more(st: &State, doc: &mut Document) {
         doc.counters.insert("device_table_peak_pool_blocks".into(), peak.blocks);
         doc.counters.insert("device_table_bytes_per_pool_block".into(), per_block);
     }
-    let contended = mirror::contended_first_launches();
-    if contended > 0 {
-        doc.counters.insert("binary_first_launches_contended".into(), contended);
-    }
     for (name, n) in crate::routes::binary::counters() {
         doc.counters.insert(name.into(), n);
     }

@@ -6,8 +6,7 @@
 //! stops the bookkeeping that panicked, and what is still read afterwards (findings,
 //! counters for the report) holds whole values.
 
-use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
-use std::time::{Duration, Instant};
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// `m`, locked, poisoned or not.
 pub fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -22,21 +21,6 @@ pub fn read<T: ?Sized>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
 /// `l`, write-locked, poisoned or not.
 pub fn write<T: ?Sized>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// `m`, locked, poisoned or not, if it comes free within `patience`; `None` otherwise. For
-/// code that must never wait on a lock whose holder may be waiting on it (gpusan's code
-/// called from inside the driver, which holds the driver's own locks then).
-pub fn lock_within<T: ?Sized>(m: &Mutex<T>, patience: Duration) -> Option<MutexGuard<'_, T>> {
-    let start = Instant::now();
-    loop {
-        match m.try_lock() {
-            Ok(g) => return Some(g),
-            Err(TryLockError::Poisoned(p)) => return Some(p.into_inner()),
-            Err(TryLockError::WouldBlock) if start.elapsed() >= patience => return None,
-            Err(TryLockError::WouldBlock) => std::thread::yield_now(),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -58,16 +42,5 @@ mod tests {
         assert_eq!(*read(&l), 12);
         *write(&l) = 3;
         assert_eq!(*read(&l), 3);
-    }
-
-    #[test]
-    fn lock_within_gives_up_on_a_lock_held_elsewhere_and_takes_a_free_one() {
-        let m = Mutex::new(5);
-        let held = lock(&m);
-        let waited =
-            std::thread::scope(|s| s.spawn(|| lock_within(&m, Duration::from_millis(20)).map(|g| *g)).join().unwrap());
-        assert_eq!(waited, None);
-        drop(held);
-        assert_eq!(lock_within(&m, Duration::ZERO).map(|g| *g), Some(5));
     }
 }

@@ -34,7 +34,7 @@
 //! error buffers of all contexts. Module numbers are unique across contexts.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use gpusan_abi::record::{self, ErrorBufferHeader, ERROR_CAPACITY};
@@ -104,10 +104,31 @@ struct Abi {
     modules: Vec<AbiModule>,
 }
 
+/// One context's state: [`Abi`] under its lock (held across uploads, which are driver
+/// calls), and what a patched kernel's first launch needs without that lock (it runs inside
+/// the driver, which may be what an upload waits for): the table's and error buffer's
+/// addresses, and the params blocks made since the last time the lock was taken.
+struct Ctx {
+    abi: Mutex<Abi>,
+    /// `abi.memory.table()` as of the last upload (0 before the first).
+    table: AtomicU64,
+    errors: u64,
+    /// Params blocks made by first launches, with the table address written into each;
+    /// taken into `abi.modules` (re-pointed if the table moved since) under the lock.
+    pending: Mutex<Vec<(AbiModule, u64)>>,
+}
+
+impl Ctx {
+    fn new(abi: Abi) -> Ctx {
+        let (table, errors) = (abi.memory.table(), abi.errors_ptr);
+        Ctx { abi: Mutex::new(abi), table: AtomicU64::new(table), errors, pending: Mutex::new(Vec::new()) }
+    }
+}
+
 /// Context → its table, error buffer and ABI modules.
 #[derive(Default)]
 struct Contexts {
-    by_context: std::collections::HashMap<u64, Arc<Mutex<Abi>>>,
+    by_context: std::collections::HashMap<u64, Arc<Ctx>>,
     modules_numbered: u32,
     /// What contexts that went away counted: records not stored, table memory held, moves,
     /// untracked accesses of patched kernels.
@@ -124,17 +145,28 @@ fn lock() -> MutexGuard<'static, Option<Contexts>> {
     locks::lock(ABI.get())
 }
 
-fn lock_abi(abi: &Mutex<Abi>) -> MutexGuard<'_, Abi> {
-    locks::lock(abi)
+/// A context's [`Abi`], locked, with the params blocks first launches made meanwhile in its
+/// modules (each pointed at the table again if the table moved after it was written).
+fn lock_abi(ctx: &Ctx) -> MutexGuard<'_, Abi> {
+    let mut abi = locks::lock(&ctx.abi);
+    let pending = std::mem::take(&mut *locks::lock(&ctx.pending));
+    for (m, table) in pending {
+        if table != abi.memory.table() {
+            // SAFETY: the module's params block, made in this context.
+            unsafe { point(&abi, &m) };
+        }
+        abi.modules.push(m);
+    }
+    abi
 }
 
 /// The entry of `context`, if set up (the map's lock held only for the lookup).
-fn entry(context: u64) -> Option<Arc<Mutex<Abi>>> {
+fn entry(context: u64) -> Option<Arc<Ctx>> {
     lock().as_ref().and_then(|c| c.by_context.get(&context).cloned())
 }
 
 /// Every context's entry, for a drain or a count.
-fn entries() -> Vec<Arc<Mutex<Abi>>> {
+fn entries() -> Vec<Arc<Ctx>> {
     lock().as_ref().map(|c| c.by_context.values().cloned().collect()).unwrap_or_default()
 }
 
@@ -195,7 +227,7 @@ unsafe fn point(abi: &Abi, m: &AbiModule) {
 /// Uploads what changed in the table, after making room for it; when that moved the table
 /// (its first placement, or the fallback's growth), every module is pointed at the new
 /// address and the whole table uploaded.
-unsafe fn upload(abi: &mut Abi) {
+unsafe fn upload(ctx: &Ctx, abi: &mut Abi) {
     let Some(range) = abi.table.update(&state().registry) else { return };
     let Some(placed) = abi.memory.fit(table_bytes(abi.table.entries().len() as u64)) else {
         abi.behind = true;
@@ -206,6 +238,9 @@ unsafe fn upload(abi: &mut Abi) {
             point(abi, m);
         }
     }
+    // First launches read it without the lock (`patched_kernel`); a block they write with
+    // an older address is pointed again when it joins the modules (`lock_abi`).
+    ctx.table.store(abi.memory.table(), Ordering::Release);
     let header = abi.table.header().to_bytes();
     let behind = std::mem::take(&mut abi.behind);
     let range = if placed.moved || behind { 0..abi.table.entries().len() } else { range };
@@ -243,7 +278,7 @@ pub fn on_module_loaded(loaded: Loaded, meta: impl FnOnce() -> Option<ModuleMeta
 }
 
 /// The current context's entry, set up at its first module.
-fn context_entry() -> Option<Arc<Mutex<Abi>>> {
+fn context_entry() -> Option<Arc<Ctx>> {
     let (context, device) = current_context();
     if let Some(abi) = entry(context) {
         return Some(abi);
@@ -253,7 +288,7 @@ fn context_entry() -> Option<Arc<Mutex<Abi>>> {
     let new = unsafe { set_up(device) }?;
     let mut guard = lock();
     let contexts = guard.get_or_insert_with(Contexts::default);
-    Some(contexts.by_context.entry(context).or_insert_with(|| Arc::new(Mutex::new(new))).clone())
+    Some(contexts.by_context.entry(context).or_insert_with(|| Arc::new(Ctx::new(new))).clone())
 }
 
 fn next_module_number() -> u32 {
@@ -264,11 +299,11 @@ fn next_module_number() -> u32 {
 }
 
 /// Points a new module at the buffers (the table brought up to date first) and keeps it.
-fn add(abi: &Mutex<Abi>, m: AbiModule) {
-    let mut abi = lock_abi(abi);
+fn add(ctx: &Ctx, m: AbiModule) {
+    let mut abi = lock_abi(ctx);
     unsafe {
         if !capture::any() {
-            upload(&mut abi);
+            upload(ctx, &mut abi);
         }
         point(&abi, &m);
     }
@@ -284,22 +319,22 @@ fn add(abi: &Mutex<Abi>, m: AbiModule) {
 /// before the launch) with the API's own calls. Returns the block's device address.
 pub fn patched_kernel(context: u64, name: &str, function_pc: u32, memory: &dyn ParamsMemory) -> Option<u64> {
     use gpusan_abi::binary::{PARAMS_BYTES, PARAMS_ERRORS, PARAMS_FUNCTION_PC, PARAMS_KERNEL, PARAMS_TABLE};
-    let abi = entry(context)?;
+    let ctx = entry(context)?;
     // Inside the driver's launch, which holds the driver's locks: another thread may hold
     // this context's lock across a synchronous table upload that waits for one of them
     // (seen on the H100: four PyTorch threads launching, pool blocks changing the table
-    // before every launch). Never wait for it: when it stays taken, this launch runs
-    // unchecked (counted) and a later one tries again.
-    let Some(mut abi) = locks::lock_within(&abi, CALLBACK_PATIENCE) else {
-        CONTENDED.get().fetch_add(1, Ordering::Relaxed);
+    // before every launch). So the lock is not taken here: the block gets the addresses the
+    // last upload left, and joins the modules the next time the lock is taken.
+    let table = ctx.table.load(Ordering::Acquire);
+    if table == 0 {
         return None;
-    };
+    }
     let id = next_module_number();
     let block = memory.alloc(PARAMS_BYTES)?;
     let mut params = [0u8; PARAMS_BYTES];
     let mut put = |f: gpusan_abi::Field, bytes: &[u8]| params[f.offset..f.end()].copy_from_slice(bytes);
-    put(PARAMS_TABLE, &abi.memory.table().to_le_bytes());
-    put(PARAMS_ERRORS, &abi.errors_ptr.to_le_bytes());
+    put(PARAMS_TABLE, &table.to_le_bytes());
+    put(PARAMS_ERRORS, &ctx.errors.to_le_bytes());
     put(PARAMS_KERNEL, &record::kernel(id, 0).to_le_bytes());
     put(PARAMS_FUNCTION_PC, &function_pc.to_le_bytes());
     if !memory.write(block, &params) {
@@ -307,20 +342,9 @@ pub fn patched_kernel(context: u64, name: &str, function_pc: u32, memory: &dyn P
     }
     let names = vec![name.to_string()];
     let info = Arc::new(ModuleInfo { names, sass: true, lines: SourceLines::default(), label: format!("module {id}") });
-    abi.modules.push(AbiModule { target: Target::Params { block, untracked: 0 }, id, info });
+    let m = AbiModule { target: Target::Params { block, untracked: 0 }, id, info };
+    locks::lock(&ctx.pending).push((m, table));
     Some(block)
-}
-
-/// How long a launch callback waits for its context's lock before running the launch
-/// unchecked (a holder blocked on the driver never gives it up).
-const CALLBACK_PATIENCE: std::time::Duration = std::time::Duration::from_micros(500);
-
-/// Launches [`patched_kernel`] ran unchecked because their context's lock was taken.
-static CONTENDED: PerProcess<std::sync::atomic::AtomicU64> = PerProcess::new(|| std::sync::atomic::AtomicU64::new(0));
-
-/// [`CONTENDED`], for the report's counters.
-pub fn contended_first_launches() -> u64 {
-    CONTENDED.get().load(Ordering::Relaxed)
 }
 
 /// Device memory as the Compute Sanitizer's callbacks may use it (`sanitizerAlloc`,
@@ -411,8 +435,8 @@ pub fn before_launch(set_up: bool) {
     } else {
         entry(current_context().0)
     };
-    if let Some(abi) = abi {
-        unsafe { upload(&mut lock_abi(&abi)) };
+    if let Some(ctx) = abi {
+        unsafe { upload(&ctx, &mut lock_abi(&ctx)) };
     }
 }
 
