@@ -153,7 +153,7 @@ fn more(st: &State, doc: &mut Document) {
     doc.coverage = quietly(crate::routes::coverage::coverage).unwrap_or_default();
     // Every mode that instruments says which modules it could not: a `check` run that
     // passed over a machine-code-only module must not read as if that module was clean.
-    if st.options.mode != Mode::Api {
+    if st.options.mode.instruments_kernels() {
         doc.unchecked_modules = substitute::with(|m| m.unchecked.clone());
         // Machine code the binary route patched was loaded unchanged, and is checked.
         for why in quietly(crate::routes::coverage::patched_load_reasons).unwrap_or_default() {

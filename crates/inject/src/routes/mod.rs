@@ -43,11 +43,11 @@ use std::ffi::c_void;
 use crate::driver::{CUresult, CUstream, Loaded, CUDA_SUCCESS};
 use crate::state::{quietly, state};
 
-/// Whether this run instruments kernels: every mode but `api` names a pass, unless
-/// `check` takes the binary route only.
+/// Whether this run instruments kernels: `count` and `check` name a pass, unless `check`
+/// takes the binary route only.
 fn substituting() -> bool {
     let o = &state().options;
-    o.mode != gpusan_abi::Mode::Api && (o.mode != gpusan_abi::Mode::Check || o.route.instruments_ptx())
+    o.mode.instruments_kernels() && (o.mode != gpusan_abi::Mode::Check || o.route.instruments_ptx())
 }
 
 /// Loads `image` through `load`, instrumented when the mode asks for it and possible,
@@ -71,6 +71,8 @@ pub unsafe fn load_module(
                 "gpusan stopped checking (internal error)"
             } else if state().options.mode == gpusan_abi::Mode::Check {
                 "--route binary: PTX is not instrumented, and the machine code was not patched"
+            } else if state().options.mode == gpusan_abi::Mode::Canary {
+                "canary mode: kernels run unchanged (their memory's canaries are scanned)"
             } else {
                 "api mode: kernels are not instrumented (use --mode check)"
             };

@@ -1,0 +1,157 @@
+//! Canary mode (`gpusan run --mode canary`): what the guard's device code
+//! (`crates/inject/canary/gpusan_canary.cu`) and the host agree on. No kernel of the
+//! program is touched: the bytes past the end of each guarded allocation (its tail canary)
+//! hold a keyed hash of their address, written and scanned by gpusan's own two kernels on a
+//! low-priority stream of its own.
+//!
+//! # Canary bytes
+//!
+//! The canary of an allocation whose requested end is `end` covers `[end, end + len)`. The
+//! byte at address `a` is byte `a % 8` (little-endian) of
+//! [`canary_word`]`(secret, a & !7, end)`, with `canary_word(s, w, e) = mix64(s ^ w ^
+//! rotl(e, 29))` and `mix64` splitmix64's finalizer: one hash per 8 bytes, so the scanner
+//! compares whole words. `secret` is a per-process random key: data cannot forge a canary
+//! without it, and two allocations' canaries differ even at equal offsets.
+//!
+//! # The entry array
+//!
+//! Per context, a device array of [`ENTRY_BYTES`]-byte entries ([`Entry`]); the scan kernel
+//! checks every entry whose `len` is not 0. Entries change only through the update kernel's
+//! commands ([`Command`]), launched on the guard stream before a scan, so a scan never sees
+//! an entry whose bytes are not written yet.
+//!
+//! # Kernels
+//!
+//! - [`UPDATE_KERNEL`]`(secret: u64, entries: *mut Entry, commands: *const Command, count:
+//!   u32)`: for each command, unless [`Command::cancelled`] became non-zero (the host
+//!   cancels an arm whose memory a pool may hand out again), writes the canary bytes when
+//!   [`COMMAND_WRITE_BYTES`] is set, then the entry.
+//! - [`SCAN_KERNEL`]`(secret: u64, entries: *const Entry, count: u32, errors: *mut u8,
+//!   scan: u32)`: for each armed entry whose bytes differ from the canary, claims a record
+//!   (`atomicAdd` on the count, written only below [`ERROR_CAPACITY`]) and writes it
+//!   ([`ErrorRecord`]).
+
+/// The kernel that writes canary bytes and entries.
+pub const UPDATE_KERNEL: &str = "gpusan_canary_update";
+/// The kernel that checks armed entries' canaries.
+pub const SCAN_KERNEL: &str = "gpusan_canary_scan";
+
+/// One entry: `tail_start: u64` (the allocation's requested end), `tail_len: u32` (0: not
+/// armed), `generation: u32` (the arm's number, unique in its context while it lives).
+pub const ENTRY_BYTES: usize = 16;
+
+/// An entry of the array the scan kernel reads.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Entry {
+    pub tail_start: u64,
+    pub tail_len: u32,
+    pub generation: u32,
+}
+
+/// [`Command::flags`]: write the canary bytes before the entry (an arm); without it only
+/// the entry is written (a disarm, or an entry moved by compaction or growth).
+pub const COMMAND_WRITE_BYTES: u32 = 1;
+
+/// One command of the update kernel, in mapped host memory.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Command {
+    pub index: u32,
+    pub flags: u32,
+    pub entry: Entry,
+    /// Set by the host (a volatile store) to cancel the command after it was handed to the
+    /// kernel: read by the kernel just before it writes anything.
+    pub cancelled: u32,
+    pub _pad: u32,
+}
+
+/// Bytes of a [`Command`].
+pub const COMMAND_BYTES: usize = 32;
+
+/// The error buffer (mapped host memory): a header of [`ERRORS_HEADER_BYTES`] (`count:
+/// u32` claimed records, including those past capacity, then padding), then
+/// [`ERROR_CAPACITY`] records of [`ERROR_RECORD_BYTES`].
+pub const ERRORS_HEADER_BYTES: usize = 16;
+pub const ERROR_CAPACITY: usize = 256;
+pub const ERROR_RECORD_BYTES: usize = 32;
+/// Bytes of the whole error buffer.
+pub const ERRORS_BYTES: usize = ERRORS_HEADER_BYTES + ERROR_CAPACITY * ERROR_RECORD_BYTES;
+
+/// A canary found overwritten, as the scan kernel records it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ErrorRecord {
+    /// The entry's index in the array scanned.
+    pub index: u32,
+    /// The entry's generation as the scan read it.
+    pub generation: u32,
+    /// The first byte that differs.
+    pub address: u64,
+    /// Bytes of the canary that differ.
+    pub bad: u32,
+    /// The scan's number (its `scan` parameter).
+    pub scan: u32,
+    /// The byte the canary holds there, and the byte found.
+    pub expected: u8,
+    pub found: u8,
+    pub _pad: [u8; 6],
+}
+
+const _: () = assert!(std::mem::size_of::<Entry>() == ENTRY_BYTES);
+const _: () = assert!(std::mem::size_of::<Command>() == COMMAND_BYTES);
+const _: () = assert!(std::mem::size_of::<ErrorRecord>() == ERROR_RECORD_BYTES);
+
+/// Threads per block of both kernels (a warp per entry or command).
+pub const BLOCK_THREADS: u32 = 256;
+/// Blocks of a scan at most: the guard must leave the GPU to the program.
+pub const SCAN_MAX_BLOCKS: u32 = 16;
+
+/// splitmix64's finalizer.
+pub const fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The canary word of the 8-byte-aligned address `word` of an allocation ending at `end`.
+pub const fn canary_word(secret: u64, word: u64, end: u64) -> u64 {
+    mix64(secret ^ word ^ end.rotate_left(29))
+}
+
+/// The canary byte at `address` of an allocation ending at `end`.
+pub const fn canary_byte(secret: u64, address: u64, end: u64) -> u8 {
+    (canary_word(secret, address & !7, end) >> (8 * (address & 7))) as u8
+}
+
+/// Fixed vectors the device code is held to at compile time (`build.rs` writes them as
+/// `static_assert`s the `.cu` includes): `(secret, word, end)`.
+pub const VECTORS: [(u64, u64, u64); 4] = [
+    (0, 0, 0),
+    (0x0123_4567_89ab_cdef, 0x7f00_0000_1000, 0x7f00_0000_1003),
+    (u64::MAX, 0x7fff_ffff_fff8, 0x7fff_ffff_fffd),
+    (0xdead_beef_cafe_f00d, 0x3_0000_0200, 0x3_0000_01f4),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mix64_is_splitmix64s_finalizer() {
+        // splitmix64's first output for seed 0 is mix64(0x9e3779b97f4a7c15).
+        assert_eq!(mix64(0x9e37_79b9_7f4a_7c15), 0xe220_a839_7b1d_cdaf);
+        assert_eq!(mix64(0), 0);
+    }
+
+    #[test]
+    fn bytes_are_the_words_bytes_by_address() {
+        let (s, e) = (0x1234, 0x1003);
+        let w = canary_word(s, 0x1000, e);
+        for i in 0..8 {
+            assert_eq!(canary_byte(s, 0x1000 + i, e), (w >> (8 * i)) as u8);
+        }
+        assert_ne!(canary_byte(s, 0x1003, e), canary_byte(s, 0x1003, e + 8), "the end is part of the key");
+        assert_ne!(canary_word(1, 0x1000, e), canary_word(2, 0x1000, e), "so is the secret");
+    }
+}
