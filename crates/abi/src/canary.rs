@@ -31,6 +31,9 @@
 //!   (`atomicAdd` on the count, written only below [`ERROR_CAPACITY`]) and writes it
 //!   ([`ErrorRecord`]).
 
+/// The kernel that writes one allocation's canary bytes when it is made (`write(secret:
+/// u64, start: u64, len: u32)`), before the program's next kernel can overflow into them.
+pub const WRITE_KERNEL: &str = "gpusan_canary_write";
 /// The kernel that writes canary bytes and entries.
 pub const UPDATE_KERNEL: &str = "gpusan_canary_update";
 /// The kernel that checks armed entries' canaries.
@@ -133,9 +136,49 @@ pub const VECTORS: [(u64, u64, u64); 4] = [
     (0xdead_beef_cafe_f00d, 0x3_0000_0200, 0x3_0000_01f4),
 ];
 
+/// The C header the device code includes (`crates/inject/canary/gpusan_canary_abi.h`):
+/// the layouts, and [`VECTORS`] as `static_assert`s on its own `canary_word`, so device
+/// code whose hash differs from [`canary_word`] does not compile. A test holds the
+/// committed header to this.
+pub fn c_header() -> String {
+    let mut h = String::from(concat!(
+        "/* Generated from crates/abi (gpusan_abi::canary::c_header): do not edit.\n",
+        " * `cargo test -p gpusan-abi` fails when this file is stale; BLESS=1 rewrites it. */\n",
+        "#pragma once\n",
+    ));
+    let mut def = |name: &str, value: u64| h.push_str(&format!("#define GPUSAN_CANARY_{name} {value}ull\n"));
+    def("ENTRY_BYTES", ENTRY_BYTES as u64);
+    def("COMMAND_BYTES", COMMAND_BYTES as u64);
+    def("WRITE_BYTES", COMMAND_WRITE_BYTES.into());
+    def("ERRORS_HEADER_BYTES", ERRORS_HEADER_BYTES as u64);
+    def("ERROR_CAPACITY", ERROR_CAPACITY as u64);
+    def("ERROR_RECORD_BYTES", ERROR_RECORD_BYTES as u64);
+    h.push_str("#define GPUSAN_CANARY_VECTORS \\\n");
+    for (secret, word, end) in VECTORS {
+        h.push_str(&format!(
+            "    static_assert(canary_word({secret:#x}ull, {word:#x}ull, {end:#x}ull) == {:#x}ull, \"canary_word\"); \\\n",
+            canary_word(secret, word, end)
+        ));
+    }
+    h.push_str("    /* end */\n");
+    h
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The header the device code is compiled with is this crate's; `BLESS=1` rewrites it.
+    #[test]
+    fn the_device_codes_header_is_this_crates() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../inject/canary/gpusan_canary_abi.h");
+        let want = c_header();
+        if std::env::var_os("BLESS").is_some() {
+            std::fs::write(&path, &want).unwrap();
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(have == want, "{} is stale: run `BLESS=1 cargo test -p gpusan-abi`", path.display());
+    }
 
     #[test]
     fn mix64_is_splitmix64s_finalizer() {

@@ -18,7 +18,7 @@
 //! kernel reads the flag just before it writes, so it does not write a canary into memory
 //! already handed out again.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use gpusan_abi::canary::{self as abi, Command, Entry, ErrorRecord, COMMAND_WRITE_BYTES};
 
@@ -48,6 +48,11 @@ pub struct Tail {
 pub struct Arrays {
     slots: Vec<Slot>,
     index: HashMap<u64, u32>,
+    /// Armed keys by their canary's first byte: memory given back, or a pool block handed
+    /// out over others, disarms what lies in it.
+    by_start: BTreeMap<u64, u64>,
+    /// The longest canary armed (how far below a range a canary reaching into it starts).
+    longest: u32,
     live: usize,
     next_generation: u32,
     /// Commands for the next batch, by slot (a later command for a slot replaces an earlier
@@ -82,6 +87,9 @@ pub struct Batch {
 pub struct Disarmed {
     pub entry: Entry,
     pub cancel: Option<usize>,
+    /// Its bytes are known written (an arm written at allocation time, or whose batch ran
+    /// uncancelled): a check of them means something.
+    pub written: bool,
 }
 
 /// What a scan's record means now.
@@ -99,6 +107,8 @@ impl Default for Arrays {
         Arrays {
             slots: Vec::new(),
             index: HashMap::new(),
+            by_start: BTreeMap::new(),
+            longest: 0,
             live: 0,
             next_generation: 1,
             pending: HashMap::new(),
@@ -111,9 +121,10 @@ impl Default for Arrays {
 }
 
 impl Arrays {
-    /// Arms a canary: its bytes and its entry are written by the next batch, before the
-    /// next scan. A key armed already is disarmed first.
-    pub fn arm(&mut self, tail: Tail) -> u32 {
+    /// Arms a canary: its entry (and its bytes, unless `written`: the caller wrote them
+    /// already, before any later scan) is written by the next batch, before the next scan.
+    /// A key armed already is disarmed first.
+    pub fn arm(&mut self, tail: Tail, written: bool) -> u32 {
         if self.index.contains_key(&tail.key) {
             self.disarm(tail.key);
         }
@@ -124,8 +135,11 @@ impl Arrays {
         let i = self.slots.len() as u32;
         self.slots.push(Slot { entry, key: tail.key });
         self.index.insert(tail.key, i);
+        self.by_start.insert(tail.start, tail.key);
+        self.longest = self.longest.max(tail.len);
         self.live += 1;
-        let command = Command { index: i, flags: COMMAND_WRITE_BYTES, entry, ..Command::default() };
+        let flags = if written { 0 } else { COMMAND_WRITE_BYTES };
+        let command = Command { index: i, flags, entry, ..Command::default() };
         self.pending.insert(i, command);
         generation
     }
@@ -138,9 +152,30 @@ impl Arrays {
         let entry = slot.entry;
         slot.entry = Entry::default();
         self.live -= 1;
+        if self.by_start.get(&entry.tail_start) == Some(&key) {
+            self.by_start.remove(&entry.tail_start);
+        }
         let cancel = self.in_flight.remove(&entry.generation);
+        let pending_bytes = self.pending.get(&i).is_some_and(|c| c.flags & COMMAND_WRITE_BYTES != 0);
         self.pending.insert(i, Command { index: i, entry: Entry::default(), ..Command::default() });
-        Some(Disarmed { entry, cancel })
+        Some(Disarmed { entry, cancel, written: !pending_bytes && cancel.is_none() })
+    }
+
+    /// Disarms every canary with a byte in `[lo, hi)`: memory given back to the driver
+    /// (no scan may read it after), or handed out again by a pool. The keys and their
+    /// disarms.
+    pub fn disarm_range(&mut self, lo: u64, hi: u64) -> Vec<(u64, Disarmed)> {
+        let from = lo.saturating_sub(u64::from(self.longest));
+        let keys: Vec<u64> = self
+            .by_start
+            .range(from..hi)
+            .filter(|(start, key)| {
+                let len = self.index.get(key).and_then(|&i| self.slots.get(i as usize)).map_or(0, |s| s.entry.tail_len);
+                **start + u64::from(len) > lo
+            })
+            .map(|(_, key)| *key)
+            .collect();
+        keys.into_iter().filter_map(|k| self.disarm(k).map(|d| (k, d))).collect()
     }
 
     /// Whether `key` is armed.
@@ -245,6 +280,28 @@ impl Arrays {
     }
 }
 
+/// The slack of a pool block that holds its canary: `[base + size, base + round_up(size,
+/// 512))` for the pools that hand out 512-byte multiples at 512-aligned addresses
+/// (PyTorch's caching allocator, CuPy's `MemoryPool`); why none otherwise.
+pub fn pool_slack(source: crate::pool_blocks::PoolSource, base: u64, size: u64) -> Result<u32, &'static str> {
+    use crate::pool_blocks::PoolSource;
+    const ROUND: u64 = 512;
+    match source {
+        PoolSource::Torch | PoolSource::CupyPool => {}
+        PoolSource::CupyPinned => return Err("host memory"),
+        PoolSource::Nvtx => return Err("NVTX region (its slack is not known)"),
+        PoolSource::Other => return Err("pool block of an unknown pool (its rounding is not known)"),
+    }
+    if base % ROUND != 0 {
+        return Err("pool block not at the pool's alignment");
+    }
+    let slack = size.next_multiple_of(ROUND) - size;
+    if slack == 0 {
+        return Err("size is a multiple of the pool's rounding");
+    }
+    Ok(slack as u32)
+}
+
 /// The bytes of a canary as the device code writes them ([`abi::canary_byte`]); the host's
 /// own check of a canary it can read, and the tests'.
 pub fn expected(secret: u64, start: u64, len: u32) -> impl Iterator<Item = u8> {
@@ -311,7 +368,7 @@ mod tests {
     #[test]
     fn an_arm_is_written_with_its_bytes_then_scanned() {
         let mut a = Arrays::default();
-        let g = a.arm(tail(1));
+        let g = a.arm(tail(1), false);
         let b = a.take_batch();
         assert_eq!(b.capacity, INITIAL_CAPACITY);
         assert_eq!(b.count, 1);
@@ -324,8 +381,8 @@ mod tests {
     #[test]
     fn a_record_of_a_live_entry_is_a_finding_and_of_a_disarmed_one_is_dropped() {
         let mut a = Arrays::default();
-        a.arm(tail(1));
-        a.arm(tail(2));
+        a.arm(tail(1), false);
+        a.arm(tail(2), false);
         a.take_batch();
         let r1 = record_of(&a, 1, 0);
         let r2 = record_of(&a, 2, 1);
@@ -333,7 +390,7 @@ mod tests {
         a.disarm(2);
         assert_eq!(a.record(&r2), Verdict::Dropped, "disarmed after the scan was launched");
         // Rearmed at once (a pool hands the block out again): a new generation, still dropped.
-        a.arm(tail(2));
+        a.arm(tail(2), false);
         assert_eq!(a.record(&r2), Verdict::Dropped);
         let outside = ErrorRecord { address: r1.address + 64, ..r1 };
         assert_eq!(a.record(&outside), Verdict::Dropped, "an address outside the canary is no record of it");
@@ -342,9 +399,10 @@ mod tests {
     #[test]
     fn an_arm_disarmed_before_its_batch_is_never_written() {
         let mut a = Arrays::default();
-        a.arm(tail(1));
+        a.arm(tail(1), false);
         let d = a.disarm(1).unwrap();
         assert_eq!(d.cancel, None);
+        assert!(!d.written, "never written: no check before its free");
         let b = a.take_batch();
         assert!(b.commands.iter().all(|c| c.flags & COMMAND_WRITE_BYTES == 0), "{b:?}");
     }
@@ -352,22 +410,36 @@ mod tests {
     #[test]
     fn an_arm_disarmed_while_its_batch_is_in_flight_is_cancelled_in_place() {
         let mut a = Arrays::default();
-        a.arm(tail(7));
-        a.arm(tail(8));
+        a.arm(tail(7), false);
+        a.arm(tail(8), false);
         let b = a.take_batch();
         let at = b.commands.iter().position(|c| c.entry.tail_start == tail(8).start).unwrap();
         assert_eq!(a.disarm(8).unwrap().cancel, Some(at));
         a.take_batch();
-        a.arm(tail(9));
+        a.arm(tail(9), false);
         a.take_batch();
         assert_eq!(a.disarm(7).unwrap().cancel, None, "its batch ran: the next one empties the slot");
+    }
+
+    #[test]
+    fn an_arm_written_by_its_allocation_goes_out_as_an_entry_only() {
+        let mut a = Arrays::default();
+        a.arm(tail(1), true);
+        assert!(a.disarm(1).unwrap().written, "written at allocation time: checked before its free");
+        a.arm(tail(2), true);
+        let b = a.take_batch();
+        let arms: Vec<_> = b.commands.iter().filter(|c| c.entry.tail_len != 0).collect();
+        assert_eq!(arms.len(), 1);
+        assert_eq!(arms[0].flags, 0, "its bytes are the allocation's to write, not the batch's");
+        let d = a.disarm(2).unwrap();
+        assert_eq!((d.cancel, d.written), (None, true));
     }
 
     #[test]
     fn a_quarter_empty_array_is_compacted_and_rewritten() {
         let mut a = Arrays::default();
         for k in 0..400 {
-            a.arm(tail(k));
+            a.arm(tail(k), false);
         }
         a.take_batch();
         for k in 0..100 {
@@ -390,10 +462,10 @@ mod tests {
     fn a_full_array_grows_by_doubling_and_keeps_pending_arms_bytes() {
         let mut a = Arrays::default();
         for k in 0..INITIAL_CAPACITY as u64 {
-            a.arm(tail(k));
+            a.arm(tail(k), false);
         }
         assert_eq!(a.take_batch().capacity, INITIAL_CAPACITY);
-        a.arm(tail(5000));
+        a.arm(tail(5000), false);
         let b = a.take_batch();
         assert_eq!(b.capacity, 2 * INITIAL_CAPACITY);
         assert_eq!(b.commands.len(), INITIAL_CAPACITY as usize + 1, "the new array gets every slot");
@@ -403,10 +475,22 @@ mod tests {
     }
 
     #[test]
+    fn a_range_given_back_disarms_every_canary_reaching_into_it() {
+        let mut a = Arrays::default();
+        a.arm(Tail { key: 1, start: 1000, len: 100 }, false);
+        a.arm(Tail { key: 2, start: 2000, len: 10 }, false);
+        a.arm(Tail { key: 3, start: 3000, len: 10 }, false);
+        let gone: Vec<u64> = a.disarm_range(1050, 2005).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(gone, vec![1, 2]);
+        assert!(a.is_armed(3));
+        assert!(a.disarm_range(3010, 4000).is_empty(), "ends where the range starts");
+    }
+
+    #[test]
     fn generations_are_never_zero_and_differ() {
         let mut a = Arrays { next_generation: u32::MAX, ..Arrays::default() };
-        let g1 = a.arm(tail(1));
-        let g2 = a.arm(tail(2));
+        let g1 = a.arm(tail(1), false);
+        let g2 = a.arm(tail(2), false);
         assert_eq!((g1, g2), (u32::MAX, 1));
     }
 
@@ -441,7 +525,7 @@ mod tests {
     fn the_arrays_cost_at_most_32_bytes_of_device_memory_per_live_canary_at_scale() {
         let mut a = Arrays::default();
         for k in 0..20_000 {
-            a.arm(tail(k));
+            a.arm(tail(k), false);
         }
         a.take_batch();
         let (_, device) = a.bytes();

@@ -81,6 +81,9 @@ fn release(a: &Allocation) {
         locks::lock(RELEASE_AFTER_CAPTURE.get()).push(*a);
         return;
     }
+    if crate::routes::canary::active() {
+        crate::routes::canary::before_release(a);
+    }
     // Freed in stream order (`cuMemFreeAsync`, whatever allocated it): after the program's
     // free, on gpusan's stream. Else as the program freed it.
     let r = super::ordered::release(a).or_else(|| {
@@ -193,6 +196,14 @@ fn free_common(
         let freed = st.registry.free(ptr, api, s);
         if let Some(f) = check_free(&st.registry, name, ptr, &freed.outcome) {
             st.finding(&f, s);
+        }
+        if let (FreeOutcome::Freed(a), true) = (&freed.outcome, crate::routes::canary::active()) {
+            crate::routes::canary::freed(a.base, a.context);
+            // Given back at once (no quarantine, graph memory, an unregistration): checked
+            // and disarmed first, as at a release.
+            if freed.evicted.iter().any(|e| e.base == ptr) || matches!(release_now, Release::Immediate) {
+                crate::routes::canary::before_release(a);
+            }
         }
         freed.evicted.iter().filter(|a| a.base != ptr).for_each(release);
         (freed.outcome, freed.evicted.iter().any(|a| a.base == ptr))

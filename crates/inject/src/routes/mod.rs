@@ -17,7 +17,9 @@
 //! - [`pool_frees`]: when kernels see a pool block's free (the blocks themselves are in the
 //!   registry, and so in [`mirror`]'s table);
 //! - the Compute Sanitizer callbacks (`doors::sanitizer`) judge what cudart refuses itself;
-//! - [`window`]: in runs that check only some launches, the others run unchecked.
+//! - [`window`]: in runs that check only some launches, the others run unchecked;
+//! - [`canary`] (with [`canary_device`]): in `canary` runs no kernel is touched; canaries
+//!   past allocations' ends are scanned by gpusan's own kernels.
 //!
 //! A new route is a module here, called from [`load_module`] and the event functions
 //! below (or from a door's callbacks, as [`binary`] is); a new door for code
@@ -27,6 +29,8 @@
 pub mod binary;
 pub mod binary_kinds;
 pub mod built;
+pub mod canary;
+pub mod canary_device;
 pub mod coverage;
 pub mod faults;
 pub mod kept;
@@ -220,5 +224,6 @@ pub fn context_gone(context: u64) {
         coverage::context_gone(context);
         window::context_gone();
         pool_frees::context_gone(context);
+        canary::context_gone(context);
     });
 }
