@@ -43,6 +43,9 @@ pub const BINARY_KINDS: &str = "GPUSAN_BINARY_KINDS";
 /// there, so an overflow of the allocation that reaches them is caught by address alone.
 pub const REDZONE: &str = "GPUSAN_REDZONE";
 pub const REDZONE_DEFAULT: u64 = 256;
+/// `--redzone`'s default in `--mode canary`: the padding that holds each allocation's tail
+/// canary (32 bytes: the memory budget per allocation).
+pub const CANARY_PAD_DEFAULT: u64 = 32;
 /// Whether pool blocks (`gpusan_pool_block_alloc`/`free`, a tensor each) record the host
 /// stack of their allocation and free ([`POOL_SITES_ON`]); unset: not. Unwinding at every
 /// tensor allocation cost a PyTorch training step about 30% on the H100.

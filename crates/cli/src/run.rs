@@ -190,9 +190,10 @@ pub struct RunArgs {
     /// allocation is caught by the binary route; 0: none. Registered at the size asked;
     /// large allocations only where it costs at most an eighth more memory.
     /// (`--padding`, compute-sanitizer's name, is the same option.)
-    /// In `--mode canary` the same padding holds each allocation's tail canary.
-    #[arg(long, alias = "padding", value_name = "BYTES", default_value_t = gpusan_abi::env::REDZONE_DEFAULT)]
-    redzone: u64,
+    /// In `--mode canary` the same padding holds each allocation's tail canary. [default:
+    /// 256; 32 in `--mode canary`]
+    #[arg(long, alias = "padding", value_name = "BYTES")]
+    redzone: Option<u64>,
     /// `--mode canary`: milliseconds between two scans of the canaries (a scan is launched
     /// only once the previous one finished).
     #[arg(long, value_name = "MS", default_value_t = gpusan_abi::env::CANARY_INTERVAL_MS_DEFAULT,
@@ -521,7 +522,16 @@ pub fn run(a: RunArgs) -> Result<i32> {
         .env(env::CHECK_REACTION, a.check_reaction.abi().name())
         .env(env::LOCAL_BOUNDS, a.local_bounds.abi().name())
         .env(env::QUARANTINE_BYTES, a.quarantine_bytes.to_string())
-        .env(env::REDZONE, a.redzone.to_string())
+        .env(
+            env::REDZONE,
+            a.redzone
+                .unwrap_or(if mode == gpusan_abi::Mode::Canary {
+                    env::CANARY_PAD_DEFAULT
+                } else {
+                    env::REDZONE_DEFAULT
+                })
+                .to_string(),
+        )
         .env(env::CANARY_INTERVAL_MS, a.canary_interval_ms.to_string())
         .env(env::POOL_SITES, if a.pool_sites { env::POOL_SITES_ON } else { "0" })
         .env(env::BINARY_KINDS, binary_kinds.name())

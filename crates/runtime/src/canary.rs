@@ -240,17 +240,14 @@ impl Arrays {
             self.index.insert(s.key, i as u32);
         }
         // Pending commands named old slots; the rewrite carries every slot's last state.
-        let arms: Vec<u32> = self
-            .pending
-            .values()
-            .filter(|c| c.flags & COMMAND_WRITE_BYTES != 0)
-            .map(|c| c.entry.generation)
-            .collect();
+        let arms: Vec<u32> =
+            self.pending.values().filter(|c| c.flags & COMMAND_WRITE_BYTES != 0).map(|c| c.entry.generation).collect();
         self.pending.clear();
         for s in &self.slots {
             if arms.contains(&s.entry.generation) {
                 let i = self.index[&s.key];
-                self.pending.insert(i, Command { index: i, flags: COMMAND_WRITE_BYTES, entry: s.entry, ..Default::default() });
+                self.pending
+                    .insert(i, Command { index: i, flags: COMMAND_WRITE_BYTES, entry: s.entry, ..Default::default() });
             }
         }
         self.rewrite = true;
@@ -362,7 +359,12 @@ mod tests {
     fn record_of(a: &Arrays, key: u64, batch_slot: u32) -> ErrorRecord {
         let s = a.slots[batch_slot as usize];
         assert_eq!(s.key, key);
-        ErrorRecord { index: batch_slot, generation: s.entry.generation, address: s.entry.tail_start + 3, ..Default::default() }
+        ErrorRecord {
+            index: batch_slot,
+            generation: s.entry.generation,
+            address: s.entry.tail_start + 3,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -511,7 +513,16 @@ mod tests {
         let mut buf = vec![0u8; abi::ERRORS_BYTES];
         buf[..4].copy_from_slice(&3u32.to_le_bytes());
         let at = abi::ERRORS_HEADER_BYTES + abi::ERROR_RECORD_BYTES;
-        let r = ErrorRecord { index: 4, generation: 9, address: 0xabc, bad: 2, scan: 7, expected: 1, found: 2, _pad: [0; 6] };
+        let r = ErrorRecord {
+            index: 4,
+            generation: 9,
+            address: 0xabc,
+            bad: 2,
+            scan: 7,
+            expected: 1,
+            found: 2,
+            _pad: [0; 6],
+        };
         // SAFETY: ErrorRecord is repr(C) plain data of exactly ERROR_RECORD_BYTES.
         let raw: [u8; abi::ERROR_RECORD_BYTES] = unsafe { std::mem::transmute(r) };
         buf[at..at + abi::ERROR_RECORD_BYTES].copy_from_slice(&raw);

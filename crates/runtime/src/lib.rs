@@ -18,8 +18,8 @@
 //!   layouts they share with the runtime are `gpusan_abi`'s).
 
 pub mod built;
-pub mod canary;
 pub mod cache;
+pub mod canary;
 pub mod checks;
 pub mod coverage;
 pub mod device_abi;

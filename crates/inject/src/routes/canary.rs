@@ -36,8 +36,8 @@ use gpusan_runtime::canary::{self as host, Arrays, Tail, Verdict};
 use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
 use gpusan_runtime::pool_blocks::PoolSource;
-use gpusan_runtime::registry::{AllocKind, Allocation, Lookup};
 use gpusan_runtime::registry::blocks::PoolPlace;
+use gpusan_runtime::registry::{AllocKind, Allocation, Lookup};
 use gpusan_runtime::report::{AllocInfo, CanaryCoverage, CanaryDetails, CanaryScan, Report, SegmentInfo};
 
 use super::canary_device::{Device, InFlight};
@@ -187,7 +187,8 @@ pub fn freed(base: u64, context: u64) {
 /// Cancels an arm handed to the update kernel (see `gpusan_runtime::canary`).
 fn cancel(commands: usize, at: Option<usize>) {
     if let (Some(at), true) = (at, commands != 0) {
-        let offset = at * gpusan_abi::canary::COMMAND_BYTES + std::mem::offset_of!(gpusan_abi::canary::Command, cancelled);
+        let offset =
+            at * gpusan_abi::canary::COMMAND_BYTES + std::mem::offset_of!(gpusan_abi::canary::Command, cancelled);
         // SAFETY: the mapped command buffer of the batch in flight holds command `at`
         // (`Arrays::disarm` names only commands of that batch); the kernel reads it volatile.
         unsafe { std::ptr::write_volatile((commands + offset) as *mut u32, 1) };
@@ -261,8 +262,9 @@ pub fn before_release(a: &Allocation) {
         (periodic, once)
     });
     drop(devices);
-    report_all(a.context, found.0, CanaryScan::Periodic);
-    report_all(a.context, found.1, CanaryScan::BeforeFree);
+    report_all(a.context, found.0, CanaryScan::Periodic, None);
+    // The registry may have forgotten it already (given back at once).
+    report_all(a.context, found.1, CanaryScan::BeforeFree, Some(a));
 }
 
 /// A finding to report: the key, its entry, the record.
@@ -383,7 +385,7 @@ fn tick_all(g: &Guard) {
             devices.get_mut(&context).map(|d| tick(g, context, d)).unwrap_or_default()
         });
         drop(devices);
-        report_all(context, found, CanaryScan::Periodic);
+        report_all(context, found, CanaryScan::Periodic, None);
     }
 }
 
@@ -400,7 +402,7 @@ fn start_thread() {
         // Relaxed capture mode: a program capturing in global mode is not disturbed by the
         // guard's calls (it launches nothing into captured streams).
         let mut mode: std::ffi::c_int = 2; // CU_STREAM_CAPTURE_MODE_RELAXED
-        // SAFETY: an in-out parameter of ours.
+                                           // SAFETY: an in-out parameter of ours.
         unsafe { real::cuThreadExchangeStreamCaptureMode().map(|f| f(&mut mode)) };
         let g = guard();
         while !g.stop.load(Ordering::Acquire) {
@@ -483,17 +485,18 @@ fn final_scan(context: u64, scan: CanaryScan, destroy: bool) {
         locks::lock(&g.host).contexts.remove(&context);
     }
     drop(devices);
-    report_all(context, found, scan);
+    report_all(context, found, scan, None);
 }
 
-fn report_all(context: u64, found: Found, scan: CanaryScan) {
+fn report_all(context: u64, found: Found, scan: CanaryScan, known: Option<&Allocation>) {
     for (key, entry, record) in found {
-        report(context, key, entry, &record, scan);
+        report(context, key, entry, &record, scan, known);
     }
 }
 
-/// The finding for the canary of `key`.
-fn report(context: u64, key: u64, entry: Entry, r: &ErrorRecord, scan: CanaryScan) {
+/// The finding for the canary of `key` (a device allocation the registry no longer holds
+/// is `known`).
+fn report(context: u64, key: u64, entry: Entry, r: &ErrorRecord, scan: CanaryScan, known: Option<&Allocation>) {
     let g = guard();
     let registry = &state().registry;
     let start = entry.tail_start;
@@ -508,8 +511,9 @@ fn report(context: u64, key: u64, entry: Entry, r: &ErrorRecord, scan: CanarySca
         };
         (info, next)
     } else {
-        let alloc = match registry.lookup(key) {
-            Lookup::Live { alloc, .. } | Lookup::Freed { alloc, .. } if alloc.base == key => alloc,
+        let alloc = match (registry.lookup(key), known) {
+            (Lookup::Live { alloc, .. } | Lookup::Freed { alloc, .. }, _) if alloc.base == key => alloc,
+            (_, Some(a)) if a.base == key => *a,
             _ => return,
         };
         let next = match registry.lookup(end) {

@@ -259,7 +259,11 @@ fn write_canary(f: &mut fmt::Formatter<'_>, d: &CanaryDetails) -> fmt::Result {
     } else {
         writeln!(f, "{BAR}     Kernels launched in its context since the last clean scan (oldest first):")?;
         for k in &d.kernels {
-            let name = if k.kernel.is_empty() { format!("graph {:#x}", k.graph.unwrap_or_default()) } else { k.kernel.clone() };
+            let name = if k.kernel.is_empty() {
+                format!("graph {:#x}", k.graph.unwrap_or_default())
+            } else {
+                k.kernel.clone()
+            };
             writeln!(f, "{BAR}         {name} on stream {:#x}", k.stream)?;
         }
     }

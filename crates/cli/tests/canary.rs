@@ -1,0 +1,165 @@
+//! `gpusan run --mode canary` with the fake driver (`canary_prog SCENARIO`): the fake plays
+//! gpusan's canary kernels on its host-backed memory (tests/fake_cuda/canary.c), so a store
+//! past an allocation's end is found end to end by the guard's scans, named with the
+//! allocation, the kernels since the last clean scan and when; clean runs say nothing.
+
+mod fake_driver;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use fake_driver::Outcome;
+
+fn dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| fake_driver::build("canary", &[("canary_prog", "canary_prog.c")]))
+}
+
+fn run_with(options: &[&str], scenario: &str, env: &[(&str, &Path)]) -> Outcome {
+    let d = dir();
+    let prog = d.join("canary_prog");
+    let mut all = vec!["--mode", "canary"];
+    all.extend_from_slice(options);
+    let o = fake_driver::gpusan_run(d, &all, &[prog.to_str().unwrap(), scenario], env);
+    assert_eq!(o.code, Some(0), "{scenario}: {}{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains(&format!("{scenario} done rc=0")), "{scenario}: {}{}", o.stdout, o.stderr);
+    o
+}
+
+fn run(scenario: &str) -> Outcome {
+    run_with(&[], scenario, &[])
+}
+
+fn details(o: &Outcome) -> &serde_json::Value {
+    &o.report["errors"][0]["details"]
+}
+
+fn counter(o: &Outcome, name: &str) -> u64 {
+    o.report["counters"][name].as_u64().unwrap_or_else(|| panic!("no counter {name}: {:#}", o.report["counters"]))
+}
+
+#[test]
+fn an_overflow_past_a_device_allocation_is_found_by_the_periodic_scan() {
+    let o = run("overflow");
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    let d = details(&o);
+    assert_eq!(d["origin"], "canary", "{d:#}");
+    assert_eq!(d["allocation"]["size"], 1000, "{d:#}");
+    assert_eq!(d["allocation"]["kind"], "device", "{d:#}");
+    assert_eq!(d["offset_past_end"], 3, "{d:#}");
+    assert_eq!(d["bad_bytes"], 1, "{d:#}");
+    assert_eq!(d["scan"], "periodic", "{d:#}");
+    let kernels: Vec<&str> = d["kernels"].as_array().unwrap().iter().map(|k| k["kernel"].as_str().unwrap()).collect();
+    assert_eq!(kernels, vec!["oob"], "the kernel launched since the last clean scan: {d:#}");
+    assert!(
+        o.stderr.contains("Canary overwritten: 1 byte of the 32 bytes past the end of a allocation of 1000 bytes")
+            || o.stderr
+                .contains("Canary overwritten: 1 byte of the 32 bytes past the end of an allocation of 1000 bytes"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.stderr.contains("3 bytes past the end of an allocation of 1000 bytes"), "{}", o.stderr);
+    assert!(o.stderr.contains("oob on stream 0x0"), "{}", o.stderr);
+    assert!(counter(&o, "canary_scans") > 0);
+}
+
+#[test]
+fn a_clean_run_reports_nothing_and_says_what_it_guarded() {
+    let o = run("clean");
+    assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
+    assert!(counter(&o, "canary_scans") > 0, "{:#}", o.report["counters"]);
+    assert_eq!(o.report["canary"]["guarded"]["device"], 1, "{:#}", o.report["canary"]);
+    assert!(o.stderr.contains("CANARIES: guarded 1 allocation (1 device) with tail canaries"), "{}", o.stderr);
+    // Canary mode checks allocations, never kernels: no kernel coverage line.
+    assert!(!o.stderr.contains("COVERAGE"), "{}", o.stderr);
+    assert!(!o.stderr.contains("kernel launch was checked"), "{}", o.stderr);
+    assert!(o.report["coverage"].is_null(), "{:#}", o.report["coverage"]);
+}
+
+#[test]
+fn the_guard_scans_on_a_non_blocking_stream_of_the_lowest_priority() {
+    let log = dir().join("canary-launches.log");
+    let _ = std::fs::remove_file(&log);
+    run_with(&[], "clean", &[("FAKE_CUDA_CANARY_LOG", &log)]);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(text.contains("gpusan_canary_write"), "{text}");
+    assert!(text.contains("gpusan_canary_scan"), "{text}");
+    for line in text.lines() {
+        assert!(line.contains("stream_flags=1 priority=0"), "{line}");
+    }
+}
+
+#[test]
+fn an_overflow_left_at_exit_is_found_by_the_final_scan() {
+    let o = run_with(&["--canary-interval-ms", "60000"], "overflow_exit", &[]);
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    assert_eq!(details(&o)["scan"], "at_exit", "{:#}", details(&o));
+}
+
+#[test]
+fn a_freed_allocation_is_checked_before_the_driver_gets_it_back() {
+    let o = run_with(&["--canary-interval-ms", "60000", "--quarantine-bytes", "0"], "overflow_free", &[]);
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    let d = details(&o);
+    assert_eq!(d["scan"], "before_free", "{d:#}");
+    assert_eq!(d["allocation"]["freed"], true, "{d:#}");
+}
+
+#[test]
+fn a_quarantined_allocation_is_checked_at_exit() {
+    let o = run_with(&["--canary-interval-ms", "60000"], "overflow_free", &[]);
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    assert_eq!(details(&o)["scan"], "at_exit", "{:#}", details(&o));
+}
+
+#[test]
+fn a_context_reset_runs_the_last_scan_first() {
+    let o = run_with(&["--canary-interval-ms", "60000"], "reset", &[]);
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    assert_eq!(details(&o)["scan"], "context_teardown", "{:#}", details(&o));
+}
+
+#[test]
+fn an_overflow_past_a_pool_block_names_the_block_and_its_neighbour() {
+    let o = run("pool");
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    let d = details(&o);
+    assert_eq!(d["allocation"]["kind"]["pool_block"]["source"], "torch", "{d:#}");
+    assert_eq!(d["allocation"]["size"], 1000, "{d:#}");
+    assert_eq!(d["canary_bytes"], 24, "the block's rounding slack: {d:#}");
+    assert_eq!(d["offset_past_end"], 2, "{d:#}");
+    assert_eq!(d["next"]["size"], 512, "the block that begins where the canary ends: {d:#}");
+    assert!(o.stderr.contains("or an underflow before the start of a pool block of 512 bytes"), "{}", o.stderr);
+    assert_eq!(o.report["canary"]["guarded"]["pool block"], 1, "{:#}", o.report["canary"]);
+    assert_eq!(o.report["canary"]["unguarded"]["size is a multiple of the pool's rounding"], 1, "B: {:#}", o.report);
+}
+
+#[test]
+fn clean_pool_blocks_and_a_reused_blocks_old_slack_report_nothing() {
+    for scenario in ["pool_clean", "pool_reuse"] {
+        let o = run(scenario);
+        assert_eq!(o.kinds(), Vec::<String>::new(), "{scenario}: {:#}", o.report);
+    }
+}
+
+#[test]
+fn a_block_without_slack_is_listed_unguarded_with_why() {
+    let o = run("pool_reuse");
+    // B (512 bytes) and C (1024).
+    assert_eq!(
+        o.report["canary"]["unguarded"]["size is a multiple of the pool's rounding"], 2,
+        "{:#}",
+        o.report["canary"]
+    );
+}
+
+#[test]
+fn the_arrays_grow_and_compact_and_still_find_an_overflow() {
+    let o = run("many");
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    let d = details(&o);
+    assert_eq!(d["allocation"]["size"], 100, "{d:#}");
+    assert_eq!(d["offset_past_end"], 0, "{d:#}");
+    assert_eq!(counter(&o, "canary_guarded"), 3000);
+    assert_eq!(counter(&o, "canary_array_bytes"), 4096 * 16, "grown from 1024 slots by doubling: {:#}", o.report);
+}

@@ -1,0 +1,106 @@
+/* Canary mode (`gpusan run --mode canary`) with the fake driver (tests/canary.rs):
+ *   canary_prog SCENARIO
+ * The fake plays gpusan's canary kernels on the host (canary.c), so an overflow is a plain
+ * store past an allocation's end; a kernel named "oob" is launched first so the finding can
+ * name it.
+ *   clean         a 1000-byte allocation used in bounds, 30 ms for scans, freed
+ *   overflow      a byte 3 past its end overwritten, 30 ms, freed
+ *   overflow_exit overwritten, then exit at once (nothing freed)
+ *   overflow_free overwritten, then freed at once
+ *   reset         overwritten, then the primary context reset
+ *   pool          torch blocks A (1000 B) and B (512 B, at A + 1024) in a 64 KiB segment;
+ *                 after 30 ms a byte 2 past A's end overwritten, 30 ms, blocks freed
+ *   pool_clean    the same without the overwrite
+ *   pool_reuse    A freed and a 2048-byte block C handed out at its address, all of C
+ *                 written (A's old slack among it), 30 ms, C freed
+ *   many          3000 allocations of 100 bytes, 2000 freed, 50 ms, one byte past a live
+ *                 one overwritten, 30 ms
+ * Prints `SCENARIO done rc=0`. */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+typedef int CUresult;
+CUresult cuInit(unsigned);
+CUresult cuDevicePrimaryCtxRetain(void **, int);
+CUresult cuDevicePrimaryCtxReset_v2(int);
+CUresult cuMemAlloc_v2(uint64_t *, size_t);
+CUresult cuMemFree_v2(uint64_t);
+CUresult cuModuleLoadData(void **, const void *);
+CUresult cuModuleGetFunction(void **, void *, const char *);
+CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **,
+                        void **);
+CUresult cuCtxSynchronize(void);
+
+static void sleep_ms(int ms) {
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&t, 0);
+}
+
+static void launch_oob(void) {
+    static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry oob() { ret; }\n";
+    void *module, *f;
+    cuModuleLoadData(&module, ptx);
+    cuModuleGetFunction(&f, module, "oob");
+    cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, 0, 0);
+}
+
+static void overwrite(uint64_t at) { *(volatile uint8_t *)(uintptr_t)at ^= 0xff; }
+
+typedef int (*block_alloc_fn)(uint64_t, uint64_t, uint64_t, int, unsigned);
+typedef int (*block_free_fn)(uint64_t, uint64_t, int, unsigned);
+
+int main(int argc, char **argv) {
+    const char *s = argc > 1 ? argv[1] : "clean";
+    void *ctx;
+    int rc = cuInit(0) | cuDevicePrimaryCtxRetain(&ctx, 0);
+    uint64_t a = 0;
+    if (!strncmp(s, "pool", 4)) {
+        block_alloc_fn alloc = (block_alloc_fn)dlsym(RTLD_DEFAULT, "gpusan_pool_block_alloc");
+        block_free_fn release = (block_free_fn)dlsym(RTLD_DEFAULT, "gpusan_pool_block_free");
+        uint64_t seg;
+        rc |= cuMemAlloc_v2(&seg, 64 << 10) | !alloc | !release;
+        if (rc) goto done;
+        uint64_t base = (seg + 511) & ~511ull;
+        rc |= alloc(base, 1000, 0, 0, 1) | alloc(base + 1024, 512, 0, 0, 1);
+        launch_oob();
+        sleep_ms(30);
+        if (!strcmp(s, "pool")) overwrite(base + 1002);
+        if (!strcmp(s, "pool_reuse")) {
+            rc |= release(base, 0, 0, 1) | alloc(base, 2048 - 1024, 0, 0, 1);
+            memset((void *)(uintptr_t)base, 0x5a, 1024);
+        }
+        sleep_ms(30);
+        release(base, 0, 0, 1);
+        release(base + 1024, 0, 0, 1);
+        rc |= cuMemFree_v2(seg);
+    } else if (!strcmp(s, "many")) {
+        static uint64_t p[3000];
+        for (int i = 0; i < 3000; i++) rc |= cuMemAlloc_v2(&p[i], 100);
+        for (int i = 0; i < 3000; i++)
+            if (i % 3) rc |= cuMemFree_v2(p[i]);
+        launch_oob();
+        sleep_ms(50);
+        overwrite(p[2400] + 100);
+        sleep_ms(30);
+    } else {
+        rc |= cuMemAlloc_v2(&a, 1000);
+        if (rc) goto done;
+        launch_oob();
+        memset((void *)(uintptr_t)a, 1, 1000);
+        if (strcmp(s, "clean")) overwrite(a + 1003);
+        if (!strcmp(s, "clean") || !strcmp(s, "overflow")) {
+            sleep_ms(30);
+            rc |= cuMemFree_v2(a);
+        } else if (!strcmp(s, "overflow_free")) {
+            rc |= cuMemFree_v2(a);
+        } else if (!strcmp(s, "reset")) {
+            rc |= cuDevicePrimaryCtxReset_v2(0);
+        }
+    }
+done:
+    printf("%s done rc=%d\n", s, rc);
+    return 0;
+}
