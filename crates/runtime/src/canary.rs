@@ -289,7 +289,7 @@ pub fn pool_slack(source: crate::pool_blocks::PoolSource, base: u64, size: u64) 
         PoolSource::Nvtx => return Err("NVTX region (its slack is not known)"),
         PoolSource::Other => return Err("pool block of an unknown pool (its rounding is not known)"),
     }
-    if base % ROUND != 0 {
+    if !base.is_multiple_of(ROUND) {
         return Err("pool block not at the pool's alignment");
     }
     let slack = size.next_multiple_of(ROUND) - size;

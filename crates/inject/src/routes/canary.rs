@@ -150,9 +150,9 @@ pub fn allocated(base: u64, size: u64, pad: u64, context: u64, kind: AllocKind) 
     // read the bytes before the write kernel ran (both on the guard stream).
     let mut devices = locks::lock(&g.devices);
     let written = real::in_context(context, || {
-        if !devices.contains_key(&context) {
+        if let std::collections::hash_map::Entry::Vacant(v) = devices.entry(context) {
             if let Some(d) = Device::create() {
-                devices.insert(context, d);
+                v.insert(d);
             }
         }
         devices.get_mut(&context).is_some_and(|d| d.write_now(g.secret, tail.start, tail.len))
@@ -371,10 +371,10 @@ fn tick_all(g: &Guard) {
     for context in contexts {
         let mut devices = locks::lock(&g.devices);
         let found = real::in_context(context, || {
-            if !devices.contains_key(&context) {
+            if let std::collections::hash_map::Entry::Vacant(v) = devices.entry(context) {
                 match Device::create() {
                     Some(d) => {
-                        devices.insert(context, d);
+                        v.insert(d);
                     }
                     None => {
                         locks::lock(&g.host).contexts.remove(&context);
