@@ -24,8 +24,9 @@
 //!
 //! - [`UPDATE_KERNEL`]`(secret: u64, entries: *mut Entry, commands: *const Command, count:
 //!   u32)`: for each command, unless [`Command::cancelled`] became non-zero (the host
-//!   cancels an arm whose memory a pool may hand out again), writes the canary bytes when
-//!   [`COMMAND_WRITE_BYTES`] is set, then the entry.
+//!   cancels an arm whose memory a pool may hand out again: the slot is then written
+//!   empty, nothing else), writes the canary bytes when [`COMMAND_WRITE_BYTES`] is set,
+//!   then the entry.
 //! - [`SCAN_KERNEL`]`(secret: u64, entries: *const Entry, count: u32, errors: *mut u8,
 //!   scan: u32)`: for each armed entry whose bytes differ from the canary, claims a record
 //!   (`atomicAdd` on the count, written only below [`ERROR_CAPACITY`]) and writes it

@@ -163,3 +163,18 @@ fn the_arrays_grow_and_compact_and_still_find_an_overflow() {
     assert_eq!(counter(&o, "canary_guarded"), 3000);
     assert_eq!(counter(&o, "canary_array_bytes"), 4096 * 16, "grown from 1024 slots by doubling: {:#}", o.report);
 }
+
+/// A pool block's memory may still be in use by the pool's last user's kernels queued on
+/// the block's stream: its canary is written only after them (an event of gpusan's
+/// recorded on that stream, waited for by the guard stream before the update kernel).
+#[test]
+fn a_pool_blocks_canary_is_written_after_the_work_queued_on_its_stream() {
+    let log = dir().join("canary-order.log");
+    let _ = std::fs::remove_file(&log);
+    run_with(&[], "pool_clean", &[("FAKE_CUDA_CANARY_LOG", &log), ("FAKE_CUDA_ORDER", &log)]);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let update = lines.iter().position(|l| l.starts_with("gpusan_canary_update")).expect(&text);
+    let record = lines[..update].iter().rposition(|l| l.starts_with("record ") && l.ends_with(" 0")).expect(&text);
+    assert!(lines[record..update].iter().any(|l| l.starts_with("wait ")), "{text}");
+}

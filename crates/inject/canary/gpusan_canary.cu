@@ -72,12 +72,17 @@ extern "C" __global__ void gpusan_canary_update(uint64_t secret, Entry *entries,
         const volatile Command *cmd = commands + c;
         // One read of the flag for the whole warp: its lanes must agree.
         uint32_t cancelled = lane == 0 ? cmd->cancelled : 0;
-        if (__shfl_sync(0xffffffffu, cancelled, 0)) continue;
+        cancelled = __shfl_sync(0xffffffffu, cancelled, 0);
         Entry e;
         e.tail_start = cmd->entry.tail_start;
         e.tail_len = cmd->entry.tail_len;
         e.generation = cmd->entry.generation;
         uint32_t index = cmd->index;
+        // Cancelled: the slot is left empty (never stale), and nothing else is written.
+        if (cancelled) {
+            if (lane == 0) entries[index] = Entry{0, 0, 0};
+            continue;
+        }
         if (cmd->flags & GPUSAN_CANARY_WRITE_BYTES) {
             volatile uint8_t *p = (volatile uint8_t *)e.tail_start;
             for (uint32_t i = lane; i < e.tail_len; i += 32) p[i] = canary_byte(secret, e.tail_start + i, e.tail_start);

@@ -41,6 +41,10 @@ pub struct Tail {
     /// The allocation's requested end: the canary's first byte.
     pub start: u64,
     pub len: u32,
+    /// The program's stream the memory is the allocation's from (a pool block's): the
+    /// canary may be written only after the work queued there before it was handed out
+    /// (the pool's last user of the memory may still be running). `None`: at once.
+    pub stream: Option<u64>,
 }
 
 /// One context's entry array, as the host keeps it.
@@ -58,6 +62,8 @@ pub struct Arrays {
     /// Commands for the next batch, by slot (a later command for a slot replaces an earlier
     /// one, since only the slot's last state matters).
     pending: HashMap<u32, Command>,
+    /// The streams pending arms must wait for ([`Tail::stream`]), by slot.
+    pending_streams: HashMap<u32, u64>,
     /// Every slot must be written again (compaction moved them, or a new array replaces the
     /// old one).
     rewrite: bool,
@@ -79,6 +85,8 @@ pub struct Batch {
     pub count: u32,
     /// The scan's number, carried by its records.
     pub scan: u32,
+    /// The program's streams whose work so far the commands must wait for.
+    pub streams: Vec<u64>,
 }
 
 /// A disarmed entry's arm command, handed to the device but not known to have run: the
@@ -112,6 +120,7 @@ impl Default for Arrays {
             live: 0,
             next_generation: 1,
             pending: HashMap::new(),
+            pending_streams: HashMap::new(),
             rewrite: false,
             in_flight: HashMap::new(),
             device_capacity: 0,
@@ -141,6 +150,9 @@ impl Arrays {
         let flags = if written { 0 } else { COMMAND_WRITE_BYTES };
         let command = Command { index: i, flags, entry, ..Command::default() };
         self.pending.insert(i, command);
+        if let (Some(stream), false) = (tail.stream, written) {
+            self.pending_streams.insert(i, stream);
+        }
         generation
     }
 
@@ -158,6 +170,7 @@ impl Arrays {
         let cancel = self.in_flight.remove(&entry.generation);
         let pending_bytes = self.pending.get(&i).is_some_and(|c| c.flags & COMMAND_WRITE_BYTES != 0);
         self.pending.insert(i, Command { index: i, entry: Entry::default(), ..Command::default() });
+        self.pending_streams.remove(&i);
         Some(Disarmed { entry, cancel, written: !pending_bytes && cancel.is_none() })
     }
 
@@ -194,8 +207,10 @@ impl Arrays {
     }
 
     /// The batch of the next scan, after the previous one's records were read: compacts
-    /// when a quarter of the slots are empty, grows the array when full.
-    pub fn take_batch(&mut self) -> Batch {
+    /// when a quarter of the slots are empty, grows the array when full. With
+    /// `hold_streamed` (a stream capture is under way: gpusan must not touch the program's
+    /// streams), arms that wait for a stream stay pending, their slots written empty.
+    pub fn take_batch(&mut self, hold_streamed: bool) -> Batch {
         self.in_flight.clear();
         let empty = self.slots.len() - self.live;
         if self.slots.len() >= COMPACT_MIN && empty * 4 >= self.slots.len() {
@@ -221,6 +236,22 @@ impl Arrays {
             std::mem::take(&mut self.pending).into_values().collect()
         };
         commands.sort_by_key(|c| c.index);
+        let mut streams = Vec::new();
+        for c in &mut commands {
+            let Some(&stream) = self.pending_streams.get(&c.index) else { continue };
+            if c.flags & COMMAND_WRITE_BYTES == 0 {
+                continue; // a rewrite of an arm written already
+            }
+            if hold_streamed {
+                self.pending.insert(c.index, *c);
+                *c = Command { index: c.index, ..Command::default() };
+            } else {
+                self.pending_streams.remove(&c.index);
+                if !streams.contains(&stream) {
+                    streams.push(stream);
+                }
+            }
+        }
         for (at, c) in commands.iter().enumerate() {
             if c.flags & COMMAND_WRITE_BYTES != 0 {
                 self.in_flight.insert(c.entry.generation, at);
@@ -229,7 +260,7 @@ impl Arrays {
         self.rewrite = false;
         self.device_capacity = capacity;
         self.scans = self.scans.wrapping_add(1);
-        Batch { capacity, commands, count: self.slots.len() as u32, scan: self.scans }
+        Batch { capacity, commands, count: self.slots.len() as u32, scan: self.scans, streams }
     }
 
     /// Moves the live slots to the front, in their order: every slot is written again.
@@ -353,7 +384,7 @@ mod tests {
     use super::*;
 
     fn tail(key: u64) -> Tail {
-        Tail { key, start: 0x10_0000 + key * 0x1000 + 100, len: 32 }
+        Tail { key, start: 0x10_0000 + key * 0x1000 + 100, len: 32, stream: None }
     }
 
     fn record_of(a: &Arrays, key: u64, batch_slot: u32) -> ErrorRecord {
@@ -371,13 +402,13 @@ mod tests {
     fn an_arm_is_written_with_its_bytes_then_scanned() {
         let mut a = Arrays::default();
         let g = a.arm(tail(1), false);
-        let b = a.take_batch();
+        let b = a.take_batch(false);
         assert_eq!(b.capacity, INITIAL_CAPACITY);
         assert_eq!(b.count, 1);
         assert_eq!(b.commands.len(), 1);
         assert_eq!(b.commands[0].flags, COMMAND_WRITE_BYTES);
         assert_eq!(b.commands[0].entry.generation, g);
-        assert_eq!(a.take_batch().commands, vec![], "nothing new: nothing to write");
+        assert_eq!(a.take_batch(false).commands, vec![], "nothing new: nothing to write");
     }
 
     #[test]
@@ -385,7 +416,7 @@ mod tests {
         let mut a = Arrays::default();
         a.arm(tail(1), false);
         a.arm(tail(2), false);
-        a.take_batch();
+        a.take_batch(false);
         let r1 = record_of(&a, 1, 0);
         let r2 = record_of(&a, 2, 1);
         assert!(matches!(a.record(&r1), Verdict::Overwritten { key: 1, .. }));
@@ -405,7 +436,7 @@ mod tests {
         let d = a.disarm(1).unwrap();
         assert_eq!(d.cancel, None);
         assert!(!d.written, "never written: no check before its free");
-        let b = a.take_batch();
+        let b = a.take_batch(false);
         assert!(b.commands.iter().all(|c| c.flags & COMMAND_WRITE_BYTES == 0), "{b:?}");
     }
 
@@ -414,12 +445,12 @@ mod tests {
         let mut a = Arrays::default();
         a.arm(tail(7), false);
         a.arm(tail(8), false);
-        let b = a.take_batch();
+        let b = a.take_batch(false);
         let at = b.commands.iter().position(|c| c.entry.tail_start == tail(8).start).unwrap();
         assert_eq!(a.disarm(8).unwrap().cancel, Some(at));
-        a.take_batch();
+        a.take_batch(false);
         a.arm(tail(9), false);
-        a.take_batch();
+        a.take_batch(false);
         assert_eq!(a.disarm(7).unwrap().cancel, None, "its batch ran: the next one empties the slot");
     }
 
@@ -429,7 +460,7 @@ mod tests {
         a.arm(tail(1), true);
         assert!(a.disarm(1).unwrap().written, "written at allocation time: checked before its free");
         a.arm(tail(2), true);
-        let b = a.take_batch();
+        let b = a.take_batch(false);
         let arms: Vec<_> = b.commands.iter().filter(|c| c.entry.tail_len != 0).collect();
         assert_eq!(arms.len(), 1);
         assert_eq!(arms[0].flags, 0, "its bytes are the allocation's to write, not the batch's");
@@ -438,16 +469,31 @@ mod tests {
     }
 
     #[test]
+    fn a_pool_blocks_arm_waits_for_its_stream_and_is_held_while_a_capture_runs() {
+        let mut a = Arrays::default();
+        a.arm(Tail { stream: Some(0x77), ..tail(1) }, false);
+        let held = a.take_batch(true);
+        assert_eq!(held.streams, Vec::<u64>::new(), "nothing of the program's streams is touched");
+        assert_eq!(held.count, 1);
+        assert_eq!(held.commands, vec![Command { index: 0, ..Command::default() }], "its slot written empty");
+        let b = a.take_batch(false);
+        assert_eq!(b.streams, vec![0x77]);
+        assert_eq!(b.commands.len(), 1);
+        assert_eq!(b.commands[0].flags, COMMAND_WRITE_BYTES);
+        assert_eq!(a.take_batch(false).streams, Vec::<u64>::new(), "waited for once");
+    }
+
+    #[test]
     fn a_quarter_empty_array_is_compacted_and_rewritten() {
         let mut a = Arrays::default();
         for k in 0..400 {
             a.arm(tail(k), false);
         }
-        a.take_batch();
+        a.take_batch(false);
         for k in 0..100 {
             a.disarm(k * 4);
         }
-        let b = a.take_batch();
+        let b = a.take_batch(false);
         assert_eq!(b.count, 300);
         assert_eq!(a.slots(), 300);
         assert_eq!(b.commands.len(), 300, "every live slot rewritten, no bytes");
@@ -466,9 +512,9 @@ mod tests {
         for k in 0..INITIAL_CAPACITY as u64 {
             a.arm(tail(k), false);
         }
-        assert_eq!(a.take_batch().capacity, INITIAL_CAPACITY);
+        assert_eq!(a.take_batch(false).capacity, INITIAL_CAPACITY);
         a.arm(tail(5000), false);
-        let b = a.take_batch();
+        let b = a.take_batch(false);
         assert_eq!(b.capacity, 2 * INITIAL_CAPACITY);
         assert_eq!(b.commands.len(), INITIAL_CAPACITY as usize + 1, "the new array gets every slot");
         let with_bytes: Vec<_> = b.commands.iter().filter(|c| c.flags & COMMAND_WRITE_BYTES != 0).collect();
@@ -479,9 +525,9 @@ mod tests {
     #[test]
     fn a_range_given_back_disarms_every_canary_reaching_into_it() {
         let mut a = Arrays::default();
-        a.arm(Tail { key: 1, start: 1000, len: 100 }, false);
-        a.arm(Tail { key: 2, start: 2000, len: 10 }, false);
-        a.arm(Tail { key: 3, start: 3000, len: 10 }, false);
+        a.arm(Tail { key: 1, start: 1000, len: 100, stream: None }, false);
+        a.arm(Tail { key: 2, start: 2000, len: 10, stream: None }, false);
+        a.arm(Tail { key: 3, start: 3000, len: 10, stream: None }, false);
         let gone: Vec<u64> = a.disarm_range(1050, 2005).into_iter().map(|(k, _)| k).collect();
         assert_eq!(gone, vec![1, 2]);
         assert!(a.is_armed(3));
@@ -538,7 +584,7 @@ mod tests {
         for k in 0..20_000 {
             a.arm(tail(k), false);
         }
-        a.take_batch();
+        a.take_batch(false);
         let (_, device) = a.bytes();
         assert!(device / 20_000 <= 32, "{device}");
     }

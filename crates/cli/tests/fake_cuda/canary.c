@@ -97,7 +97,7 @@ static int canary_launch(void *f, void *stream, void **params) {
         uint32_t n = *(uint32_t *)params[3];
         canary_log(name, stream, n);
         for (uint32_t k = 0; k < n; k++) {
-            if (c[k].cancelled) continue;
+            if (c[k].cancelled) { entries[c[k].index] = (struct canary_entry){0, 0, 0}; continue; }
             if (c[k].flags & 1) canary_write(secret, c[k].e.start, c[k].e.len);
             entries[c[k].index] = c[k].e;
         }

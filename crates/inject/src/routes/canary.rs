@@ -141,11 +141,21 @@ fn count(map: &mut BTreeMap<String, u64>, what: &str) {
 /// at once); its entry goes with the next batch.
 pub fn allocated(base: u64, size: u64, pad: u64, context: u64, kind: AllocKind) {
     let g = guard();
+    if kind == AllocKind::Managed {
+        // A scan reading its pages would migrate them to the GPU, again and again.
+        count(&mut locks::lock(&g.host).unguarded, "managed memory (a scan would migrate its pages)");
+        return;
+    }
     if pad == 0 || pad > u64::from(u32::MAX) {
         count(&mut locks::lock(&g.host).unguarded, "no room for padding (a 2 MiB page it would cost)");
         return;
     }
-    let tail = Tail { key: base, start: base + size, len: pad as u32 };
+    let after = match kind {
+        AllocKind::Async { stream } | AllocKind::Pool { stream, .. } => Some(stream),
+        _ => None,
+    };
+    // Should the write at allocation fail, the batch writes it, after the same place.
+    let tail = Tail { key: base, start: base + size, len: pad as u32, stream: after };
     // Written before it is armed, under the lock the guard launches under: no scan can
     // read the bytes before the write kernel ran (both on the guard stream).
     let mut devices = locks::lock(&g.devices);
@@ -155,7 +165,7 @@ pub fn allocated(base: u64, size: u64, pad: u64, context: u64, kind: AllocKind) 
                 v.insert(d);
             }
         }
-        devices.get_mut(&context).is_some_and(|d| d.write_now(g.secret, tail.start, tail.len))
+        devices.get_mut(&context).is_some_and(|d| d.write_now(g.secret, tail.start, tail.len, after))
     });
     let mut h = locks::lock(&g.host);
     count(&mut h.guarded, kind.describe());
@@ -195,8 +205,10 @@ fn cancel(commands: usize, at: Option<usize>) {
     }
 }
 
-/// A pool handed out block `id` (`size` bytes at `base`): its slack is its canary.
-pub fn block_allocated(id: u64, base: u64, size: u64, source: PoolSource) {
+/// A pool handed out block `id` (`size` bytes at `base`, for `stream`): its slack is its
+/// canary, written by the next batch after the work queued on `stream` so far (the pool's
+/// last user of the memory may still be running there).
+pub fn block_allocated(id: u64, base: u64, size: u64, source: PoolSource, stream: u64) {
     let context = context_of(base);
     let g = guard();
     let mut h = locks::lock(&g.host);
@@ -209,7 +221,7 @@ pub fn block_allocated(id: u64, base: u64, size: u64, source: PoolSource) {
     }
     match slack {
         Ok(len) => {
-            ctx.arrays.arm(Tail { key: BLOCK | id, start: base + size, len }, false);
+            ctx.arrays.arm(Tail { key: BLOCK | id, start: base + size, len, stream: Some(stream) }, false);
             count(&mut h.guarded, "pool block");
         }
         Err(why) => count(&mut h.unguarded, why),
@@ -347,8 +359,13 @@ fn tick(g: &Guard, context: u64, dev: &mut Device) -> Found {
     let found = finish_in_flight(g, context, dev, Instant::now());
     let mut h = locks::lock(&g.host);
     let Some(ctx) = h.contexts.get_mut(&context) else { return found };
-    let batch = ctx.arrays.take_batch();
+    // While a capture runs, nothing goes to the program's streams (it would be captured).
+    let batch = ctx.arrays.take_batch(crate::capture::any());
     if batch.count == 0 && batch.commands.is_empty() {
+        return found;
+    }
+    if !dev.wait_for(&batch.streams) {
+        dev.broken = true;
         return found;
     }
     // Taken and handed out under the same lock as disarms: a cancel names this buffer.

@@ -73,6 +73,9 @@ pub struct Device {
     scan: usize,
     pub stream: usize,
     event: usize,
+    /// Recorded on the program's stream after a stream-ordered allocation, waited for by
+    /// the guard stream before its canary is written.
+    order: usize,
     entries: CUdeviceptr,
     capacity: u32,
     /// Arrays replaced by larger ones: freed once no scan can read them.
@@ -127,6 +130,11 @@ impl Device {
         if unsafe { real::cuEventCreate()?(&mut event, CU_EVENT_DISABLE_TIMING) } != CUDA_SUCCESS {
             return None;
         }
+        let mut order: *mut c_void = std::ptr::null_mut();
+        // SAFETY: an out-parameter of ours.
+        if unsafe { real::cuEventCreate()?(&mut order, CU_EVENT_DISABLE_TIMING) } != CUDA_SUCCESS {
+            return None;
+        }
         let errors = Mapped::new(abi::ERRORS_BYTES)?;
         let commands = Mapped::new(64 * abi::COMMAND_BYTES)?;
         Some(Device {
@@ -136,6 +144,7 @@ impl Device {
             scan,
             stream: stream as usize,
             event: event as usize,
+            order: order as usize,
             entries: 0,
             capacity: 0,
             old: Vec::new(),
@@ -255,14 +264,37 @@ impl Device {
     }
 
     /// Writes the canary `[start, start + len)` now, on the guard stream (before any later
-    /// batch and scan).
-    pub fn write_now(&mut self, secret: u64, start: u64, len: u32) -> bool {
+    /// batch and scan). A stream-ordered allocation's memory is the program's only from
+    /// its place in `after` on (the pool may hand out memory whose last user's kernels are
+    /// still queued there): the write waits for that place, through an event.
+    pub fn write_now(&mut self, secret: u64, start: u64, len: u32, after: Option<u64>) -> bool {
         if self.broken {
             return false;
+        }
+        if let Some(stream) = after {
+            if !self.wait_for(&[stream]) {
+                return false;
+            }
         }
         let (mut s, mut st, mut n) = (secret, start, len);
         let mut params: [*mut c_void; 3] = [&mut s as *mut u64 as _, &mut st as *mut u64 as _, &mut n as *mut u32 as _];
         self.launch(self.write, len.div_ceil(abi::BLOCK_THREADS).min(8), &mut params)
+    }
+
+    /// Makes the guard stream wait for the work queued so far in each of `streams` (the
+    /// program's: an event of ours recorded there, which the program never sees).
+    pub fn wait_for(&mut self, streams: &[u64]) -> bool {
+        let (Some(record), Some(wait)) = (real::cuEventRecord(), real::cuStreamWaitEvent()) else { return false };
+        streams.iter().all(|&stream| {
+            // `CU_STREAM_PER_THREAD` would name the guard thread's own: the legacy stream,
+            // which waits for every blocking stream, stands for the program thread's.
+            let stream = if stream == 2 { 1 } else { stream };
+            // SAFETY: our event, the program's stream, our stream.
+            unsafe {
+                record(self.order as *mut c_void, stream as *mut c_void) == CUDA_SUCCESS
+                    && wait(self.stream as *mut c_void, self.order as *mut c_void, 0) == CUDA_SUCCESS
+            }
+        })
     }
 
     /// Writes `commands` (copied into the command buffer) then scans `count` entries; the
@@ -339,6 +371,7 @@ impl Device {
                 real::cuMemFree_v2().map(|f| f(self.entries));
             }
             real::cuEventDestroy_v2().map(|f| f(self.event as *mut c_void));
+            real::cuEventDestroy_v2().map(|f| f(self.order as *mut c_void));
             real::cuStreamDestroy_v2().map(|f| f(self.stream as *mut c_void));
             real::cuModuleUnload().map(|f| f(self.module as *mut c_void));
         }
