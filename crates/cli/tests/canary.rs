@@ -139,6 +139,8 @@ fn clean_pool_blocks_and_a_reused_blocks_old_slack_report_nothing() {
     for scenario in ["pool_clean", "pool_reuse"] {
         let o = run(scenario);
         assert_eq!(o.kinds(), Vec::<String>::new(), "{scenario}: {:#}", o.report);
+        // A's canary was disarmed at its free: no scan even looked at C's bytes there.
+        assert_eq!(counter(&o, "canary_records_dropped"), 0, "{scenario}: {:#}", o.report["counters"]);
     }
 }
 

@@ -507,19 +507,23 @@ fn final_scan(context: u64, scan: CanaryScan, destroy: bool) {
 
 fn report_all(context: u64, found: Found, scan: CanaryScan, known: Option<&Allocation>) {
     for (key, entry, record) in found {
-        report(context, key, entry, &record, scan, known);
+        // An allocation the registry no longer knows was displaced: its memory is another's
+        // now, and the record is dropped as one of a reuse race.
+        if !report(context, key, entry, &record, scan, known) {
+            locks::lock(&guard().host).dropped += 1;
+        }
     }
 }
 
 /// The finding for the canary of `key` (a device allocation the registry no longer holds
 /// is `known`).
-fn report(context: u64, key: u64, entry: Entry, r: &ErrorRecord, scan: CanaryScan, known: Option<&Allocation>) {
+fn report(context: u64, key: u64, entry: Entry, r: &ErrorRecord, scan: CanaryScan, known: Option<&Allocation>) -> bool {
     let g = guard();
     let registry = &state().registry;
     let start = entry.tail_start;
     let end = start + u64::from(entry.tail_len);
     let (allocation, next) = if key & BLOCK != 0 {
-        let Some(block) = registry.block(key & !BLOCK) else { return };
+        let Some(block) = registry.block(key & !BLOCK) else { return false };
         let mut info = AllocInfo::from(&block);
         info.segment = registry.segment_of(&block).map(|s| SegmentInfo::from(&s));
         let next = match registry.pool_place(end) {
@@ -531,7 +535,7 @@ fn report(context: u64, key: u64, entry: Entry, r: &ErrorRecord, scan: CanarySca
         let alloc = match (registry.lookup(key), known) {
             (Lookup::Live { alloc, .. } | Lookup::Freed { alloc, .. }, _) if alloc.base == key => alloc,
             (_, Some(a)) if a.base == key => *a,
-            _ => return,
+            _ => return false,
         };
         let next = match registry.lookup(end) {
             Lookup::Live { alloc: b, .. } | Lookup::Freed { alloc: b, .. } if b.base != alloc.base => Some(b),
@@ -557,6 +561,7 @@ fn report(context: u64, key: u64, entry: Entry, r: &ErrorRecord, scan: CanarySca
         kernels: super::faults::since_clean_scan(context),
     };
     state().report(Report::canary(details));
+    true
 }
 
 /// The report's canary section (a canary run only).
