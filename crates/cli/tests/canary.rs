@@ -180,3 +180,40 @@ fn a_pool_blocks_canary_is_written_after_the_work_queued_on_its_stream() {
     let record = lines[..update].iter().rposition(|l| l.starts_with("record ") && l.ends_with(" 0")).expect(&text);
     assert!(lines[record..update].iter().any(|l| l.starts_with("wait ")), "{text}");
 }
+
+/// A child forked after CUDA started only forwards its calls; its exit handlers (the
+/// guard's among them, inherited) neither hang nor report the parent's canary again.
+#[test]
+fn a_forked_child_leaves_the_parents_guard_alone() {
+    let o = run("fork");
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    assert_eq!(o.report["summary"]["total"], 1, "the parent's finding once: {:#}", o.report);
+}
+
+/// Threads allocating, writing every byte they asked for and freeing while the guard
+/// scans: no finding, no deadlock.
+#[test]
+fn threads_that_stay_in_bounds_report_nothing() {
+    let o = run("threads");
+    assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
+    assert_eq!(counter(&o, "canary_guarded"), 1200);
+}
+
+/// A stream capturing in global mode is never disturbed by the guard (its thread is in
+/// relaxed mode, and nothing goes to the program's streams while a capture runs); a block
+/// handed out during the capture gets its canary once the capture ended.
+#[test]
+fn a_capture_is_not_disturbed_and_its_block_is_guarded_after_it() {
+    let log = dir().join("canary-capture.log");
+    let _ = std::fs::remove_file(&log);
+    let o = run_with(&[], "capture", &[("FAKE_CUDA_ORDER", &log)]);
+    assert!(o.stdout.contains("invalidations=0"), "{}", o.stdout);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let end = text.lines().position(|l| l.starts_with("endcapture ")).expect(&text);
+    let stream = text.lines().nth(end).unwrap().trim_start_matches("endcapture ");
+    let on_stream = |l: &&str| l.starts_with("record ") && l.ends_with(&format!(" {stream}"));
+    assert!(!text.lines().take(end).any(|l| on_stream(&l)), "an event recorded into the capture: {text}");
+    assert!(text.lines().skip(end).any(|l| on_stream(&l)), "the block's canary waits for its stream after: {text}");
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    assert_eq!(details(&o)["allocation"]["kind"]["pool_block"]["source"], "torch", "{:#}", details(&o));
+}

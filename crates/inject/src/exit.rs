@@ -125,6 +125,9 @@ fn more(st: &State, doc: &mut Document) {
         doc.counters.insert(name.into(), n);
     }
     doc.canary = quietly(crate::routes::canary::coverage).flatten();
+    if doc.canary.is_some() {
+        doc.notes.push(crate::routes::canary::NOT_GUARDED.into());
+    }
     let (judged, not_judged) = families::tensormaps::counts();
     if judged + not_judged > 0 {
         doc.counters.insert("tensor_maps_judged".into(), judged);

@@ -15,12 +15,24 @@
  *                 written (A's old slack among it), 30 ms, C freed
  *   many          3000 allocations of 100 bytes, 2000 freed, 50 ms, one byte past a live
  *                 one overwritten, 30 ms
+ *   fork          overflow, then a child forked (it exits at once, running exit handlers),
+ *                 waited for, 30 ms, freed
+ *   threads       4 threads, each 300 rounds of allocating (random sizes), writing every
+ *                 byte asked for, and freeing, while the guard scans
+ *   capture       a stream captures in global mode; a torch block (1000 B) handed out on it,
+ *                 20 ms (the guard runs); capture ended; 30 ms; a byte past the block
+ *                 overwritten; 30 ms. Prints `invalidations=N`; appends `endcapture STREAM` to
+ *                 $FAKE_CUDA_ORDER when the capture ended.
  * Prints `SCENARIO done rc=0`. */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef int CUresult;
 CUresult cuInit(unsigned);
@@ -33,6 +45,23 @@ CUresult cuModuleGetFunction(void **, void *, const char *);
 CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **,
                         void **);
 CUresult cuCtxSynchronize(void);
+CUresult cuStreamCreate(void **, unsigned);
+CUresult cuStreamBeginCapture_v2(void *, int);
+CUresult cuStreamEndCapture(void *, void **);
+int fake_capture_invalidations(void);
+
+static void *churn(void *arg) {
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    int rc = 0;
+    for (int i = 0; i < 300; i++) {
+        size_t n = 1 + rand_r(&seed) % 5000;
+        uint64_t p;
+        rc |= cuMemAlloc_v2(&p, n);
+        if (!rc) memset((void *)(uintptr_t)p, 0x33, n);
+        rc |= cuMemFree_v2(p);
+    }
+    return (void *)(uintptr_t)rc;
+}
 
 static void sleep_ms(int ms) {
     struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -57,7 +86,25 @@ int main(int argc, char **argv) {
     void *ctx;
     int rc = cuInit(0) | cuDevicePrimaryCtxRetain(&ctx, 0);
     uint64_t a = 0;
-    if (!strncmp(s, "pool", 4)) {
+    if (!strcmp(s, "capture")) {
+        block_alloc_fn alloc = (block_alloc_fn)dlsym(RTLD_DEFAULT, "gpusan_pool_block_alloc");
+        uint64_t seg;
+        void *st, *graph;
+        rc |= cuMemAlloc_v2(&seg, 64 << 10) | !alloc | cuStreamCreate(&st, 0);
+        if (rc) goto done;
+        uint64_t base = (seg + 511) & ~511ull;
+        rc |= cuStreamBeginCapture_v2(st, 0 /* CU_STREAM_CAPTURE_MODE_GLOBAL */);
+        rc |= alloc(base, 1000, (uint64_t)(uintptr_t)st, 0, 1);
+        sleep_ms(20);
+        rc |= cuStreamEndCapture(st, &graph);
+        const char *log = getenv("FAKE_CUDA_ORDER");
+        FILE *f = log ? fopen(log, "a") : 0;
+        if (f) { fprintf(f, "endcapture %#lx\n", (unsigned long)(uintptr_t)st); fclose(f); }
+        sleep_ms(30);
+        overwrite(base + 1001);
+        sleep_ms(30);
+        printf("invalidations=%d\n", fake_capture_invalidations());
+    } else if (!strncmp(s, "pool", 4)) {
         block_alloc_fn alloc = (block_alloc_fn)dlsym(RTLD_DEFAULT, "gpusan_pool_block_alloc");
         block_free_fn release = (block_free_fn)dlsym(RTLD_DEFAULT, "gpusan_pool_block_free");
         uint64_t seg;
@@ -76,6 +123,14 @@ int main(int argc, char **argv) {
         release(base, 0, 0, 1);
         release(base + 1024, 0, 0, 1);
         rc |= cuMemFree_v2(seg);
+    } else if (!strcmp(s, "threads")) {
+        pthread_t t[4];
+        for (int i = 0; i < 4; i++) pthread_create(&t[i], 0, churn, (void *)(uintptr_t)(i + 1));
+        for (int i = 0; i < 4; i++) {
+            void *r;
+            pthread_join(t[i], &r);
+            rc |= (int)(uintptr_t)r;
+        }
     } else if (!strcmp(s, "many")) {
         static uint64_t p[3000];
         for (int i = 0; i < 3000; i++) rc |= cuMemAlloc_v2(&p[i], 100);
@@ -91,7 +146,15 @@ int main(int argc, char **argv) {
         launch_oob();
         memset((void *)(uintptr_t)a, 1, 1000);
         if (strcmp(s, "clean")) overwrite(a + 1003);
-        if (!strcmp(s, "clean") || !strcmp(s, "overflow")) {
+        if (!strcmp(s, "fork")) {
+            fflush(stdout);
+            pid_t child = fork();
+            if (child == 0) exit(0);
+            int status = 0;
+            waitpid(child, &status, 0);
+            rc |= !WIFEXITED(status) || WEXITSTATUS(status);
+        }
+        if (!strcmp(s, "clean") || !strcmp(s, "overflow") || !strcmp(s, "fork")) {
             sleep_ms(30);
             rc |= cuMemFree_v2(a);
         } else if (!strcmp(s, "overflow_free")) {

@@ -44,6 +44,12 @@ use super::canary_device::{Device, InFlight};
 use crate::driver::real;
 use crate::state::{quietly, state};
 
+/// The report's note in every canary run: what the canaries cannot see.
+pub const NOT_GUARDED: &str = "canary mode sees overwrites past the end of device allocations and pool blocks only: \
+     reads, the device heap (malloc in kernels), and bytes before an allocation other than its lower neighbour's \
+     tail canary are not guarded, and an overflow made before a canary was written (a pool block's: up to one scan \
+     interval after it was handed out) is not seen";
+
 /// Keys of pool blocks: their registry id with this bit (device allocations are keyed by
 /// their base, below 2^63).
 const BLOCK: u64 = 1 << 63;
