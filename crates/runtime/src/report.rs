@@ -426,11 +426,11 @@ impl Report {
     /// A canary finding, its headline derived from the details.
     pub fn canary(details: CanaryDetails) -> Report {
         let what = match &details.allocation.kind {
-            AllocKind::PoolBlock { .. } => "pool block",
-            _ => "allocation",
+            AllocKind::PoolBlock { .. } => "a pool block",
+            _ => "an allocation",
         };
         let message = format!(
-            "Canary overwritten: {} of the {} past the end of a {what} of {}",
+            "Canary overwritten: {} of the {} past the end of {what} of {}",
             plural(details.bad_bytes, "byte"),
             plural(details.canary_bytes, "byte"),
             plural(details.allocation.size, "byte")

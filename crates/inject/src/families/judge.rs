@@ -23,11 +23,12 @@ pub fn record_alloc(base: u64, size: u64, kind: AllocKind, site: SiteId) {
     crate::driver::fork::initialised();
     let (context, device) = current_context();
     let _ = state().registry.insert(NewAlloc { base, size, kind, device, context, site });
-    if crate::routes::canary::active() {
+    // Graph memory is registered again at each launch of its graph: counted where its node
+    // is made (`graphs::graph_alloc`).
+    if crate::routes::canary::active() && kind != AllocKind::GraphNode {
         let why = match kind {
             AllocKind::HostPinned { .. } | AllocKind::HostRegistered => "host memory",
             AllocKind::Vmm => "VMM mapping (the program places those)",
-            AllocKind::GraphNode => "graph memory made under capture",
             _ => "not padded",
         };
         crate::routes::canary::unguarded(why);
