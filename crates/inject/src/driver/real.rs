@@ -83,7 +83,6 @@ real_functions! {
 
     // Modules.
     fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void);
-    fn cuModuleUnload(module: CUmodule);
     /// gpusan's own kernels (canary mode's update and scan, `routes::canary`).
     fn cuLaunchKernel(
         f: CUfunction,
@@ -132,7 +131,6 @@ real_functions! {
     fn cuEventRecord(event: CUevent, stream: CUstream);
     fn cuEventSynchronize(event: CUevent);
     fn cuEventQuery(event: CUevent);
-    fn cuEventDestroy_v2(event: CUevent);
     fn cuStreamWaitEvent(stream: CUstream, event: CUevent, flags: u32);
     fn cuMemFreeAsync(dptr: CUdeviceptr, stream: CUstream);
 

@@ -460,17 +460,25 @@ pub fn at_exit() {
         }
         let contexts: Vec<u64> = locks::lock(&g.devices).keys().copied().collect();
         for context in contexts {
-            final_scan(context, CanaryScan::AtExit, false);
+            final_scan(context, CanaryScan::AtExit);
         }
     });
 }
 
-/// The program is about to tear `context` down: its last scan, then its resources given
-/// back (`destroy`), or only forgotten when the driver will take them with the context.
-pub fn before_teardown(context: u64) {
-    if quietly(active).unwrap_or(false) {
-        quietly(|| final_scan(context, CanaryScan::ContextTeardown, true));
-    }
+/// The program tears `context` down through `destroy` (the driver's call, made exactly
+/// once whatever happens here): its last scan first, and the guard held off it until the
+/// call returned, so nothing is launched into a context being destroyed. A primary
+/// context's release that was not the last leaves it guarded as before.
+pub fn around_teardown<R>(context: Option<u64>, destroy: impl FnOnce() -> R) -> R {
+    let Some(context) = context.filter(|_| quietly(active).unwrap_or(false)) else { return destroy() };
+    let g = guard();
+    // The guard thread may be wedged in a driver call holding it: never hang here.
+    let mut devices = quietly(|| locks::lock_within(&g.devices, FINAL_WAIT)).flatten();
+    let found = devices.as_mut().and_then(|d| quietly(|| last_scan(g, context, d))).unwrap_or_default();
+    let r = destroy();
+    drop(devices);
+    quietly(|| report_all(context, found, CanaryScan::ContextTeardown, None));
+    r
 }
 
 /// Forgets `context` (the driver destroyed it with everything of gpusan's in it).
@@ -482,14 +490,22 @@ pub fn context_gone(context: u64) {
     locks::lock(&g.host).contexts.remove(&context);
 }
 
-fn final_scan(context: u64, scan: CanaryScan, destroy: bool) {
+/// At exit: every context's last scan.
+fn final_scan(context: u64, scan: CanaryScan) {
     let g = guard();
-    let mut devices = locks::lock(&g.devices);
-    let Some(dev) = devices.get_mut(&context) else { return };
-    let found = real::in_context(context, || {
+    let Some(mut devices) = locks::lock_within(&g.devices, FINAL_WAIT) else { return };
+    let found = last_scan(g, context, &mut devices);
+    drop(devices);
+    report_all(context, found, scan, None);
+}
+
+/// The last scan of `context`: pending canaries written, every armed one scanned, and the
+/// held ones (freed, in quarantine) once; waited for within [`FINAL_WAIT`].
+fn last_scan(g: &Guard, context: u64, devices: &mut HashMap<u64, Device>) -> Found {
+    let Some(dev) = devices.get_mut(&context) else { return Vec::new() };
+    real::in_context(context, || {
         let deadline = Instant::now() + FINAL_WAIT;
         let mut found = finish_in_flight(g, context, dev, deadline);
-        // Pending canaries written, every armed one scanned, and the held ones once.
         found.extend(tick(g, context, dev));
         found.extend(finish_in_flight(g, context, dev, deadline));
         let held: Vec<(u64, Entry)> = {
@@ -500,15 +516,7 @@ fn final_scan(context: u64, scan: CanaryScan, destroy: bool) {
         };
         found.extend(scan_once(g, dev, &held, deadline));
         found
-    });
-    if destroy {
-        if let Some(dev) = devices.remove(&context) {
-            real::in_context(context, || dev.destroy());
-        }
-        locks::lock(&g.host).contexts.remove(&context);
-    }
-    drop(devices);
-    report_all(context, found, scan, None);
+    })
 }
 
 fn report_all(context: u64, found: Found, scan: CanaryScan, known: Option<&Allocation>) {

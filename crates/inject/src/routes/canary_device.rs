@@ -67,7 +67,6 @@ pub struct InFlight {
 
 /// One context's device resources.
 pub struct Device {
-    module: usize,
     write: usize,
     update: usize,
     scan: usize,
@@ -138,7 +137,6 @@ impl Device {
         let errors = Mapped::new(abi::ERRORS_BYTES)?;
         let commands = Mapped::new(64 * abi::COMMAND_BYTES)?;
         Some(Device {
-            module,
             write,
             update,
             scan,
@@ -360,26 +358,6 @@ impl Device {
         // SAFETY: the buffer holds them; no kernel reads it now (the caller waited).
         unsafe { std::ptr::copy_nonoverlapping(entries.as_ptr(), host as *mut Entry, entries.len()) };
         self.scan_entries(secret, dev, entries.len() as u32, scan) && self.record()
-    }
-
-    /// Gives everything back (the context is still there; its scans are done).
-    pub fn destroy(mut self) {
-        self.free_old();
-        // SAFETY: ours, each freed once.
-        unsafe {
-            if self.entries != 0 {
-                real::cuMemFree_v2().map(|f| f(self.entries));
-            }
-            real::cuEventDestroy_v2().map(|f| f(self.event as *mut c_void));
-            real::cuEventDestroy_v2().map(|f| f(self.order as *mut c_void));
-            real::cuStreamDestroy_v2().map(|f| f(self.stream as *mut c_void));
-            real::cuModuleUnload().map(|f| f(self.module as *mut c_void));
-        }
-        self.commands.free();
-        self.errors.free();
-        if let Some(m) = &self.extra {
-            m.free();
-        }
     }
 
     /// Device memory the guard holds here (the entry arrays).
