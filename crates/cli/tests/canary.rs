@@ -215,3 +215,12 @@ fn a_capture_is_not_disturbed_and_its_block_is_guarded_after_it() {
     assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
     assert_eq!(details(&o)["allocation"]["kind"]["pool_block"]["source"], "torch", "{:#}", details(&o));
 }
+
+/// Memory given back to the driver is never scanned again: a segment freed with its blocks
+/// still handed out takes their canaries with it, before the driver gets it.
+#[test]
+fn a_segment_given_back_disarms_the_canaries_of_its_blocks() {
+    let o = run_with(&["--quarantine-bytes", "0"], "pool_segment", &[]);
+    assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
+    assert_eq!(counter(&o, "canary_live"), 0, "{:#}", o.report["counters"]);
+}

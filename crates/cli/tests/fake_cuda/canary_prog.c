@@ -13,6 +13,8 @@
  *   pool_clean    the same without the overwrite
  *   pool_reuse    A freed and a 2048-byte block C handed out at its address, all of C
  *                 written (A's old slack among it), 30 ms, C freed
+ *   pool_segment  the segment freed with A and B still handed out (`empty_cache` after a
+ *                 leak), 30 ms
  *   many          3000 allocations of 100 bytes, 2000 freed, 50 ms, one byte past a live
  *                 one overwritten, 30 ms
  *   fork          overflow, then a child forked (it exits at once, running exit handlers),
@@ -115,6 +117,11 @@ int main(int argc, char **argv) {
         launch_oob();
         sleep_ms(30);
         if (!strcmp(s, "pool")) overwrite(base + 1002);
+        if (!strcmp(s, "pool_segment")) {
+            rc |= cuMemFree_v2(seg);
+            sleep_ms(30);
+            goto done;
+        }
         if (!strcmp(s, "pool_reuse")) {
             rc |= release(base, 0, 0, 1) | alloc(base, 2048 - 1024, 0, 0, 1);
             memset((void *)(uintptr_t)base, 0x5a, 1024);

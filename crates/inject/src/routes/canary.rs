@@ -264,10 +264,16 @@ pub fn before_release(a: &Allocation) {
     let held = {
         let mut h = locks::lock(&g.host);
         let Some(ctx) = h.contexts.get_mut(&a.context) else { return };
-        for (_, d) in ctx.arrays.disarm_range(a.base, a.end().saturating_add(a.redzone)) {
+        let disarmed = ctx.arrays.disarm_range(a.base, a.end().saturating_add(a.redzone));
+        for (_, d) in &disarmed {
             cancel(ctx.commands, d.cancel);
         }
         let held = ctx.held.remove(&a.base);
+        if disarmed.is_empty() && held.is_none() {
+            // No canary of it was armed, or its scans are long done (disarmed at its free,
+            // held back since): nothing to wait for.
+            return;
+        }
         let reported = h.reported.contains(&a.base);
         held.filter(|_| !reported)
     };
