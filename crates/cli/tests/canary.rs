@@ -83,7 +83,7 @@ fn the_guard_scans_on_a_non_blocking_stream_of_the_lowest_priority() {
     assert!(text.contains("gpusan_canary_write"), "{text}");
     assert!(text.contains("gpusan_canary_scan"), "{text}");
     for line in text.lines() {
-        assert!(line.contains("stream_flags=1 priority=0"), "{line}");
+        assert!(line.contains("stream_flags=1 priority=0 "), "{line}");
     }
 }
 
@@ -223,4 +223,44 @@ fn a_segment_given_back_disarms_the_canaries_of_its_blocks() {
     let o = run_with(&["--quarantine-bytes", "0"], "pool_segment", &[]);
     assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
     assert_eq!(counter(&o, "canary_live"), 0, "{:#}", o.report["counters"]);
+}
+
+/// A stream-ordered allocation's memory is the program's from its place in the stream on:
+/// its canary is written after an event of gpusan's recorded there (the pool's last user
+/// of the memory may still be queued), and an overflow past it is found.
+#[test]
+fn a_stream_ordered_allocations_canary_is_written_after_its_place_in_the_stream() {
+    let log = dir().join("canary-async.log");
+    let _ = std::fs::remove_file(&log);
+    let o = run_with(&[], "async", &[("FAKE_CUDA_CANARY_LOG", &log), ("FAKE_CUDA_ORDER", &log)]);
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    assert_eq!(details(&o)["allocation"]["kind"]["async"].is_object(), true, "{:#}", details(&o));
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let write = lines.iter().position(|l| l.starts_with("gpusan_canary_write")).expect(&text);
+    let record = lines[..write].iter().rposition(|l| l.starts_with("record ")).expect(&text);
+    assert!(lines[record..write].iter().any(|l| l.starts_with("wait ")), "{text}");
+}
+
+/// A stream-ordered free that reaches the driver while a scan may still read the memory
+/// waits for that scan on the GPU (gpusan's stream waits for the guard's event), never on
+/// the program's thread.
+#[test]
+fn a_stream_ordered_release_waits_for_the_guards_scan_on_the_gpu() {
+    let log = dir().join("canary-async-free.log");
+    let _ = std::fs::remove_file(&log);
+    let env = [("FAKE_CUDA_CANARY_LOG", log.as_path()), ("FAKE_CUDA_ORDER", log.as_path())];
+    run_with(&["--quarantine-bytes", "1500"], "async_evict", &env);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let guard = lines.iter().find_map(|l| l.strip_prefix("gpusan_canary_scan ")).expect(&text);
+    let guard = guard.split("stream=").nth(1).unwrap();
+    let free = lines.iter().position(|l| l.starts_with("freeasync ")).expect(&text);
+    // The guard's event: the last recorded on its stream before the free.
+    let event = lines[..free]
+        .iter()
+        .rev()
+        .find_map(|l| l.strip_prefix("record ").and_then(|r| r.strip_suffix(&format!(" {guard}"))))
+        .expect(&text);
+    assert!(lines[..free].iter().any(|l| l.starts_with("wait ") && l.ends_with(&format!(" {event}"))), "{text}");
 }

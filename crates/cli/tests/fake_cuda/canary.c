@@ -4,7 +4,7 @@
  * gpusan_abi::canary) are recognized by name at cuLaunchKernel and done here with the same
  * hash: a test plants an overflow byte with a plain store and sees the finding end to end.
  * Also the priority streams the guard makes. FAKE_CUDA_CANARY_LOG names a file each of
- * those launches appends a line to: `KERNEL stream_flags=F priority=P n=N`. */
+ * those launches appends a line to: `KERNEL stream_flags=F priority=P n=N stream=S`. */
 
 static int stream_priority[MAX_STREAMS];
 CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) {
@@ -50,7 +50,8 @@ static void canary_log(const char *kernel, void *stream, unsigned n) {
     if (!f) return;
     struct stream *s = stream_of(stream);
     int i = s ? (int)(s - streams) : -1;
-    fprintf(f, "%s stream_flags=%d priority=%d n=%u\n", kernel, s ? s->flags : -1, i >= 0 ? stream_priority[i] : 99, n);
+    fprintf(f, "%s stream_flags=%d priority=%d n=%u stream=%#lx\n", kernel, s ? s->flags : -1,
+            i >= 0 ? stream_priority[i] : 99, n, (unsigned long)(uintptr_t)stream);
     fclose(f);
 }
 

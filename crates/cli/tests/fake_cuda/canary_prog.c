@@ -15,6 +15,10 @@
  *                 written (A's old slack among it), 30 ms, C freed
  *   pool_segment  the segment freed with A and B still handed out (`empty_cache` after a
  *                 leak), 30 ms
+ *   async         1000 bytes from cuMemAllocAsync on a stream, overwritten 3 past its end,
+ *                 30 ms, freed with cuMemFreeAsync, 30 ms
+ *   async_evict   two such allocations, 30 ms, both freed (the second free evicts the first
+ *                 from a quarantine of 1500 bytes), 30 ms
  *   many          3000 allocations of 100 bytes, 2000 freed, 50 ms, one byte past a live
  *                 one overwritten, 30 ms
  *   fork          overflow, then a child forked (it exits at once, running exit handlers),
@@ -48,6 +52,8 @@ CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned
                         void **);
 CUresult cuCtxSynchronize(void);
 CUresult cuStreamCreate(void **, unsigned);
+CUresult cuMemAllocAsync(uint64_t *, size_t, void *);
+CUresult cuMemFreeAsync(uint64_t, void *);
 CUresult cuStreamBeginCapture_v2(void *, int);
 CUresult cuStreamEndCapture(void *, void **);
 int fake_capture_invalidations(void);
@@ -130,6 +136,22 @@ int main(int argc, char **argv) {
         release(base, 0, 0, 1);
         release(base + 1024, 0, 0, 1);
         rc |= cuMemFree_v2(seg);
+    } else if (!strcmp(s, "async")) {
+        void *st;
+        rc |= cuStreamCreate(&st, 1) | cuMemAllocAsync(&a, 1000, st);
+        if (rc) goto done;
+        launch_oob();
+        overwrite(a + 1003);
+        sleep_ms(30);
+        rc |= cuMemFreeAsync(a, st);
+        sleep_ms(30);
+    } else if (!strcmp(s, "async_evict")) {
+        void *st;
+        uint64_t b;
+        rc |= cuStreamCreate(&st, 1) | cuMemAllocAsync(&a, 1000, st) | cuMemAllocAsync(&b, 1000, st);
+        sleep_ms(30);
+        rc |= cuMemFreeAsync(a, st) | cuMemFreeAsync(b, st);
+        sleep_ms(30);
     } else if (!strcmp(s, "threads")) {
         pthread_t t[4];
         for (int i = 0; i < 4; i++) pthread_create(&t[i], 0, churn, (void *)(uintptr_t)(i + 1));

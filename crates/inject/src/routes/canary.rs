@@ -257,13 +257,17 @@ fn context_of(addr: u64) -> u64 {
 }
 
 /// The driver is about to get `a`'s memory back: every canary in it is disarmed (no scan
-/// may read it after), and `a`'s own canary is checked one last time.
-pub fn before_release(a: &Allocation) {
+/// may read it after), and `a`'s own canary is checked one last time, waited for. A
+/// stream-ordered release (`ordered`: freed on gpusan's stream after the program's free)
+/// must not stall the program's thread on a low-priority scan: it is not checked again,
+/// and the returned event (the guard's last scan, which may still read the memory) is
+/// for the free to wait for on the GPU.
+pub fn before_release(a: &Allocation, ordered: bool) -> Option<usize> {
     let g = guard();
     let mut devices = locks::lock(&g.devices);
     let held = {
         let mut h = locks::lock(&g.host);
-        let Some(ctx) = h.contexts.get_mut(&a.context) else { return };
+        let ctx = h.contexts.get_mut(&a.context)?;
         let disarmed = ctx.arrays.disarm_range(a.base, a.end().saturating_add(a.redzone));
         for (_, d) in &disarmed {
             cancel(ctx.commands, d.cancel);
@@ -272,12 +276,15 @@ pub fn before_release(a: &Allocation) {
         if disarmed.is_empty() && held.is_none() {
             // No canary of it was armed, or its scans are long done (disarmed at its free,
             // held back since): nothing to wait for.
-            return;
+            return None;
         }
         let reported = h.reported.contains(&a.base);
-        held.filter(|_| !reported)
+        held.filter(|_| !reported && !ordered)
     };
-    let Some(dev) = devices.get_mut(&a.context) else { return };
+    let dev = devices.get_mut(&a.context)?;
+    if ordered {
+        return dev.in_flight.map(|_| dev.event());
+    }
     // A scan launched before the disarm may still read the memory: done before the free.
     let found = real::in_context(a.context, || {
         let deadline = Instant::now() + FINAL_WAIT;
@@ -289,6 +296,7 @@ pub fn before_release(a: &Allocation) {
     report_all(a.context, found.0, CanaryScan::Periodic, None);
     // The registry may have forgotten it already (given back at once).
     report_all(a.context, found.1, CanaryScan::BeforeFree, Some(a));
+    None
 }
 
 /// A finding to report: the key, its entry, the record.

@@ -154,6 +154,11 @@ impl Device {
         })
     }
 
+    /// The event recorded after the last scan launched.
+    pub fn event(&self) -> usize {
+        self.event
+    }
+
     /// Whether the last scan launched is done (a failed query breaks the context's guard).
     pub fn done(&mut self) -> bool {
         if self.in_flight.is_none() {
