@@ -234,7 +234,7 @@ fn a_stream_ordered_allocations_canary_is_written_after_its_place_in_the_stream(
     let _ = std::fs::remove_file(&log);
     let o = run_with(&[], "async", &[("FAKE_CUDA_CANARY_LOG", &log), ("FAKE_CUDA_ORDER", &log)]);
     assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
-    assert_eq!(details(&o)["allocation"]["kind"]["async"].is_object(), true, "{:#}", details(&o));
+    assert!(details(&o)["allocation"]["kind"]["async"].is_object(), "{:#}", details(&o));
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     let write = lines.iter().position(|l| l.starts_with("gpusan_canary_write")).expect(&text);
