@@ -311,6 +311,10 @@ fn finish_in_flight(g: &Guard, context: u64, dev: &mut Device, deadline: Instant
         return Vec::new();
     }
     dev.in_flight = None;
+    if dev.broken {
+        // A fault in the context, or the context gone: its buffers may be gone with it.
+        return Vec::new();
+    }
     dev.free_old();
     let (records, lost) = dev.take_records();
     let mut h = locks::lock(&g.host);
@@ -377,6 +381,9 @@ fn tick(g: &Guard, context: u64, dev: &mut Device) -> Found {
         return Vec::new();
     }
     let found = finish_in_flight(g, context, dev, Instant::now());
+    if dev.broken {
+        return found;
+    }
     let mut h = locks::lock(&g.host);
     let Some(ctx) = h.contexts.get_mut(&context) else { return found };
     // While a capture runs, nothing goes to the program's streams (it would be captured).

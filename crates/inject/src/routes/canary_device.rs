@@ -190,6 +190,11 @@ impl Device {
     /// many were claimed past the buffer's capacity.
     pub fn take_records(&mut self) -> (Vec<ErrorRecord>, u64) {
         let p = self.errors.host as *mut u8;
+        // A context torn down behind gpusan's back took the buffer with it.
+        if !crate::peek::readable(p, abi::ERRORS_BYTES) {
+            self.broken = true;
+            return (Vec::new(), 0);
+        }
         // SAFETY: the mapped buffer of ours, `ERRORS_BYTES` long; volatile: the device wrote it.
         let count = unsafe { std::ptr::read_volatile(p as *const u32) } as usize;
         let len = abi::ERRORS_HEADER_BYTES + count.min(abi::ERROR_CAPACITY) * abi::ERROR_RECORD_BYTES;
