@@ -264,3 +264,11 @@ fn a_stream_ordered_release_waits_for_the_guards_scan_on_the_gpu() {
         .expect(&text);
     assert!(lines[..free].iter().any(|l| l.starts_with("wait ") && l.ends_with(&format!(" {event}"))), "{text}");
 }
+
+/// A kernel fault breaks the context: the guard stops there (its queries fail) and the
+/// program's exit, the final scan's included, goes on.
+#[test]
+fn a_faulted_context_stops_the_guard_and_exit_goes_on() {
+    let o = run("fault");
+    assert_eq!(o.kinds(), vec!["kernel_fault"], "{:#}", o.report);
+}

@@ -19,6 +19,8 @@
  *                 30 ms, freed with cuMemFreeAsync, 30 ms
  *   async_evict   two such allocations, 30 ms, both freed (the second free evicts the first
  *                 from a quarantine of 1500 bytes), 30 ms
+ *   fault         an allocation, then a kernel named fault_me (the fake's sticky fault: every
+ *                 later query of the context fails), 30 ms, exit
  *   many          3000 allocations of 100 bytes, 2000 freed, 50 ms, one byte past a live
  *                 one overwritten, 30 ms
  *   fork          overflow, then a child forked (it exits at once, running exit handlers),
@@ -151,6 +153,12 @@ int main(int argc, char **argv) {
         rc |= cuStreamCreate(&st, 1) | cuMemAllocAsync(&a, 1000, st) | cuMemAllocAsync(&b, 1000, st);
         sleep_ms(30);
         rc |= cuMemFreeAsync(a, st) | cuMemFreeAsync(b, st);
+        sleep_ms(30);
+    } else if (!strcmp(s, "fault")) {
+        static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry fault_me() { ret; }\n";
+        void *module, *f;
+        rc |= cuMemAlloc_v2(&a, 1000) | cuModuleLoadData(&module, ptx) | cuModuleGetFunction(&f, module, "fault_me");
+        cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, 0, 0);
         sleep_ms(30);
     } else if (!strcmp(s, "threads")) {
         pthread_t t[4];
