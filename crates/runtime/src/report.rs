@@ -413,7 +413,7 @@ pub struct CanaryDetails {
     pub expected: u8,
     pub found: u8,
     pub scan: CanaryScan,
-    /// Milliseconds since the process started.
+    /// Milliseconds since the guard started (the process's first guarded allocation).
     pub detected_ms: u64,
     /// Milliseconds since the last scan of the context that found its canaries clean (since
     /// the canary was written, if none did since).

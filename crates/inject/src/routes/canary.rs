@@ -8,7 +8,9 @@
 //! persistent kernel would make the program's context synchronizations, `cudaFree` and
 //! `cudaDeviceReset` wait forever. The guard thread runs in relaxed capture mode, so a
 //! program capturing a graph in global mode is not disturbed, and launches nothing into
-//! the program's streams, so graphs, events and synchronizations see nothing of it.
+//! the program's streams, so graphs, events and synchronizations see nothing of it (it
+//! records events of its own there, never while a capture runs, so that a canary in memory
+//! a pool hands out is written only after the work queued before it).
 //!
 //! Frees: the entry is disarmed at once on the host (the scan of a pool block's slack may
 //! race with the block's reuse: such records are dropped by generation,
