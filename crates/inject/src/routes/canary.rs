@@ -207,9 +207,14 @@ fn cancel(commands: usize, at: Option<usize>) {
     if let (Some(at), true) = (at, commands != 0) {
         let offset =
             at * gpusan_abi::canary::COMMAND_BYTES + std::mem::offset_of!(gpusan_abi::canary::Command, cancelled);
-        // SAFETY: the mapped command buffer of the batch in flight holds command `at`
-        // (`Arrays::disarm` names only commands of that batch); the kernel reads it volatile.
-        unsafe { std::ptr::write_volatile((commands + offset) as *mut u32, 1) };
+        let flag = (commands + offset) as *mut u32;
+        // A context torn down behind gpusan's back took the buffer with it.
+        if crate::peek::readable(flag as *const u8, 4) {
+            // SAFETY: the mapped command buffer of the batch in flight holds command `at`
+            // (`Arrays::disarm` names only commands of that batch); the kernel reads it
+            // volatile.
+            unsafe { std::ptr::write_volatile(flag, 1) };
+        }
     }
 }
 
