@@ -329,6 +329,7 @@ fn finish_in_flight(g: &Guard, context: u64, dev: &mut Device, deadline: Instant
     let mut found = Vec::new();
     let mut dropped = 0;
     if let Some(ctx) = h.contexts.get_mut(&context) {
+        ctx.arrays.batch_done();
         for r in records.iter().filter(|r| r.scan == flight.scan) {
             match ctx.arrays.record(r) {
                 Verdict::Overwritten { key, entry } => {
