@@ -419,7 +419,11 @@ fn tick(g: &Guard, context: u64, dev: &mut Device) -> Found {
 
 /// Every context's round; a context's device resources are made at its first.
 fn tick_all(g: &Guard) {
-    let contexts: Vec<u64> = locks::lock(&g.host).contexts.keys().copied().collect();
+    // Contexts with something to scan (a context whose blocks all went unguarded needs no
+    // module of gpusan's).
+    let mut contexts: Vec<u64> =
+        locks::lock(&g.host).contexts.iter().filter(|(_, c)| c.arrays.slots() > 0).map(|(k, _)| *k).collect();
+    contexts.extend(locks::lock(&g.devices).keys().filter(|k| !contexts.contains(k)).copied().collect::<Vec<_>>());
     for context in contexts {
         let mut devices = locks::lock(&g.devices);
         let found = real::in_context(context, || {
