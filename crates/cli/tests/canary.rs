@@ -59,6 +59,12 @@ fn an_overflow_past_a_device_allocation_is_found_by_the_periodic_scan() {
     assert!(o.stderr.contains("3 bytes past the end of an allocation of 1000 bytes"), "{}", o.stderr);
     assert!(o.stderr.contains("oob on stream 0x0"), "{}", o.stderr);
     assert!(counter(&o, "canary_scans") > 0);
+    // Each periodic batch timed on the GPU (the fake says 12 µs): the detection latency's
+    // scan part.
+    let timed = counter(&o, "canary_scans_timed");
+    assert!(timed > 0, "{:#}", o.report["counters"]);
+    assert_eq!(counter(&o, "canary_scan_gpu_us_total"), 12 * timed);
+    assert_eq!(counter(&o, "canary_scan_gpu_us_max"), 12);
 }
 
 #[test]

@@ -26,6 +26,13 @@ CUresult cuStreamCreateWithPriority(void **out, unsigned flags, int priority) {
     return 2;
 }
 
+/* Every batch of gpusan's "took" 12 µs. */
+CUresult cuEventElapsedTime(float *ms, void *start, void *end) {
+    (void)start; (void)end;
+    *ms = 0.012f;
+    return 0;
+}
+
 static uint64_t canary_mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;

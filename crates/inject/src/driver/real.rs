@@ -131,6 +131,8 @@ real_functions! {
     fn cuEventRecord(event: CUevent, stream: CUstream);
     fn cuEventSynchronize(event: CUevent);
     fn cuEventQuery(event: CUevent);
+    /// Canary mode's scans, timed on the GPU (`routes::canary`).
+    fn cuEventElapsedTime(ms: *mut f32, start: CUevent, end: CUevent);
     fn cuStreamWaitEvent(stream: CUstream, event: CUevent, flags: u32);
     fn cuMemFreeAsync(dptr: CUdeviceptr, stream: CUstream);
 

@@ -81,6 +81,10 @@ struct Host {
     scans: u64,
     dropped: u64,
     lost: u64,
+    /// Periodic batches timed on the GPU, their total and longest time (µs).
+    timed: u64,
+    gpu_us: u64,
+    gpu_us_max: u64,
 }
 
 struct Guard {
@@ -324,8 +328,14 @@ fn finish_in_flight(g: &Guard, context: u64, dev: &mut Device, deadline: Instant
     }
     dev.free_old();
     let (records, lost) = dev.take_records();
+    let us = flight.timed.then(|| dev.batch_us()).flatten();
     let mut h = locks::lock(&g.host);
     h.lost += lost;
+    if let Some(us) = us {
+        h.timed += 1;
+        h.gpu_us += us;
+        h.gpu_us_max = h.gpu_us_max.max(us);
+    }
     let mut found = Vec::new();
     let mut dropped = 0;
     if let Some(ctx) = h.contexts.get_mut(&context) {
@@ -363,7 +373,7 @@ fn scan_once(g: &Guard, dev: &mut Device, entries: &[(u64, Entry)], deadline: In
     if !dev.scan_once(g.secret, &only, ONCE) {
         return Vec::new();
     }
-    dev.in_flight = Some(InFlight { scan: ONCE, upto: 0, at: Instant::now() });
+    dev.in_flight = Some(InFlight { scan: ONCE, timed: false, upto: 0, at: Instant::now() });
     locks::lock(&g.host).scans += 1;
     if !dev.wait(deadline) {
         return Vec::new();
@@ -411,7 +421,7 @@ fn tick(g: &Guard, context: u64, dev: &mut Device) -> Found {
     ctx.commands = dev.commands.host;
     let upto = super::faults::launch_count();
     if dev.run_batch(g.secret, &batch.commands, batch.count, batch.scan) {
-        dev.in_flight = Some(InFlight { scan: batch.scan, upto, at: Instant::now() });
+        dev.in_flight = Some(InFlight { scan: batch.scan, timed: true, upto, at: Instant::now() });
         h.scans += 1;
     }
     found
@@ -637,6 +647,9 @@ pub fn counters() -> Vec<(&'static str, u64)> {
         ("canary_scans", h.scans),
         ("canary_records_dropped", h.dropped),
         ("canary_records_lost", h.lost),
+        ("canary_scans_timed", h.timed),
+        ("canary_scan_gpu_us_total", h.gpu_us),
+        ("canary_scan_gpu_us_max", h.gpu_us_max),
         ("canary_array_bytes", device_bytes),
         ("canary_host_bytes", host_bytes),
     ]

@@ -60,6 +60,8 @@ impl Mapped {
 #[derive(Clone, Copy, Debug)]
 pub struct InFlight {
     pub scan: u32,
+    /// A periodic batch (timed from [`Device::run_batch`]'s start event).
+    pub timed: bool,
     /// The program's launches recorded when it was launched (`faults::launch_count`).
     pub upto: u64,
     pub at: Instant,
@@ -72,6 +74,8 @@ pub struct Device {
     scan: usize,
     pub stream: usize,
     event: usize,
+    /// Recorded before a batch's first kernel: with [`Device::event`], the batch's GPU time.
+    start: usize,
     /// Recorded on the program's stream after a stream-ordered allocation, waited for by
     /// the guard stream before its canary is written.
     order: usize,
@@ -124,10 +128,14 @@ impl Device {
         if made != CUDA_SUCCESS {
             return None;
         }
-        let mut event: *mut c_void = std::ptr::null_mut();
-        // SAFETY: an out-parameter of ours.
-        if unsafe { real::cuEventCreate()?(&mut event, CU_EVENT_DISABLE_TIMING) } != CUDA_SUCCESS {
-            return None;
+        // Timed: a scan's GPU time is what detection latency is made of (GMOD's measure).
+        let (mut event, mut start): (*mut c_void, *mut c_void) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: out-parameters of ours.
+        unsafe {
+            let create = real::cuEventCreate()?;
+            if create(&mut event, 0) != CUDA_SUCCESS || create(&mut start, 0) != CUDA_SUCCESS {
+                return None;
+            }
         }
         let mut order: *mut c_void = std::ptr::null_mut();
         // SAFETY: an out-parameter of ours.
@@ -142,6 +150,7 @@ impl Device {
             scan,
             stream: stream as usize,
             event: event as usize,
+            start: start as usize,
             order: order as usize,
             entries: 0,
             capacity: 0,
@@ -157,6 +166,16 @@ impl Device {
     /// The event recorded after the last scan launched.
     pub fn event(&self) -> usize {
         self.event
+    }
+
+    /// The GPU time of the last batch (its update and scan kernels), in microseconds, when
+    /// the driver can tell (call once its event is done).
+    pub fn batch_us(&self) -> Option<u64> {
+        let f = real::cuEventElapsedTime()?;
+        let mut ms = 0f32;
+        // SAFETY: our two events, both recorded on our stream, the second done.
+        let r = unsafe { f(&mut ms, self.start as *mut c_void, self.event as *mut c_void) };
+        (r == CUDA_SUCCESS && ms >= 0.0).then(|| (f64::from(ms) * 1000.0).round() as u64)
     }
 
     /// Whether the last scan launched is done (a failed query breaks the context's guard).
@@ -308,6 +327,12 @@ impl Device {
     /// Writes `commands` (copied into the command buffer) then scans `count` entries; the
     /// event marks the end.
     pub fn run_batch(&mut self, secret: u64, commands: &[Command], count: u32, scan: u32) -> bool {
+        // SAFETY: our event and stream.
+        let r = unsafe { real::cuEventRecord().map(|f| f(self.start as *mut c_void, self.stream as *mut c_void)) };
+        if r != Some(CUDA_SUCCESS) {
+            self.broken = true;
+            return false;
+        }
         if !commands.is_empty() {
             // SAFETY: the buffer holds them (`ensure_commands`), and no kernel reads it now.
             unsafe {
