@@ -106,7 +106,8 @@ const _: () = assert!(std::mem::size_of::<Entry>() == ENTRY_BYTES);
 const _: () = assert!(std::mem::size_of::<Command>() == COMMAND_BYTES);
 const _: () = assert!(std::mem::size_of::<ErrorRecord>() == ERROR_RECORD_BYTES);
 
-/// Threads per block of both kernels (a warp per entry or command).
+/// Threads per block of the kernels (the update: a warp per command; the scan: a thread
+/// per entry).
 pub const BLOCK_THREADS: u32 = 256;
 /// Blocks of a scan at most: the guard must leave the GPU to the program.
 pub const SCAN_MAX_BLOCKS: u32 = 16;

@@ -92,23 +92,20 @@ extern "C" __global__ void gpusan_canary_update(uint64_t secret, Entry *entries,
     }
 }
 
-// One warp per entry: each lane compares whole words (the canary's first and last word
-// masked to its bytes), the warp sums the bad bytes and takes the lowest bad address, and
-// lane 0 claims and writes a record.
+// One thread per entry (entries are read coalesced; a canary is a few words): whole words
+// compared, the first and last masked to the canary's bytes; a bad one claims and writes a
+// record.
 extern "C" __global__ void gpusan_canary_scan(uint64_t secret, const Entry *entries, uint32_t count,
                                               uint8_t *errors, uint32_t scan) {
-    uint32_t lane = threadIdx.x & 31;
-    uint32_t warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    uint32_t warps = (gridDim.x * blockDim.x) >> 5;
-    for (uint32_t i = warp; i < count; i += warps) {
+    uint32_t threads = gridDim.x * blockDim.x;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += threads) {
         Entry e = entries[i];
         if (e.tail_len == 0) continue;
         uint64_t start = e.tail_start, end = start + e.tail_len;
-        uint64_t first_word = start & ~7ull;
         uint32_t bad = 0;
-        uint64_t first_bad = ~0ull;
+        uint64_t first_bad = 0;
         uint8_t expected = 0, found = 0;
-        for (uint64_t w = first_word + 8ull * lane; w < end; w += 8ull * 32) {
+        for (uint64_t w = start & ~7ull; w < end; w += 8) {
             uint64_t have = *(const volatile uint64_t *)w;
             uint64_t want = canary_word(secret, w, start);
             uint64_t diff = have ^ want;
@@ -116,33 +113,21 @@ extern "C" __global__ void gpusan_canary_scan(uint64_t secret, const Entry *entr
             for (int b = 0; b < 8; b++) {
                 uint64_t a = w + b;
                 if (a < start || a >= end || !((diff >> (8 * b)) & 0xff)) continue;
-                bad++;
-                if (a < first_bad) {
+                if (bad++ == 0) {
                     first_bad = a;
                     expected = (uint8_t)(want >> (8 * b));
                     found = (uint8_t)(have >> (8 * b));
                 }
             }
         }
-        for (int o = 16; o > 0; o >>= 1) bad += __shfl_down_sync(0xffffffffu, bad, o);
-        uint64_t lowest = first_bad;
-        for (int o = 16; o > 0; o >>= 1) {
-            uint64_t other = __shfl_down_sync(0xffffffffu, lowest, o);
-            lowest = other < lowest ? other : lowest;
-        }
-        lowest = __shfl_sync(0xffffffffu, lowest, 0);
-        bad = __shfl_sync(0xffffffffu, bad, 0);
         if (bad == 0) continue;
-        // The lane that saw the lowest bad byte writes the record.
-        uint32_t mine = __ballot_sync(0xffffffffu, first_bad == lowest);
-        if (lane != (uint32_t)(__ffs(mine) - 1)) continue;
         uint32_t slot = atomicAdd((uint32_t *)errors, 1u);
         if (slot >= GPUSAN_CANARY_ERROR_CAPACITY) continue;
         ErrorRecord *r =
             (ErrorRecord *)(errors + GPUSAN_CANARY_ERRORS_HEADER_BYTES + slot * GPUSAN_CANARY_ERROR_RECORD_BYTES);
         r->index = i;
         r->generation = e.generation;
-        r->address = lowest;
+        r->address = first_bad;
         r->bad = bad;
         r->scan = scan;
         r->expected = expected;

@@ -355,7 +355,7 @@ impl Device {
             return true;
         }
         let (mut s, mut e, mut n, mut errors, mut sc) = (secret, entries, count, self.errors.dev, scan);
-        let blocks = count.div_ceil(abi::BLOCK_THREADS / 32).min(abi::SCAN_MAX_BLOCKS);
+        let blocks = count.div_ceil(abi::BLOCK_THREADS).min(abi::SCAN_MAX_BLOCKS);
         let mut params: [*mut c_void; 5] = [
             &mut s as *mut u64 as _,
             &mut e as *mut u64 as _,
