@@ -486,6 +486,9 @@ pub fn run(a: RunArgs) -> Result<i32> {
     if a.count_checks && run_mode != Mode::Check {
         bail!("--count-checks counts the checks of `--mode check`");
     }
+    if a.require_checked && run_mode == Mode::Canary {
+        bail!("--require-checked: `--mode canary` checks no kernel (it guards allocations); use --mode check");
+    }
     let selection = a.cs.selection().map_err(anyhow::Error::msg)?;
     let env = |k: &str| std::env::var_os(k);
     let log_file = match &a.log_file {

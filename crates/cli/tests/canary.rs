@@ -278,3 +278,16 @@ fn a_faulted_context_stops_the_guard_and_exit_goes_on() {
     let o = run("fault");
     assert_eq!(o.kinds(), vec!["kernel_fault"], "{:#}", o.report);
 }
+
+/// Canary mode checks no kernel: asking it to fail on unchecked launches is refused rather
+/// than passing silently.
+#[test]
+fn require_checked_is_refused_in_canary_mode() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpusan"))
+        .args(["run", "--mode", "canary", "--require-checked", "--", "true"])
+        .env("GPUSAN_INJECT_LIB", fake_driver::inject_lib())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`--mode canary` checks no kernel"));
+}
