@@ -265,20 +265,27 @@ impl Arrays {
 
     /// Moves the live slots to the front, in their order: every slot is written again.
     fn compact(&mut self) {
+        // Pending arms (bytes still to write) by generation, with the stream each waits for:
+        // their commands named old slots.
+        let arms: HashMap<u32, Option<u64>> = self
+            .pending
+            .values()
+            .filter(|c| c.flags & COMMAND_WRITE_BYTES != 0)
+            .map(|c| (c.entry.generation, self.pending_streams.get(&c.index).copied()))
+            .collect();
+        self.pending.clear();
+        self.pending_streams.clear();
         self.slots.retain(|s| s.entry.tail_len != 0);
         self.index.clear();
         for (i, s) in self.slots.iter().enumerate() {
-            self.index.insert(s.key, i as u32);
-        }
-        // Pending commands named old slots; the rewrite carries every slot's last state.
-        let arms: Vec<u32> =
-            self.pending.values().filter(|c| c.flags & COMMAND_WRITE_BYTES != 0).map(|c| c.entry.generation).collect();
-        self.pending.clear();
-        for s in &self.slots {
-            if arms.contains(&s.entry.generation) {
-                let i = self.index[&s.key];
+            let i = i as u32;
+            self.index.insert(s.key, i);
+            if let Some(stream) = arms.get(&s.entry.generation) {
                 self.pending
                     .insert(i, Command { index: i, flags: COMMAND_WRITE_BYTES, entry: s.entry, ..Default::default() });
+                if let Some(stream) = stream {
+                    self.pending_streams.insert(i, *stream);
+                }
             }
         }
         self.rewrite = true;
@@ -485,6 +492,26 @@ mod tests {
         assert_eq!(b.commands.len(), 1);
         assert_eq!(b.commands[0].flags, COMMAND_WRITE_BYTES);
         assert_eq!(a.take_batch(false).streams, Vec::<u64>::new(), "waited for once");
+    }
+
+    #[test]
+    fn compaction_keeps_pending_arms_and_the_streams_they_wait_for() {
+        let mut a = Arrays::default();
+        for k in 0..400 {
+            a.arm(tail(k), false);
+        }
+        a.take_batch(false);
+        for k in 0..200 {
+            a.disarm(k);
+        }
+        a.arm(Tail { stream: Some(0x55), ..tail(1000) }, false);
+        let b = a.take_batch(false);
+        assert_eq!(b.count, 201);
+        assert_eq!(b.streams, vec![0x55]);
+        let arm = b.commands.iter().find(|c| c.entry.tail_start == tail(1000).start).unwrap();
+        assert_eq!((arm.index, arm.flags), (200, COMMAND_WRITE_BYTES), "moved, bytes still to write");
+        let moved = b.commands.iter().find(|c| c.entry.tail_start == tail(200).start).unwrap();
+        assert_eq!((moved.index, moved.flags), (0, 0), "written already: the entry only");
     }
 
     #[test]
