@@ -477,7 +477,8 @@ fn write_reports(a: &RunArgs, doc: &Document) -> Result<()> {
     Ok(())
 }
 
-pub fn run(a: RunArgs) -> Result<i32> {
+/// The mode the run asks for (check by default), refused beside options it cannot serve.
+fn run_mode(a: &RunArgs) -> Result<Mode> {
     let memcheck = a.cs.validate().map_err(anyhow::Error::msg)?;
     if let (true, Some(m)) = (memcheck, a.mode.filter(|m| *m != Mode::Check)) {
         bail!("--tool memcheck is --mode check; --mode {} asks for less", m.abi().name());
@@ -489,6 +490,18 @@ pub fn run(a: RunArgs) -> Result<i32> {
     if a.require_checked && run_mode == Mode::Canary {
         bail!("--require-checked: `--mode canary` checks no kernel (it guards allocations); use --mode check");
     }
+    Ok(run_mode)
+}
+
+/// `--redzone`, or its default: the padding that holds canary mode's tail canaries is
+/// smaller than the binary route's red zones.
+fn redzone(a: &RunArgs, mode: gpusan_abi::Mode) -> u64 {
+    let default = if mode == gpusan_abi::Mode::Canary { env::CANARY_PAD_DEFAULT } else { env::REDZONE_DEFAULT };
+    a.redzone.unwrap_or(default)
+}
+
+pub fn run(a: RunArgs) -> Result<i32> {
+    let run_mode = run_mode(&a)?;
     let selection = a.cs.selection().map_err(anyhow::Error::msg)?;
     let env = |k: &str| std::env::var_os(k);
     let log_file = match &a.log_file {
@@ -525,16 +538,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         .env(env::CHECK_REACTION, a.check_reaction.abi().name())
         .env(env::LOCAL_BOUNDS, a.local_bounds.abi().name())
         .env(env::QUARANTINE_BYTES, a.quarantine_bytes.to_string())
-        .env(
-            env::REDZONE,
-            a.redzone
-                .unwrap_or(if mode == gpusan_abi::Mode::Canary {
-                    env::CANARY_PAD_DEFAULT
-                } else {
-                    env::REDZONE_DEFAULT
-                })
-                .to_string(),
-        )
+        .env(env::REDZONE, redzone(&a, mode).to_string())
         .env(env::CANARY_INTERVAL_MS, a.canary_interval_ms.to_string())
         .env(env::POOL_SITES, if a.pool_sites { env::POOL_SITES_ON } else { "0" })
         .env(env::BINARY_KINDS, binary_kinds.name())
