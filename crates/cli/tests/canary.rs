@@ -291,3 +291,12 @@ fn require_checked_is_refused_in_canary_mode() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("`--mode canary` checks no kernel"));
 }
+
+/// A child forked before CUDA started makes its own guard (the parent's thread is not in
+/// it) and finds its own overflow.
+#[test]
+fn a_child_forked_before_cuda_guards_its_own_allocations() {
+    let o = run("fork_first");
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    assert_eq!(details(&o)["allocation"]["size"], 1000, "{:#}", details(&o));
+}

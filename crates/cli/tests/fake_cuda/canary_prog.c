@@ -25,6 +25,8 @@
  *                 one overwritten, 30 ms
  *   fork          overflow, then a child forked (it exits at once, running exit handlers),
  *                 waited for, 30 ms, freed
+ *   fork_first    a child forked before CUDA is initialised runs `overflow` itself; the
+ *                 parent only waits for it
  *   threads       4 threads, each 300 rounds of allocating (random sizes), writing every
  *                 byte asked for, and freeing, while the guard scans
  *   capture       a stream captures in global mode; a torch block (1000 B) handed out on it,
@@ -94,6 +96,19 @@ typedef int (*block_free_fn)(uint64_t, uint64_t, int, unsigned);
 int main(int argc, char **argv) {
     const char *s = argc > 1 ? argv[1] : "clean";
     void *ctx;
+    if (!strcmp(s, "fork_first")) {
+        fflush(stdout);
+        pid_t child = fork();
+        if (child == 0) {
+            char *args[] = {argv[0], "overflow", 0};
+            main(2, args);
+            exit(0);
+        }
+        int status = 0;
+        waitpid(child, &status, 0);
+        printf("%s done rc=%d\n", s, !WIFEXITED(status) || WEXITSTATUS(status));
+        return 0;
+    }
     int rc = cuInit(0) | cuDevicePrimaryCtxRetain(&ctx, 0);
     uint64_t a = 0;
     if (!strcmp(s, "capture")) {
