@@ -95,7 +95,10 @@ fn the_guard_scans_on_a_non_blocking_stream_of_the_lowest_priority() {
 
 #[test]
 fn an_overflow_left_at_exit_is_found_by_the_final_scan() {
+    let started = std::time::Instant::now();
     let o = run_with(&["--canary-interval-ms", "60000"], "overflow_exit", &[]);
+    // The guard thread waits out no interval at exit (it is woken), nor the 2 s exit bound.
+    assert!(started.elapsed() < std::time::Duration::from_millis(1900), "{:?}", started.elapsed());
     assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
     assert_eq!(details(&o)["scan"], "at_exit", "{:#}", details(&o));
 }

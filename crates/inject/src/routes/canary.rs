@@ -471,9 +471,16 @@ fn start_thread() {
                                            // SAFETY: an in-out parameter of ours.
         unsafe { real::cuThreadExchangeStreamCaptureMode().map(|f| f(&mut mode)) };
         let g = guard();
+        // Parked rather than asleep: exit unparks it, whatever the interval.
+        let mut next = Instant::now() + g.interval;
         while !g.stop.load(Ordering::Acquire) {
-            std::thread::sleep(g.interval);
-            if g.stop.load(Ordering::Acquire) || quietly(|| tick_all(g)).is_none() {
+            let now = Instant::now();
+            if now < next {
+                std::thread::park_timeout(next - now);
+                continue;
+            }
+            next = now + g.interval;
+            if quietly(|| tick_all(g)).is_none() {
                 break;
             }
         }
@@ -496,6 +503,7 @@ pub fn at_exit() {
         }
         let handle = locks::lock(&g.thread).take();
         if let Some(h) = handle {
+            h.thread().unpark();
             let deadline = Instant::now() + FINAL_WAIT;
             while !h.is_finished() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(1));
