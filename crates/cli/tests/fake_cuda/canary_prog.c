@@ -5,7 +5,7 @@
  * name it.
  *   clean         a 1000-byte allocation used in bounds, 30 ms for scans, freed
  *   overflow      a byte 3 past its end overwritten, 30 ms, freed
- *   overflow_exit overwritten, then exit at once (nothing freed)
+ *   overflow_exit overwritten, 30 ms, exit (nothing freed)
  *   overflow_free overwritten, then freed at once
  *   reset         overwritten, then the primary context reset
  *   pool          torch blocks A (1000 B) and B (512 B, at A + 1024) in a 64 KiB segment;
@@ -209,6 +209,8 @@ int main(int argc, char **argv) {
         if (!strcmp(s, "clean") || !strcmp(s, "overflow") || !strcmp(s, "fork")) {
             sleep_ms(30);
             rc |= cuMemFree_v2(a);
+        } else if (!strcmp(s, "overflow_exit")) {
+            sleep_ms(30);
         } else if (!strcmp(s, "overflow_free")) {
             rc |= cuMemFree_v2(a);
         } else if (!strcmp(s, "reset")) {
