@@ -1,10 +1,12 @@
-//! Canary mode's device side in one context: gpusan's module of two kernels (the update
-//! and the scan, `canary/gpusan_canary.cu`), its stream (non-blocking, the lowest priority),
-//! the entry array, and the command and error buffers in mapped host memory. Every call is
-//! the real driver's, made by the guard thread (or, for a check before a free, by the
-//! freeing thread) with the context current; none goes to the program's streams, so the
-//! program's synchronizations, captures and events see none of it (a context-wide
-//! synchronization waits at most for one short scan).
+//! Canary mode's device side in one context: gpusan's module of three kernels (the write
+//! at allocation, the update and the scan, `canary/gpusan_canary.cu`), its stream
+//! (non-blocking, the lowest priority), its events, the entry array, and the command and
+//! error buffers in mapped host memory. Every call is the real driver's, made by the guard
+//! thread (or, for a write at allocation or a check before a free, by the program's thread)
+//! with the context current; no kernel goes to the program's streams, so the program's
+//! synchronizations, captures and events see none of it (a context-wide synchronization
+//! waits at most for one short scan). The resources live as long as the context (the
+//! driver takes them with it).
 
 use std::ffi::{c_int, c_void, CString};
 use std::time::{Duration, Instant};
