@@ -303,3 +303,11 @@ fn a_child_forked_before_cuda_guards_its_own_allocations() {
     assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
     assert_eq!(details(&o)["allocation"]["size"], 1000, "{:#}", details(&o));
 }
+
+/// The canary lives in padding the driver is asked for; the program never sees it: the
+/// pointer is the driver's own and the range the driver reports is the size asked.
+#[test]
+fn the_padding_is_the_drivers_and_hidden_from_the_program() {
+    let o = run("range");
+    assert!(o.stdout.contains("asked=1032 range=1000 base_ok=1"), "{}", o.stdout);
+}

@@ -27,6 +27,8 @@
  *                 waited for, 30 ms, freed
  *   fork_first    a child forked before CUDA is initialised runs `overflow` itself; the
  *                 parent only waits for it
+ *   range         1000 bytes allocated; prints `asked=N range=M`: what the driver was asked
+ *                 for and what cuMemGetAddressRange says
  *   threads       4 threads, each 300 rounds of allocating (random sizes), writing every
  *                 byte asked for, and freeing, while the guard scans
  *   capture       a stream captures in global mode; a torch block (1000 B) handed out on it,
@@ -61,6 +63,8 @@ CUresult cuMemFreeAsync(uint64_t, void *);
 CUresult cuStreamBeginCapture_v2(void *, int);
 CUresult cuStreamEndCapture(void *, void **);
 int fake_capture_invalidations(void);
+size_t fake_alloc_asked(uint64_t);
+CUresult cuMemGetAddressRange_v2(uint64_t *, size_t *, uint64_t);
 
 static void *churn(void *arg) {
     unsigned seed = (unsigned)(uintptr_t)arg;
@@ -175,6 +179,11 @@ int main(int argc, char **argv) {
         rc |= cuMemAlloc_v2(&a, 1000) | cuModuleLoadData(&module, ptx) | cuModuleGetFunction(&f, module, "fault_me");
         cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, 0, 0);
         sleep_ms(30);
+    } else if (!strcmp(s, "range")) {
+        uint64_t base = 0;
+        size_t size = 0;
+        rc |= cuMemAlloc_v2(&a, 1000) | cuMemGetAddressRange_v2(&base, &size, a + 10);
+        printf("asked=%zu range=%zu base_ok=%d\n", fake_alloc_asked(a), size, base == a);
     } else if (!strcmp(s, "threads")) {
         pthread_t t[4];
         for (int i = 0; i < 4; i++) pthread_create(&t[i], 0, churn, (void *)(uintptr_t)(i + 1));
