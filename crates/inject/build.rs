@@ -1,7 +1,7 @@
 //! Three things the library needs at build time.
 //!
 //! Canary mode's device code (`canary/gpusan_canary.cu`), compiled by the same nvcc into a
-//! fatbin of sm_90 machine code and compute_90 PTX (`routes::canary` loads it in each
+//! fatbin of sm_90 machine code and compute_75 PTX (older and newer GPUs JIT it) (`routes::canary` loads it in each
 //! context it guards); its hash is checked against `gpusan_abi::canary`'s vectors while it
 //! compiles, so a mismatch fails the build.
 //!
@@ -69,7 +69,9 @@ fn canary(root: &Path) {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap()).join("gpusan_canary.fatbin");
     let nvcc = nvcc(root);
     let status = std::process::Command::new(&nvcc)
-        .args(["--fatbin", "-gencode", "arch=compute_90,code=[sm_90,compute_90]", "-O3", "-o"])
+        // Machine code for the H100, PTX for any GPU CUDA 13 supports (the driver JITs it).
+        .args(["--fatbin", "-gencode", "arch=compute_90,code=sm_90", "-gencode", "arch=compute_75,code=compute_75"])
+        .args(["-O3", "-o"])
         .arg(&out)
         .arg(dir.join("gpusan_canary.cu"))
         .status()

@@ -311,3 +311,13 @@ fn the_padding_is_the_drivers_and_hidden_from_the_program() {
     let o = run("range");
     assert!(o.stdout.contains("asked=1032 range=1000 base_ok=1"), "{}", o.stdout);
 }
+
+/// Where the driver refuses gpusan's resources, the program runs on unharmed and the report
+/// says its canaries were never scanned, rather than passing for clean.
+#[test]
+fn a_context_the_guard_cannot_set_up_is_said_not_scanned() {
+    let o = run_with(&[], "overflow", &[("FAKE_CUDA_NO_PRIORITY_STREAMS", Path::new("1"))]);
+    assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
+    let notes = o.report["notes"].to_string();
+    assert!(notes.contains("1 canaries there were never scanned"), "{notes}");
+}

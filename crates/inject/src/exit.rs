@@ -128,6 +128,7 @@ fn more(st: &State, doc: &mut Document) {
     if doc.canary.is_some() {
         doc.notes.push(crate::routes::canary::NOT_GUARDED.into());
     }
+    doc.notes.extend(crate::routes::canary::failure_note());
     let (judged, not_judged) = families::tensormaps::counts();
     if judged + not_judged > 0 {
         doc.counters.insert("tensor_maps_judged".into(), judged);

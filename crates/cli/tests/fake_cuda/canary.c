@@ -3,7 +3,7 @@
  * update and scan kernels (crates/inject/canary/gpusan_canary.cu, layouts in
  * gpusan_abi::canary) are recognized by name at cuLaunchKernel and done here with the same
  * hash: a test plants an overflow byte with a plain store and sees the finding end to end.
- * Also the priority streams the guard makes. FAKE_CUDA_CANARY_LOG names a file each of
+ * Also the priority streams the guard makes (refused under FAKE_CUDA_NO_PRIORITY_STREAMS). FAKE_CUDA_CANARY_LOG names a file each of
  * those launches appends a line to: `KERNEL stream_flags=F priority=P n=N stream=S`. */
 
 static int stream_priority[MAX_STREAMS];
@@ -13,6 +13,7 @@ CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) {
     return 0;
 }
 CUresult cuStreamCreateWithPriority(void **out, unsigned flags, int priority) {
+    if (getenv("FAKE_CUDA_NO_PRIORITY_STREAMS")) return 801; /* CUDA_ERROR_NOT_SUPPORTED */
     pthread_mutex_lock(&streams_lock);
     for (int i = 0; i < MAX_STREAMS; i++)
         if (!streams[i].used) {

@@ -81,6 +81,9 @@ struct Host {
     scans: u64,
     dropped: u64,
     lost: u64,
+    /// Canaries armed in a context where gpusan's module, stream or buffers could not be
+    /// made: never scanned.
+    not_scanned: u64,
     /// Periodic batches timed on the GPU, their total and longest time (µs).
     timed: u64,
     gpu_us: u64,
@@ -443,7 +446,10 @@ fn tick_all(g: &Guard) {
                         v.insert(d);
                     }
                     None => {
-                        locks::lock(&g.host).contexts.remove(&context);
+                        let mut h = locks::lock(&g.host);
+                        if let Some(ctx) = h.contexts.remove(&context) {
+                            h.not_scanned += ctx.arrays.live() as u64;
+                        }
                         return Vec::new();
                     }
                 }
@@ -636,6 +642,21 @@ pub fn coverage() -> Option<CanaryCoverage> {
     }
     let h = locks::lock(&guard().host);
     Some(CanaryCoverage { guarded: h.guarded.clone(), unguarded: h.unguarded.clone(), scans: h.scans })
+}
+
+/// The report's note when some canaries were never scanned (gpusan's kernels could not be
+/// set up in their context).
+pub fn failure_note() -> Option<String> {
+    if !quietly(active).unwrap_or(false) {
+        return None;
+    }
+    let n = locks::lock(&guard().host).not_scanned;
+    (n > 0).then(|| {
+        format!(
+            "canary mode: gpusan's kernels could not be set up in a context (module, stream or buffers refused by \
+             the driver): {n} canaries there were never scanned"
+        )
+    })
 }
 
 /// The report's counters of canary mode.
