@@ -1,4 +1,9 @@
-//! Two things the library needs at build time.
+//! Three things the library needs at build time.
+//!
+//! Canary mode's device code (`canary/gpusan_canary.cu`), compiled by the same nvcc into a
+//! fatbin of sm_90 machine code and compute_75 PTX (older and newer GPUs JIT it) (`routes::canary` loads it in each
+//! context it guards); its hash is checked against `gpusan_abi::canary`'s vectors while it
+//! compiles, so a mismatch fails the build.
 //!
 //! The binary route's patch module (`patches/gpusan_patches.cu`), compiled by the pinned
 //! nvcc with `--compile-as-tools-patch` into a fatbin the library embeds
@@ -58,9 +63,26 @@ fn patches(root: &Path) {
     assert!(status.success(), "gpusan-inject: {} failed on patches/gpusan_patches.cu ({status})", nvcc.display());
 }
 
+fn canary(root: &Path) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("canary");
+    println!("cargo:rerun-if-changed={}", dir.display());
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap()).join("gpusan_canary.fatbin");
+    let nvcc = nvcc(root);
+    let status = std::process::Command::new(&nvcc)
+        // Machine code for the H100, PTX for any GPU CUDA 13 supports (the driver JITs it).
+        .args(["--fatbin", "-gencode", "arch=compute_90,code=sm_90", "-gencode", "arch=compute_75,code=compute_75"])
+        .args(["-O3", "-o"])
+        .arg(&out)
+        .arg(dir.join("gpusan_canary.cu"))
+        .status()
+        .unwrap_or_else(|e| panic!("gpusan-inject: running {}: {e}", nvcc.display()));
+    assert!(status.success(), "gpusan-inject: {} failed on canary/gpusan_canary.cu ({status})", nvcc.display());
+}
+
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     patches(&root);
+    canary(&root);
     let mut all = Vec::new();
     for krate in ["abi/src", "ptx/src", "passes/src"] {
         let dir = root.join(krate);

@@ -43,7 +43,10 @@ def pytest_addoption(parser):
     group = parser.getgroup("gpusan", "memory checking of CUDA code with gpusan")
     group.addoption("--gpusan", action="store_true", default=False, help="run the session under gpusan")
     group.addoption(
-        "--gpusan-mode", default="check", choices=("api", "count", "check"), help="gpusan run --mode (default check)"
+        "--gpusan-mode",
+        default="check",
+        choices=("api", "count", "check", "canary"),
+        help="gpusan run --mode (default check)",
     )
     group.addoption("--gpusan-args", default="", help='more `gpusan run` options, e.g. "--leak-check full"')
 

@@ -43,6 +43,9 @@ pub const BINARY_KINDS: &str = "GPUSAN_BINARY_KINDS";
 /// there, so an overflow of the allocation that reaches them is caught by address alone.
 pub const REDZONE: &str = "GPUSAN_REDZONE";
 pub const REDZONE_DEFAULT: u64 = 256;
+/// `--redzone`'s default in `--mode canary`: the padding that holds each allocation's tail
+/// canary (32 bytes: the memory budget per allocation).
+pub const CANARY_PAD_DEFAULT: u64 = 32;
 /// Whether pool blocks (`gpusan_pool_block_alloc`/`free`, a tensor each) record the host
 /// stack of their allocation and free ([`POOL_SITES_ON`]); unset: not. Unwinding at every
 /// tensor allocation cost a PyTorch training step about 30% on the H100.
@@ -57,6 +60,10 @@ pub const KERNEL_SELECTION: &str = "GPUSAN_KERNEL_SELECTION";
 /// `--target-processes application-only`: the pid of `gpusan run`; only its direct child
 /// (the application) is checked, other processes run untouched.
 pub const ONLY_CHILD_OF: &str = "GPUSAN_ONLY_CHILD_OF";
+/// `--canary-interval-ms`: milliseconds between two scans of the canaries (a decimal
+/// number; unset: [`CANARY_INTERVAL_MS_DEFAULT`]).
+pub const CANARY_INTERVAL_MS: &str = "GPUSAN_CANARY_INTERVAL_MS";
+pub const CANARY_INTERVAL_MS_DEFAULT: u64 = 1;
 /// The NVTX injection library the program named in `NVTX_INJECTION64_PATH` before `gpusan
 /// run` pointed that at gpusan's: gpusan's NVTX entry points load it and forward to it.
 pub const NVTX_CHAIN: &str = "GPUSAN_NVTX_CHAIN";
@@ -90,8 +97,9 @@ pub const PTX_CORPUS: &str = "GPUSAN_PTX_CORPUS";
 pub const PROGRAM_CACHES: &str = "GPUSAN_PROGRAM_CACHES";
 
 /// Every variable above.
-pub const ALL: [&str; 26] = [
+pub const ALL: [&str; 27] = [
     MODE,
+    CANARY_INTERVAL_MS,
     PROGRESS,
     LOCAL_BOUNDS,
     ROUTE,

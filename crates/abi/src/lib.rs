@@ -59,6 +59,7 @@
 //! travel by the names given here.
 
 pub mod binary;
+pub mod canary;
 pub mod env;
 pub mod heap;
 pub mod record;
@@ -212,21 +213,31 @@ pub enum Mode {
     Count,
     /// Kernels check their memory accesses (the `check` pass).
     Check,
+    /// No kernel is touched: canaries past the end of allocations and pool blocks are
+    /// scanned by gpusan's own kernels ([`canary`]).
+    Canary,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 3] = [Mode::Api, Mode::Count, Mode::Check];
+    pub const ALL: [Mode; 4] = [Mode::Api, Mode::Count, Mode::Check, Mode::Canary];
 
     pub fn name(self) -> &'static str {
         match self {
             Mode::Api => "api",
             Mode::Count => "count",
             Mode::Check => "check",
+            Mode::Canary => "canary",
         }
     }
 
     pub fn from_name(name: &str) -> Option<Mode> {
         Mode::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// Whether the mode instruments kernels (`count`, `check`): `api` and `canary` load
+    /// every module as it is.
+    pub fn instruments_kernels(self) -> bool {
+        matches!(self, Mode::Count | Mode::Check)
     }
 }
 
@@ -361,7 +372,8 @@ mod tests {
         for m in Mode::ALL {
             assert_eq!(Mode::from_name(m.name()), Some(m));
         }
-        assert_eq!(Mode::ALL.map(Mode::name), ["api", "count", "check"]);
+        assert_eq!(Mode::ALL.map(Mode::name), ["api", "count", "check", "canary"]);
+        assert!(!Mode::Canary.instruments_kernels() && !Mode::Api.instruments_kernels());
         assert_eq!(Mode::from_name("Check"), None);
         assert_eq!(Mode::default(), Mode::Api);
     }

@@ -38,6 +38,7 @@ pub fn own_frames(report: &Report) -> &[Frame] {
         Details::Host(h) => &h.call_stack.frames,
         Details::Device(d) => &d.launch_stack.frames,
         Details::Fault(f) => &f.call_stack.frames,
+        Details::Canary(c) => &c.allocation.alloc_stack.frames,
     }
 }
 

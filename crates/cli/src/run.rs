@@ -41,6 +41,12 @@ pub enum Mode {
     /// shared and local accesses against the variable they address. Single-root accesses;
     /// the others are counted as unchecked.
     Check,
+    /// Host API checks, and canaries: the bytes past the end of every device allocation
+    /// and pool block hold a keyed hash that gpusan's own kernel scans on a low-priority
+    /// stream every `--canary-interval-ms`; an overwritten one is reported
+    /// (`canary_overwrite`). Kernels run unchanged, machine code included: always-on
+    /// overflow detection at production cost.
+    Canary,
 }
 
 impl Mode {
@@ -50,6 +56,7 @@ impl Mode {
             Mode::Api => gpusan_abi::Mode::Api,
             Mode::Count => gpusan_abi::Mode::Count,
             Mode::Check => gpusan_abi::Mode::Check,
+            Mode::Canary => gpusan_abi::Mode::Canary,
         }
     }
 }
@@ -183,8 +190,15 @@ pub struct RunArgs {
     /// allocation is caught by the binary route; 0: none. Registered at the size asked;
     /// large allocations only where it costs at most an eighth more memory.
     /// (`--padding`, compute-sanitizer's name, is the same option.)
-    #[arg(long, alias = "padding", value_name = "BYTES", default_value_t = gpusan_abi::env::REDZONE_DEFAULT)]
-    redzone: u64,
+    /// In `--mode canary` the same padding holds each allocation's tail canary. [default:
+    /// 256; 32 in `--mode canary`]
+    #[arg(long, alias = "padding", value_name = "BYTES")]
+    redzone: Option<u64>,
+    /// `--mode canary`: milliseconds between two scans of the canaries (a scan is launched
+    /// only once the previous one finished).
+    #[arg(long, value_name = "MS", default_value_t = gpusan_abi::env::CANARY_INTERVAL_MS_DEFAULT,
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    canary_interval_ms: u64,
     /// Pool blocks (each tensor of PyTorch's caching allocator, CuPy's pools, NVTX regions)
     /// record the host stacks of their allocation and free, as device allocations do. Off
     /// by default: unwinding at every tensor allocation cost a PyTorch training step about
@@ -264,6 +278,12 @@ pub fn sanitizer_library(env: &dyn Fn(&str) -> Option<OsString>) -> Option<PathB
     }
     dirs.into_iter().map(|d| d.join(SANITIZER_LIB)).find(|p| p.is_file())
 }
+
+/// `--mode canary` starts no Compute Sanitizer API: its runtime-API callbacks would cost
+/// every runtime call of the program, and canary mode is meant to stay on in production.
+const CANARY_NO_SANITIZER: &str =
+    "runtime API errors were not observed (canary mode starts no Compute Sanitizer API: its callbacks cost every \
+     runtime call)";
 
 /// How runtime-API errors will be observed, as the environment of the program.
 pub enum RuntimeApi {
@@ -457,7 +477,8 @@ fn write_reports(a: &RunArgs, doc: &Document) -> Result<()> {
     Ok(())
 }
 
-pub fn run(a: RunArgs) -> Result<i32> {
+/// The mode the run asks for (check by default), refused beside options it cannot serve.
+fn run_mode(a: &RunArgs) -> Result<Mode> {
     let memcheck = a.cs.validate().map_err(anyhow::Error::msg)?;
     if let (true, Some(m)) = (memcheck, a.mode.filter(|m| *m != Mode::Check)) {
         bail!("--tool memcheck is --mode check; --mode {} asks for less", m.abi().name());
@@ -466,6 +487,21 @@ pub fn run(a: RunArgs) -> Result<i32> {
     if a.count_checks && run_mode != Mode::Check {
         bail!("--count-checks counts the checks of `--mode check`");
     }
+    if a.require_checked && run_mode == Mode::Canary {
+        bail!("--require-checked: `--mode canary` checks no kernel (it guards allocations); use --mode check");
+    }
+    Ok(run_mode)
+}
+
+/// `--redzone`, or its default: the padding that holds canary mode's tail canaries is
+/// smaller than the binary route's red zones.
+fn redzone(a: &RunArgs, mode: gpusan_abi::Mode) -> u64 {
+    let default = if mode == gpusan_abi::Mode::Canary { env::CANARY_PAD_DEFAULT } else { env::REDZONE_DEFAULT };
+    a.redzone.unwrap_or(default)
+}
+
+pub fn run(a: RunArgs) -> Result<i32> {
+    let run_mode = run_mode(&a)?;
     let selection = a.cs.selection().map_err(anyhow::Error::msg)?;
     let env = |k: &str| std::env::var_os(k);
     let log_file = match &a.log_file {
@@ -502,7 +538,8 @@ pub fn run(a: RunArgs) -> Result<i32> {
         .env(env::CHECK_REACTION, a.check_reaction.abi().name())
         .env(env::LOCAL_BOUNDS, a.local_bounds.abi().name())
         .env(env::QUARANTINE_BYTES, a.quarantine_bytes.to_string())
-        .env(env::REDZONE, a.redzone.to_string())
+        .env(env::REDZONE, redzone(&a, mode).to_string())
+        .env(env::CANARY_INTERVAL_MS, a.canary_interval_ms.to_string())
         .env(env::POOL_SITES, if a.pool_sites { env::POOL_SITES_ON } else { "0" })
         .env(env::BINARY_KINDS, binary_kinds.name())
         .env(env::CHECK_COUNT, count_checks);
@@ -512,7 +549,12 @@ pub fn run(a: RunArgs) -> Result<i32> {
     if a.cs.target_processes == TargetProcesses::ApplicationOnly {
         cmd.env(env::ONLY_CHILD_OF, std::process::id().to_string());
     }
-    let note = match runtime_api(&lib, &env) {
+    let runtime_api = if mode == gpusan_abi::Mode::Canary {
+        RuntimeApi::NotObserved(CANARY_NO_SANITIZER.into())
+    } else {
+        runtime_api(&lib, &env)
+    };
+    let note = match runtime_api {
         RuntimeApi::Observed(sanitizer) => {
             cmd.env("CUDA_INJECTION64_PATH", &lib).env(SANITIZER_LIB_VAR, sanitizer);
             None

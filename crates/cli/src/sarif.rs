@@ -112,6 +112,7 @@ fn result(report: &Report, count: u64, rule_index: usize) -> Value {
         Details::Host(_) => "Called at",
         Details::Device(_) => "Launched at",
         Details::Fault(_) => "Seen at",
+        Details::Canary(_) => "Allocated at",
     };
     add_host_locations(&mut r, findings::own_frames(report), title);
     r
@@ -187,6 +188,7 @@ fn finding_fingerprint(report: &Report) -> String {
             (findings::kernel_symbol(report).unwrap_or_default().to_string(), source)
         }
         Details::Fault(f) => (f.error.clone(), f.api.clone()),
+        Details::Canary(c) => (format!("{:?}", c.allocation.kind), String::new()),
     };
     fingerprint(&[&kind, &name, &place, &label], findings::own_frames(report))
 }

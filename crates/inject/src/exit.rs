@@ -25,6 +25,8 @@ fn finish(st: &State) {
     // once CUDA has torn its contexts down). Not in a child that only forwards, nor after
     // an internal error.
     quietly(mirror::drain_at_exit);
+    // Canary mode's final scan, if the guard's own exit handler has not run it.
+    crate::routes::canary::at_exit();
     let collector = st.take_findings();
     let (leaks, faulted_left_out) = if st.options.leak_check {
         // After the drain: records that name graph memory were decoded with it known.
@@ -119,6 +121,14 @@ fn more(st: &State, doc: &mut Document) {
     for (name, n) in crate::routes::binary::counters() {
         doc.counters.insert(name.into(), n);
     }
+    for (name, n) in crate::routes::canary::counters() {
+        doc.counters.insert(name.into(), n);
+    }
+    doc.canary = quietly(crate::routes::canary::coverage).flatten();
+    if doc.canary.is_some() {
+        doc.notes.push(crate::routes::canary::NOT_GUARDED.into());
+    }
+    doc.notes.extend(crate::routes::canary::failure_note());
     let (judged, not_judged) = families::tensormaps::counts();
     if judged + not_judged > 0 {
         doc.counters.insert("tensor_maps_judged".into(), judged);
@@ -150,10 +160,13 @@ fn more(st: &State, doc: &mut Document) {
             doc.counters.insert("modules_from_cache".into(), m.cache_hits);
         });
     }
-    doc.coverage = quietly(crate::routes::coverage::coverage).unwrap_or_default();
+    // Canary mode checks no kernel: its coverage is the allocations' (`doc.canary`).
+    if st.options.mode != Mode::Canary {
+        doc.coverage = quietly(crate::routes::coverage::coverage).unwrap_or_default();
+    }
     // Every mode that instruments says which modules it could not: a `check` run that
     // passed over a machine-code-only module must not read as if that module was clean.
-    if st.options.mode != Mode::Api {
+    if st.options.mode.instruments_kernels() {
         doc.unchecked_modules = substitute::with(|m| m.unchecked.clone());
         // Machine code the binary route patched was loaded unchanged, and is checked.
         for why in quietly(crate::routes::coverage::patched_load_reasons).unwrap_or_default() {

@@ -24,7 +24,8 @@
 //!   tensormaps              TMA descriptors bounded where they are made
 //!   nvrtc link jitlink      the other doors PTX comes through: NVRTC, cuLink*, nvJitLink
 //! routes/                   how a kernel is checked: substitute (+ passes), built, binary (machine code
-//!                           patched through the Compute Sanitizer API), mirror (+ table_memory)
+//!                           patched through the Compute Sanitizer API), mirror (+ table_memory),
+//!                           canary (+ canary_device: canary mode's guard, no kernel touched)
 //! variables  capture  host_symbols   module variables; gpusan's own capture-safe driver calls
 //! state  probe  image  peek  options and Mode, registry and findings, `quietly`; the probe's data;
 //!   pyframes                a loaded image and how far it may be read; reads that cannot fault;

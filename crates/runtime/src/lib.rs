@@ -13,11 +13,13 @@
 //! - [`symbols`]: host addresses as reports name them (module+offset, function, file:line).
 //! - [`per_process`]: state a child made by `fork` gets afresh, never its parent's locks.
 //! - [`locks`]: how that state's locks are taken, poisoned or not.
+//! - [`canary`]: canary mode's host side (the guard's entry arrays, which scan records count).
 //! - [`device_abi`]: how the error records instrumented kernels write become reports (the
 //!   layouts they share with the runtime are `gpusan_abi`'s).
 
 pub mod built;
 pub mod cache;
+pub mod canary;
 pub mod checks;
 pub mod coverage;
 pub mod device_abi;

@@ -61,6 +61,9 @@ pub enum ErrorKind {
     UncheckedLaunch,
     /// A kernel faulted (illegal address, trap, …): `crate::fault`.
     KernelFault,
+    /// Canary mode: the bytes past an allocation's end (its tail canary) were found
+    /// overwritten by gpusan's scan (`crate::canary`).
+    CanaryOverwrite,
 }
 
 /// Which pointer argument of an API call a host finding is about.
@@ -357,6 +360,83 @@ pub enum Details {
     Host(HostDetails),
     Device(DeviceDetails),
     Fault(FaultDetails),
+    Canary(CanaryDetails),
+}
+
+/// When a canary was found overwritten.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum CanaryScan {
+    /// The periodic scan, while the program ran.
+    Periodic,
+    /// The last check of a freed allocation before gpusan gave its memory back.
+    BeforeFree,
+    /// The final scan of a context the program tore down.
+    ContextTeardown,
+    /// The final scan at process exit.
+    AtExit,
+}
+
+impl CanaryScan {
+    pub fn describe(self) -> &'static str {
+        match self {
+            CanaryScan::Periodic => "by the periodic scan",
+            CanaryScan::BeforeFree => "by the check before its memory went back to the driver",
+            CanaryScan::ContextTeardown => "by the final scan before its context was torn down",
+            CanaryScan::AtExit => "by the final scan at exit",
+        }
+    }
+}
+
+/// A tail canary found overwritten (canary mode): an overflow past the end of
+/// `allocation`, or an underflow before the start of `next`, the allocation that begins
+/// right after the canary (allocations of one driver page are packed, so the bytes before
+/// an allocation are its lower neighbour's tail canary).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct CanaryDetails {
+    pub allocation: AllocInfo,
+    /// The allocation that starts where the canary ends, if gpusan knows one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<AllocInfo>,
+    /// The first byte of the canary that differs.
+    #[serde(with = "hex")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::registry::hex::schema"))]
+    pub address: u64,
+    /// Its offset past the allocation's end (0: the first byte after it).
+    pub offset_past_end: u64,
+    /// Bytes of the canary that differ.
+    pub bad_bytes: u64,
+    /// Bytes the canary has.
+    pub canary_bytes: u64,
+    pub expected: u8,
+    pub found: u8,
+    pub scan: CanaryScan,
+    /// Milliseconds since the guard started (the process's first guarded allocation).
+    pub detected_ms: u64,
+    /// Milliseconds since the last scan of the context that found its canaries clean (since
+    /// the canary was written, if none did since).
+    pub since_clean_scan_ms: u64,
+    /// Kernels launched in the context since that scan, oldest first (the last 16).
+    pub kernels: Vec<FaultLaunch>,
+}
+
+impl Report {
+    /// A canary finding, its headline derived from the details.
+    pub fn canary(details: CanaryDetails) -> Report {
+        let what = match &details.allocation.kind {
+            AllocKind::PoolBlock { .. } => "a pool block",
+            _ => "an allocation",
+        };
+        let message = format!(
+            "Canary overwritten: {} of the {} past the end of {what} of {}",
+            plural(details.bad_bytes, "byte"),
+            plural(details.canary_bytes, "byte"),
+            plural(details.allocation.size, "byte")
+        );
+        Report { kind: ErrorKind::CanaryOverwrite, message, details: Details::Canary(details), label: None }
+    }
 }
 
 /// One error.
@@ -424,6 +504,14 @@ impl Report {
             Details::Fault(d) => {
                 let kernels = d.kernels.iter_mut().map(|k| &mut k.launch_stack);
                 return [&mut d.launch_stack, &mut d.call_stack].into_iter().chain(kernels).collect();
+            }
+            Details::Canary(d) => {
+                let kernels = d.kernels.iter_mut().map(|k| &mut k.launch_stack);
+                let allocs = [Some(&mut d.allocation), d.next.as_mut()].into_iter().flatten();
+                return allocs
+                    .flat_map(|a| std::iter::once(&mut a.alloc_stack).chain(a.free_stack.as_mut()))
+                    .chain(kernels)
+                    .collect();
             }
         };
         let mut stacks = vec![own];
@@ -549,6 +637,50 @@ pub struct Document {
     /// The kernels launched, and which were checked (`crate::coverage`).
     #[serde(default, skip_serializing_if = "Coverage::is_empty")]
     pub coverage: Coverage,
+    /// Canary mode: which allocations the canaries guarded, and which not with why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<CanaryCoverage>,
+}
+
+/// What canary mode guarded (`crate::canary`): kernels are never checked in that mode,
+/// allocations are.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct CanaryCoverage {
+    /// Allocations given a tail canary, by kind ("device", "pool block", …).
+    pub guarded: BTreeMap<String, u64>,
+    /// Allocations without one, by reason.
+    pub unguarded: BTreeMap<String, u64>,
+    /// Scans launched (periodic, before frees, final).
+    pub scans: u64,
+}
+
+impl CanaryCoverage {
+    pub fn merge(&mut self, o: CanaryCoverage) {
+        for (k, n) in o.guarded {
+            add(self.guarded.entry(k).or_default(), n);
+        }
+        for (k, n) in o.unguarded {
+            add(self.unguarded.entry(k).or_default(), n);
+        }
+        add(&mut self.scans, o.scans);
+    }
+
+    /// The report's line: `guarded 1,204 allocations (1,200 pool block, 4 device) with
+    /// tail canaries, 312 scans; 3 unguarded: 3 size is a multiple of the pool's rounding`.
+    pub fn summary_line(&self) -> String {
+        let total = |m: &BTreeMap<String, u64>| sum(m.values().copied());
+        let list = |m: &BTreeMap<String, u64>| m.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ");
+        let mut line = format!("guarded {}", plural(total(&self.guarded), "allocation"));
+        if !self.guarded.is_empty() {
+            let _ = write!(line, " ({})", list(&self.guarded));
+        }
+        let _ = write!(line, " with tail canaries, {}", plural(self.scans, "scan"));
+        if !self.unguarded.is_empty() {
+            let _ = write!(line, "; {} unguarded: {}", total(&self.unguarded), list(&self.unguarded));
+        }
+        line
+    }
 }
 
 /// The version of the JSON report's schema (`schemas/report-v1.json`).
@@ -658,6 +790,9 @@ impl Document {
         }
         add(&mut self.cuda_processes, other.cuda_processes);
         self.coverage.merge(other.coverage);
+        if let Some(o) = other.canary {
+            self.canary.get_or_insert_with(CanaryCoverage::default).merge(o);
+        }
         for note in other.notes {
             if !self.notes.contains(&note) {
                 self.notes.push(note);
@@ -787,6 +922,17 @@ impl Key {
                 ptx: None,
                 source: None,
             },
+            // One finding per allocation (by where it was made and its id: a canary stays
+            // overwritten, and every later scan sees it again).
+            Details::Canary(d) => Key {
+                label: report.label.clone(),
+                kind: report.kind,
+                site: d.allocation.alloc_stack.site,
+                name: format!("canary of allocation {}", d.allocation.id),
+                operand: None,
+                ptx: None,
+                source: None,
+            },
         }
     }
 }
@@ -881,6 +1027,7 @@ impl Collector {
             // A process makes its document only when gpusan saw it use CUDA.
             cuda_processes: 1,
             coverage: Coverage::default(),
+            canary: None,
             check_counts: None,
         }
     }

@@ -416,7 +416,7 @@ fn collector_caps_what_it_stores_but_counts_everything() {
             .map(|e| (e.report.details.clone(), e.count))
             .map(|(d, n)| match d {
                 Details::Host(h) => (h.call_stack.site.raw(), n),
-                Details::Device(_) | Details::Fault(_) => unreachable!(),
+                Details::Device(_) | Details::Fault(_) | Details::Canary(_) => unreachable!(),
             })
             .collect::<Vec<_>>(),
         [(1, 2), (2, 1)]

@@ -541,10 +541,12 @@ CUresult cuCtxSynchronize(void) {
     return getenv("FAKE_CUDA_STICKY") ? 719 /* CUDA_ERROR_LAUNCH_FAILED */ : 0;
 }
 
+static int canary_launch(void *f, void *stream, void **params); /* canary.c: gpusan's canary kernels */
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shmem, void *stream, void **params, void **extra) {
     (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shmem; (void)params; (void)extra;
     if (sticky) return sticky;
+    if (canary_launch(f, stream, params)) return 0;
     last_launched = f;
     if (is_fault_me(f)) { sticky = 700; return 0; }
     int captured;
@@ -1213,3 +1215,4 @@ static void fork_release(void) {
 __attribute__((constructor)) static void fork_safe_locks(void) { pthread_atfork(fork_prepare, fork_release, fork_release); }
 
 #include "linker.c"
+#include "canary.c"

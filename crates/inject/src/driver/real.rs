@@ -83,6 +83,20 @@ real_functions! {
 
     // Modules.
     fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void);
+    /// gpusan's own kernels (canary mode's update and scan, `routes::canary`).
+    fn cuLaunchKernel(
+        f: CUfunction,
+        gx: u32,
+        gy: u32,
+        gz: u32,
+        bx: u32,
+        by: u32,
+        bz: u32,
+        shared: u32,
+        stream: CUstream,
+        params: *mut *mut c_void,
+        extra: *mut *mut c_void,
+    );
     fn cuLibraryLoadData(
         library: *mut CUlibrary,
         code: *const c_void,
@@ -117,11 +131,16 @@ real_functions! {
     fn cuEventRecord(event: CUevent, stream: CUstream);
     fn cuEventSynchronize(event: CUevent);
     fn cuEventQuery(event: CUevent);
+    /// Canary mode's scans, timed on the GPU (`routes::canary`).
+    fn cuEventElapsedTime(ms: *mut f32, start: CUevent, end: CUevent);
     fn cuStreamWaitEvent(stream: CUstream, event: CUevent, flags: u32);
     fn cuMemFreeAsync(dptr: CUdeviceptr, stream: CUstream);
 
     // Streams and capture.
     fn cuStreamCreate(stream: *mut CUstream, flags: u32);
+    /// Canary mode's guard stream: the lowest priority (`routes::canary`).
+    fn cuStreamCreateWithPriority(stream: *mut CUstream, flags: u32, priority: c_int);
+    fn cuCtxGetStreamPriorityRange(least: *mut c_int, greatest: *mut c_int);
     fn cuStreamDestroy_v2(stream: CUstream);
     fn cuStreamSynchronize(stream: CUstream);
     fn cuStreamIsCapturing(stream: CUstream, status: *mut CUstreamCaptureStatus);

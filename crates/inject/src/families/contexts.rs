@@ -40,7 +40,8 @@ fn primary_of(dev: CUdevice) -> Option<u64> {
 unsafe fn primary_ctx_release(real: unsafe extern "C" fn(CUdevice) -> CUresult, dev: CUdevice) -> CUresult {
     before_teardown();
     let primary = primary_of(dev);
-    let r = real(dev);
+    // Canary mode's last scan of it, and no launch of the guard's while it goes.
+    let r = crate::routes::canary::around_teardown(primary, || real(dev));
     // Only the last release destroys the context.
     if let (CUDA_SUCCESS, Some(ctx)) = (r, primary) {
         if quietly(|| real::primary_active(dev)).flatten() == Some(false) {
@@ -53,7 +54,7 @@ unsafe fn primary_ctx_release(real: unsafe extern "C" fn(CUdevice) -> CUresult, 
 unsafe fn primary_ctx_reset(real: unsafe extern "C" fn(CUdevice) -> CUresult, dev: CUdevice) -> CUresult {
     before_teardown();
     let primary = primary_of(dev);
-    let r = real(dev);
+    let r = crate::routes::canary::around_teardown(primary, || real(dev));
     if let (CUDA_SUCCESS, Some(ctx)) = (r, primary) {
         context_gone(ctx);
     }
@@ -62,7 +63,7 @@ unsafe fn primary_ctx_reset(real: unsafe extern "C" fn(CUdevice) -> CUresult, de
 
 unsafe fn ctx_destroy(real: unsafe extern "C" fn(CUcontext) -> CUresult, ctx: CUcontext) -> CUresult {
     before_teardown();
-    let r = real(ctx);
+    let r = crate::routes::canary::around_teardown(Some(ctx as u64), || real(ctx));
     if r == CUDA_SUCCESS {
         context_gone(ctx as u64);
     }

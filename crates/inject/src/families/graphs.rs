@@ -156,6 +156,9 @@ pub fn capturing(stream: CUstream) -> Option<u64> {
 /// A graph allocation at `base` (a node made, or a stream-ordered allocation captured).
 pub fn graph_alloc(graph: u64, base: u64, size: u64, site: SiteId) {
     record_alloc(base, size, AllocKind::GraphNode, site);
+    if crate::routes::canary::active() {
+        crate::routes::canary::unguarded("graph memory (made under capture)");
+    }
     let node = GraphAlloc { size, site, graph: Some(graph), freed_by_own_graph: None, launched: false };
     graphs(|g| g.allocs.insert(base, node));
 }

@@ -94,7 +94,7 @@ fn key(handle: Handle) -> Key {
 }
 
 fn substituting() -> bool {
-    state().options.mode != gpusan_abi::Mode::Api
+    state().options.mode.instruments_kernels()
 }
 
 unsafe fn add_data(

@@ -23,6 +23,16 @@ pub fn record_alloc(base: u64, size: u64, kind: AllocKind, site: SiteId) {
     crate::driver::fork::initialised();
     let (context, device) = current_context();
     let _ = state().registry.insert(NewAlloc { base, size, kind, device, context, site });
+    // Graph memory is registered again at each launch of its graph: counted where its node
+    // is made (`graphs::graph_alloc`).
+    if crate::routes::canary::active() && kind != AllocKind::GraphNode {
+        let why = match kind {
+            AllocKind::HostPinned { .. } | AllocKind::HostRegistered => "host memory",
+            AllocKind::Vmm => "VMM mapping (the program places those)",
+            _ => "not padded",
+        };
+        crate::routes::canary::unguarded(why);
+    }
 }
 
 /// As [`record_alloc`], for an allocation the driver made `redzone` bytes longer than asked
@@ -30,7 +40,10 @@ pub fn record_alloc(base: u64, size: u64, kind: AllocKind, site: SiteId) {
 pub fn record_padded_alloc(base: u64, size: u64, kind: AllocKind, site: SiteId, redzone: u64) {
     crate::driver::fork::initialised();
     let (context, device) = current_context();
-    let _ = state().registry.insert_with_redzone(NewAlloc { base, size, kind, device, context, site }, redzone);
+    let inserted = state().registry.insert_with_redzone(NewAlloc { base, size, kind, device, context, site }, redzone);
+    if inserted.is_ok() && crate::routes::canary::active() {
+        crate::routes::canary::allocated(base, size, redzone, context, kind);
+    }
 }
 
 /// Whether the driver knows `p` as device memory (`cuPointerGetAttribute`'s range).

@@ -86,7 +86,7 @@ fn links<R>(f: impl FnOnce(&mut HashMap<Key, Link>) -> R) -> R {
 }
 
 fn substituting() -> bool {
-    state().options.mode != gpusan_abi::Mode::Api
+    state().options.mode.instruments_kernels()
 }
 
 /// An input of link `s` that is not PTX and may hold kernels gpusan cannot check (LTO-IR,

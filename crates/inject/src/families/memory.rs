@@ -81,9 +81,14 @@ fn release(a: &Allocation) {
         locks::lock(RELEASE_AFTER_CAPTURE.get()).push(*a);
         return;
     }
+    // Canary mode: no scan may read the memory once the driver has it (a stream-ordered
+    // free waits on the GPU for the guard's last scan).
+    let after = crate::routes::canary::active()
+        .then(|| crate::routes::canary::before_release(a, super::ordered::is_held(a)))
+        .flatten();
     // Freed in stream order (`cuMemFreeAsync`, whatever allocated it): after the program's
     // free, on gpusan's stream. Else as the program freed it.
-    let r = super::ordered::release(a).or_else(|| {
+    let r = super::ordered::release(a, after).or_else(|| {
         real::in_context(a.context, || match a.kind {
             // Only these kinds are held back at their free (`Release::Deferred`); memory of a
             // pool may be freed by `cuMemFree` too.
@@ -193,6 +198,14 @@ fn free_common(
         let freed = st.registry.free(ptr, api, s);
         if let Some(f) = check_free(&st.registry, name, ptr, &freed.outcome) {
             st.finding(&f, s);
+        }
+        if let (FreeOutcome::Freed(a), true) = (&freed.outcome, crate::routes::canary::active()) {
+            crate::routes::canary::freed(a.base, a.context);
+            // Given back at once (no quarantine, graph memory, an unregistration): checked
+            // and disarmed first, as at a release.
+            if freed.evicted.iter().any(|e| e.base == ptr) || matches!(release_now, Release::Immediate) {
+                crate::routes::canary::before_release(a, false);
+            }
         }
         freed.evicted.iter().filter(|a| a.base != ptr).for_each(release);
         (freed.outcome, freed.evicted.iter().any(|a| a.base == ptr))

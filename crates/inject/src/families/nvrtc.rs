@@ -92,7 +92,7 @@ fn programs<R>(f: impl FnOnce(&mut HashMap<usize, Compiled>) -> R) -> R {
 }
 
 fn substituting() -> bool {
-    state().options.mode != gpusan_abi::Mode::Api
+    state().options.mode.instruments_kernels()
 }
 
 unsafe fn owned(p: *const c_char) -> Option<CString> {

@@ -219,7 +219,9 @@ pub fn hold(a: &Allocation, stream: CUstream) -> bool {
 /// Gives a held block back to its pool, after the point in the program's stream where it
 /// was freed, in the block's context. `None` when it is not held here (freed at once, or
 /// forgotten); else the driver's answer.
-pub fn release(a: &Allocation) -> Option<CUresult> {
+/// `also`: an event of gpusan's the free waits for as well (canary mode's last scan, which
+/// may still read the memory: `routes::canary::before_release`).
+pub fn release(a: &Allocation, also: Option<usize>) -> Option<CUresult> {
     let (hold, event) = with(|h| {
         let hold = h.blocks.remove(&a.id)?;
         let event = match hold.wait {
@@ -232,6 +234,10 @@ pub fn release(a: &Allocation) -> Option<CUresult> {
     })?;
     let r = real::in_context(a.context, || {
         let stream = own_stream();
+        if let (Some(s), Some(e), Some(wait)) = (stream, also, real::cuStreamWaitEvent()) {
+            // SAFETY: gpusan's stream and event.
+            unsafe { wait(s, e as CUevent, 0) };
+        }
         // SAFETY: the driver's functions; the event and the block are the ones held.
         unsafe { free_after(a.base, event, stream) }
     });

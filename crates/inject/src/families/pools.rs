@@ -73,7 +73,12 @@ pub fn alloc(ptr: u64, size: u64, stream: u64, device: i32, source: u32) -> c_in
     boundary::test_panic("pool_block");
     let new = NewBlock { base: ptr, size, source: PoolSource::from_code(source), stream, device, site: block_site() };
     match state().registry.insert_block(new) {
-        Ok(_) => OK,
+        Ok(id) => {
+            if crate::routes::canary::active() {
+                crate::routes::canary::block_allocated(id, ptr, size, new.source, stream);
+            }
+            OK
+        }
         Err(_) => INVALID,
     }
 }
@@ -83,7 +88,12 @@ pub fn free(ptr: u64, stream: u64, _device: i32, _source: u32) -> c_int {
     // No table on any GPU yet (no checked module): nothing can see the free early.
     let show = if crate::routes::mirror::active() { Show::Later } else { Show::Now };
     match state().registry.free_block(ptr, block_site(), stream, show) {
-        BlockFree::Freed(_) => OK,
+        BlockFree::Freed(b) => {
+            if crate::routes::canary::active() {
+                crate::routes::canary::block_freed(b.id, ptr);
+            }
+            OK
+        }
         BlockFree::Again(_) => FREED_TWICE,
         BlockFree::Unknown => UNKNOWN,
     }

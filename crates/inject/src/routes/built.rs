@@ -110,7 +110,7 @@ pub fn substitute(cubin: &[u8], mode: Mode) -> Image {
         Some(text)
     });
     match ptx {
-        Some(mut text) if record.ptx_key.is_some() && mode != Mode::Api => {
+        Some(mut text) if record.ptx_key.is_some() && mode.instruments_kernels() => {
             text.push(0);
             Image::Substitute { bytes: Box::leak(text.into_boxed_slice()), meta, route: route(record.origin) }
         }
@@ -198,7 +198,7 @@ const PROGRAM_CACHES: [(&str, &str); 3] =
 pub fn separate_program_caches() {
     let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
     let Some(mode) = var(gpusan_abi::env::MODE).and_then(|m| Mode::from_name(&m.to_string_lossy())) else { return };
-    if mode == Mode::Api || var(gpusan_abi::env::PROGRAM_CACHES).is_some() {
+    if !mode.instruments_kernels() || var(gpusan_abi::env::PROGRAM_CACHES).is_some() {
         return;
     }
     let Some(base) = cache::dir() else { return };

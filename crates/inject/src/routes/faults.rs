@@ -38,6 +38,11 @@ struct Launch {
 #[derive(Default)]
 struct Faults {
     recent: HashMap<u64, VecDeque<Launch>>,
+    /// Canary mode: launches since the last clean scan of each context's canaries, each
+    /// with its number ([`Faults::launches`] when it was made), the last [`RING`].
+    since_scan: HashMap<u64, VecDeque<(u64, Launch)>>,
+    /// Launches recorded so far, all contexts.
+    launches: u64,
     /// Where each kernel handle was first launched.
     first_site: HashMap<usize, SiteId>,
     /// Contexts whose fault was reported.
@@ -69,6 +74,13 @@ fn record(launch: Launch) {
             ring.pop_front();
         }
         ring.push_back(launch);
+        s.launches += 1;
+        let n = s.launches;
+        let ring = s.since_scan.entry(context).or_default();
+        if ring.len() == RING {
+            ring.pop_front();
+        }
+        ring.push_back((n, launch));
         !s.first_site.contains_key(&f)
     });
     if first {
@@ -79,6 +91,40 @@ fn record(launch: Launch) {
         if !launch.graph {
             super::coverage::first_launched_at(f, site);
         }
+    }
+}
+
+/// The number of the last launch recorded (canary mode: a scan launched now covers every
+/// launch up to it).
+pub fn launch_count() -> u64 {
+    with(|s| s.launches)
+}
+
+/// A scan of `context`'s canaries launched when [`launch_count`] was `upto` found them
+/// clean: those launches did no harm that shows.
+pub fn scanned_clean(context: u64, upto: u64) {
+    with(|s| s.since_scan.get_mut(&context).map(|r| r.retain(|(n, _)| *n > upto)));
+}
+
+/// The launches of `context` since its canaries' last clean scan, oldest first, as a
+/// finding names them.
+pub fn since_clean_scan(context: u64) -> Vec<FaultLaunch> {
+    let launches = with(|s| {
+        let ring = s.since_scan.get(&context).map(|r| r.iter().map(|(_, l)| *l).collect::<Vec<_>>());
+        let site = |f: usize| s.first_site.get(&f).copied().unwrap_or(SiteId::UNKNOWN);
+        ring.unwrap_or_default().into_iter().map(|l| (l, site(l.f))).collect::<Vec<_>>()
+    });
+    launches.iter().map(|(l, site)| fault_launch(l, *site)).collect()
+}
+
+fn fault_launch(l: &Launch, site: SiteId) -> FaultLaunch {
+    FaultLaunch {
+        kernel: if l.graph { String::new() } else { super::coverage::name_of(l.f) },
+        graph: l.graph.then_some(l.f as u64),
+        grid: l.grid,
+        block: l.block,
+        stream: l.stream as u64,
+        launch_stack: site.into(),
     }
 }
 
@@ -132,17 +178,7 @@ fn report(context: u64, api: &str, r: CUresult, error: &str, call_stack: SiteId)
     // the error buffer is host memory, still mapped, and reads that cannot fault are used
     // in case a context went away behind gpusan's back.
     super::mirror::drain_at_exit();
-    let kernels: Vec<FaultLaunch> = launches
-        .iter()
-        .map(|(l, site)| FaultLaunch {
-            kernel: if l.graph { String::new() } else { super::coverage::name_of(l.f) },
-            graph: l.graph.then_some(l.f as u64),
-            grid: l.grid,
-            block: l.block,
-            stream: l.stream as u64,
-            launch_stack: (*site).into(),
-        })
-        .collect();
+    let kernels: Vec<FaultLaunch> = launches.iter().map(|(l, site)| fault_launch(l, *site)).collect();
     let details = FaultDetails {
         error: error.to_string(),
         code: r,
@@ -188,6 +224,7 @@ pub fn faulted_contexts() -> HashSet<u64> {
 pub fn context_gone(context: u64) {
     with(|s| {
         s.recent.remove(&context);
+        s.since_scan.remove(&context);
         s.reported.remove(&context);
     });
 }

@@ -17,7 +17,9 @@
 //! - [`pool_frees`]: when kernels see a pool block's free (the blocks themselves are in the
 //!   registry, and so in [`mirror`]'s table);
 //! - the Compute Sanitizer callbacks (`doors::sanitizer`) judge what cudart refuses itself;
-//! - [`window`]: in runs that check only some launches, the others run unchecked.
+//! - [`window`]: in runs that check only some launches, the others run unchecked;
+//! - [`canary`] (with [`canary_device`]): in `canary` runs no kernel is touched; canaries
+//!   past allocations' ends are scanned by gpusan's own kernels.
 //!
 //! A new route is a module here, called from [`load_module`] and the event functions
 //! below (or from a door's callbacks, as [`binary`] is); a new door for code
@@ -27,6 +29,8 @@
 pub mod binary;
 pub mod binary_kinds;
 pub mod built;
+pub mod canary;
+pub mod canary_device;
 pub mod coverage;
 pub mod faults;
 pub mod kept;
@@ -43,11 +47,11 @@ use std::ffi::c_void;
 use crate::driver::{CUresult, CUstream, Loaded, CUDA_SUCCESS};
 use crate::state::{quietly, state};
 
-/// Whether this run instruments kernels: every mode but `api` names a pass, unless
-/// `check` takes the binary route only.
+/// Whether this run instruments kernels: `count` and `check` name a pass, unless `check`
+/// takes the binary route only.
 fn substituting() -> bool {
     let o = &state().options;
-    o.mode != gpusan_abi::Mode::Api && (o.mode != gpusan_abi::Mode::Check || o.route.instruments_ptx())
+    o.mode.instruments_kernels() && (o.mode != gpusan_abi::Mode::Check || o.route.instruments_ptx())
 }
 
 /// Loads `image` through `load`, instrumented when the mode asks for it and possible,
@@ -71,6 +75,8 @@ pub unsafe fn load_module(
                 "gpusan stopped checking (internal error)"
             } else if state().options.mode == gpusan_abi::Mode::Check {
                 "--route binary: PTX is not instrumented, and the machine code was not patched"
+            } else if state().options.mode == gpusan_abi::Mode::Canary {
+                "canary mode: kernels run unchanged (their memory's canaries are scanned)"
             } else {
                 "api mode: kernels are not instrumented (use --mode check)"
             };
@@ -218,5 +224,6 @@ pub fn context_gone(context: u64) {
         coverage::context_gone(context);
         window::context_gone();
         pool_frees::context_gone(context);
+        canary::context_gone(context);
     });
 }

@@ -40,13 +40,34 @@ const DRIVER_PAGE: u64 = 2 << 20;
 const PAGES_PER_EXTRA_PAGE: u64 = 8;
 
 /// The red zone to ask for after an allocation of `size` bytes, in this run: 0 where none
-/// applies (see the module's comment).
+/// applies (see the module's comment). In canary mode, whatever the route: the padding
+/// holds the allocation's tail canary (`routes::canary`), exact bytes, no whole units (no
+/// table records it).
 pub fn for_request(size: u64) -> u64 {
     let redzone = state().options.redzone;
+    if super::canary::active() {
+        return canary_policy(size, redzone);
+    }
     if redzone == 0 || !super::binary::started() {
         return 0;
     }
     policy(size, redzone)
+}
+
+/// Canary mode's padding after `size` bytes when the run asks for `pad`: as [`policy`]
+/// (none for an empty request, none where it costs a driver page the allocation cannot
+/// carry), in whole 8-byte words rather than table units.
+pub fn canary_policy(size: u64, pad: u64) -> u64 {
+    let pad = pad.next_multiple_of(8).min(u64::from(REDZONE_MAX_UNITS) * REDZONE_UNIT);
+    if size == 0 || pad == 0 {
+        return 0;
+    }
+    let Some(padded) = size.checked_add(pad) else { return 0 };
+    let extra_pages = padded.div_ceil(DRIVER_PAGE) - size.div_ceil(DRIVER_PAGE);
+    if extra_pages > 0 && size < extra_pages * DRIVER_PAGE * PAGES_PER_EXTRA_PAGE {
+        return 0;
+    }
+    pad
 }
 
 /// The red zone an allocation of `size` bytes gets when the run asks for `redzone` bytes:
@@ -78,7 +99,7 @@ pub fn pitched_rows(width: u64, redzone: u64) -> u64 {
 
 /// Bytes of red zones held on `device`: after its live allocations and those in quarantine.
 pub fn held(device: i32) -> u64 {
-    if state().options.redzone == 0 || !super::binary::wanted() {
+    if state().options.redzone == 0 || !(super::binary::wanted() || super::canary::active()) {
         return 0;
     }
     state().registry.snapshot().iter().filter(|a| a.device == device).map(|a| a.redzone).sum()
@@ -122,6 +143,15 @@ mod tests {
     fn the_red_zone_is_capped_at_what_an_entry_records() {
         let cap = u64::from(REDZONE_MAX_UNITS) * REDZONE_UNIT;
         assert_eq!(policy(1 << 40, u64::MAX / 2), cap);
+    }
+
+    #[test]
+    fn canary_padding_is_exact_words_and_never_costs_a_page_a_small_allocation_cannot_carry() {
+        assert_eq!(canary_policy(1000, 32), 32);
+        assert_eq!(canary_policy(1000, 30), 32, "whole words: the scanner compares words");
+        assert_eq!(canary_policy(0, 32), 0);
+        assert_eq!(canary_policy(2 * MIB, 32), 0, "PyTorch's segments keep their size");
+        assert_eq!(canary_policy(16 * MIB, 32), 32);
     }
 
     #[test]

@@ -103,6 +103,9 @@ impl Document {
         if !self.coverage.is_empty() {
             writeln!(f, "{BAR} COVERAGE: {}", self.coverage.summary_line())?;
         }
+        if let Some(canary) = &self.canary {
+            writeln!(f, "{BAR} CANARIES: {}", canary.summary_line())?;
+        }
         let s = &self.summary;
         write!(f, "{BAR} ERROR SUMMARY: {}", plural(s.total, "error"))?;
         if s.not_stored > 0 {
@@ -212,8 +215,75 @@ impl fmt::Display for Report {
                 d.write(f, BAR)?;
                 write_stack(f, "Seen at", &d.call_stack)
             }
+            Details::Canary(d) => write_canary(f, d),
         }
     }
+}
+
+/// A canary finding: where the first bad byte is, both allocations it may belong to, when
+/// it was seen, and the kernels that may have done it.
+fn write_canary(f: &mut fmt::Formatter<'_>, d: &CanaryDetails) -> fmt::Result {
+    let a = &d.allocation;
+    writeln!(
+        f,
+        "{BAR}     Address {:#x} is {} past the end of {} at {:#x} (id {}) (expected {:#04x}, found {:#04x})",
+        d.address,
+        plural(d.offset_past_end, "byte"),
+        describe_alloc(a),
+        a.base,
+        a.id,
+        d.expected,
+        d.found
+    )?;
+    match &d.next {
+        Some(b) => writeln!(
+            f,
+            "{BAR}     an overflow past the end of it, or an underflow before the start of {} at {:#x} (id {}), \
+             which begins {} after it",
+            describe_alloc(b),
+            b.base,
+            b.id,
+            plural(b.base.saturating_sub(a.base.saturating_add(a.size)), "byte")
+        )?,
+        None => writeln!(f, "{BAR}     an overflow past the end of it")?,
+    }
+    writeln!(
+        f,
+        "{BAR}     Detected {} at {} ms, {} ms after the last clean scan",
+        d.scan.describe(),
+        d.detected_ms,
+        d.since_clean_scan_ms
+    )?;
+    if d.kernels.is_empty() {
+        writeln!(f, "{BAR}     No kernel was launched in its context since the last clean scan")?;
+    } else {
+        writeln!(f, "{BAR}     Kernels launched in its context since the last clean scan (oldest first):")?;
+        for k in &d.kernels {
+            let name = if k.kernel.is_empty() {
+                format!("graph {:#x}", k.graph.unwrap_or_default())
+            } else {
+                k.kernel.clone()
+            };
+            writeln!(f, "{BAR}         {name} on stream {:#x}", k.stream)?;
+        }
+    }
+    write_stack(f, "Allocated at", &a.alloc_stack)?;
+    if let Some(s) = &a.free_stack {
+        write_stack(f, "Freed at", s)?;
+    }
+    if let Some(b) = &d.next {
+        write_stack(f, "The next allocation was made at", &b.alloc_stack)?;
+    }
+    Ok(())
+}
+
+fn describe_alloc(a: &AllocInfo) -> String {
+    let what = match a.kind {
+        AllocKind::PoolBlock { .. } => "a pool block",
+        _ => "an allocation",
+    };
+    let freed = if a.freed { " (freed)" } else { "" };
+    format!("{what} of {}{freed}", plural(a.size, "byte"))
 }
 
 /// The line naming the local object a finding is about ([`DeviceDetails::frame_object`]).

@@ -1,0 +1,202 @@
+//! Canary mode (`gpusan run --mode canary`): what the guard's device code
+//! (`crates/inject/canary/gpusan_canary.cu`) and the host agree on. No kernel of the
+//! program is touched: the bytes past the end of each guarded allocation (its tail canary)
+//! hold a keyed hash of their address, written and scanned by gpusan's own two kernels on a
+//! low-priority stream of its own.
+//!
+//! # Canary bytes
+//!
+//! The canary of an allocation whose requested end is `end` covers `[end, end + len)`. The
+//! byte at address `a` is byte `a % 8` (little-endian) of
+//! [`canary_word`]`(secret, a & !7, end)`, with `canary_word(s, w, e) = mix64(s ^ w ^
+//! rotl(e, 29))` and `mix64` splitmix64's finalizer: one hash per 8 bytes, so the scanner
+//! compares whole words. `secret` is a per-process random key: data cannot forge a canary
+//! without it, and two allocations' canaries differ even at equal offsets.
+//!
+//! # The entry array
+//!
+//! Per context, a device array of [`ENTRY_BYTES`]-byte entries ([`Entry`]); the scan kernel
+//! checks every entry whose `len` is not 0. Entries change only through the update kernel's
+//! commands ([`Command`]), launched on the guard stream before a scan, so a scan never sees
+//! an entry whose bytes are not written yet.
+//!
+//! # Kernels
+//!
+//! - [`UPDATE_KERNEL`]`(secret: u64, entries: *mut Entry, commands: *const Command, count:
+//!   u32)`: for each command, unless [`Command::cancelled`] became non-zero (the host
+//!   cancels an arm whose memory a pool may hand out again: the slot is then written
+//!   empty, nothing else), writes the canary bytes when [`COMMAND_WRITE_BYTES`] is set,
+//!   then the entry.
+//! - [`SCAN_KERNEL`]`(secret: u64, entries: *const Entry, count: u32, errors: *mut u8,
+//!   scan: u32)`: for each armed entry whose bytes differ from the canary, claims a record
+//!   (`atomicAdd` on the count, written only below [`ERROR_CAPACITY`]) and writes it
+//!   ([`ErrorRecord`]).
+
+/// The kernel that writes one allocation's canary bytes when it is made (`write(secret:
+/// u64, start: u64, len: u32)`), before the program's next kernel can overflow into them.
+pub const WRITE_KERNEL: &str = "gpusan_canary_write";
+/// The kernel that writes canary bytes and entries.
+pub const UPDATE_KERNEL: &str = "gpusan_canary_update";
+/// The kernel that checks armed entries' canaries.
+pub const SCAN_KERNEL: &str = "gpusan_canary_scan";
+
+/// One entry: `tail_start: u64` (the allocation's requested end), `tail_len: u32` (0: not
+/// armed), `generation: u32` (the arm's number, unique in its context while it lives).
+pub const ENTRY_BYTES: usize = 16;
+
+/// An entry of the array the scan kernel reads.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Entry {
+    pub tail_start: u64,
+    pub tail_len: u32,
+    pub generation: u32,
+}
+
+/// [`Command::flags`]: write the canary bytes before the entry (an arm); without it only
+/// the entry is written (a disarm, or an entry moved by compaction or growth).
+pub const COMMAND_WRITE_BYTES: u32 = 1;
+
+/// One command of the update kernel, in mapped host memory.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Command {
+    pub index: u32,
+    pub flags: u32,
+    pub entry: Entry,
+    /// Set by the host (a volatile store) to cancel the command after it was handed to the
+    /// kernel: read by the kernel just before it writes anything.
+    pub cancelled: u32,
+    pub _pad: u32,
+}
+
+/// Bytes of a [`Command`].
+pub const COMMAND_BYTES: usize = 32;
+
+/// The error buffer (mapped host memory): a header of [`ERRORS_HEADER_BYTES`] (`count:
+/// u32` claimed records, including those past capacity, then padding), then
+/// [`ERROR_CAPACITY`] records of [`ERROR_RECORD_BYTES`].
+pub const ERRORS_HEADER_BYTES: usize = 16;
+pub const ERROR_CAPACITY: usize = 256;
+pub const ERROR_RECORD_BYTES: usize = 32;
+/// Bytes of the whole error buffer.
+pub const ERRORS_BYTES: usize = ERRORS_HEADER_BYTES + ERROR_CAPACITY * ERROR_RECORD_BYTES;
+
+/// A canary found overwritten, as the scan kernel records it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ErrorRecord {
+    /// The entry's index in the array scanned.
+    pub index: u32,
+    /// The entry's generation as the scan read it.
+    pub generation: u32,
+    /// The first byte that differs.
+    pub address: u64,
+    /// Bytes of the canary that differ.
+    pub bad: u32,
+    /// The scan's number (its `scan` parameter).
+    pub scan: u32,
+    /// The byte the canary holds there, and the byte found.
+    pub expected: u8,
+    pub found: u8,
+    pub _pad: [u8; 6],
+}
+
+const _: () = assert!(std::mem::size_of::<Entry>() == ENTRY_BYTES);
+const _: () = assert!(std::mem::size_of::<Command>() == COMMAND_BYTES);
+const _: () = assert!(std::mem::size_of::<ErrorRecord>() == ERROR_RECORD_BYTES);
+
+/// Threads per block of the kernels (the update: a warp per command; the scan: a thread
+/// per entry).
+pub const BLOCK_THREADS: u32 = 256;
+/// Blocks of a scan at most: the guard must leave the GPU to the program.
+pub const SCAN_MAX_BLOCKS: u32 = 16;
+
+/// splitmix64's finalizer.
+pub const fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The canary word of the 8-byte-aligned address `word` of an allocation ending at `end`.
+pub const fn canary_word(secret: u64, word: u64, end: u64) -> u64 {
+    mix64(secret ^ word ^ end.rotate_left(29))
+}
+
+/// The canary byte at `address` of an allocation ending at `end`.
+pub const fn canary_byte(secret: u64, address: u64, end: u64) -> u8 {
+    (canary_word(secret, address & !7, end) >> (8 * (address & 7))) as u8
+}
+
+/// Fixed vectors the device code is held to at compile time (`build.rs` writes them as
+/// `static_assert`s the `.cu` includes): `(secret, word, end)`.
+pub const VECTORS: [(u64, u64, u64); 4] = [
+    (0, 0, 0),
+    (0x0123_4567_89ab_cdef, 0x7f00_0000_1000, 0x7f00_0000_1003),
+    (u64::MAX, 0x7fff_ffff_fff8, 0x7fff_ffff_fffd),
+    (0xdead_beef_cafe_f00d, 0x3_0000_0200, 0x3_0000_01f4),
+];
+
+/// The C header the device code includes (`crates/inject/canary/gpusan_canary_abi.h`):
+/// the layouts, and [`VECTORS`] as `static_assert`s on its own `canary_word`, so device
+/// code whose hash differs from [`canary_word`] does not compile. A test holds the
+/// committed header to this.
+pub fn c_header() -> String {
+    let mut h = String::from(concat!(
+        "/* Generated from crates/abi (gpusan_abi::canary::c_header): do not edit.\n",
+        " * `cargo test -p gpusan-abi` fails when this file is stale; BLESS=1 rewrites it. */\n",
+        "#pragma once\n",
+    ));
+    let mut def = |name: &str, value: u64| h.push_str(&format!("#define GPUSAN_CANARY_{name} {value}ull\n"));
+    def("ENTRY_BYTES", ENTRY_BYTES as u64);
+    def("COMMAND_BYTES", COMMAND_BYTES as u64);
+    def("WRITE_BYTES", COMMAND_WRITE_BYTES.into());
+    def("ERRORS_HEADER_BYTES", ERRORS_HEADER_BYTES as u64);
+    def("ERROR_CAPACITY", ERROR_CAPACITY as u64);
+    def("ERROR_RECORD_BYTES", ERROR_RECORD_BYTES as u64);
+    h.push_str("#define GPUSAN_CANARY_VECTORS \\\n");
+    for (secret, word, end) in VECTORS {
+        h.push_str(&format!(
+            "    static_assert(canary_word({secret:#x}ull, {word:#x}ull, {end:#x}ull) == {:#x}ull, \"canary_word\"); \\\n",
+            canary_word(secret, word, end)
+        ));
+    }
+    h.push_str("    /* end */\n");
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The header the device code is compiled with is this crate's; `BLESS=1` rewrites it.
+    #[test]
+    fn the_device_codes_header_is_this_crates() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../inject/canary/gpusan_canary_abi.h");
+        let want = c_header();
+        if std::env::var_os("BLESS").is_some() {
+            std::fs::write(&path, &want).unwrap();
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(have == want, "{} is stale: run `BLESS=1 cargo test -p gpusan-abi`", path.display());
+    }
+
+    #[test]
+    fn mix64_is_splitmix64s_finalizer() {
+        // splitmix64's first output for seed 0 is mix64(0x9e3779b97f4a7c15).
+        assert_eq!(mix64(0x9e37_79b9_7f4a_7c15), 0xe220_a839_7b1d_cdaf);
+        assert_eq!(mix64(0), 0);
+    }
+
+    #[test]
+    fn bytes_are_the_words_bytes_by_address() {
+        let (s, e) = (0x1234, 0x1003);
+        let w = canary_word(s, 0x1000, e);
+        for i in 0..8 {
+            assert_eq!(canary_byte(s, 0x1000 + i, e), (w >> (8 * i)) as u8);
+        }
+        assert_ne!(canary_byte(s, 0x1003, e), canary_byte(s, 0x1003, e + 8), "the end is part of the key");
+        assert_ne!(canary_word(1, 0x1000, e), canary_word(2, 0x1000, e), "so is the secret");
+    }
+}

@@ -1,0 +1,323 @@
+//! `gpusan run --mode canary` with the fake driver (`canary_prog SCENARIO`): the fake plays
+//! gpusan's canary kernels on its host-backed memory (tests/fake_cuda/canary.c), so a store
+//! past an allocation's end is found end to end by the guard's scans, named with the
+//! allocation, the kernels since the last clean scan and when; clean runs say nothing.
+
+mod fake_driver;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use fake_driver::Outcome;
+
+fn dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| fake_driver::build("canary", &[("canary_prog", "canary_prog.c")]))
+}
+
+fn run_with(options: &[&str], scenario: &str, env: &[(&str, &Path)]) -> Outcome {
+    let d = dir();
+    let prog = d.join("canary_prog");
+    let mut all = vec!["--mode", "canary"];
+    all.extend_from_slice(options);
+    let o = fake_driver::gpusan_run(d, &all, &[prog.to_str().unwrap(), scenario], env);
+    assert_eq!(o.code, Some(0), "{scenario}: {}{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains(&format!("{scenario} done rc=0")), "{scenario}: {}{}", o.stdout, o.stderr);
+    o
+}
+
+fn run(scenario: &str) -> Outcome {
+    run_with(&[], scenario, &[])
+}
+
+fn details(o: &Outcome) -> &serde_json::Value {
+    &o.report["errors"][0]["details"]
+}
+
+fn counter(o: &Outcome, name: &str) -> u64 {
+    o.report["counters"][name].as_u64().unwrap_or_else(|| panic!("no counter {name}: {:#}", o.report["counters"]))
+}
+
+#[test]
+fn an_overflow_past_a_device_allocation_is_found_by_the_periodic_scan() {
+    let o = run("overflow");
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    let d = details(&o);
+    assert_eq!(d["origin"], "canary", "{d:#}");
+    assert_eq!(d["allocation"]["size"], 1000, "{d:#}");
+    assert_eq!(d["allocation"]["kind"], "device", "{d:#}");
+    assert_eq!(d["offset_past_end"], 3, "{d:#}");
+    assert_eq!(d["bad_bytes"], 1, "{d:#}");
+    assert_eq!(d["scan"], "periodic", "{d:#}");
+    let kernels: Vec<&str> = d["kernels"].as_array().unwrap().iter().map(|k| k["kernel"].as_str().unwrap()).collect();
+    assert_eq!(kernels, vec!["oob"], "the kernel launched since the last clean scan: {d:#}");
+    assert!(
+        o.stderr.contains("Canary overwritten: 1 byte of the 32 bytes past the end of an allocation of 1000 bytes"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.stderr.contains("3 bytes past the end of an allocation of 1000 bytes"), "{}", o.stderr);
+    assert!(o.stderr.contains("oob on stream 0x0"), "{}", o.stderr);
+    assert!(counter(&o, "canary_scans") > 0);
+    // Each periodic batch timed on the GPU (the fake says 12 µs): the detection latency's
+    // scan part.
+    let timed = counter(&o, "canary_scans_timed");
+    assert!(timed > 0, "{:#}", o.report["counters"]);
+    assert_eq!(counter(&o, "canary_scan_gpu_us_total"), 12 * timed);
+    assert_eq!(counter(&o, "canary_scan_gpu_us_max"), 12);
+}
+
+#[test]
+fn a_clean_run_reports_nothing_and_says_what_it_guarded() {
+    let o = run("clean");
+    assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
+    assert!(counter(&o, "canary_scans") > 0, "{:#}", o.report["counters"]);
+    assert_eq!(o.report["canary"]["guarded"]["device"], 1, "{:#}", o.report["canary"]);
+    assert!(o.stderr.contains("CANARIES: guarded 1 allocation (1 device) with tail canaries"), "{}", o.stderr);
+    // Canary mode checks allocations, never kernels: no kernel coverage line.
+    assert!(!o.stderr.contains("COVERAGE"), "{}", o.stderr);
+    assert!(!o.stderr.contains("kernel launch was checked"), "{}", o.stderr);
+    assert!(o.report["coverage"].is_null(), "{:#}", o.report["coverage"]);
+}
+
+#[test]
+fn the_guard_scans_on_a_non_blocking_stream_of_the_lowest_priority() {
+    let log = dir().join("canary-launches.log");
+    let _ = std::fs::remove_file(&log);
+    run_with(&[], "clean", &[("FAKE_CUDA_CANARY_LOG", &log)]);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(text.contains("gpusan_canary_write"), "{text}");
+    assert!(text.contains("gpusan_canary_scan"), "{text}");
+    for line in text.lines() {
+        assert!(line.contains("stream_flags=1 priority=0 "), "{line}");
+    }
+}
+
+#[test]
+fn an_overflow_left_at_exit_is_found_by_the_final_scan() {
+    let started = std::time::Instant::now();
+    let o = run_with(&["--canary-interval-ms", "60000"], "overflow_exit", &[]);
+    // The guard thread waits out no interval at exit (it is woken), nor the 2 s exit bound.
+    assert!(started.elapsed() < std::time::Duration::from_millis(1900), "{:?}", started.elapsed());
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    assert_eq!(details(&o)["scan"], "at_exit", "{:#}", details(&o));
+}
+
+#[test]
+fn a_freed_allocation_is_checked_before_the_driver_gets_it_back() {
+    let o = run_with(&["--canary-interval-ms", "60000", "--quarantine-bytes", "0"], "overflow_free", &[]);
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    let d = details(&o);
+    assert_eq!(d["scan"], "before_free", "{d:#}");
+    assert_eq!(d["allocation"]["freed"], true, "{d:#}");
+}
+
+#[test]
+fn a_quarantined_allocation_is_checked_at_exit() {
+    let o = run_with(&["--canary-interval-ms", "60000"], "overflow_free", &[]);
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    assert_eq!(details(&o)["scan"], "at_exit", "{:#}", details(&o));
+}
+
+#[test]
+fn a_context_reset_runs_the_last_scan_first() {
+    let o = run_with(&["--canary-interval-ms", "60000"], "reset", &[]);
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    assert_eq!(details(&o)["scan"], "context_teardown", "{:#}", details(&o));
+}
+
+#[test]
+fn an_overflow_past_a_pool_block_names_the_block_and_its_neighbour() {
+    let o = run("pool");
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    let d = details(&o);
+    assert_eq!(d["allocation"]["kind"]["pool_block"]["source"], "torch", "{d:#}");
+    assert_eq!(d["allocation"]["size"], 1000, "{d:#}");
+    assert_eq!(d["canary_bytes"], 24, "the block's rounding slack: {d:#}");
+    assert_eq!(d["offset_past_end"], 2, "{d:#}");
+    assert_eq!(d["next"]["size"], 512, "the block that begins where the canary ends: {d:#}");
+    assert!(o.stderr.contains("or an underflow before the start of a pool block of 512 bytes"), "{}", o.stderr);
+    assert_eq!(o.report["canary"]["guarded"]["pool block"], 1, "{:#}", o.report["canary"]);
+    assert_eq!(o.report["canary"]["unguarded"]["size is a multiple of the pool's rounding"], 1, "B: {:#}", o.report);
+}
+
+#[test]
+fn clean_pool_blocks_and_a_reused_blocks_old_slack_report_nothing() {
+    for scenario in ["pool_clean", "pool_reuse"] {
+        let o = run(scenario);
+        assert_eq!(o.kinds(), Vec::<String>::new(), "{scenario}: {:#}", o.report);
+        // A's canary was disarmed at its free: no scan even looked at C's bytes there.
+        assert_eq!(counter(&o, "canary_records_dropped"), 0, "{scenario}: {:#}", o.report["counters"]);
+    }
+}
+
+#[test]
+fn a_block_without_slack_is_listed_unguarded_with_why() {
+    let o = run("pool_reuse");
+    // B (512 bytes) and C (1024).
+    assert_eq!(
+        o.report["canary"]["unguarded"]["size is a multiple of the pool's rounding"], 2,
+        "{:#}",
+        o.report["canary"]
+    );
+}
+
+#[test]
+fn the_arrays_grow_and_compact_and_still_find_an_overflow() {
+    let o = run("many");
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    let d = details(&o);
+    assert_eq!(d["allocation"]["size"], 100, "{d:#}");
+    assert_eq!(d["offset_past_end"], 0, "{d:#}");
+    assert_eq!(counter(&o, "canary_guarded"), 3000);
+    assert_eq!(counter(&o, "canary_array_bytes"), 4096 * 16, "grown from 1024 slots by doubling: {:#}", o.report);
+}
+
+/// A pool block's memory may still be in use by the pool's last user's kernels queued on
+/// the block's stream: its canary is written only after them (an event of gpusan's
+/// recorded on that stream, waited for by the guard stream before the update kernel).
+#[test]
+fn a_pool_blocks_canary_is_written_after_the_work_queued_on_its_stream() {
+    let log = dir().join("canary-order.log");
+    let _ = std::fs::remove_file(&log);
+    run_with(&[], "pool_clean", &[("FAKE_CUDA_CANARY_LOG", &log), ("FAKE_CUDA_ORDER", &log)]);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let update = lines.iter().position(|l| l.starts_with("gpusan_canary_update")).expect(&text);
+    let record = lines[..update].iter().rposition(|l| l.starts_with("record ") && l.ends_with(" 0")).expect(&text);
+    assert!(lines[record..update].iter().any(|l| l.starts_with("wait ")), "{text}");
+}
+
+/// A child forked after CUDA started only forwards its calls; its exit handlers (the
+/// guard's among them, inherited) neither hang nor report the parent's canary again.
+#[test]
+fn a_forked_child_leaves_the_parents_guard_alone() {
+    let o = run("fork");
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    assert_eq!(o.report["summary"]["total"], 1, "the parent's finding once: {:#}", o.report);
+}
+
+/// Threads allocating, writing every byte they asked for and freeing while the guard
+/// scans: no finding, no deadlock.
+#[test]
+fn threads_that_stay_in_bounds_report_nothing() {
+    let o = run("threads");
+    assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
+    assert_eq!(counter(&o, "canary_guarded"), 1200);
+}
+
+/// A stream capturing in global mode is never disturbed by the guard (its thread is in
+/// relaxed mode, and nothing goes to the program's streams while a capture runs); a block
+/// handed out during the capture gets its canary once the capture ended.
+#[test]
+fn a_capture_is_not_disturbed_and_its_block_is_guarded_after_it() {
+    let log = dir().join("canary-capture.log");
+    let _ = std::fs::remove_file(&log);
+    let o = run_with(&[], "capture", &[("FAKE_CUDA_ORDER", &log)]);
+    assert!(o.stdout.contains("invalidations=0"), "{}", o.stdout);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let end = text.lines().position(|l| l.starts_with("endcapture ")).expect(&text);
+    let stream = text.lines().nth(end).unwrap().trim_start_matches("endcapture ");
+    let on_stream = |l: &&str| l.starts_with("record ") && l.ends_with(&format!(" {stream}"));
+    assert!(!text.lines().take(end).any(|l| on_stream(&l)), "an event recorded into the capture: {text}");
+    assert!(text.lines().skip(end).any(|l| on_stream(&l)), "the block's canary waits for its stream after: {text}");
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    assert_eq!(details(&o)["allocation"]["kind"]["pool_block"]["source"], "torch", "{:#}", details(&o));
+}
+
+/// Memory given back to the driver is never scanned again: a segment freed with its blocks
+/// still handed out takes their canaries with it, before the driver gets it.
+#[test]
+fn a_segment_given_back_disarms_the_canaries_of_its_blocks() {
+    let o = run_with(&["--quarantine-bytes", "0"], "pool_segment", &[]);
+    assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
+    assert_eq!(counter(&o, "canary_live"), 0, "{:#}", o.report["counters"]);
+}
+
+/// A stream-ordered allocation's memory is the program's from its place in the stream on:
+/// its canary is written after an event of gpusan's recorded there (the pool's last user
+/// of the memory may still be queued), and an overflow past it is found.
+#[test]
+fn a_stream_ordered_allocations_canary_is_written_after_its_place_in_the_stream() {
+    let log = dir().join("canary-async.log");
+    let _ = std::fs::remove_file(&log);
+    let o = run_with(&[], "async", &[("FAKE_CUDA_CANARY_LOG", &log), ("FAKE_CUDA_ORDER", &log)]);
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    assert!(details(&o)["allocation"]["kind"]["async"].is_object(), "{:#}", details(&o));
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let write = lines.iter().position(|l| l.starts_with("gpusan_canary_write")).expect(&text);
+    let record = lines[..write].iter().rposition(|l| l.starts_with("record ")).expect(&text);
+    assert!(lines[record..write].iter().any(|l| l.starts_with("wait ")), "{text}");
+}
+
+/// A stream-ordered free that reaches the driver while a scan may still read the memory
+/// waits for that scan on the GPU (gpusan's stream waits for the guard's event), never on
+/// the program's thread.
+#[test]
+fn a_stream_ordered_release_waits_for_the_guards_scan_on_the_gpu() {
+    let log = dir().join("canary-async-free.log");
+    let _ = std::fs::remove_file(&log);
+    let env = [("FAKE_CUDA_CANARY_LOG", log.as_path()), ("FAKE_CUDA_ORDER", log.as_path())];
+    run_with(&["--quarantine-bytes", "1500"], "async_evict", &env);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let guard = lines.iter().find_map(|l| l.strip_prefix("gpusan_canary_scan ")).expect(&text);
+    let guard = guard.split("stream=").nth(1).unwrap();
+    let free = lines.iter().position(|l| l.starts_with("freeasync ")).expect(&text);
+    // The guard's event: the last recorded on its stream before the free.
+    let event = lines[..free]
+        .iter()
+        .rev()
+        .find_map(|l| l.strip_prefix("record ").and_then(|r| r.strip_suffix(&format!(" {guard}"))))
+        .expect(&text);
+    assert!(lines[..free].iter().any(|l| l.starts_with("wait ") && l.ends_with(&format!(" {event}"))), "{text}");
+}
+
+/// A kernel fault breaks the context: the guard stops there (its queries fail) and the
+/// program's exit, the final scan's included, goes on.
+#[test]
+fn a_faulted_context_stops_the_guard_and_exit_goes_on() {
+    let o = run("fault");
+    assert_eq!(o.kinds(), vec!["kernel_fault"], "{:#}", o.report);
+}
+
+/// Canary mode checks no kernel: asking it to fail on unchecked launches is refused rather
+/// than passing silently.
+#[test]
+fn require_checked_is_refused_in_canary_mode() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpusan"))
+        .args(["run", "--mode", "canary", "--require-checked", "--", "true"])
+        .env("GPUSAN_INJECT_LIB", fake_driver::inject_lib())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`--mode canary` checks no kernel"));
+}
+
+/// A child forked before CUDA started makes its own guard (the parent's thread is not in
+/// it) and finds its own overflow.
+#[test]
+fn a_child_forked_before_cuda_guards_its_own_allocations() {
+    let o = run("fork_first");
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    assert_eq!(details(&o)["allocation"]["size"], 1000, "{:#}", details(&o));
+}
+
+/// The canary lives in padding the driver is asked for; the program never sees it: the
+/// pointer is the driver's own and the range the driver reports is the size asked.
+#[test]
+fn the_padding_is_the_drivers_and_hidden_from_the_program() {
+    let o = run("range");
+    assert!(o.stdout.contains("asked=1032 range=1000 base_ok=1"), "{}", o.stdout);
+}
+
+/// Where the driver refuses gpusan's resources, the program runs on unharmed and the report
+/// says its canaries were never scanned, rather than passing for clean.
+#[test]
+fn a_context_the_guard_cannot_set_up_is_said_not_scanned() {
+    let o = run_with(&[], "overflow", &[("FAKE_CUDA_NO_PRIORITY_STREAMS", Path::new("1"))]);
+    assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
+    let notes = o.report["notes"].to_string();
+    assert!(notes.contains("1 canaries there were never scanned"), "{notes}");
+}

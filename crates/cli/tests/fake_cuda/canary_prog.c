@@ -1,0 +1,232 @@
+/* Canary mode (`gpusan run --mode canary`) with the fake driver (tests/canary.rs):
+ *   canary_prog SCENARIO
+ * The fake plays gpusan's canary kernels on the host (canary.c), so an overflow is a plain
+ * store past an allocation's end; a kernel named "oob" is launched first so the finding can
+ * name it.
+ *   clean         a 1000-byte allocation used in bounds, 30 ms for scans, freed
+ *   overflow      a byte 3 past its end overwritten, 30 ms, freed
+ *   overflow_exit overwritten, 30 ms, exit (nothing freed)
+ *   overflow_free overwritten, then freed at once
+ *   reset         overwritten, then the primary context reset
+ *   pool          torch blocks A (1000 B) and B (512 B, at A + 1024) in a 64 KiB segment;
+ *                 after 30 ms a byte 2 past A's end overwritten, 30 ms, blocks freed
+ *   pool_clean    the same without the overwrite
+ *   pool_reuse    A freed and a 2048-byte block C handed out at its address, all of C
+ *                 written (A's old slack among it), 30 ms, C freed
+ *   pool_segment  the segment freed with A and B still handed out (`empty_cache` after a
+ *                 leak), 30 ms
+ *   async         1000 bytes from cuMemAllocAsync on a stream, overwritten 3 past its end,
+ *                 30 ms, freed with cuMemFreeAsync, 30 ms
+ *   async_evict   two such allocations, 30 ms, both freed (the second free evicts the first
+ *                 from a quarantine of 1500 bytes), 30 ms
+ *   fault         an allocation, then a kernel named fault_me (the fake's sticky fault: every
+ *                 later query of the context fails), 30 ms, exit
+ *   many          3000 allocations of 100 bytes, 2000 freed, 50 ms, one byte past a live
+ *                 one overwritten, 30 ms
+ *   fork          overflow, then a child forked (it exits at once, running exit handlers),
+ *                 waited for, 30 ms, freed
+ *   fork_first    a child forked before CUDA is initialised runs `overflow` itself; the
+ *                 parent only waits for it
+ *   range         1000 bytes allocated; prints `asked=N range=M`: what the driver was asked
+ *                 for and what cuMemGetAddressRange says
+ *   threads       4 threads, each 300 rounds of allocating (random sizes), writing every
+ *                 byte asked for, and freeing, while the guard scans
+ *   capture       a stream captures in global mode; a torch block (1000 B) handed out on it,
+ *                 20 ms (the guard runs); capture ended; 30 ms; a byte past the block
+ *                 overwritten; 30 ms. Prints `invalidations=N`; appends `endcapture STREAM` to
+ *                 $FAKE_CUDA_ORDER when the capture ended.
+ * Prints `SCENARIO done rc=0`. */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef int CUresult;
+CUresult cuInit(unsigned);
+CUresult cuDevicePrimaryCtxRetain(void **, int);
+CUresult cuDevicePrimaryCtxReset_v2(int);
+CUresult cuMemAlloc_v2(uint64_t *, size_t);
+CUresult cuMemFree_v2(uint64_t);
+CUresult cuModuleLoadData(void **, const void *);
+CUresult cuModuleGetFunction(void **, void *, const char *);
+CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **,
+                        void **);
+CUresult cuCtxSynchronize(void);
+CUresult cuStreamCreate(void **, unsigned);
+CUresult cuMemAllocAsync(uint64_t *, size_t, void *);
+CUresult cuMemFreeAsync(uint64_t, void *);
+CUresult cuStreamBeginCapture_v2(void *, int);
+CUresult cuStreamEndCapture(void *, void **);
+int fake_capture_invalidations(void);
+size_t fake_alloc_asked(uint64_t);
+CUresult cuMemGetAddressRange_v2(uint64_t *, size_t *, uint64_t);
+
+static void *churn(void *arg) {
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    int rc = 0;
+    for (int i = 0; i < 300; i++) {
+        size_t n = 1 + rand_r(&seed) % 5000;
+        uint64_t p;
+        rc |= cuMemAlloc_v2(&p, n);
+        if (!rc) memset((void *)(uintptr_t)p, 0x33, n);
+        rc |= cuMemFree_v2(p);
+    }
+    return (void *)(uintptr_t)rc;
+}
+
+static void sleep_ms(int ms) {
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&t, 0);
+}
+
+static void launch_oob(void) {
+    static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry oob() { ret; }\n";
+    void *module, *f;
+    cuModuleLoadData(&module, ptx);
+    cuModuleGetFunction(&f, module, "oob");
+    cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, 0, 0);
+}
+
+static void overwrite(uint64_t at) { *(volatile uint8_t *)(uintptr_t)at ^= 0xff; }
+
+typedef int (*block_alloc_fn)(uint64_t, uint64_t, uint64_t, int, unsigned);
+typedef int (*block_free_fn)(uint64_t, uint64_t, int, unsigned);
+
+int main(int argc, char **argv) {
+    const char *s = argc > 1 ? argv[1] : "clean";
+    void *ctx;
+    if (!strcmp(s, "fork_first")) {
+        fflush(stdout);
+        pid_t child = fork();
+        if (child == 0) {
+            char *args[] = {argv[0], "overflow", 0};
+            main(2, args);
+            exit(0);
+        }
+        int status = 0;
+        waitpid(child, &status, 0);
+        printf("%s done rc=%d\n", s, !WIFEXITED(status) || WEXITSTATUS(status));
+        return 0;
+    }
+    int rc = cuInit(0) | cuDevicePrimaryCtxRetain(&ctx, 0);
+    uint64_t a = 0;
+    if (!strcmp(s, "capture")) {
+        block_alloc_fn alloc = (block_alloc_fn)dlsym(RTLD_DEFAULT, "gpusan_pool_block_alloc");
+        uint64_t seg;
+        void *st, *graph;
+        rc |= cuMemAlloc_v2(&seg, 64 << 10) | !alloc | cuStreamCreate(&st, 0);
+        if (rc) goto done;
+        uint64_t base = (seg + 511) & ~511ull;
+        rc |= cuStreamBeginCapture_v2(st, 0 /* CU_STREAM_CAPTURE_MODE_GLOBAL */);
+        rc |= alloc(base, 1000, (uint64_t)(uintptr_t)st, 0, 1);
+        sleep_ms(20);
+        rc |= cuStreamEndCapture(st, &graph);
+        const char *log = getenv("FAKE_CUDA_ORDER");
+        FILE *f = log ? fopen(log, "a") : 0;
+        if (f) { fprintf(f, "endcapture %#lx\n", (unsigned long)(uintptr_t)st); fclose(f); }
+        sleep_ms(30);
+        overwrite(base + 1001);
+        sleep_ms(30);
+        printf("invalidations=%d\n", fake_capture_invalidations());
+    } else if (!strncmp(s, "pool", 4)) {
+        block_alloc_fn alloc = (block_alloc_fn)dlsym(RTLD_DEFAULT, "gpusan_pool_block_alloc");
+        block_free_fn release = (block_free_fn)dlsym(RTLD_DEFAULT, "gpusan_pool_block_free");
+        uint64_t seg;
+        rc |= cuMemAlloc_v2(&seg, 64 << 10) | !alloc | !release;
+        if (rc) goto done;
+        uint64_t base = (seg + 511) & ~511ull;
+        rc |= alloc(base, 1000, 0, 0, 1) | alloc(base + 1024, 512, 0, 0, 1);
+        launch_oob();
+        sleep_ms(30);
+        if (!strcmp(s, "pool")) overwrite(base + 1002);
+        if (!strcmp(s, "pool_segment")) {
+            rc |= cuMemFree_v2(seg);
+            sleep_ms(30);
+            goto done;
+        }
+        if (!strcmp(s, "pool_reuse")) {
+            rc |= release(base, 0, 0, 1) | alloc(base, 2048 - 1024, 0, 0, 1);
+            memset((void *)(uintptr_t)base, 0x5a, 1024);
+        }
+        sleep_ms(30);
+        release(base, 0, 0, 1);
+        release(base + 1024, 0, 0, 1);
+        rc |= cuMemFree_v2(seg);
+    } else if (!strcmp(s, "async")) {
+        void *st;
+        rc |= cuStreamCreate(&st, 1) | cuMemAllocAsync(&a, 1000, st);
+        if (rc) goto done;
+        launch_oob();
+        overwrite(a + 1003);
+        sleep_ms(30);
+        rc |= cuMemFreeAsync(a, st);
+        sleep_ms(30);
+    } else if (!strcmp(s, "async_evict")) {
+        void *st;
+        uint64_t b;
+        rc |= cuStreamCreate(&st, 1) | cuMemAllocAsync(&a, 1000, st) | cuMemAllocAsync(&b, 1000, st);
+        sleep_ms(30);
+        rc |= cuMemFreeAsync(a, st) | cuMemFreeAsync(b, st);
+        sleep_ms(30);
+    } else if (!strcmp(s, "fault")) {
+        static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry fault_me() { ret; }\n";
+        void *module, *f;
+        rc |= cuMemAlloc_v2(&a, 1000) | cuModuleLoadData(&module, ptx) | cuModuleGetFunction(&f, module, "fault_me");
+        cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, 0, 0);
+        sleep_ms(30);
+    } else if (!strcmp(s, "range")) {
+        uint64_t base = 0;
+        size_t size = 0;
+        rc |= cuMemAlloc_v2(&a, 1000) | cuMemGetAddressRange_v2(&base, &size, a + 10);
+        printf("asked=%zu range=%zu base_ok=%d\n", fake_alloc_asked(a), size, base == a);
+    } else if (!strcmp(s, "threads")) {
+        pthread_t t[4];
+        for (int i = 0; i < 4; i++) pthread_create(&t[i], 0, churn, (void *)(uintptr_t)(i + 1));
+        for (int i = 0; i < 4; i++) {
+            void *r;
+            pthread_join(t[i], &r);
+            rc |= (int)(uintptr_t)r;
+        }
+    } else if (!strcmp(s, "many")) {
+        static uint64_t p[3000];
+        for (int i = 0; i < 3000; i++) rc |= cuMemAlloc_v2(&p[i], 100);
+        for (int i = 0; i < 3000; i++)
+            if (i % 3) rc |= cuMemFree_v2(p[i]);
+        launch_oob();
+        sleep_ms(50);
+        overwrite(p[2400] + 100);
+        sleep_ms(30);
+    } else {
+        rc |= cuMemAlloc_v2(&a, 1000);
+        if (rc) goto done;
+        launch_oob();
+        memset((void *)(uintptr_t)a, 1, 1000);
+        if (strcmp(s, "clean")) overwrite(a + 1003);
+        if (!strcmp(s, "fork")) {
+            fflush(stdout);
+            pid_t child = fork();
+            if (child == 0) exit(0);
+            int status = 0;
+            waitpid(child, &status, 0);
+            rc |= !WIFEXITED(status) || WEXITSTATUS(status);
+        }
+        if (!strcmp(s, "clean") || !strcmp(s, "overflow") || !strcmp(s, "fork")) {
+            sleep_ms(30);
+            rc |= cuMemFree_v2(a);
+        } else if (!strcmp(s, "overflow_exit")) {
+            sleep_ms(30);
+        } else if (!strcmp(s, "overflow_free")) {
+            rc |= cuMemFree_v2(a);
+        } else if (!strcmp(s, "reset")) {
+            rc |= cuDevicePrimaryCtxReset_v2(0);
+        }
+    }
+done:
+    printf("%s done rc=%d\n", s, rc);
+    return 0;
+}

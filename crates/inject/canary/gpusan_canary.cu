@@ -1,0 +1,137 @@
+// Canary mode's device code: the update kernel, which writes canary bytes and entries, and
+// the scan kernel, which checks them (`gpusan_abi::canary` is the reference of the layouts
+// and of the canary's bytes). One file, so the writer and the scanner cannot disagree; its
+// hash is held at compile time to the Rust one's vectors (`gpusan_canary_abi.h`, written by
+// `crates/inject/build.rs` from `gpusan_abi::canary`), so a mismatch fails the build.
+// Built by `crates/inject/build.rs` with the pinned nvcc (sm_90 SASS and compute_90 PTX)
+// and embedded in the injected library (`routes/canary`), which launches both on a
+// low-priority non-blocking stream of its own.
+#include <stdint.h>
+
+#include "gpusan_canary_abi.h"
+
+struct Entry {
+    uint64_t tail_start;
+    uint32_t tail_len;
+    uint32_t generation;
+};
+struct Command {
+    uint32_t index;
+    uint32_t flags;
+    Entry entry;
+    uint32_t cancelled;
+    uint32_t pad;
+};
+struct ErrorRecord {
+    uint32_t index;
+    uint32_t generation;
+    uint64_t address;
+    uint32_t bad;
+    uint32_t scan;
+    uint8_t expected;
+    uint8_t found;
+    uint8_t pad[6];
+};
+static_assert(sizeof(Entry) == GPUSAN_CANARY_ENTRY_BYTES, "entry layout");
+static_assert(sizeof(Command) == GPUSAN_CANARY_COMMAND_BYTES, "command layout");
+static_assert(sizeof(ErrorRecord) == GPUSAN_CANARY_ERROR_RECORD_BYTES, "record layout");
+
+// splitmix64's finalizer.
+__host__ __device__ constexpr uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+__host__ __device__ constexpr uint64_t rotl29(uint64_t x) { return (x << 29) | (x >> 35); }
+__host__ __device__ constexpr uint64_t canary_word(uint64_t secret, uint64_t word, uint64_t end) {
+    return mix64(secret ^ word ^ rotl29(end));
+}
+GPUSAN_CANARY_VECTORS
+
+__device__ __forceinline__ uint8_t canary_byte(uint64_t secret, uint64_t a, uint64_t end) {
+    return (uint8_t)(canary_word(secret, a & ~7ull, end) >> (8 * (a & 7)));
+}
+
+// One allocation's canary, written as it is made (its entry comes later, by a command
+// without bytes).
+extern "C" __global__ void gpusan_canary_write(uint64_t secret, uint64_t start, uint32_t len) {
+    volatile uint8_t *p = (volatile uint8_t *)start;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < len; i += gridDim.x * blockDim.x)
+        p[i] = canary_byte(secret, start + i, start);
+}
+
+// One warp per command: the canary's bytes (when asked and not cancelled), then the entry.
+// The cancel flag is the host's, in mapped memory: read just before writing, so an arm the
+// program's pool already took back is not written over the block's next owner.
+extern "C" __global__ void gpusan_canary_update(uint64_t secret, Entry *entries, const Command *commands,
+                                                uint32_t count) {
+    uint32_t lane = threadIdx.x & 31;
+    uint32_t warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    uint32_t warps = (gridDim.x * blockDim.x) >> 5;
+    for (uint32_t c = warp; c < count; c += warps) {
+        const volatile Command *cmd = commands + c;
+        // One read of the flag for the whole warp: its lanes must agree.
+        uint32_t cancelled = lane == 0 ? cmd->cancelled : 0;
+        cancelled = __shfl_sync(0xffffffffu, cancelled, 0);
+        Entry e;
+        e.tail_start = cmd->entry.tail_start;
+        e.tail_len = cmd->entry.tail_len;
+        e.generation = cmd->entry.generation;
+        uint32_t index = cmd->index;
+        // Cancelled: the slot is left empty (never stale), and nothing else is written.
+        if (cancelled) {
+            if (lane == 0) entries[index] = Entry{0, 0, 0};
+            continue;
+        }
+        if (cmd->flags & GPUSAN_CANARY_WRITE_BYTES) {
+            volatile uint8_t *p = (volatile uint8_t *)e.tail_start;
+            for (uint32_t i = lane; i < e.tail_len; i += 32) p[i] = canary_byte(secret, e.tail_start + i, e.tail_start);
+        }
+        __syncwarp();
+        if (lane == 0) entries[index] = e;
+    }
+}
+
+// One thread per entry (entries are read coalesced; a canary is a few words): whole words
+// compared, the first and last masked to the canary's bytes; a bad one claims and writes a
+// record.
+extern "C" __global__ void gpusan_canary_scan(uint64_t secret, const Entry *entries, uint32_t count,
+                                              uint8_t *errors, uint32_t scan) {
+    uint32_t threads = gridDim.x * blockDim.x;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += threads) {
+        Entry e = entries[i];
+        if (e.tail_len == 0) continue;
+        uint64_t start = e.tail_start, end = start + e.tail_len;
+        uint32_t bad = 0;
+        uint64_t first_bad = 0;
+        uint8_t expected = 0, found = 0;
+        for (uint64_t w = start & ~7ull; w < end; w += 8) {
+            uint64_t have = *(const volatile uint64_t *)w;
+            uint64_t want = canary_word(secret, w, start);
+            uint64_t diff = have ^ want;
+            if (!diff) continue;
+            for (int b = 0; b < 8; b++) {
+                uint64_t a = w + b;
+                if (a < start || a >= end || !((diff >> (8 * b)) & 0xff)) continue;
+                if (bad++ == 0) {
+                    first_bad = a;
+                    expected = (uint8_t)(want >> (8 * b));
+                    found = (uint8_t)(have >> (8 * b));
+                }
+            }
+        }
+        if (bad == 0) continue;
+        uint32_t slot = atomicAdd((uint32_t *)errors, 1u);
+        if (slot >= GPUSAN_CANARY_ERROR_CAPACITY) continue;
+        ErrorRecord *r =
+            (ErrorRecord *)(errors + GPUSAN_CANARY_ERRORS_HEADER_BYTES + slot * GPUSAN_CANARY_ERROR_RECORD_BYTES);
+        r->index = i;
+        r->generation = e.generation;
+        r->address = first_bad;
+        r->bad = bad;
+        r->scan = scan;
+        r->expected = expected;
+        r->found = found;
+        __threadfence_system();
+    }
+}

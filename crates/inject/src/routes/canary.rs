@@ -1,0 +1,685 @@
+//! Canary mode (`--mode canary`): no kernel of the program is touched. Each device
+//! allocation is asked of the driver with padding after it (`routes::redzones`' policy and
+//! accounting), and each pool block's rounding slack is used as is; the bytes from the
+//! exact requested end hold a keyed hash (`gpusan_abi::canary`). A guard thread (one per
+//! process) launches, every `--canary-interval-ms` and only once the previous scan is done,
+//! a short update kernel (writes new canaries, empties freed entries) and a short scan
+//! kernel on each context's own low-priority non-blocking stream (`canary_device`); a
+//! persistent kernel would make the program's context synchronizations, `cudaFree` and
+//! `cudaDeviceReset` wait forever. The guard thread runs in relaxed capture mode, so a
+//! program capturing a graph in global mode is not disturbed, and launches nothing into
+//! the program's streams, so graphs, events and synchronizations see nothing of it (it
+//! records events of its own there, never while a capture runs, so that a canary in memory
+//! a pool hands out is written only after the work queued before it).
+//!
+//! Frees: the entry is disarmed at once on the host (the scan of a pool block's slack may
+//! race with the block's reuse: such records are dropped by generation,
+//! `gpusan_runtime::canary`); a device allocation's memory stays in quarantine, and its
+//! canary is checked one last time before the driver gets it back (with every canary in
+//! the range disarmed first, under the lock the guard launches under, so no scan reads
+//! memory given back). Context teardown and process exit stop the scans and run a final
+//! one, bounded in time.
+//!
+//! Not guarded (listed in the report's coverage): host memory, VMM mappings, graph memory
+//! made under capture, pool blocks with no slack, NVTX regions, the device heap (`malloc`
+//! in kernels), and the bytes before an allocation (a head pad would move the pointer the
+//! program gets, breaking IPC and range queries; the bytes before an allocation are its
+//! lower neighbour's tail canary where the driver packs them). Known window: a kernel that
+//! overflows before the update kernel wrote the canary is not seen.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use gpusan_abi::canary::{Entry, ErrorRecord};
+use gpusan_abi::Mode;
+use gpusan_runtime::canary::{self as host, Arrays, Tail, Verdict};
+use gpusan_runtime::locks;
+use gpusan_runtime::per_process::PerProcess;
+use gpusan_runtime::pool_blocks::PoolSource;
+use gpusan_runtime::registry::blocks::PoolPlace;
+use gpusan_runtime::registry::{AllocKind, Allocation, Lookup};
+use gpusan_runtime::report::{AllocInfo, CanaryCoverage, CanaryDetails, CanaryScan, Report, SegmentInfo};
+
+use super::canary_device::{Device, InFlight};
+use crate::driver::real;
+use crate::state::{quietly, state};
+
+/// The report's note in every canary run: what the canaries cannot see.
+pub const NOT_GUARDED: &str = "canary mode sees overwrites past the end of device allocations and pool blocks only: \
+     reads, the device heap (malloc in kernels), and bytes before an allocation other than its lower neighbour's \
+     tail canary are not guarded, and an overflow made before a canary was written (a pool block's: up to one scan \
+     interval after it was handed out) is not seen";
+
+/// Keys of pool blocks: their registry id with this bit (device allocations are keyed by
+/// their base, below 2^63).
+const BLOCK: u64 = 1 << 63;
+/// The scan number of one-off scans (checks before a free, final scans).
+const ONCE: u32 = u32::MAX;
+/// How long exit and teardown wait for a scan: never hang the program's exit.
+const FINAL_WAIT: Duration = Duration::from_secs(2);
+
+#[derive(Default)]
+struct Context {
+    arrays: Arrays,
+    /// Canaries of freed device allocations in quarantine, written: checked before the
+    /// driver gets the memory back.
+    held: HashMap<u64, Entry>,
+    /// The command buffer of the batch in flight (host address): where a cancel is written.
+    commands: usize,
+    last_clean: Option<Instant>,
+}
+
+#[derive(Default)]
+struct Host {
+    contexts: HashMap<u64, Context>,
+    guarded: BTreeMap<String, u64>,
+    unguarded: BTreeMap<String, u64>,
+    /// Keys reported already: a canary stays overwritten, one finding is enough.
+    reported: HashSet<u64>,
+    scans: u64,
+    dropped: u64,
+    lost: u64,
+    /// Canaries armed in a context where gpusan's module, stream or buffers could not be
+    /// made: never scanned.
+    not_scanned: u64,
+    /// Periodic batches timed on the GPU, their total and longest time (µs).
+    timed: u64,
+    gpu_us: u64,
+    gpu_us_max: u64,
+}
+
+struct Guard {
+    host: Mutex<Host>,
+    /// Device resources by context; held while launching, so a context is never torn down
+    /// (nor memory given back) between a batch being taken and its scan launched.
+    devices: Mutex<HashMap<u64, Device>>,
+    secret: u64,
+    epoch: Instant,
+    started: AtomicBool,
+    stop: AtomicBool,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    interval: Duration,
+}
+
+static GUARD: PerProcess<Guard> = PerProcess::new(Guard::new);
+
+impl Guard {
+    fn new() -> Guard {
+        let ms = std::env::var(gpusan_abi::env::CANARY_INTERVAL_MS)
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|&ms| ms > 0)
+            .unwrap_or(gpusan_abi::env::CANARY_INTERVAL_MS_DEFAULT);
+        Guard {
+            host: Mutex::new(Host::default()),
+            devices: Mutex::new(HashMap::new()),
+            secret: secret(),
+            epoch: Instant::now(),
+            started: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            thread: Mutex::new(None),
+            interval: Duration::from_millis(ms),
+        }
+    }
+}
+
+/// A per-process random key (`getrandom`): without it data cannot forge a canary.
+fn secret() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: a buffer of ours of that length.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr() as *mut libc::c_void, 8, 0) };
+    if n == 8 {
+        u64::from_le_bytes(b)
+    } else {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        gpusan_abi::canary::mix64(t.as_nanos() as u64 ^ u64::from(std::process::id()))
+    }
+}
+
+/// Whether this run is a canary run.
+pub fn active() -> bool {
+    state().options.mode == Mode::Canary
+}
+
+fn guard() -> &'static Guard {
+    GUARD.get()
+}
+
+fn count(map: &mut BTreeMap<String, u64>, what: &str) {
+    *map.entry(what.to_string()).or_default() += 1;
+}
+
+/// A device allocation was made, `pad` bytes longer than the `size` asked (0: not padded).
+/// Its canary is written now, on the guard stream (the program's next kernel may overflow
+/// at once); its entry goes with the next batch.
+pub fn allocated(base: u64, size: u64, pad: u64, context: u64, kind: AllocKind) {
+    let g = guard();
+    if kind == AllocKind::Managed {
+        // A scan reading its pages would migrate them to the GPU, again and again.
+        count(&mut locks::lock(&g.host).unguarded, "managed memory (a scan would migrate its pages)");
+        return;
+    }
+    if pad == 0 || pad > u64::from(u32::MAX) {
+        count(&mut locks::lock(&g.host).unguarded, "no room for padding (a 2 MiB page it would cost)");
+        return;
+    }
+    let after = match kind {
+        AllocKind::Async { stream } | AllocKind::Pool { stream, .. } => Some(stream),
+        _ => None,
+    };
+    // Should the write at allocation fail, the batch writes it, after the same place.
+    let tail = Tail { key: base, start: base + size, len: pad as u32, stream: after };
+    // Written before it is armed, under the lock the guard launches under: no scan can
+    // read the bytes before the write kernel ran (both on the guard stream).
+    let mut devices = locks::lock(&g.devices);
+    let written = real::in_context(context, || {
+        if let std::collections::hash_map::Entry::Vacant(v) = devices.entry(context) {
+            if let Some(d) = Device::create() {
+                v.insert(d);
+            }
+        }
+        devices.get_mut(&context).is_some_and(|d| d.write_now(g.secret, tail.start, tail.len, after))
+    });
+    let mut h = locks::lock(&g.host);
+    count(&mut h.guarded, kind.describe());
+    h.contexts.entry(context).or_default().arrays.arm(tail, written);
+    drop(h);
+    drop(devices);
+    start_thread();
+}
+
+/// An allocation canary mode does not guard, and why.
+pub fn unguarded(why: &str) {
+    count(&mut locks::lock(&guard().host).unguarded, why);
+}
+
+/// The program freed the device allocation at `base`: its canary is no longer scanned, and
+/// is checked once more before the memory goes back to the driver.
+pub fn freed(base: u64, context: u64) {
+    let g = guard();
+    let mut h = locks::lock(&g.host);
+    let Some(ctx) = h.contexts.get_mut(&context) else { return };
+    if let Some(d) = ctx.arrays.disarm(base) {
+        cancel(ctx.commands, d.cancel);
+        if d.written {
+            ctx.held.insert(base, d.entry);
+        }
+    }
+}
+
+/// Cancels an arm handed to the update kernel (see `gpusan_runtime::canary`).
+fn cancel(commands: usize, at: Option<usize>) {
+    if let (Some(at), true) = (at, commands != 0) {
+        let offset =
+            at * gpusan_abi::canary::COMMAND_BYTES + std::mem::offset_of!(gpusan_abi::canary::Command, cancelled);
+        let flag = (commands + offset) as *mut u32;
+        // A context torn down behind gpusan's back took the buffer with it.
+        if crate::peek::readable(flag as *const u8, 4) {
+            // SAFETY: the mapped command buffer of the batch in flight holds command `at`
+            // (`Arrays::disarm` names only commands of that batch); the kernel reads it
+            // volatile.
+            unsafe { std::ptr::write_volatile(flag, 1) };
+        }
+    }
+}
+
+/// A pool handed out block `id` (`size` bytes at `base`, for `stream`): its slack is its
+/// canary, written by the next batch after the work queued on `stream` so far (the pool's
+/// last user of the memory may still be running there).
+pub fn block_allocated(id: u64, base: u64, size: u64, source: PoolSource, stream: u64) {
+    let context = context_of(base);
+    let g = guard();
+    let mut h = locks::lock(&g.host);
+    let slack = host::pool_slack(source, base, size);
+    let ctx = h.contexts.entry(context).or_default();
+    // The pool reused this memory: canaries of blocks it displaced are gone with them.
+    let end = base + size + u64::from(*slack.as_ref().unwrap_or(&0));
+    for (_, d) in ctx.arrays.disarm_range(base, end) {
+        cancel(ctx.commands, d.cancel);
+    }
+    match slack {
+        Ok(len) => {
+            ctx.arrays.arm(Tail { key: BLOCK | id, start: base + size, len, stream: Some(stream) }, false);
+            count(&mut h.guarded, "pool block");
+        }
+        Err(why) => count(&mut h.unguarded, why),
+    }
+    drop(h);
+    start_thread();
+}
+
+/// The pool took block `id` back: its memory may be handed out at once.
+pub fn block_freed(id: u64, base: u64) {
+    let context = context_of(base);
+    let g = guard();
+    let mut h = locks::lock(&g.host);
+    if let Some(ctx) = h.contexts.get_mut(&context) {
+        if let Some(d) = ctx.arrays.disarm(BLOCK | id) {
+            cancel(ctx.commands, d.cancel);
+        }
+    }
+}
+
+/// The context of the segment holding `addr`, else the current one.
+fn context_of(addr: u64) -> u64 {
+    match state().registry.lookup(addr) {
+        Lookup::Live { alloc, .. } | Lookup::Freed { alloc, .. } => alloc.context,
+        Lookup::Outside { .. } => crate::driver::current_context().0,
+    }
+}
+
+/// The driver is about to get `a`'s memory back: every canary in it is disarmed (no scan
+/// may read it after), and `a`'s own canary is checked one last time, waited for. A
+/// stream-ordered release (`ordered`: freed on gpusan's stream after the program's free)
+/// must not stall the program's thread on a low-priority scan: it is not checked again,
+/// and the returned event (the guard's last scan, which may still read the memory) is
+/// for the free to wait for on the GPU.
+pub fn before_release(a: &Allocation, ordered: bool) -> Option<usize> {
+    let g = guard();
+    let mut devices = locks::lock(&g.devices);
+    let held = {
+        let mut h = locks::lock(&g.host);
+        let ctx = h.contexts.get_mut(&a.context)?;
+        let disarmed = ctx.arrays.disarm_range(a.base, a.end().saturating_add(a.redzone));
+        for (_, d) in &disarmed {
+            cancel(ctx.commands, d.cancel);
+        }
+        let held = ctx.held.remove(&a.base);
+        if disarmed.is_empty() && held.is_none() {
+            // No canary of it was armed, or its scans are long done (disarmed at its free,
+            // held back since): nothing to wait for.
+            return None;
+        }
+        let reported = h.reported.contains(&a.base);
+        held.filter(|_| !reported && !ordered)
+    };
+    let dev = devices.get_mut(&a.context)?;
+    if ordered {
+        return dev.in_flight.map(|_| dev.event());
+    }
+    // A scan launched before the disarm may still read the memory: done before the free.
+    let found = real::in_context(a.context, || {
+        let deadline = Instant::now() + FINAL_WAIT;
+        let periodic = finish_in_flight(g, a.context, dev, deadline);
+        let once = held.map(|e| scan_once(g, dev, &[(a.base, e)], deadline)).unwrap_or_default();
+        (periodic, once)
+    });
+    drop(devices);
+    report_all(a.context, found.0, CanaryScan::Periodic, None);
+    // The registry may have forgotten it already (given back at once).
+    report_all(a.context, found.1, CanaryScan::BeforeFree, Some(a));
+    None
+}
+
+/// A finding to report: the key, its entry, the record.
+type Found = Vec<(u64, Entry, ErrorRecord)>;
+
+/// Waits for the scan in flight in `context` (if any) and reads its records: the
+/// overwritten canaries, each disarmed (reported once); records of entries disarmed or
+/// reused since are dropped.
+fn finish_in_flight(g: &Guard, context: u64, dev: &mut Device, deadline: Instant) -> Found {
+    let Some(flight) = dev.in_flight else { return Vec::new() };
+    if !dev.wait(deadline) {
+        return Vec::new();
+    }
+    dev.in_flight = None;
+    if dev.broken {
+        // A fault in the context, or the context gone: its buffers may be gone with it.
+        return Vec::new();
+    }
+    dev.free_old();
+    let (records, lost) = dev.take_records();
+    let us = flight.timed.then(|| dev.batch_us()).flatten();
+    let mut h = locks::lock(&g.host);
+    h.lost += lost;
+    if let Some(us) = us {
+        h.timed += 1;
+        h.gpu_us += us;
+        h.gpu_us_max = h.gpu_us_max.max(us);
+    }
+    let mut found = Vec::new();
+    let mut dropped = 0;
+    if let Some(ctx) = h.contexts.get_mut(&context) {
+        ctx.arrays.batch_done();
+        for r in records.iter().filter(|r| r.scan == flight.scan) {
+            match ctx.arrays.record(r) {
+                Verdict::Overwritten { key, entry } => {
+                    if let Some(d) = ctx.arrays.disarm(key) {
+                        cancel(ctx.commands, d.cancel);
+                    }
+                    found.push((key, entry, *r));
+                }
+                Verdict::Dropped => dropped += 1,
+            }
+        }
+        ctx.commands = 0;
+        if found.is_empty() {
+            ctx.last_clean = Some(flight.at);
+            super::faults::scanned_clean(context, flight.upto);
+        }
+    }
+    h.dropped += dropped;
+    for (key, _, _) in &found {
+        h.reported.insert(*key);
+    }
+    found
+}
+
+/// Scans `entries` once, now, and waits for it: those found overwritten.
+fn scan_once(g: &Guard, dev: &mut Device, entries: &[(u64, Entry)], deadline: Instant) -> Found {
+    if dev.broken || entries.is_empty() {
+        return Vec::new();
+    }
+    let only: Vec<Entry> = entries.iter().map(|(_, e)| *e).collect();
+    if !dev.scan_once(g.secret, &only, ONCE) {
+        return Vec::new();
+    }
+    dev.in_flight = Some(InFlight { scan: ONCE, timed: false, upto: 0, at: Instant::now() });
+    locks::lock(&g.host).scans += 1;
+    if !dev.wait(deadline) {
+        return Vec::new();
+    }
+    dev.in_flight = None;
+    let (records, _) = dev.take_records();
+    let mut h = locks::lock(&g.host);
+    let mut found = Vec::new();
+    for r in records.iter().filter(|r| r.scan == ONCE) {
+        if let Some((key, e)) = entries.get(r.index as usize) {
+            if e.generation == r.generation && h.reported.insert(*key) {
+                found.push((*key, *e, *r));
+            }
+        }
+    }
+    found
+}
+
+/// One round of the guard in `context`: the last scan's records read, the next batch and
+/// scan launched. Returns what was found.
+fn tick(g: &Guard, context: u64, dev: &mut Device) -> Found {
+    if dev.broken || !dev.done() {
+        return Vec::new();
+    }
+    let found = finish_in_flight(g, context, dev, Instant::now());
+    if dev.broken {
+        return found;
+    }
+    let mut h = locks::lock(&g.host);
+    let Some(ctx) = h.contexts.get_mut(&context) else { return found };
+    // While a capture runs, nothing goes to the program's streams (it would be captured).
+    let batch = ctx.arrays.take_batch(crate::capture::any());
+    if batch.count == 0 && batch.commands.is_empty() {
+        return found;
+    }
+    if !dev.wait_for(&batch.streams) {
+        dev.broken = true;
+        return found;
+    }
+    // Taken and handed out under the same lock as disarms: a cancel names this buffer.
+    if !dev.ensure_capacity(batch.capacity) || !dev.ensure_commands(batch.commands.len()) {
+        dev.broken = true;
+        return found;
+    }
+    ctx.commands = dev.commands.host;
+    let upto = super::faults::launch_count();
+    if dev.run_batch(g.secret, &batch.commands, batch.count, batch.scan) {
+        dev.in_flight = Some(InFlight { scan: batch.scan, timed: true, upto, at: Instant::now() });
+        h.scans += 1;
+    }
+    found
+}
+
+/// Every context's round; a context's device resources are made at its first.
+fn tick_all(g: &Guard) {
+    // Contexts with something to scan (a context whose blocks all went unguarded needs no
+    // module of gpusan's).
+    let mut contexts: Vec<u64> =
+        locks::lock(&g.host).contexts.iter().filter(|(_, c)| c.arrays.slots() > 0).map(|(k, _)| *k).collect();
+    contexts.extend(locks::lock(&g.devices).keys().filter(|k| !contexts.contains(k)).copied().collect::<Vec<_>>());
+    for context in contexts {
+        let mut devices = locks::lock(&g.devices);
+        let found = real::in_context(context, || {
+            if let std::collections::hash_map::Entry::Vacant(v) = devices.entry(context) {
+                match Device::create() {
+                    Some(d) => {
+                        v.insert(d);
+                    }
+                    None => {
+                        let mut h = locks::lock(&g.host);
+                        if let Some(ctx) = h.contexts.remove(&context) {
+                            h.not_scanned += ctx.arrays.live() as u64;
+                        }
+                        return Vec::new();
+                    }
+                }
+            }
+            devices.get_mut(&context).map(|d| tick(g, context, d)).unwrap_or_default()
+        });
+        drop(devices);
+        report_all(context, found, CanaryScan::Periodic, None);
+    }
+}
+
+fn start_thread() {
+    let g = guard();
+    if g.started.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    // Before CUDA's own exit handlers (registered earlier, run later): the final scan
+    // needs the contexts.
+    // SAFETY: a function of ours with the signature atexit takes.
+    unsafe { libc::atexit(canary_at_exit) };
+    let spawned = std::thread::Builder::new().name("gpusan-canary".into()).spawn(|| {
+        // Relaxed capture mode: a program capturing in global mode is not disturbed by the
+        // guard's calls (it launches nothing into captured streams).
+        let mut mode: std::ffi::c_int = 2; // CU_STREAM_CAPTURE_MODE_RELAXED
+                                           // SAFETY: an in-out parameter of ours.
+        unsafe { real::cuThreadExchangeStreamCaptureMode().map(|f| f(&mut mode)) };
+        let g = guard();
+        // Parked rather than asleep: exit unparks it, whatever the interval.
+        let mut next = Instant::now() + g.interval;
+        while !g.stop.load(Ordering::Acquire) {
+            let now = Instant::now();
+            if now < next {
+                std::thread::park_timeout(next - now);
+                continue;
+            }
+            next = now + g.interval;
+            if quietly(|| tick_all(g)).is_none() {
+                break;
+            }
+        }
+    });
+    if let Ok(h) = spawned {
+        *locks::lock(&g.thread) = Some(h);
+    }
+}
+
+extern "C" fn canary_at_exit() {
+    crate::driver::boundary::enter("exit", at_exit);
+}
+
+/// Stops the guard thread (waiting a bounded time) and scans every context one last time.
+pub fn at_exit() {
+    quietly(|| {
+        let g = guard();
+        if !g.started.load(Ordering::Acquire) || g.stop.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let handle = locks::lock(&g.thread).take();
+        if let Some(h) = handle {
+            h.thread().unpark();
+            let deadline = Instant::now() + FINAL_WAIT;
+            while !h.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let contexts: Vec<u64> = locks::lock(&g.devices).keys().copied().collect();
+        for context in contexts {
+            final_scan(context, CanaryScan::AtExit);
+        }
+    });
+}
+
+/// The program tears `context` down through `destroy` (the driver's call, made exactly
+/// once whatever happens here): its last scan first, and the guard held off it until the
+/// call returned, so nothing is launched into a context being destroyed. A primary
+/// context's release that was not the last leaves it guarded as before.
+pub fn around_teardown<R>(context: Option<u64>, destroy: impl FnOnce() -> R) -> R {
+    let Some(context) = context.filter(|_| quietly(active).unwrap_or(false)) else { return destroy() };
+    let g = guard();
+    // The guard thread may be wedged in a driver call holding it: never hang here.
+    let mut devices = quietly(|| locks::lock_within(&g.devices, FINAL_WAIT)).flatten();
+    let found = devices.as_mut().and_then(|d| quietly(|| last_scan(g, context, d))).unwrap_or_default();
+    let r = destroy();
+    drop(devices);
+    quietly(|| report_all(context, found, CanaryScan::ContextTeardown, None));
+    r
+}
+
+/// Forgets `context` (the driver destroyed it with everything of gpusan's in it).
+pub fn context_gone(context: u64) {
+    let g = guard();
+    let dev = locks::lock(&g.devices).remove(&context);
+    // The driver freed its memory: nothing to give back, nothing to read.
+    std::mem::forget(dev);
+    locks::lock(&g.host).contexts.remove(&context);
+}
+
+/// At exit: every context's last scan.
+fn final_scan(context: u64, scan: CanaryScan) {
+    let g = guard();
+    let Some(mut devices) = locks::lock_within(&g.devices, FINAL_WAIT) else { return };
+    let found = last_scan(g, context, &mut devices);
+    drop(devices);
+    report_all(context, found, scan, None);
+}
+
+/// The last scan of `context`: pending canaries written, every armed one scanned, and the
+/// held ones (freed, in quarantine) once; waited for within [`FINAL_WAIT`].
+fn last_scan(g: &Guard, context: u64, devices: &mut HashMap<u64, Device>) -> Found {
+    let Some(dev) = devices.get_mut(&context) else { return Vec::new() };
+    real::in_context(context, || {
+        let deadline = Instant::now() + FINAL_WAIT;
+        let mut found = finish_in_flight(g, context, dev, deadline);
+        found.extend(tick(g, context, dev));
+        found.extend(finish_in_flight(g, context, dev, deadline));
+        let held: Vec<(u64, Entry)> = {
+            let h = locks::lock(&g.host);
+            let ctx = h.contexts.get(&context);
+            ctx.map(|c| c.held.iter().map(|(k, e)| (*k, *e)).filter(|(k, _)| !h.reported.contains(k)).collect())
+                .unwrap_or_default()
+        };
+        found.extend(scan_once(g, dev, &held, deadline));
+        found
+    })
+}
+
+fn report_all(context: u64, found: Found, scan: CanaryScan, known: Option<&Allocation>) {
+    for (key, entry, record) in found {
+        // An allocation the registry no longer knows was displaced: its memory is another's
+        // now, and the record is dropped as one of a reuse race.
+        if !report(context, key, entry, &record, scan, known) {
+            locks::lock(&guard().host).dropped += 1;
+        }
+    }
+}
+
+/// The finding for the canary of `key` (a device allocation the registry no longer holds
+/// is `known`).
+fn report(context: u64, key: u64, entry: Entry, r: &ErrorRecord, scan: CanaryScan, known: Option<&Allocation>) -> bool {
+    let g = guard();
+    let registry = &state().registry;
+    let start = entry.tail_start;
+    let end = start + u64::from(entry.tail_len);
+    let (allocation, next) = if key & BLOCK != 0 {
+        let Some(block) = registry.block(key & !BLOCK) else { return false };
+        let mut info = AllocInfo::from(&block);
+        info.segment = registry.segment_of(&block).map(|s| SegmentInfo::from(&s));
+        let next = match registry.pool_place(end) {
+            PoolPlace::Block(b) if b.base >= start && b.base != block.base => Some(AllocInfo::from(&b)),
+            _ => None,
+        };
+        (info, next)
+    } else {
+        let alloc = match (registry.lookup(key), known) {
+            (Lookup::Live { alloc, .. } | Lookup::Freed { alloc, .. }, _) if alloc.base == key => alloc,
+            (_, Some(a)) if a.base == key => *a,
+            _ => return false,
+        };
+        let next = match registry.lookup(end) {
+            Lookup::Live { alloc: b, .. } | Lookup::Freed { alloc: b, .. } if b.base != alloc.base => Some(b),
+            Lookup::Outside { above: Some(b), .. } if b.base.saturating_sub(end) < 512 => Some(b),
+            _ => None,
+        };
+        (AllocInfo::from(&alloc), next.map(|b| AllocInfo::from(&b)))
+    };
+    let last_clean = locks::lock(&g.host).contexts.get(&context).and_then(|c| c.last_clean);
+    let now = Instant::now();
+    let details = CanaryDetails {
+        allocation,
+        next,
+        address: r.address,
+        offset_past_end: r.address.saturating_sub(start),
+        bad_bytes: u64::from(r.bad),
+        canary_bytes: u64::from(entry.tail_len),
+        expected: r.expected,
+        found: r.found,
+        scan,
+        detected_ms: now.duration_since(g.epoch).as_millis() as u64,
+        since_clean_scan_ms: last_clean.map_or(0, |t| now.duration_since(t).as_millis() as u64),
+        kernels: super::faults::since_clean_scan(context),
+    };
+    state().report(Report::canary(details));
+    true
+}
+
+/// The report's canary section (a canary run only).
+pub fn coverage() -> Option<CanaryCoverage> {
+    if !active() {
+        return None;
+    }
+    let h = locks::lock(&guard().host);
+    Some(CanaryCoverage { guarded: h.guarded.clone(), unguarded: h.unguarded.clone(), scans: h.scans })
+}
+
+/// The report's note when some canaries were never scanned (gpusan's kernels could not be
+/// set up in their context).
+pub fn failure_note() -> Option<String> {
+    if !quietly(active).unwrap_or(false) {
+        return None;
+    }
+    let n = locks::lock(&guard().host).not_scanned;
+    (n > 0).then(|| {
+        format!(
+            "canary mode: gpusan's kernels could not be set up in a context (module, stream or buffers refused by \
+             the driver): {n} canaries there were never scanned"
+        )
+    })
+}
+
+/// The report's counters of canary mode.
+pub fn counters() -> Vec<(&'static str, u64)> {
+    if !quietly(active).unwrap_or(false) {
+        return Vec::new();
+    }
+    let g = guard();
+    let device_bytes: u64 = locks::lock(&g.devices).values().map(Device::array_bytes).sum();
+    let h = locks::lock(&g.host);
+    let live: u64 = h.contexts.values().map(|c| c.arrays.live() as u64).sum();
+    let host_bytes: u64 = h.contexts.values().map(|c| c.arrays.bytes().0).sum();
+    vec![
+        ("canary_guarded", h.guarded.values().sum()),
+        ("canary_unguarded", h.unguarded.values().sum()),
+        ("canary_live", live),
+        ("canary_scans", h.scans),
+        ("canary_records_dropped", h.dropped),
+        ("canary_records_lost", h.lost),
+        ("canary_scans_timed", h.timed),
+        ("canary_scan_gpu_us_total", h.gpu_us),
+        ("canary_scan_gpu_us_max", h.gpu_us_max),
+        ("canary_array_bytes", device_bytes),
+        ("canary_host_bytes", host_bytes),
+    ]
+}

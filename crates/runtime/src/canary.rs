@@ -1,0 +1,622 @@
+//! Canary mode's host side, as plain logic the injected library drives (its guard thread
+//! and the allocation hooks) and tests run without a GPU: per context, the host's copy of
+//! the entry array the scan kernel reads (`gpusan_abi::canary`), how it grows and is
+//! compacted, which commands bring the device's copy up to date before each scan, and
+//! which of a scan's records still mean something when they are read.
+//!
+//! The array is append-only between compactions (GMOD's byte arrays): an arm takes the
+//! next slot, a disarm empties its slot, and once a quarter of the slots are empty the live
+//! entries are moved to the front (every slot rewritten by the next batch). A batch is
+//! taken only after the previous scan finished and its records were read ([`Arrays::record`]),
+//! so a record's index always names a slot of the layout that scan read.
+//!
+//! **Reuse races.** A scan launched before an entry was disarmed may read bytes that the
+//! memory's next owner wrote (a pool hands a freed block out at once). Every arm gets a
+//! generation of its own; a record counts only if its slot still holds that generation,
+//! armed ([`Verdict::Dropped`] otherwise). An arm handed to the device and disarmed before
+//! the update kernel is known to have run is cancelled in place ([`Disarmed::cancel`]): the
+//! kernel reads the flag just before it writes, so it does not write a canary into memory
+//! already handed out again.
+
+use std::collections::{BTreeMap, HashMap};
+
+use gpusan_abi::canary::{self as abi, Command, Entry, ErrorRecord, COMMAND_WRITE_BYTES};
+
+/// Slots an array has at first.
+pub const INITIAL_CAPACITY: u32 = 1024;
+/// Arrays shorter than this are never compacted (not worth a rewrite).
+const COMPACT_MIN: usize = 256;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Slot {
+    /// `tail_len == 0`: empty.
+    entry: Entry,
+    key: u64,
+}
+
+/// A canary to write: past the end of an allocation the host knows by `key`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tail {
+    pub key: u64,
+    /// The allocation's requested end: the canary's first byte.
+    pub start: u64,
+    pub len: u32,
+    /// The program's stream the memory is the allocation's from (a pool block's): the
+    /// canary may be written only after the work queued there before it was handed out
+    /// (the pool's last user of the memory may still be running). `None`: at once.
+    pub stream: Option<u64>,
+}
+
+/// One context's entry array, as the host keeps it.
+#[derive(Debug)]
+pub struct Arrays {
+    slots: Vec<Slot>,
+    index: HashMap<u64, u32>,
+    /// Armed keys by their canary's first byte: memory given back, or a pool block handed
+    /// out over others, disarms what lies in it.
+    by_start: BTreeMap<u64, u64>,
+    /// The longest canary armed (how far below a range a canary reaching into it starts).
+    longest: u32,
+    live: usize,
+    next_generation: u32,
+    /// Commands for the next batch, by slot (a later command for a slot replaces an earlier
+    /// one, since only the slot's last state matters).
+    pending: HashMap<u32, Command>,
+    /// The streams pending arms must wait for ([`Tail::stream`]), by slot.
+    pending_streams: HashMap<u32, u64>,
+    /// Every slot must be written again (compaction moved them, or a new array replaces the
+    /// old one).
+    rewrite: bool,
+    /// Arms of the batch handed out last, by generation: where their command sits in it.
+    in_flight: HashMap<u32, usize>,
+    /// Slots of the device's array (0 before the first batch: allocated with it).
+    device_capacity: u32,
+    scans: u32,
+}
+
+/// What the device must do before the next scan ([`Arrays::take_batch`]).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Batch {
+    /// Slots the device array must have: a larger array than it has means a new one
+    /// (every live slot is among the commands then).
+    pub capacity: u32,
+    pub commands: Vec<Command>,
+    /// Slots the scan reads, from 0.
+    pub count: u32,
+    /// The scan's number, carried by its records.
+    pub scan: u32,
+    /// The program's streams whose work so far the commands must wait for.
+    pub streams: Vec<u64>,
+}
+
+/// A disarmed entry's arm command, handed to the device but not known to have run: the
+/// caller sets its `cancelled` flag in the batch's command buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Disarmed {
+    pub entry: Entry,
+    pub cancel: Option<usize>,
+    /// Its bytes are known written (an arm written at allocation time, or whose batch ran
+    /// uncancelled): a check of them means something.
+    pub written: bool,
+}
+
+/// What a scan's record means now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The canary of the allocation `key` is overwritten.
+    Overwritten { key: u64, entry: Entry },
+    /// The slot was disarmed or reused since the scan was launched: its memory may be
+    /// another allocation's now.
+    Dropped,
+}
+
+impl Default for Arrays {
+    fn default() -> Self {
+        Arrays {
+            slots: Vec::new(),
+            index: HashMap::new(),
+            by_start: BTreeMap::new(),
+            longest: 0,
+            live: 0,
+            next_generation: 1,
+            pending: HashMap::new(),
+            pending_streams: HashMap::new(),
+            rewrite: false,
+            in_flight: HashMap::new(),
+            device_capacity: 0,
+            scans: 0,
+        }
+    }
+}
+
+impl Arrays {
+    /// Arms a canary: its entry (and its bytes, unless `written`: the caller wrote them
+    /// already, before any later scan) is written by the next batch, before the next scan.
+    /// A key armed already is disarmed first.
+    pub fn arm(&mut self, tail: Tail, written: bool) -> u32 {
+        if self.index.contains_key(&tail.key) {
+            self.disarm(tail.key);
+        }
+        let generation = self.next_generation;
+        // 0 never names an arm (an empty slot of a new array reads 0).
+        self.next_generation = self.next_generation.wrapping_add(1).max(1);
+        let entry = Entry { tail_start: tail.start, tail_len: tail.len, generation };
+        let i = self.slots.len() as u32;
+        self.slots.push(Slot { entry, key: tail.key });
+        self.index.insert(tail.key, i);
+        self.by_start.insert(tail.start, tail.key);
+        self.longest = self.longest.max(tail.len);
+        self.live += 1;
+        let flags = if written { 0 } else { COMMAND_WRITE_BYTES };
+        let command = Command { index: i, flags, entry, ..Command::default() };
+        self.pending.insert(i, command);
+        if let (Some(stream), false) = (tail.stream, written) {
+            self.pending_streams.insert(i, stream);
+        }
+        generation
+    }
+
+    /// Disarms the canary of `key`, if armed: the device's entry is emptied by the next
+    /// batch, and an arm not yet written is not written at all.
+    pub fn disarm(&mut self, key: u64) -> Option<Disarmed> {
+        let i = self.index.remove(&key)?;
+        let slot = self.slots.get_mut(i as usize)?;
+        let entry = slot.entry;
+        slot.entry = Entry::default();
+        self.live -= 1;
+        if self.by_start.get(&entry.tail_start) == Some(&key) {
+            self.by_start.remove(&entry.tail_start);
+        }
+        let cancel = self.in_flight.remove(&entry.generation);
+        let pending_bytes = self.pending.get(&i).is_some_and(|c| c.flags & COMMAND_WRITE_BYTES != 0);
+        self.pending.insert(i, Command { index: i, entry: Entry::default(), ..Command::default() });
+        self.pending_streams.remove(&i);
+        Some(Disarmed { entry, cancel, written: !pending_bytes && cancel.is_none() })
+    }
+
+    /// Disarms every canary with a byte in `[lo, hi)`: memory given back to the driver
+    /// (no scan may read it after), or handed out again by a pool. The keys and their
+    /// disarms.
+    pub fn disarm_range(&mut self, lo: u64, hi: u64) -> Vec<(u64, Disarmed)> {
+        let from = lo.saturating_sub(u64::from(self.longest));
+        let keys: Vec<u64> = self
+            .by_start
+            .range(from..hi)
+            .filter(|(start, key)| {
+                let len = self.index.get(key).and_then(|&i| self.slots.get(i as usize)).map_or(0, |s| s.entry.tail_len);
+                **start + u64::from(len) > lo
+            })
+            .map(|(_, key)| *key)
+            .collect();
+        keys.into_iter().filter_map(|k| self.disarm(k).map(|d| (k, d))).collect()
+    }
+
+    /// Whether `key` is armed.
+    pub fn is_armed(&self, key: u64) -> bool {
+        self.index.contains_key(&key)
+    }
+
+    /// Armed canaries.
+    pub fn live(&self) -> usize {
+        self.live
+    }
+
+    /// Slots in use, live or empty (what a scan reads).
+    pub fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The batch of the next scan, after the previous one's records were read: compacts
+    /// when a quarter of the slots are empty, grows the array when full. With
+    /// `hold_streamed` (a stream capture is under way: gpusan must not touch the program's
+    /// streams), arms that wait for a stream stay pending, their slots written empty.
+    pub fn take_batch(&mut self, hold_streamed: bool) -> Batch {
+        self.in_flight.clear();
+        let empty = self.slots.len() - self.live;
+        if self.slots.len() >= COMPACT_MIN && empty * 4 >= self.slots.len() {
+            self.compact();
+        }
+        let needed = (self.slots.len() as u32).max(INITIAL_CAPACITY);
+        let capacity = if needed > self.device_capacity { needed.next_power_of_two() } else { self.device_capacity };
+        if capacity != self.device_capacity {
+            self.rewrite = true;
+        }
+        let mut commands: Vec<Command> = if self.rewrite {
+            // Every slot from its host copy; an arm still pending keeps its bytes to write.
+            let pending = std::mem::take(&mut self.pending);
+            let all = self.slots.iter().enumerate().map(|(i, s)| {
+                let i = i as u32;
+                let written = pending.get(&i).is_none_or(|c| c.flags & COMMAND_WRITE_BYTES == 0);
+                let flags = if written || s.entry.tail_len == 0 { 0 } else { COMMAND_WRITE_BYTES };
+                Command { index: i, flags, entry: s.entry, ..Command::default() }
+            });
+            // Empty slots too: a new array's memory is not zeroed.
+            all.collect()
+        } else {
+            std::mem::take(&mut self.pending).into_values().collect()
+        };
+        commands.sort_by_key(|c| c.index);
+        let mut streams = Vec::new();
+        for c in &mut commands {
+            let Some(&stream) = self.pending_streams.get(&c.index) else { continue };
+            if c.flags & COMMAND_WRITE_BYTES == 0 {
+                continue; // a rewrite of an arm written already
+            }
+            if hold_streamed {
+                self.pending.insert(c.index, *c);
+                *c = Command { index: c.index, ..Command::default() };
+            } else {
+                self.pending_streams.remove(&c.index);
+                if !streams.contains(&stream) {
+                    streams.push(stream);
+                }
+            }
+        }
+        for (at, c) in commands.iter().enumerate() {
+            if c.flags & COMMAND_WRITE_BYTES != 0 {
+                self.in_flight.insert(c.entry.generation, at);
+            }
+        }
+        self.rewrite = false;
+        self.device_capacity = capacity;
+        self.scans = self.scans.wrapping_add(1);
+        Batch { capacity, commands, count: self.slots.len() as u32, scan: self.scans, streams }
+    }
+
+    /// Moves the live slots to the front, in their order: every slot is written again.
+    fn compact(&mut self) {
+        // Pending arms (bytes still to write) by generation, with the stream each waits for:
+        // their commands named old slots.
+        let arms: HashMap<u32, Option<u64>> = self
+            .pending
+            .values()
+            .filter(|c| c.flags & COMMAND_WRITE_BYTES != 0)
+            .map(|c| (c.entry.generation, self.pending_streams.get(&c.index).copied()))
+            .collect();
+        self.pending.clear();
+        self.pending_streams.clear();
+        self.slots.retain(|s| s.entry.tail_len != 0);
+        self.index.clear();
+        for (i, s) in self.slots.iter().enumerate() {
+            let i = i as u32;
+            self.index.insert(s.key, i);
+            if let Some(stream) = arms.get(&s.entry.generation) {
+                self.pending
+                    .insert(i, Command { index: i, flags: COMMAND_WRITE_BYTES, entry: s.entry, ..Default::default() });
+                if let Some(stream) = stream {
+                    self.pending_streams.insert(i, *stream);
+                }
+            }
+        }
+        self.rewrite = true;
+    }
+
+    /// The last batch ran (its scan is done): its arms are written, nothing to cancel.
+    pub fn batch_done(&mut self) {
+        self.in_flight.clear();
+    }
+
+    /// What a record of the last batch's scan means now (the layout has not changed since:
+    /// batches are taken only after the records were read).
+    pub fn record(&self, r: &ErrorRecord) -> Verdict {
+        match self.slots.get(r.index as usize) {
+            Some(s)
+                if s.entry.tail_len != 0
+                    && s.entry.generation == r.generation
+                    && r.address.wrapping_sub(s.entry.tail_start) < u64::from(s.entry.tail_len) =>
+            {
+                Verdict::Overwritten { key: s.key, entry: s.entry }
+            }
+            _ => Verdict::Dropped,
+        }
+    }
+
+    /// Bytes the host and the device keep for the arrays (host slots and index, device
+    /// slots): what canary mode costs beside the canaries themselves.
+    pub fn bytes(&self) -> (u64, u64) {
+        let host = self.slots.capacity() * std::mem::size_of::<Slot>()
+            + self.index.capacity() * (std::mem::size_of::<(u64, u32)>() + 1);
+        (host as u64, u64::from(self.device_capacity) * abi::ENTRY_BYTES as u64)
+    }
+}
+
+/// The slack of a pool block that holds its canary: `[base + size, base + round_up(size,
+/// 512))` for the pools that hand out 512-byte multiples at 512-aligned addresses
+/// (PyTorch's caching allocator, CuPy's `MemoryPool`); why none otherwise.
+pub fn pool_slack(source: crate::pool_blocks::PoolSource, base: u64, size: u64) -> Result<u32, &'static str> {
+    use crate::pool_blocks::PoolSource;
+    const ROUND: u64 = 512;
+    match source {
+        PoolSource::Torch | PoolSource::CupyPool => {}
+        PoolSource::CupyPinned => return Err("host memory"),
+        PoolSource::Nvtx => return Err("NVTX region (its slack is not known)"),
+        PoolSource::Other => return Err("pool block of an unknown pool (its rounding is not known)"),
+    }
+    if !base.is_multiple_of(ROUND) {
+        return Err("pool block not at the pool's alignment");
+    }
+    let slack = size.next_multiple_of(ROUND) - size;
+    if slack == 0 {
+        return Err("size is a multiple of the pool's rounding");
+    }
+    Ok(slack as u32)
+}
+
+/// The bytes of a canary as the device code writes them ([`abi::canary_byte`]); the host's
+/// own check of a canary it can read, and the tests'.
+pub fn expected(secret: u64, start: u64, len: u32) -> impl Iterator<Item = u8> {
+    (start..start + u64::from(len)).map(move |a| abi::canary_byte(secret, a, start))
+}
+
+/// The first byte of `found` (the canary's bytes from `start`) that differs, how many do,
+/// and the expected and found byte there: what the scan kernel records.
+pub fn compare(secret: u64, start: u64, found: &[u8]) -> Option<(u64, u32, u8, u8)> {
+    let mut first = None;
+    let mut bad = 0u32;
+    for (i, (&f, e)) in found.iter().zip(expected(secret, start, found.len() as u32)).enumerate() {
+        if f != e {
+            bad += 1;
+            first.get_or_insert((start + i as u64, e, f));
+        }
+    }
+    first.map(|(a, e, f)| (a, bad, e, f))
+}
+
+/// Reads the error buffer's records (`bytes`: the whole buffer, as mapped): how many the
+/// scans claimed, and those stored.
+pub fn read_records(bytes: &[u8]) -> (u32, Vec<ErrorRecord>) {
+    let Some(count) = bytes.get(..4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])) else {
+        return (0, Vec::new());
+    };
+    let stored = (count as usize).min(abi::ERROR_CAPACITY);
+    let records = (0..stored)
+        .filter_map(|i| {
+            let at = abi::ERRORS_HEADER_BYTES + i * abi::ERROR_RECORD_BYTES;
+            let b = bytes.get(at..at + abi::ERROR_RECORD_BYTES)?;
+            let u32_at = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+            let mut addr = [0u8; 8];
+            addr.copy_from_slice(&b[8..16]);
+            Some(ErrorRecord {
+                index: u32_at(0),
+                generation: u32_at(4),
+                address: u64::from_le_bytes(addr),
+                bad: u32_at(16),
+                scan: u32_at(20),
+                expected: b[24],
+                found: b[25],
+                _pad: [0; 6],
+            })
+        })
+        .collect();
+    (count, records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tail(key: u64) -> Tail {
+        Tail { key, start: 0x10_0000 + key * 0x1000 + 100, len: 32, stream: None }
+    }
+
+    fn record_of(a: &Arrays, key: u64, batch_slot: u32) -> ErrorRecord {
+        let s = a.slots[batch_slot as usize];
+        assert_eq!(s.key, key);
+        ErrorRecord {
+            index: batch_slot,
+            generation: s.entry.generation,
+            address: s.entry.tail_start + 3,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_arm_is_written_with_its_bytes_then_scanned() {
+        let mut a = Arrays::default();
+        let g = a.arm(tail(1), false);
+        let b = a.take_batch(false);
+        assert_eq!(b.capacity, INITIAL_CAPACITY);
+        assert_eq!(b.count, 1);
+        assert_eq!(b.commands.len(), 1);
+        assert_eq!(b.commands[0].flags, COMMAND_WRITE_BYTES);
+        assert_eq!(b.commands[0].entry.generation, g);
+        assert_eq!(a.take_batch(false).commands, vec![], "nothing new: nothing to write");
+    }
+
+    #[test]
+    fn a_record_of_a_live_entry_is_a_finding_and_of_a_disarmed_one_is_dropped() {
+        let mut a = Arrays::default();
+        a.arm(tail(1), false);
+        a.arm(tail(2), false);
+        a.take_batch(false);
+        let r1 = record_of(&a, 1, 0);
+        let r2 = record_of(&a, 2, 1);
+        assert!(matches!(a.record(&r1), Verdict::Overwritten { key: 1, .. }));
+        a.disarm(2);
+        assert_eq!(a.record(&r2), Verdict::Dropped, "disarmed after the scan was launched");
+        // Rearmed at once (a pool hands the block out again): a new generation, still dropped.
+        a.arm(tail(2), false);
+        assert_eq!(a.record(&r2), Verdict::Dropped);
+        let outside = ErrorRecord { address: r1.address + 64, ..r1 };
+        assert_eq!(a.record(&outside), Verdict::Dropped, "an address outside the canary is no record of it");
+    }
+
+    #[test]
+    fn an_arm_disarmed_before_its_batch_is_never_written() {
+        let mut a = Arrays::default();
+        a.arm(tail(1), false);
+        let d = a.disarm(1).unwrap();
+        assert_eq!(d.cancel, None);
+        assert!(!d.written, "never written: no check before its free");
+        let b = a.take_batch(false);
+        assert!(b.commands.iter().all(|c| c.flags & COMMAND_WRITE_BYTES == 0), "{b:?}");
+    }
+
+    #[test]
+    fn an_arm_disarmed_while_its_batch_is_in_flight_is_cancelled_in_place() {
+        let mut a = Arrays::default();
+        a.arm(tail(7), false);
+        a.arm(tail(8), false);
+        let b = a.take_batch(false);
+        let at = b.commands.iter().position(|c| c.entry.tail_start == tail(8).start).unwrap();
+        assert_eq!(a.disarm(8).unwrap().cancel, Some(at));
+        a.batch_done();
+        let d = a.disarm(7).unwrap();
+        assert_eq!((d.cancel, d.written), (None, true), "its batch ran: written, the next batch empties the slot");
+    }
+
+    #[test]
+    fn an_arm_written_by_its_allocation_goes_out_as_an_entry_only() {
+        let mut a = Arrays::default();
+        a.arm(tail(1), true);
+        assert!(a.disarm(1).unwrap().written, "written at allocation time: checked before its free");
+        a.arm(tail(2), true);
+        let b = a.take_batch(false);
+        let arms: Vec<_> = b.commands.iter().filter(|c| c.entry.tail_len != 0).collect();
+        assert_eq!(arms.len(), 1);
+        assert_eq!(arms[0].flags, 0, "its bytes are the allocation's to write, not the batch's");
+        let d = a.disarm(2).unwrap();
+        assert_eq!((d.cancel, d.written), (None, true));
+    }
+
+    #[test]
+    fn a_pool_blocks_arm_waits_for_its_stream_and_is_held_while_a_capture_runs() {
+        let mut a = Arrays::default();
+        a.arm(Tail { stream: Some(0x77), ..tail(1) }, false);
+        let held = a.take_batch(true);
+        assert_eq!(held.streams, Vec::<u64>::new(), "nothing of the program's streams is touched");
+        assert_eq!(held.count, 1);
+        assert_eq!(held.commands, vec![Command { index: 0, ..Command::default() }], "its slot written empty");
+        let b = a.take_batch(false);
+        assert_eq!(b.streams, vec![0x77]);
+        assert_eq!(b.commands.len(), 1);
+        assert_eq!(b.commands[0].flags, COMMAND_WRITE_BYTES);
+        assert_eq!(a.take_batch(false).streams, Vec::<u64>::new(), "waited for once");
+    }
+
+    #[test]
+    fn compaction_keeps_pending_arms_and_the_streams_they_wait_for() {
+        let mut a = Arrays::default();
+        for k in 0..400 {
+            a.arm(tail(k), false);
+        }
+        a.take_batch(false);
+        for k in 0..200 {
+            a.disarm(k);
+        }
+        a.arm(Tail { stream: Some(0x55), ..tail(1000) }, false);
+        let b = a.take_batch(false);
+        assert_eq!(b.count, 201);
+        assert_eq!(b.streams, vec![0x55]);
+        let arm = b.commands.iter().find(|c| c.entry.tail_start == tail(1000).start).unwrap();
+        assert_eq!((arm.index, arm.flags), (200, COMMAND_WRITE_BYTES), "moved, bytes still to write");
+        let moved = b.commands.iter().find(|c| c.entry.tail_start == tail(200).start).unwrap();
+        assert_eq!((moved.index, moved.flags), (0, 0), "written already: the entry only");
+    }
+
+    #[test]
+    fn a_quarter_empty_array_is_compacted_and_rewritten() {
+        let mut a = Arrays::default();
+        for k in 0..400 {
+            a.arm(tail(k), false);
+        }
+        a.take_batch(false);
+        for k in 0..100 {
+            a.disarm(k * 4);
+        }
+        let b = a.take_batch(false);
+        assert_eq!(b.count, 300);
+        assert_eq!(a.slots(), 300);
+        assert_eq!(b.commands.len(), 300, "every live slot rewritten, no bytes");
+        assert!(b.commands.iter().all(|c| c.flags == 0 && c.entry.tail_len != 0));
+        for (i, c) in b.commands.iter().enumerate() {
+            assert_eq!(c.index, i as u32);
+        }
+        // A record of the new layout names the moved entry.
+        let r = record_of(&a, 1, 0);
+        assert!(matches!(a.record(&r), Verdict::Overwritten { key: 1, .. }));
+    }
+
+    #[test]
+    fn a_full_array_grows_by_doubling_and_keeps_pending_arms_bytes() {
+        let mut a = Arrays::default();
+        for k in 0..INITIAL_CAPACITY as u64 {
+            a.arm(tail(k), false);
+        }
+        assert_eq!(a.take_batch(false).capacity, INITIAL_CAPACITY);
+        a.arm(tail(5000), false);
+        let b = a.take_batch(false);
+        assert_eq!(b.capacity, 2 * INITIAL_CAPACITY);
+        assert_eq!(b.commands.len(), INITIAL_CAPACITY as usize + 1, "the new array gets every slot");
+        let with_bytes: Vec<_> = b.commands.iter().filter(|c| c.flags & COMMAND_WRITE_BYTES != 0).collect();
+        assert_eq!(with_bytes.len(), 1);
+        assert_eq!(with_bytes[0].entry.tail_start, tail(5000).start);
+    }
+
+    #[test]
+    fn a_range_given_back_disarms_every_canary_reaching_into_it() {
+        let mut a = Arrays::default();
+        a.arm(Tail { key: 1, start: 1000, len: 100, stream: None }, false);
+        a.arm(Tail { key: 2, start: 2000, len: 10, stream: None }, false);
+        a.arm(Tail { key: 3, start: 3000, len: 10, stream: None }, false);
+        let gone: Vec<u64> = a.disarm_range(1050, 2005).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(gone, vec![1, 2]);
+        assert!(a.is_armed(3));
+        assert!(a.disarm_range(3010, 4000).is_empty(), "ends where the range starts");
+    }
+
+    #[test]
+    fn generations_are_never_zero_and_differ() {
+        let mut a = Arrays { next_generation: u32::MAX, ..Arrays::default() };
+        let g1 = a.arm(tail(1), false);
+        let g2 = a.arm(tail(2), false);
+        assert_eq!((g1, g2), (u32::MAX, 1));
+    }
+
+    #[test]
+    fn compare_finds_the_first_bad_byte_and_counts_them() {
+        let secret = 0x5eed;
+        let start = 0x7000_0000_0003;
+        let mut bytes: Vec<u8> = expected(secret, start, 40).collect();
+        assert_eq!(compare(secret, start, &bytes), None);
+        bytes[5] ^= 0xff;
+        bytes[9] = bytes[9].wrapping_add(1);
+        let e = abi::canary_byte(secret, start + 5, start);
+        assert_eq!(compare(secret, start, &bytes), Some((start + 5, 2, e, e ^ 0xff)));
+    }
+
+    #[test]
+    fn records_are_read_as_the_kernel_writes_them() {
+        let mut buf = vec![0u8; abi::ERRORS_BYTES];
+        buf[..4].copy_from_slice(&3u32.to_le_bytes());
+        let at = abi::ERRORS_HEADER_BYTES + abi::ERROR_RECORD_BYTES;
+        let r = ErrorRecord {
+            index: 4,
+            generation: 9,
+            address: 0xabc,
+            bad: 2,
+            scan: 7,
+            expected: 1,
+            found: 2,
+            _pad: [0; 6],
+        };
+        // SAFETY: ErrorRecord is repr(C) plain data of exactly ERROR_RECORD_BYTES.
+        let raw: [u8; abi::ERROR_RECORD_BYTES] = unsafe { std::mem::transmute(r) };
+        buf[at..at + abi::ERROR_RECORD_BYTES].copy_from_slice(&raw);
+        let (count, records) = read_records(&buf);
+        assert_eq!(count, 3);
+        assert_eq!(records.len(), 3);
+        assert_eq!(records[1], r);
+    }
+
+    #[test]
+    fn the_arrays_cost_at_most_32_bytes_of_device_memory_per_live_canary_at_scale() {
+        let mut a = Arrays::default();
+        for k in 0..20_000 {
+            a.arm(tail(k), false);
+        }
+        a.take_batch(false);
+        let (_, device) = a.bytes();
+        assert!(device / 20_000 <= 32, "{device}");
+    }
+}
