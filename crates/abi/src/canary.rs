@@ -30,7 +30,7 @@
 //! - [`SCAN_KERNEL`]`(secret: u64, entries: *const Entry, count: u32, errors: *mut u8,
 //!   scan: u32)`: for each armed entry whose bytes differ from the canary, claims a record
 //!   (`atomicAdd` on the count, written only below [`ERROR_CAPACITY`]) and writes it
-//!   ([`ErrorRecord`]).
+//!   ([`ErrorRecord`], with the `%globaltimer` it read once the bad bytes were seen).
 
 /// The kernel that writes one allocation's canary bytes when it is made (`write(secret:
 /// u64, start: u64, len: u32)`), before the program's next kernel can overflow into them.
@@ -78,7 +78,7 @@ pub const COMMAND_BYTES: usize = 32;
 /// [`ERROR_CAPACITY`] records of [`ERROR_RECORD_BYTES`].
 pub const ERRORS_HEADER_BYTES: usize = 16;
 pub const ERROR_CAPACITY: usize = 256;
-pub const ERROR_RECORD_BYTES: usize = 32;
+pub const ERROR_RECORD_BYTES: usize = 40;
 /// Bytes of the whole error buffer.
 pub const ERRORS_BYTES: usize = ERRORS_HEADER_BYTES + ERROR_CAPACITY * ERROR_RECORD_BYTES;
 
@@ -100,6 +100,10 @@ pub struct ErrorRecord {
     pub expected: u8,
     pub found: u8,
     pub _pad: [u8; 6],
+    /// The GPU's `%globaltimer` (nanoseconds) when the scan found the canary overwritten:
+    /// on the clock a program's own kernels read, so the time from an overflow to its
+    /// detection is measured GPU clock to GPU clock (GMOD's detection latency). 0: unknown.
+    pub gpu_ns: u64,
 }
 
 const _: () = assert!(std::mem::size_of::<Entry>() == ENTRY_BYTES);

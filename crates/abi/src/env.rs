@@ -60,10 +60,48 @@ pub const KERNEL_SELECTION: &str = "GPUSAN_KERNEL_SELECTION";
 /// `--target-processes application-only`: the pid of `gpusan run`; only its direct child
 /// (the application) is checked, other processes run untouched.
 pub const ONLY_CHILD_OF: &str = "GPUSAN_ONLY_CHILD_OF";
-/// `--canary-interval-ms`: milliseconds between two scans of the canaries (a decimal
-/// number; unset: [`CANARY_INTERVAL_MS_DEFAULT`]).
+/// `--canary-interval-ms`: milliseconds between two scans of the canaries, a decimal
+/// number read by [`canary_interval_us`] (unset or invalid: [`CANARY_INTERVAL_US_DEFAULT`]).
 pub const CANARY_INTERVAL_MS: &str = "GPUSAN_CANARY_INTERVAL_MS";
-pub const CANARY_INTERVAL_MS_DEFAULT: u64 = 1;
+/// The default interval, 1 ms, in microseconds.
+pub const CANARY_INTERVAL_US_DEFAULT: u64 = 1_000;
+/// The shortest interval taken, 0.05 ms: GMOD's detection latency (0.01–0.016 ms) needs
+/// scans well under a millisecond apart, and the guard thread must still leave the CPU to
+/// the program.
+pub const CANARY_INTERVAL_US_MIN: u64 = 50;
+/// The longest, one minute.
+pub const CANARY_INTERVAL_US_MAX: u64 = 60_000_000;
+
+/// An interval in milliseconds (`--canary-interval-ms`, [`CANARY_INTERVAL_MS`]) as whole
+/// microseconds: a decimal number (`1`, `0.1`, `2.5`) of at most three decimals, from
+/// [`CANARY_INTERVAL_US_MIN`] to [`CANARY_INTERVAL_US_MAX`]. Parsed as a decimal, not a
+/// float, so `0.1` is exactly 100 µs. The error says why in words a user can act on.
+pub fn canary_interval_us(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let range = "from 0.05 to 60000 milliseconds";
+    if t.starts_with('-') {
+        return Err(format!("`{t}` is negative: the interval between two scans is {range}"));
+    }
+    let (whole, frac) = t.split_once('.').unwrap_or((t, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if (whole.is_empty() && frac.is_empty()) || !digits(whole) || !digits(frac) {
+        return Err(format!("`{t}` is not a number of milliseconds (e.g. 1 or 0.1)"));
+    }
+    let frac = frac.trim_end_matches('0');
+    if frac.len() > 3 {
+        return Err(format!("`{t}` is finer than a microsecond (at most three decimals)"));
+    }
+    let whole: u64 = if whole.is_empty() { 0 } else { whole.parse().map_err(|_| format!("`{t}` is too long"))? };
+    let frac_us: u64 = format!("{frac:0<3}").parse().unwrap_or(0);
+    let us = whole.checked_mul(1_000).and_then(|w| w.checked_add(frac_us)).unwrap_or(u64::MAX);
+    if us == 0 {
+        return Err(format!("`{t}` is zero: the interval between two scans is {range}"));
+    }
+    if !(CANARY_INTERVAL_US_MIN..=CANARY_INTERVAL_US_MAX).contains(&us) {
+        return Err(format!("`{t}` is out of range: the interval between two scans is {range}"));
+    }
+    Ok(us)
+}
 /// The NVTX injection library the program named in `NVTX_INJECTION64_PATH` before `gpusan
 /// run` pointed that at gpusan's: gpusan's NVTX entry points load it and forward to it.
 pub const NVTX_CHAIN: &str = "GPUSAN_NVTX_CHAIN";
@@ -137,6 +175,32 @@ mod tests {
             assert!(name.starts_with("GPUSAN_"), "{name}");
             assert!(name.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_'), "{name}");
             assert!(!ALL[..i].contains(name), "{name} twice");
+        }
+    }
+
+    #[test]
+    fn canary_intervals_are_decimal_milliseconds_in_microseconds() {
+        for (text, us) in [("1", 1_000), ("0.1", 100), ("0.05", 50), (".5", 500), ("2.5", 2_500), ("60000", 60_000_000)]
+        {
+            assert_eq!(canary_interval_us(text), Ok(us), "{text}");
+        }
+        assert_eq!(canary_interval_us("0.100000"), Ok(100), "trailing zeros are no finer");
+        for (text, why) in [
+            ("0", "is zero"),
+            ("0.000", "is zero"),
+            ("-1", "is negative"),
+            ("-0.1", "is negative"),
+            ("0.04", "out of range"),
+            ("60000.001", "out of range"),
+            ("0.0001", "finer than a microsecond"),
+            ("1e3", "not a number"),
+            ("", "not a number"),
+            (".", "not a number"),
+            ("1.2.3", "not a number"),
+            ("99999999999999999999", "too long"),
+        ] {
+            let e = canary_interval_us(text).expect_err(text);
+            assert!(e.contains(why), "{text}: {e}");
         }
     }
 

@@ -194,11 +194,12 @@ pub struct RunArgs {
     /// 256; 32 in `--mode canary`]
     #[arg(long, alias = "padding", value_name = "BYTES")]
     redzone: Option<u64>,
-    /// `--mode canary`: milliseconds between two scans of the canaries (a scan is launched
-    /// only once the previous one finished).
-    #[arg(long, value_name = "MS", default_value_t = gpusan_abi::env::CANARY_INTERVAL_MS_DEFAULT,
-          value_parser = clap::value_parser!(u64).range(1..=60_000))]
-    canary_interval_ms: u64,
+    /// `--mode canary`: milliseconds between two scans of the canaries, from 0.05 to 60000,
+    /// fractions included (`0.1`: every 100 µs; a scan is launched only once the previous
+    /// one finished). [default: 1]
+    #[arg(long = "canary-interval-ms", value_name = "MS", default_value = "1", hide_default_value = true,
+          allow_negative_numbers = true, value_parser = gpusan_abi::env::canary_interval_us)]
+    canary_interval_us: u64,
     /// Pool blocks (each tensor of PyTorch's caching allocator, CuPy's pools, NVTX regions)
     /// record the host stacks of their allocation and free, as device allocations do. Off
     /// by default: unwinding at every tensor allocation cost a PyTorch training step about
@@ -495,6 +496,12 @@ fn run_mode(a: &RunArgs) -> Result<Mode> {
 
 /// `--redzone`, or its default: the padding that holds canary mode's tail canaries is
 /// smaller than the binary route's red zones.
+/// Microseconds as the decimal milliseconds [`env::CANARY_INTERVAL_MS`] carries (exact:
+/// `env::canary_interval_us` reads it back to the same microseconds).
+fn interval_ms(us: u64) -> String {
+    format!("{}.{:03}", us / 1_000, us % 1_000)
+}
+
 fn redzone(a: &RunArgs, mode: gpusan_abi::Mode) -> u64 {
     let default = if mode == gpusan_abi::Mode::Canary { env::CANARY_PAD_DEFAULT } else { env::REDZONE_DEFAULT };
     a.redzone.unwrap_or(default)
@@ -539,7 +546,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         .env(env::LOCAL_BOUNDS, a.local_bounds.abi().name())
         .env(env::QUARANTINE_BYTES, a.quarantine_bytes.to_string())
         .env(env::REDZONE, redzone(&a, mode).to_string())
-        .env(env::CANARY_INTERVAL_MS, a.canary_interval_ms.to_string())
+        .env(env::CANARY_INTERVAL_MS, interval_ms(a.canary_interval_us))
         .env(env::POOL_SITES, if a.pool_sites { env::POOL_SITES_ON } else { "0" })
         .env(env::BINARY_KINDS, binary_kinds.name())
         .env(env::CHECK_COUNT, count_checks);

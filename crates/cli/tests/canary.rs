@@ -321,3 +321,57 @@ fn a_context_the_guard_cannot_set_up_is_said_not_scanned() {
     let notes = o.report["notes"].to_string();
     assert!(notes.contains("1 canaries there were never scanned"), "{notes}");
 }
+
+/// A finding says when it was seen on clocks a program can compare with its own: the host's
+/// realtime when the scan was launched and when its records were read (µs since the epoch),
+/// and the GPU's `%globaltimer` when the scan kernel saw the bad bytes (the fake's is
+/// realtime in ns). The program read realtime just before its store: no scan saw it earlier.
+#[test]
+fn a_finding_carries_absolute_detection_times_to_the_microsecond() {
+    let o = run("overflow");
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    let d = details(&o);
+    let store = o
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("overwrite_unix_us="))
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("{}", o.stdout));
+    let (launched, detected) = (d["scan_launched_unix_us"].as_u64(), d["detected_unix_us"].as_u64());
+    let (Some(launched), Some(detected), Some(gpu_ns)) = (launched, detected, d["scan_gpu_ns"].as_u64()) else {
+        panic!("no absolute times: {d:#}")
+    };
+    assert!(store <= gpu_ns / 1000, "seen before the store: {store} {d:#}");
+    assert!(launched <= gpu_ns / 1000 && gpu_ns / 1000 <= detected, "launch, scan, read in order: {d:#}");
+    // The periodic scan (1 ms) found it within the 30 ms the program waited.
+    assert!(detected - store < 30_000, "{store} {d:#}");
+}
+
+/// `--canary-interval-ms` takes fractions of a millisecond (GMOD's latency needs scans
+/// well under one apart): 0.1 is 100 µs, which the guard uses (the report says its
+/// interval); the default stays 1 ms.
+#[test]
+fn a_fractional_scan_interval_is_taken_and_used() {
+    let o = run_with(&["--canary-interval-ms", "0.1"], "overflow", &[]);
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    assert_eq!(o.report["canary"]["interval_us"], 100, "{:#}", o.report["canary"]);
+    let o = run("clean");
+    assert_eq!(o.report["canary"]["interval_us"], 1000, "the default: {:#}", o.report["canary"]);
+}
+
+/// An interval of zero, below 0.05 ms or negative is refused before the program runs, with
+/// the reason.
+#[test]
+fn a_zero_or_negative_scan_interval_is_refused_with_why() {
+    for (value, why) in [("0", "is zero"), ("-1", "is negative"), ("0.01", "out of range"), ("abc", "not a number")] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpusan"))
+            .args(["run", "--mode", "canary", "--canary-interval-ms", value, "--", "true"])
+            .env("GPUSAN_INJECT_LIB", fake_driver::inject_lib())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{value}: {err}");
+        assert!(err.contains("--canary-interval-ms") && err.contains(why), "{value}: {err}");
+        assert!(err.contains("from 0.05 to 60000 milliseconds") || why == "not a number", "{value}: {err}");
+    }
+}

@@ -31,6 +31,7 @@ struct ErrorRecord {
     uint8_t expected;
     uint8_t found;
     uint8_t pad[6];
+    uint64_t gpu_ns;
 };
 static_assert(sizeof(Entry) == GPUSAN_CANARY_ENTRY_BYTES, "entry layout");
 static_assert(sizeof(Command) == GPUSAN_CANARY_COMMAND_BYTES, "command layout");
@@ -94,7 +95,7 @@ extern "C" __global__ void gpusan_canary_update(uint64_t secret, Entry *entries,
 
 // One thread per entry (entries are read coalesced; a canary is a few words): whole words
 // compared, the first and last masked to the canary's bytes; a bad one claims and writes a
-// record.
+// record, stamped with %globaltimer.
 extern "C" __global__ void gpusan_canary_scan(uint64_t secret, const Entry *entries, uint32_t count,
                                               uint8_t *errors, uint32_t scan) {
     uint32_t threads = gridDim.x * blockDim.x;
@@ -121,6 +122,10 @@ extern "C" __global__ void gpusan_canary_scan(uint64_t secret, const Entry *entr
             }
         }
         if (bad == 0) continue;
+        // When the bad bytes were seen, on the clock the program's kernels read too: the
+        // detection latency, GPU clock to GPU clock.
+        uint64_t now;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
         uint32_t slot = atomicAdd((uint32_t *)errors, 1u);
         if (slot >= GPUSAN_CANARY_ERROR_CAPACITY) continue;
         ErrorRecord *r =
@@ -132,6 +137,7 @@ extern "C" __global__ void gpusan_canary_scan(uint64_t secret, const Entry *entr
         r->scan = scan;
         r->expected = expected;
         r->found = found;
+        r->gpu_ns = now;
         __threadfence_system();
     }
 }

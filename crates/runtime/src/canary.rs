@@ -374,17 +374,21 @@ pub fn read_records(bytes: &[u8]) -> (u32, Vec<ErrorRecord>) {
             let at = abi::ERRORS_HEADER_BYTES + i * abi::ERROR_RECORD_BYTES;
             let b = bytes.get(at..at + abi::ERROR_RECORD_BYTES)?;
             let u32_at = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
-            let mut addr = [0u8; 8];
-            addr.copy_from_slice(&b[8..16]);
+            let u64_at = |o: usize| {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(&b[o..o + 8]);
+                u64::from_le_bytes(w)
+            };
             Some(ErrorRecord {
                 index: u32_at(0),
                 generation: u32_at(4),
-                address: u64::from_le_bytes(addr),
+                address: u64_at(8),
                 bad: u32_at(16),
                 scan: u32_at(20),
                 expected: b[24],
                 found: b[25],
                 _pad: [0; 6],
+                gpu_ns: u64_at(32),
             })
         })
         .collect();
@@ -599,6 +603,7 @@ mod tests {
             expected: 1,
             found: 2,
             _pad: [0; 6],
+            gpu_ns: 0x1234_5678_9abc_def0,
         };
         // SAFETY: ErrorRecord is repr(C) plain data of exactly ERROR_RECORD_BYTES.
         let raw: [u8; abi::ERROR_RECORD_BYTES] = unsafe { std::mem::transmute(r) };

@@ -418,6 +418,19 @@ pub struct CanaryDetails {
     /// Milliseconds since the last scan of the context that found its canaries clean (since
     /// the canary was written, if none did since).
     pub since_clean_scan_ms: u64,
+    /// When the host read the finding from the scan's records: CLOCK_REALTIME, microseconds
+    /// since the Unix epoch (a program's own clock can be compared with it).
+    #[serde(default)]
+    pub detected_unix_us: u64,
+    /// When the host launched the scan that found it (the batch the scan ends), on the same
+    /// clock.
+    #[serde(default)]
+    pub scan_launched_unix_us: u64,
+    /// The GPU's `%globaltimer` (nanoseconds) when the scan kernel saw the bad bytes: a
+    /// program that reads `%globaltimer` right after its overflowing store gets the detection
+    /// latency GPU clock to GPU clock. Absent when the scan recorded none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scan_gpu_ns: Option<u64>,
     /// Kernels launched in the context since that scan, oldest first (the last 16).
     pub kernels: Vec<FaultLaunch>,
 }
@@ -653,6 +666,9 @@ pub struct CanaryCoverage {
     pub unguarded: BTreeMap<String, u64>,
     /// Scans launched (periodic, before frees, final).
     pub scans: u64,
+    /// The interval between two periodic scans, in microseconds (`--canary-interval-ms`).
+    #[serde(default)]
+    pub interval_us: u64,
 }
 
 impl CanaryCoverage {
@@ -664,6 +680,8 @@ impl CanaryCoverage {
             add(self.unguarded.entry(k).or_default(), n);
         }
         add(&mut self.scans, o.scans);
+        // Every process of a run is given the same interval.
+        self.interval_us = self.interval_us.max(o.interval_us);
     }
 
     /// The report's line: `guarded 1,204 allocations (1,200 pool block, 4 device) with

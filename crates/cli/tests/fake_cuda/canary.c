@@ -4,7 +4,10 @@
  * gpusan_abi::canary) are recognized by name at cuLaunchKernel and done here with the same
  * hash: a test plants an overflow byte with a plain store and sees the finding end to end.
  * Also the priority streams the guard makes (refused under FAKE_CUDA_NO_PRIORITY_STREAMS). FAKE_CUDA_CANARY_LOG names a file each of
- * those launches appends a line to: `KERNEL stream_flags=F priority=P n=N stream=S`. */
+ * those launches appends a line to: `KERNEL stream_flags=F priority=P n=N stream=S`. A record
+ * is stamped with CLOCK_REALTIME in nanoseconds, where the real scan reads %globaltimer. */
+
+#include <time.h>
 
 static int stream_priority[MAX_STREAMS];
 CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) {
@@ -50,7 +53,16 @@ struct canary_record {
     uint64_t address;
     uint32_t bad, scan;
     uint8_t expected, found, pad[6];
+    uint64_t gpu_ns;
 };
+
+/* The fake's %globaltimer: CLOCK_REALTIME in nanoseconds (a real GPU's counts from an
+ * epoch of its own). */
+static uint64_t canary_globaltimer(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
 
 static void canary_log(const char *kernel, void *stream, unsigned n) {
     const char *path = getenv("FAKE_CUDA_CANARY_LOG");
@@ -83,9 +95,9 @@ static void canary_scan(uint64_t secret, const struct canary_entry *entries, uin
         if (!bad) continue;
         uint32_t slot = __atomic_fetch_add((uint32_t *)errors, 1, __ATOMIC_RELAXED);
         if (slot >= 256) continue;
-        struct canary_record *r = (struct canary_record *)(errors + 16 + 32 * slot);
+        struct canary_record *r = (struct canary_record *)(errors + 16 + 40 * slot);
         *r = (struct canary_record){.index = i, .generation = e.generation, .address = first, .bad = bad,
-                                    .scan = scan, .expected = want, .found = have};
+                                    .scan = scan, .expected = want, .found = have, .gpu_ns = canary_globaltimer()};
     }
 }
 

@@ -35,7 +35,9 @@
  *                 20 ms (the guard runs); capture ended; 30 ms; a byte past the block
  *                 overwritten; 30 ms. Prints `invalidations=N`; appends `endcapture STREAM` to
  *                 $FAKE_CUDA_ORDER when the capture ended.
- * Prints `SCENARIO done rc=0`. */
+ * Prints `SCENARIO done rc=0`; the scenarios that overwrite `a + 1003` print
+ * `overwrite_unix_us=T` (CLOCK_REALTIME read just before the store: no scan can see the
+ * store earlier). */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -93,6 +95,13 @@ static void launch_oob(void) {
 }
 
 static void overwrite(uint64_t at) { *(volatile uint8_t *)(uintptr_t)at ^= 0xff; }
+
+/* CLOCK_REALTIME in microseconds, as a finding's times are. */
+static uint64_t unix_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
 
 typedef int (*block_alloc_fn)(uint64_t, uint64_t, uint64_t, int, unsigned);
 typedef int (*block_free_fn)(uint64_t, uint64_t, int, unsigned);
@@ -206,7 +215,11 @@ int main(int argc, char **argv) {
         if (rc) goto done;
         launch_oob();
         memset((void *)(uintptr_t)a, 1, 1000);
-        if (strcmp(s, "clean")) overwrite(a + 1003);
+        if (strcmp(s, "clean")) {
+            uint64_t t = unix_us();
+            overwrite(a + 1003);
+            printf("overwrite_unix_us=%llu\n", (unsigned long long)t);
+        }
         if (!strcmp(s, "fork")) {
             fflush(stdout);
             pid_t child = fork();

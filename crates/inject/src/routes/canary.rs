@@ -107,11 +107,11 @@ static GUARD: PerProcess<Guard> = PerProcess::new(Guard::new);
 
 impl Guard {
     fn new() -> Guard {
-        let ms = std::env::var(gpusan_abi::env::CANARY_INTERVAL_MS)
+        // `gpusan run` refused an invalid interval; one set by hand is the default.
+        let us = std::env::var(gpusan_abi::env::CANARY_INTERVAL_MS)
             .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .filter(|&ms| ms > 0)
-            .unwrap_or(gpusan_abi::env::CANARY_INTERVAL_MS_DEFAULT);
+            .and_then(|v| gpusan_abi::env::canary_interval_us(&v).ok())
+            .unwrap_or(gpusan_abi::env::CANARY_INTERVAL_US_DEFAULT);
         Guard {
             host: Mutex::new(Host::default()),
             devices: Mutex::new(HashMap::new()),
@@ -120,7 +120,7 @@ impl Guard {
             started: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             thread: Mutex::new(None),
-            interval: Duration::from_millis(ms),
+            interval: Duration::from_micros(us),
         }
     }
 }
@@ -136,6 +136,12 @@ fn secret() -> u64 {
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         gpusan_abi::canary::mix64(t.as_nanos() as u64 ^ u64::from(std::process::id()))
     }
+}
+
+/// CLOCK_REALTIME in microseconds since the Unix epoch: a finding's times, comparable with
+/// the program's own clock.
+fn unix_us() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
 }
 
 /// Whether this run is a canary run.
@@ -313,8 +319,15 @@ pub fn before_release(a: &Allocation, ordered: bool) -> Option<usize> {
     None
 }
 
-/// A finding to report: the key, its entry, the record.
-type Found = Vec<(u64, Entry, ErrorRecord)>;
+/// When a finding's scan was launched and its records read (`unix_us`).
+#[derive(Clone, Copy, Debug)]
+struct When {
+    launched_unix_us: u64,
+    drained_unix_us: u64,
+}
+
+/// A finding to report: the key, its entry, the record, when.
+type Found = Vec<(u64, Entry, ErrorRecord, When)>;
 
 /// Waits for the scan in flight in `context` (if any) and reads its records: the
 /// overwritten canaries, each disarmed (reported once); records of entries disarmed or
@@ -331,6 +344,7 @@ fn finish_in_flight(g: &Guard, context: u64, dev: &mut Device, deadline: Instant
     }
     dev.free_old();
     let (records, lost) = dev.take_records();
+    let when = When { launched_unix_us: flight.launched_unix_us, drained_unix_us: unix_us() };
     let us = flight.timed.then(|| dev.batch_us()).flatten();
     let mut h = locks::lock(&g.host);
     h.lost += lost;
@@ -349,7 +363,7 @@ fn finish_in_flight(g: &Guard, context: u64, dev: &mut Device, deadline: Instant
                     if let Some(d) = ctx.arrays.disarm(key) {
                         cancel(ctx.commands, d.cancel);
                     }
-                    found.push((key, entry, *r));
+                    found.push((key, entry, *r, when));
                 }
                 Verdict::Dropped => dropped += 1,
             }
@@ -361,7 +375,7 @@ fn finish_in_flight(g: &Guard, context: u64, dev: &mut Device, deadline: Instant
         }
     }
     h.dropped += dropped;
-    for (key, _, _) in &found {
+    for (key, _, _, _) in &found {
         h.reported.insert(*key);
     }
     found
@@ -373,22 +387,24 @@ fn scan_once(g: &Guard, dev: &mut Device, entries: &[(u64, Entry)], deadline: In
         return Vec::new();
     }
     let only: Vec<Entry> = entries.iter().map(|(_, e)| *e).collect();
+    let launched_unix_us = unix_us();
     if !dev.scan_once(g.secret, &only, ONCE) {
         return Vec::new();
     }
-    dev.in_flight = Some(InFlight { scan: ONCE, timed: false, upto: 0, at: Instant::now() });
+    dev.in_flight = Some(InFlight { scan: ONCE, timed: false, upto: 0, at: Instant::now(), launched_unix_us });
     locks::lock(&g.host).scans += 1;
     if !dev.wait(deadline) {
         return Vec::new();
     }
     dev.in_flight = None;
     let (records, _) = dev.take_records();
+    let when = When { launched_unix_us, drained_unix_us: unix_us() };
     let mut h = locks::lock(&g.host);
     let mut found = Vec::new();
     for r in records.iter().filter(|r| r.scan == ONCE) {
         if let Some((key, e)) = entries.get(r.index as usize) {
             if e.generation == r.generation && h.reported.insert(*key) {
-                found.push((*key, *e, *r));
+                found.push((*key, *e, *r, when));
             }
         }
     }
@@ -423,8 +439,9 @@ fn tick(g: &Guard, context: u64, dev: &mut Device) -> Found {
     }
     ctx.commands = dev.commands.host;
     let upto = super::faults::launch_count();
+    let launched_unix_us = unix_us();
     if dev.run_batch(g.secret, &batch.commands, batch.count, batch.scan) {
-        dev.in_flight = Some(InFlight { scan: batch.scan, timed: true, upto, at: Instant::now() });
+        dev.in_flight = Some(InFlight { scan: batch.scan, timed: true, upto, at: Instant::now(), launched_unix_us });
         h.scans += 1;
     }
     found
@@ -577,18 +594,28 @@ fn last_scan(g: &Guard, context: u64, devices: &mut HashMap<u64, Device>) -> Fou
 }
 
 fn report_all(context: u64, found: Found, scan: CanaryScan, known: Option<&Allocation>) {
-    for (key, entry, record) in found {
+    for (key, entry, record, when) in found {
         // An allocation the registry no longer knows was displaced: its memory is another's
         // now, and the record is dropped as one of a reuse race.
-        if !report(context, key, entry, &record, scan, known) {
+        if !report(context, Seen { key, entry, record, when, scan }, known) {
             locks::lock(&guard().host).dropped += 1;
         }
     }
 }
 
-/// The finding for the canary of `key` (a device allocation the registry no longer holds
-/// is `known`).
-fn report(context: u64, key: u64, entry: Entry, r: &ErrorRecord, scan: CanaryScan, known: Option<&Allocation>) -> bool {
+/// A canary found overwritten: its key and entry, the scan's record, when, and which scan.
+struct Seen {
+    key: u64,
+    entry: Entry,
+    record: ErrorRecord,
+    when: When,
+    scan: CanaryScan,
+}
+
+/// The finding for the canary `seen` (a device allocation the registry no longer holds is
+/// `known`).
+fn report(context: u64, seen: Seen, known: Option<&Allocation>) -> bool {
+    let Seen { key, entry, record: ref r, when, scan } = seen;
     let g = guard();
     let registry = &state().registry;
     let start = entry.tail_start;
@@ -629,6 +656,9 @@ fn report(context: u64, key: u64, entry: Entry, r: &ErrorRecord, scan: CanarySca
         scan,
         detected_ms: now.duration_since(g.epoch).as_millis() as u64,
         since_clean_scan_ms: last_clean.map_or(0, |t| now.duration_since(t).as_millis() as u64),
+        detected_unix_us: when.drained_unix_us,
+        scan_launched_unix_us: when.launched_unix_us,
+        scan_gpu_ns: (r.gpu_ns != 0).then_some(r.gpu_ns),
         kernels: super::faults::since_clean_scan(context),
     };
     state().report(Report::canary(details));
@@ -641,7 +671,12 @@ pub fn coverage() -> Option<CanaryCoverage> {
         return None;
     }
     let h = locks::lock(&guard().host);
-    Some(CanaryCoverage { guarded: h.guarded.clone(), unguarded: h.unguarded.clone(), scans: h.scans })
+    Some(CanaryCoverage {
+        guarded: h.guarded.clone(),
+        unguarded: h.unguarded.clone(),
+        scans: h.scans,
+        interval_us: guard().interval.as_micros() as u64,
+    })
 }
 
 /// The report's note when some canaries were never scanned (gpusan's kernels could not be

@@ -67,6 +67,8 @@ pub struct InFlight {
     /// The program's launches recorded when it was launched (`faults::launch_count`).
     pub upto: u64,
     pub at: Instant,
+    /// CLOCK_REALTIME (µs since the epoch) just before it was launched: a finding's time.
+    pub launched_unix_us: u64,
 }
 
 /// One context's device resources.
