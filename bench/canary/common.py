@@ -109,25 +109,46 @@ def finding_times(finding):
     return {p: v for p, v in _numeric_leaves(finding) if TIME_KEY.search(p.rsplit(".", 1)[-1]) and p != "count"}
 
 
-def latency(finding, t_overflow_us, t_main_us=None):
-    """Detection latency of `finding` in ms after the host saw the overflowing kernel complete
-    (`t_overflow_us`, CLOCK_REALTIME µs since the epoch), from the finding's own time fields:
-    an absolute one (…unix…/…epoch…/…wall…, unit by suffix) is exact; a relative one
-    (detected … since start) gives only `latency_estimate_ms`, anchored at the program's
-    main (`t_main_us`): its zero is gpusan's. Also the time since the last clean scan when
-    the finding carries it: an upper bound of the time from the bad write to its detection
-    (the write came after that scan). Returns {} when the finding carries no time."""
+def latency(finding, t_overflow_us, t_main_us=None, bad_store_gpu_ns=None):
+    """Detection latency of `finding`, in ms.
+
+    - `latency_ms`, GPU clock to GPU clock when it can be: the finding's `scan_gpu_ns` (the
+      scan kernel's %globaltimer when it saw the bad bytes) minus `bad_store_gpu_ns` (the
+      overflowing thread's %globaltimer just before its store): GMOD's measure, from the
+      overflow to its detection (`basis` says which measure it is).
+    - `host_latency_ms`: the finding's `detected_unix_us` (CLOCK_REALTIME when gpusan's host
+      read the scan's records) minus `t_overflow_us` (the program's CLOCK_REALTIME right after
+      it saw the overflowing kernel's completion event): when the host had the finding in
+      hand (negative when found while the kernel still ran); `scan_read_after_launch_ms`, the
+      host's time from the scan's launch to reading it. Without `scan_gpu_ns`, `latency_ms`
+      is this one (or any other absolute field, …unix…/…epoch…/…wall…, unit by suffix).
+    - a relative field (detected … since start) gives only `latency_estimate_ms`, anchored
+      at the program's main (`t_main_us`): its zero is gpusan's.
+    - the time since the last clean scan: an upper bound of the time from the bad write to
+      its detection (the write came after that scan).
+    Returns {} when the finding carries no time."""
     times = finding_times(finding)
     out = {"fields": times} if times else {}
-    scan = (finding.get("details") or {}).get("scan")
+    d = finding.get("details") or {}
+    scan = d.get("scan")
     if scan:
         out["scan"] = scan
+    gpu, det, launched = d.get("scan_gpu_ns"), d.get("detected_unix_us"), d.get("scan_launched_unix_us")
+    if isinstance(det, int) and det and t_overflow_us:
+        out["host_latency_ms"] = round((det - t_overflow_us) / 1e3, 4)
+    if isinstance(det, int) and isinstance(launched, int) and det and launched:
+        out["scan_read_after_launch_ms"] = round((det - launched) / 1e3, 4)
+    if isinstance(gpu, int) and gpu and isinstance(bad_store_gpu_ns, int) and bad_store_gpu_ns:
+        out["latency_ms"] = round((gpu - bad_store_gpu_ns) / 1e6, 6)
+        out["basis"] = "gpu %globaltimer: scan_gpu_ns - the overflowing thread's just before its store"
     for p, v in times.items():
+        if "latency_ms" in out:
+            break
         leaf = p.rsplit(".", 1)[-1]
         unit = _unit_us(leaf)
         if unit is None:
             continue
-        if re.search(r"unix|epoch|wall|realtime", leaf, re.I) and t_overflow_us:
+        if re.search(r"unix|epoch|wall|realtime", leaf, re.I) and not re.search(r"launch", leaf) and t_overflow_us:
             out["latency_ms"] = round((v * unit - t_overflow_us) / 1e3, 4)
             out["basis"] = f"absolute field {p}"
             break
@@ -135,7 +156,7 @@ def latency(finding, t_overflow_us, t_main_us=None):
         for p, v in times.items():
             leaf = p.rsplit(".", 1)[-1]
             unit = _unit_us(leaf)
-            if unit and re.search(r"detect", leaf, re.I) and not re.search(r"clean|scan", leaf, re.I):
+            if unit and re.search(r"detect", leaf, re.I) and not re.search(r"clean|scan|unix|epoch|wall", leaf, re.I):
                 # Not the latency: the field's zero is gpusan's, not known to the program
                 # (canary17's guard takes it when it is first used, not at process start).
                 out["latency_estimate_ms"] = round((v * unit - (t_overflow_us - t_main_us)) / 1e3, 4)
@@ -161,6 +182,8 @@ def canary_detail(f):
             "next_size": nxt.get("size") if nxt else None, "offset_past_end": d.get("offset_past_end"),
             "bad_bytes": d.get("bad_bytes"), "canary_bytes": d.get("canary_bytes"),
             "detected_ms": d.get("detected_ms"), "since_clean_scan_ms": d.get("since_clean_scan_ms"),
+            "detected_unix_us": d.get("detected_unix_us"), "scan_launched_unix_us": d.get("scan_launched_unix_us"),
+            "scan_gpu_ns": d.get("scan_gpu_ns"),
             "kernels": [k.get("kernel") or k.get("name") for k in d.get("kernels") or [] if isinstance(k, dict)][-4:]}
 
 
@@ -220,12 +243,13 @@ def deterministic(text, drop=(r"^time:", r"^info:")):
 
 
 def fields(text, prefix="time:"):
-    """key=value numbers from the lines starting with `prefix`."""
+    """key=value numbers from the lines starting with `prefix`; integers stay exact (a
+    %globaltimer in ns has more digits than a float keeps)."""
     out = {}
     for line in text.splitlines():
         if line.startswith(prefix):
             for k, v in re.findall(r"(\w+)=(-?[0-9.]+(?:e[-+]?\d+)?)(?![\w.])", line):
-                out[k] = float(v)
+                out[k] = int(v) if re.fullmatch(r"-?\d+", v) else float(v)
     return out
 
 

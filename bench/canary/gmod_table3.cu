@@ -25,7 +25,9 @@
 // print exactly as natively; `time:` lines (host CLOCK_REALTIME in microseconds since the
 // epoch: at main, right after the overflowing kernel's completion event was seen, at exit;
 // the attacked kernel's time by CUDA events; device globaltimer from the bad write to the
-// end of its kernel) and `info:` lines (addresses' layout), which may differ; `done` last.
+// end of its kernel; `bad_store_gpu_ns`, the %globaltimer the out-of-bounds thread read just
+// before its store, 0 when none) and `info:` lines (addresses' layout, %globaltimer's update
+// period `globaltimer_step_ns`), which may differ; `done` last.
 // After the last kernel the allocations stay live --hold-ms (default 40) before they are
 // freed, so that a concurrent guard, not only the check before the free, can find them.
 // --at-once (coarse): the attacker runs right after the cudaMallocs, no memset or copy
@@ -57,7 +59,8 @@ static double now_us() {
 
 __device__ __forceinline__ uint64_t gtimer() {
     uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    // A memory clobber: the compiler keeps it before the bad store that follows it.
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) : : "memory");
     return t;
 }
 
@@ -67,15 +70,36 @@ __device__ void spin_ns(uint64_t ns) {
     }
 }
 
-// The off-by-one loop every attacker runs: elements first..last of p, one per thread.
-__device__ void fill_range(float *p, int first, int last) {
-    for (int i = first + (int)threadIdx.x; i <= last; i += blockDim.x) p[i] = 1.0f + (float)(i & 7);
+// The off-by-one loop every attacker runs: elements first..last of p (n elements), one per
+// thread. The thread whose element is out of bounds reads %globaltimer just before its store
+// into *bad_ns: no scan can see the store earlier, so a finding's scan_gpu_ns minus it is the
+// detection latency on one clock (GMOD's "from the occurrence of buffer overflow to
+// detection").
+__device__ void fill_range(float *p, int first, int last, int n, uint64_t *bad_ns) {
+    for (int i = first + (int)threadIdx.x; i <= last; i += blockDim.x) {
+        if (i < 0 || i >= n) *(volatile uint64_t *)bad_ns = gtimer();
+        p[i] = 1.0f + (float)(i & 7);
+    }
+}
+
+// The smallest step of %globaltimer seen by one thread (its update period on this GPU: the
+// resolution of the latency above).
+__global__ void timer_step(uint64_t *out) {
+    uint64_t best = ~0ull, t = gtimer();
+    for (int k = 0; k < 16; k++) {
+        uint64_t u;
+        while ((u = gtimer()) == t) {
+        }
+        if (u - t < best) best = u - t;
+        t = u;
+    }
+    *out = best;
 }
 
 // single: the attacked kernel writes (out of bounds in the bug variants), then works ~ns.
-// stamp[0..1]: globaltimer after the write and at the end.
-__global__ void attacked(float *p, int first, int last, uint64_t ns, uint64_t *stamp) {
-    fill_range(p, first, last);
+// stamp[0..1]: globaltimer after the write and at the end; stamp[2]: just before the bad store.
+__global__ void attacked(float *p, int first, int last, int n, uint64_t ns, uint64_t *stamp) {
+    fill_range(p, first, last, n, stamp + 2);
     __syncthreads();
     if (threadIdx.x == 0) stamp[0] = gtimer();
     if (threadIdx.x == 0) spin_ns(ns);
@@ -83,8 +107,8 @@ __global__ void attacked(float *p, int first, int last, uint64_t ns, uint64_t *s
     if (threadIdx.x == 0) stamp[1] = gtimer();
 }
 
-__global__ void attacker(float *p, int first, int last, uint64_t *stamp) {
-    fill_range(p, first, last);
+__global__ void attacker(float *p, int first, int last, int n, uint64_t *stamp) {
+    fill_range(p, first, last, n, stamp + 2);
     __syncthreads();
     if (threadIdx.x == 0) stamp[0] = stamp[1] = gtimer();
 }
@@ -104,23 +128,23 @@ __global__ void heap_alloc(float **slots, int bytes) {
         slots[1] = (float *)malloc(bytes);
     }
 }
-__global__ void heap_fill(float **slots, int which, int first, int last) {
+__global__ void heap_fill(float **slots, int which, int first, int last, uint64_t *stamp) {
     float *p = slots[which];
-    if (p) fill_range(p, first, last);
+    if (p) fill_range(p, first, last, last + 1, stamp + 2);
 }
-__global__ void heap_attacked(float **slots, int first, int last, uint64_t ns, uint64_t *stamp) {
+__global__ void heap_attacked(float **slots, int first, int last, int n, uint64_t ns, uint64_t *stamp) {
     float *p = slots[0];
     if (!p) return;
-    fill_range(p, first, last);
+    fill_range(p, first, last, n, stamp + 2);
     __syncthreads();
     if (threadIdx.x == 0) stamp[0] = gtimer();
     if (threadIdx.x == 0) spin_ns(ns);
     __syncthreads();
     if (threadIdx.x == 0) stamp[1] = gtimer();
 }
-__global__ void heap_attacker(float **slots, int first, int last, uint64_t *stamp) {
+__global__ void heap_attacker(float **slots, int first, int last, int n, uint64_t *stamp) {
     float *p = slots[0];
-    if (p) fill_range(p, first, last);
+    if (p) fill_range(p, first, last, n, stamp + 2);
     __syncthreads();
     if (threadIdx.x == 0) stamp[0] = stamp[1] = gtimer();
 }
@@ -205,12 +229,18 @@ int main(int argc, char **argv) {
     CK(cudaEventCreate(&done));
     uint64_t *stamp;
     float *out;
-    CK(cudaMalloc(&stamp, 2 * sizeof(uint64_t)));
+    CK(cudaMalloc(&stamp, 3 * sizeof(uint64_t)));
+    CK(cudaMemset(stamp, 0, 3 * sizeof(uint64_t)));
     CK(cudaMalloc(&out, kThreads * sizeof(float)));
     CK(cudaMemset(out, 0, kThreads * sizeof(float)));
     // Warm up the module (and, under gpusan, the guard) before anything is timed.
     victim<<<1, kThreads>>>(out, 0, 0, out);
     CK(cudaDeviceSynchronize());
+    timer_step<<<1, 1>>>(stamp);
+    uint64_t step_ns = 0;
+    CK(cudaMemcpy(&step_ns, stamp, sizeof step_ns, cudaMemcpyDeviceToHost));
+    CK(cudaMemset(stamp, 0, 3 * sizeof(uint64_t)));
+    printf("info: globaltimer_step_ns=%llu\n", (unsigned long long)step_ns);
 
     float *a = nullptr, *b = nullptr, **slots = nullptr;
     float *target = nullptr;  // the buffer the attacker's loop runs over
@@ -236,7 +266,7 @@ int main(int argc, char **argv) {
     } else {
         CK(cudaMalloc(&slots, 2 * sizeof(float *)));
         heap_alloc<<<1, 1>>>(slots, n * sizeof(float));
-        heap_fill<<<1, kThreads>>>(slots, 1, 0, n - 1);
+        heap_fill<<<1, kThreads>>>(slots, 1, 0, n - 1, stamp);
         CK(cudaDeviceSynchronize());
         float *hs[2];
         CK(cudaMemcpy(hs, slots, sizeof hs, cudaMemcpyDeviceToHost));
@@ -251,16 +281,16 @@ int main(int argc, char **argv) {
     if (sc.shape == "single") {
         CK(cudaEventRecord(k0, s1));
         if (sc.fine)
-            heap_attacked<<<1, kThreads, 0, s1>>>(slots, first, last, work_ns, stamp);
+            heap_attacked<<<1, kThreads, 0, s1>>>(slots, first, last, n, work_ns, stamp);
         else
-            attacked<<<1, kThreads, 0, s1>>>(target, first, last, work_ns, stamp);
+            attacked<<<1, kThreads, 0, s1>>>(target, first, last, n, work_ns, stamp);
         CK(cudaEventRecord(k1, s1));
         t_over = wait_event_us(k1);
     } else if (sc.shape == "seq") {
         if (sc.fine)
-            heap_attacker<<<1, kThreads, 0, s1>>>(slots, first, last, stamp);
+            heap_attacker<<<1, kThreads, 0, s1>>>(slots, first, last, n, stamp);
         else
-            attacker<<<1, kThreads, 0, s1>>>(target, first, last, stamp);
+            attacker<<<1, kThreads, 0, s1>>>(target, first, last, n, stamp);
         CK(cudaEventRecord(done, s1));
         CK(cudaEventRecord(k0, s1));
         if (sc.fine)
@@ -278,9 +308,9 @@ int main(int argc, char **argv) {
         CK(cudaEventRecord(k1, s1));
         usleep(1000);  // the victim is running when the attacker starts
         if (sc.fine)
-            heap_attacker<<<1, kThreads, 0, s2>>>(slots, first, last, stamp);
+            heap_attacker<<<1, kThreads, 0, s2>>>(slots, first, last, n, stamp);
         else
-            attacker<<<1, kThreads, 0, s2>>>(target, first, last, stamp);
+            attacker<<<1, kThreads, 0, s2>>>(target, first, last, n, stamp);
         CK(cudaEventRecord(done, s2));
         t_over = wait_event_us(done);
     }
@@ -289,7 +319,7 @@ int main(int argc, char **argv) {
     CK(cudaDeviceSynchronize());
     float kernel_ms = 0;
     CK(cudaEventElapsedTime(&kernel_ms, k0, k1));
-    uint64_t st[2];
+    uint64_t st[3];
     CK(cudaMemcpy(st, stamp, sizeof st, cudaMemcpyDeviceToHost));
 
     // The result: what the victim read (or, for single, the attacked buffer's own elements),
@@ -326,6 +356,8 @@ int main(int argc, char **argv) {
     printf("time: t_main_us=%.1f t_overflow_done_us=%.1f t_last_kernel_us=%.1f t_exit_us=%.1f\n", t_main, t_over,
            t_last_kernel, now_us());
     printf("time: kernel_ms=%.4f write_to_kernel_end_ms=%.4f hold_ms=%d\n", kernel_ms, (st[1] - st[0]) / 1e6, hold_ms);
+    // 0 in the clean variants (no store out of bounds).
+    printf("time: bad_store_gpu_ns=%llu\n", (unsigned long long)st[2]);
     printf("done\n");
     return 0;
 }

@@ -43,12 +43,14 @@ now = lambda: time.time() * 1e6
 if base == "gmod_table3.cu":
     t_main = now()
     sc = args[0]
-    print("info: gap=4096 adjacent=1 lower_tail_bytes=256")
+    print("info: gap=4096 adjacent=1 lower_tail_bytes=256 globaltimer_step_ns=32")
     print(f"scenario={sc}")
     print("result=1234")
     t = now()
     print(f"time: t_main_us={t_main:.1f} t_overflow_done_us={t:.1f} t_last_kernel_us={t:.1f} t_exit_us={t + 40000:.1f}")
     print("time: kernel_ms=1.0000 write_to_kernel_end_ms=0.9000 hold_ms=40")
+    # A %globaltimer of 19 digits: a float would round it.
+    print(f"time: bad_store_gpu_ns={0 if sc.endswith('_clean') else 1700000000123456789}")
     print("done")
 elif base == "programs.cu":
     print(f"{args[0]}: sum=42 bad=0")
@@ -118,14 +120,24 @@ import json, os, re, subprocess, sys, time
 a = sys.argv
 if "--canary-interval-ms" in a:
     v = a[a.index("--canary-interval-ms") + 1]
-    if not v.isdigit():
+    # As gpusan's: decimal milliseconds from 0.05 (whole ones only under FAKE_INTEGER_INTERVALS).
+    ok = re.fullmatch(r"\d+", v) if os.environ.get("FAKE_INTEGER_INTERVALS") else \
+        re.fullmatch(r"\d*\.?\d+", v) and float(v) >= 0.05
+    if not ok:
         print(f"error: invalid value '{v}' for '--canary-interval-ms <MS>'", file=sys.stderr); sys.exit(2)
 rep = a[a.index("--report-json") + 1]
 prog = a[a.index("--") + 1:]
 env = dict(os.environ, UNDER_FAKE_GPUSAN="1")
 if os.environ.get("FAKE_GPUSAN_DIGEST"):
     env["FAKE_DIGEST"] = os.environ["FAKE_GPUSAN_DIGEST"]
-r = subprocess.run(prog, env=env)
+r = subprocess.run(prog, env=env, capture_output=True, text=True)
+sys.stdout.write(r.stdout); sys.stderr.write(r.stderr)
+# The scan kernel saw the bad bytes 12 µs after the program's store (its %globaltimer); the
+# host read the records 300 µs after launching that scan.
+m = re.search(r"bad_store_gpu_ns=(\d+)", r.stdout)
+now_us = int(time.time() * 1e6)
+when = {"detected_unix_us": now_us, "scan_launched_unix_us": now_us - 300,
+        **({"scan_gpu_ns": int(m.group(1)) + 12000} if m and int(m.group(1)) else {})}
 line = " ".join(prog)
 errors = []
 if re.search(os.environ.get("FAKE_BUG", r"coarse_\w+_(over|under)|torch_canary.py bug\b(?!_)"), line):
@@ -136,7 +148,9 @@ if re.search(os.environ.get("FAKE_BUG", r"coarse_\w+_(over|under)|torch_canary.p
                                **({"next": {"size": 4064}} if under else {}),
                                "address": "0x10", "offset_past_end": 29 if under else 1, "bad_bytes": 4,
                                "canary_bytes": 32, "expected": 1, "found": 2, "scan": "periodic",
-                               "detected_ms": 150, "since_clean_scan_ms": 1, "kernels": [{"kernel": "attacker"}]}})
+                               "detected_ms": 150, "since_clean_scan_ms": 1,
+                               **({} if os.environ.get("FAKE_NO_ABSOLUTE_TIMES") else when),
+                               "kernels": [{"kernel": "attacker"}]}})
 extra = os.environ.get("FAKE_EXTRA_KIND")
 if extra and re.search(os.environ.get("FAKE_EXTRA_WHERE", "."), line):
     errors.append({"kind": extra, "count": 1, "message": extra, "details": {}})
@@ -185,8 +199,17 @@ class CommonTest(unittest.TestCase):
         self.assertEqual(lat["latency_estimate_ms"], 50.0)  # 150 ms after its zero, overflow 100 ms after main
         self.assertEqual(lat["since_last_clean_scan_ms"], 2.0)
         self.assertEqual(lat["scan"], "periodic")
-        f = {"details": {"detected_unix_us": 1_000_100_250.0}}
+        f = {"details": {"detected_unix_us": 1_000_100_250}}
         self.assertEqual(C.latency(f, 1_000_100_000.0)["latency_ms"], 0.25)
+        # GPU clock to GPU clock when both sides have it: exact to the nanosecond.
+        f = {"details": {"detected_unix_us": 1_000_100_250, "scan_launched_unix_us": 1_000_100_050,
+                         "scan_gpu_ns": 1_700_000_000_123_468_789}}
+        lat = C.latency(f, 1_000_100_000.0, bad_store_gpu_ns=1_700_000_000_123_456_789)
+        self.assertEqual(lat["latency_ms"], 0.012)
+        self.assertIn("globaltimer", lat["basis"])
+        self.assertEqual(lat["host_latency_ms"], 0.25)
+        self.assertEqual(lat["scan_read_after_launch_ms"], 0.2)
+        self.assertEqual(C.fields("time: g=1700000000123456789 k=1.5")["g"], 1_700_000_000_123_456_789)
         self.assertEqual(C.latency({"details": {"size": 4}}, 1.0, 0.5), {})
 
     def test_deterministic_drops_time_and_info(self):
@@ -207,16 +230,35 @@ class CasesTest(unittest.TestCase):
         self.assertTrue(r["checks"]["sass_build_has_no_ptx"])
         self.assertTrue(r["checks"]["ptx_build_has_ptx"])
         self.assertTrue(r["checks"]["sass:coarse_conc_under:names_both"])
-        self.assertEqual(r["intervals"]["sass"], ["1", "5"])  # the fake refuses 0.1
-        self.assertFalse(r["intervals"]["fractions_accepted"])
-        rows = [x for x in r["latency"] if x["interval_ms"] == "5"]
-        self.assertEqual(len(rows), 6)
-        self.assertIsNone(rows[0]["latency_ms"])  # the fake's finding has no absolute time
-        self.assertIsNotNone(rows[0]["latency_estimate_ms"])
-        self.assertEqual(rows[0]["since_last_clean_scan_ms"], 1.0)
+        self.assertEqual(r["intervals"]["sass"], ["1", "0.1", "0.05"])
+        self.assertTrue(r["intervals"]["fractions_accepted"])
+        for iv in ("1", "0.1", "0.05"):
+            rows = [x for x in r["latency"] if x["interval_ms"] == iv and x["build"] == "sass"]
+            self.assertEqual(len(rows), 6, iv)
+            # The fake's scan saw the store 12 µs after it, on the GPU's clock.
+            self.assertEqual({x["latency_ms"] for x in rows}, {0.012}, rows)
+            self.assertTrue(all("globaltimer" in x["basis"] for x in rows), rows)
+            self.assertTrue(all(x["host_latency_ms"] is not None for x in rows), rows)
+            self.assertEqual({x["globaltimer_step_ns"] for x in rows}, {32})
+        self.assertEqual(r["table3"]["coarse_conc"]["gpusan_latency_ms"], {"1": 0.012, "0.1": 0.012, "0.05": 0.012})
+        self.assertIn("latency ms at interval 0.1", r["notes"])
         self.assertEqual(r["known_gaps"]["sass-fine_single_over"]["found"], False)
         self.assertEqual(r["table3"]["coarse_single"]["detected"], True)
         self.assertEqual(set(r["known_window_overflow_at_once"]), {"sass-coarse_single_over", "sass-coarse_seq_over"})
+
+    def test_gmod_records_what_an_older_gpusan_gives(self):
+        """Whole-ms intervals only and findings without absolute times: still judged, the
+        latency left unmeasured and said so."""
+        r = self.f.case("canary_gmod", FAKE_INTEGER_INTERVALS="1", FAKE_NO_ABSOLUTE_TIMES="1")
+        self.assertTrue(r["ok"], (r.get("notes"), self.f.last.stderr[-2000:]))
+        self.assertEqual(r["intervals"]["sass"], ["1", "5"])
+        self.assertFalse(r["intervals"]["fractions_accepted"])
+        rows = [x for x in r["latency"] if x["interval_ms"] == "5"]
+        self.assertEqual(len(rows), 6)
+        self.assertIsNone(rows[0]["latency_ms"])
+        self.assertIsNotNone(rows[0]["latency_estimate_ms"])
+        self.assertEqual(rows[0]["since_last_clean_scan_ms"], 1.0)
+        self.assertIn("no absolute detection time", r["notes"])
 
     def test_gmod_fails_on_a_missed_bug_and_a_false_positive(self):
         r = self.f.case("canary_gmod", FAKE_BUG=r"coarse_single_over")

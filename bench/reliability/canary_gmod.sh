@@ -4,7 +4,8 @@
 # lower neighbour, with clean twins, built with PTX and as machine code only (no PTX:
 # `cuobjdump -lptx` checked), natively and under canary mode; device-malloc variants as
 # known gaps; the overflow right after the cudaMallocs (the plan's known window) recorded;
-# detection latency of the machine-code build at --canary-interval-ms 1 and 0.1 (5 if
+# detection latency (the scan's %globaltimer minus the overflowing thread's, recorded, not
+# judged) of the machine-code build at --canary-interval-ms 1, 0.1 and 0.05 (1 and 5 if
 # fractions are refused). bench/canary/gmod.py does the work and the judging (see its
 # docstring); bench/canary/gmod_table3.cu is the program.
 # ok: every coarse bug reported as canary_overwrite (nothing else), naming the allocation
