@@ -16,7 +16,8 @@
 # Knobs: OUT (default /tmp/gpusan-canary-overhead-out), GPUSAN_CANARY_ROUNDS (rounds of the
 # PyTorch workloads, ~15 s a run: default 3), GPUSAN_CANARY_CUDA_ROUNDS (of the CUDA ones, ~1 s
 # a run: default 9),
-# GPUSAN_CANARY_ONLY (regex of workload names), GPUSAN_CANARY_INTERVAL_MS (passed as
+# GPUSAN_CANARY_ONLY (regex of workload names), GPUSAN_CANARY_VARIANTS ('NAME=OPTIONS;...': more
+# canary-mode runs with these gpusan options, each a tool with its own ratio to native), GPUSAN_CANARY_INTERVAL_MS (passed as
 # --canary-interval-ms; default: gpusan's), GPUSAN_CANARY_TORCH_STEPS (30),
 # GPUSAN_CANARY_THIRD_PARTY=1 (also the third-party programs of bench/work/third_party,
 # when carried), NVCC, GPUSAN_CANARY_DRY=1 (no GPU: the plan only), GPUSAN_CANARY_PYTHON (the
@@ -42,6 +43,9 @@ opts=(--rounds "${GPUSAN_CANARY_ROUNDS:-3}" --cuda-rounds "${GPUSAN_CANARY_CUDA_
 [ -n "${GPUSAN_CANARY_INTERVAL_MS:-}" ] && opts+=(--interval-ms "$GPUSAN_CANARY_INTERVAL_MS")
 [ "${GPUSAN_CANARY_THIRD_PARTY:-0}" = 1 ] && opts+=(--third-party "$repo/bench/work/third_party")
 [ "${GPUSAN_CANARY_DRY:-0}" = 1 ] && opts+=(--dry)
+# GPUSAN_CANARY_VARIANTS: 'NAME=OPTIONS;NAME=OPTIONS': more canary runs, each its own column.
+IFS=';' read -r -a variants <<<"${GPUSAN_CANARY_VARIANTS:-}"
+for v in "${variants[@]}"; do [ -n "$v" ] && opts+=(--variant "$v"); done
 [ -n "${GPUSAN_CANARY_PYTHON:-}" ] && opts+=(--python "$GPUSAN_CANARY_PYTHON")
 # The outer timeout is a backstop: the Python side starts no run the deadline would cut.
 timeout $((deadline - $(date +%s) + 20)) python3 "$repo/bench/canary_overhead.py" \

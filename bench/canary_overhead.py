@@ -39,7 +39,12 @@ import check_overhead as co  # noqa: E402  (workload list, builds, environment, 
 from benchproc import parse_bench, run  # noqa: E402
 
 REPO = co.REPO
-TOOLS = ("native", "canary")
+TOOLS = ["native", "canary"]
+# --variant NAME=ARGS: more canary-mode runs with extra gpusan options, each a tool of its
+# own in the rotation, each with its ratio to native (`ratio_NAME`): where the cost comes from.
+# Words NAME=VALUE in upper case among a variant's options are set in its environment.
+VARIANTS = {}
+VARIANT_ENV = {}
 TARGETS = {"geomean_ratio_max": 1.01, "worst_ratio_max": 1.03, "bytes_per_allocation_max": 32,
            "allocations": 20000}
 # The judged metric of each workload (its first: bench/workloads/README.md), and others
@@ -65,8 +70,10 @@ def workloads(args):
     return ws
 
 
-def canary_cmd(args, report, cmd):
+def canary_cmd(args, report, cmd, tool="canary"):
     extra = ["--canary-interval-ms", args.interval_ms] if args.interval_ms else []
+    # A variant's own options come last: they override the interval given to all.
+    extra += VARIANTS.get(tool, [])
     return [args.gpusan, "run", "--mode", "canary", *extra, "--report-json", report, "--", *cmd]
 
 
@@ -102,6 +109,9 @@ def summarize(entry):
             row[t + "_rounds"] = vals
         if row["native"] and row["canary"] is not None:
             row["ratio"] = round(row["canary"] / row["native"], 4)
+        for v in VARIANTS:
+            if row["native"] and row[v] is not None:
+                row["ratio_" + v] = round(row[v] / row["native"], 4)
         table[k] = row
     entry["metrics"] = table
     entry["headline"] = names[0] if names else None
@@ -219,8 +229,9 @@ def table_text(doc):
             if not m:
                 continue
             f = lambda v: "-" if v is None else f"{v:.4f}"  # noqa: E731
+            variants = "".join(f" {v}={f(m.get('ratio_' + v))}" for v in VARIANTS)
             lines.append(f"{name:16s} {k:32s} {f(m['native']):>10s} {f(m['canary']):>10s} {f(m.get('ratio')):>8s} "
-                         f"{len(m['native_rounds'])}/{len(m['canary_rounds'])}")
+                         f"{len(m['native_rounds'])}/{len(m['canary_rounds'])}{variants}")
     s = doc.get("summary", {})
     lines.append(f"geomean {s.get('geomean_ratio')} (target <= {TARGETS['geomean_ratio_max']}), worst "
                  f"{s.get('worst')} (target <= {TARGETS['worst_ratio_max']}); pass: {s.get('pass')}")
@@ -243,9 +254,19 @@ def main():
     ap.add_argument("--torch-steps", type=int, default=30)
     ap.add_argument("--python", default=sys.executable, help="the python of the PyTorch workloads")
     ap.add_argument("--interval-ms", default="", help="--canary-interval-ms for canary mode (default: gpusan's)")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS",
+                    help="also run canary mode with these extra gpusan options (shell words), as tool NAME")
     ap.add_argument("--table-out", default="")
     ap.add_argument("--dry", action="store_true", help="write the plan, run nothing")
     args = ap.parse_args()
+    for v in args.variant:
+        name, _, opts = v.partition("=")
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or name in TOOLS:
+            ap.error(f"--variant {v!r}: NAME must be a new lower-case identifier")
+        VARIANTS[name] = shlex.split(opts)
+        TOOLS.append(name)
+        VARIANT_ENV[name] = dict(w.split("=", 1) for w in VARIANTS[name] if re.match(r"[A-Z_][A-Z0-9_]*=", w))
+        VARIANTS[name] = [w for w in VARIANTS[name] if not re.match(r"[A-Z_][A-Z0-9_]*=", w)]
     logs = os.path.join(args.work, "logs")
     os.makedirs(logs, exist_ok=True)
     os.makedirs(os.path.join(args.work, "bin"), exist_ok=True)
@@ -253,7 +274,8 @@ def main():
     doc = {
         "what": "canary-mode overhead: each workload natively and under gpusan run --mode canary in the same call, "
                 "order alternating by round; medians over rounds of each program's own median of CUDA-event-timed runs",
-        "commands": {"native": "BIN", "canary": shlex.join(canary_cmd(args, "R.json", ["BIN"]))},
+        "commands": {"native": "BIN", **{t: shlex.join([f"{k}={v}" for k, v in VARIANT_ENV.get(t, {}).items()]
+                                                       + canary_cmd(args, "R.json", ["BIN"], t)) for t in TOOLS[1:]}},
         "rounds": {"torch": args.rounds, "cuda": max(args.cuda_rounds, args.rounds)},
         "units": "metric names end in their unit; ratio = canary / native; the headline metric of each workload is "
                  "its first",
@@ -305,15 +327,15 @@ def main():
                 continue
             for tool in order:
                 need = took.get((w["name"], tool), 10) * 1.5 + 3
-                if left() < need or (tool == "canary" and not gpusan_ok):
+                if left() < need or (tool != "native" and not gpusan_ok):
                     e["runs"].append({"tool": tool, "round": rnd,
                                       "skipped": "deadline" if left() < need else "no gpusan binary"})
                     continue
                 report = os.path.join(logs, f"{w['name']}-{tool}-{rnd}.json")
                 if os.path.exists(report):
                     os.unlink(report)
-                cmd = w["cmd"] if tool == "native" else canary_cmd(args, report, w["cmd"])
-                r = run(cmd, min(args.timeout, left()), env=env, cwd=w["cwd"])
+                cmd = w["cmd"] if tool == "native" else canary_cmd(args, report, w["cmd"], tool)
+                r = run(cmd, min(args.timeout, left()), env={**env, **VARIANT_ENV.get(tool, {})}, cwd=w["cwd"])
                 took[(w["name"], tool)] = r["wall_s"]
                 with open(os.path.join(logs, f"{w['name']}-{tool}-{rnd}.log"), "w") as f:
                     f.write(f"$ {r['cmd']}\nrc={r['rc']} wall={r['wall_s']}s\n--- stdout\n{r['stdout']}\n"
@@ -330,7 +352,7 @@ def main():
                     entry["stdout_tail"] = r["stdout"][-400:]
                 if not entry["ok"]:
                     entry["stderr_tail"] = r["stderr"][-800:]
-                if tool == "canary":
+                if tool != "native":
                     try:
                         with open(report) as f:
                             rep = json.load(f)

@@ -63,6 +63,10 @@ pub const ONLY_CHILD_OF: &str = "GPUSAN_ONLY_CHILD_OF";
 /// `--canary-interval-ms`: milliseconds between two scans of the canaries, a decimal
 /// number read by [`canary_interval_us`] (unset or invalid: [`CANARY_INTERVAL_US_DEFAULT`]).
 pub const CANARY_INTERVAL_MS: &str = "GPUSAN_CANARY_INTERVAL_MS";
+/// `no_kernels`: the canary guard takes its batches but launches nothing (nothing is
+/// scanned). For measuring where canary mode's cost lies (bench/canary-overhead.sh's
+/// variants), never for use.
+pub const CANARY_DIAG: &str = "GPUSAN_CANARY_DIAG";
 /// The default interval, 1 ms, in microseconds.
 pub const CANARY_INTERVAL_US_DEFAULT: u64 = 1_000;
 /// The shortest interval taken, 0.05 ms: GMOD's detection latency (0.01–0.016 ms) needs
@@ -135,9 +139,10 @@ pub const PTX_CORPUS: &str = "GPUSAN_PTX_CORPUS";
 pub const PROGRAM_CACHES: &str = "GPUSAN_PROGRAM_CACHES";
 
 /// Every variable above.
-pub const ALL: [&str; 27] = [
+pub const ALL: [&str; 28] = [
     MODE,
     CANARY_INTERVAL_MS,
+    CANARY_DIAG,
     PROGRESS,
     LOCAL_BOUNDS,
     ROUTE,

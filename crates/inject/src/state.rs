@@ -15,6 +15,10 @@ use gpusan_runtime::per_process::PerProcess;
 use gpusan_runtime::registry::{self, Config as RegistryConfig, Registry, SiteId};
 use gpusan_runtime::report::{Collector, CollectorConfig, Report};
 
+/// A map keyed by handles or addresses on a hot path (each launch): a fast hash instead of
+/// SipHash, whose resistance to chosen keys the driver's handles do not need.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<ahash::AHasher>>;
+
 /// Options, from `GPUSAN_*` variables set by `gpusan run`.
 pub struct Options {
     pub mode: Mode,

@@ -22,6 +22,6 @@ pub mod resolve;
 pub mod types;
 
 pub use hook::Hook;
-pub use real::current_context;
+pub use real::{current_context, current_context_handle};
 pub use resolve::{typed, Slot};
 pub use types::*;

@@ -38,6 +38,7 @@ real_functions! {
     fn cuCtxGetCurrent(ctx: *mut CUcontext);
     fn cuCtxPushCurrent_v2(ctx: CUcontext);
     fn cuCtxPopCurrent_v2(ctx: *mut CUcontext);
+    fn cuCtxSetCurrent(ctx: CUcontext);
     fn cuCtxGetDevice(device: *mut CUdevice);
     fn cuCtxSynchronize();
     /// Whether a stream's work is done, without waiting (a fault shows here as elsewhere).
@@ -196,6 +197,16 @@ pub fn in_context<R>(context: u64, f: impl FnOnce() -> R) -> R {
 }
 
 /// The current context and its device, for the registry (0 and -1 without one).
+/// The current context's handle (0: none), without asking for its device.
+pub fn current_context_handle() -> u64 {
+    let mut ctx: CUcontext = std::ptr::null_mut();
+    if let Some(f) = cuCtxGetCurrent() {
+        // SAFETY: an out-parameter of ours.
+        unsafe { f(&mut ctx) };
+    }
+    ctx as u64
+}
+
 pub fn current_context() -> (u64, i32) {
     let (mut ctx, mut dev): (CUcontext, CUdevice) = (std::ptr::null_mut(), -1);
     let (get_ctx, get_dev) = (cuCtxGetCurrent(), cuCtxGetDevice());

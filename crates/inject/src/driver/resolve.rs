@@ -33,12 +33,13 @@ impl Slot {
     /// driver has none. A library the program may load at any time (NVRTC, nvJitLink) is
     /// looked for again while its function is not found: its absence is never final.
     pub fn driver(&self, name: &CStr) -> usize {
-        if !loaded_late(name) {
-            return self.resolve(|| unsafe { real_driver_symbol(name) });
-        }
+        // Every call of a real function comes here: a known address is all it costs.
         match self.0.load(Ordering::Acquire) {
             UNRESOLVED | ABSENT => {}
             p => return p,
+        }
+        if !loaded_late(name) {
+            return self.resolve(|| unsafe { real_driver_symbol(name) });
         }
         let p = unsafe { real_driver_symbol(name) };
         if p != 0 {

@@ -328,21 +328,28 @@ impl Device {
         })
     }
 
-    /// Writes `commands` (copied into the command buffer) then scans `count` entries; the
-    /// event marks the end.
-    pub fn run_batch(&mut self, secret: u64, commands: &[Command], count: u32, scan: u32) -> bool {
-        // SAFETY: our event and stream.
-        let r = unsafe { real::cuEventRecord().map(|f| f(self.start as *mut c_void, self.stream as *mut c_void)) };
-        if r != Some(CUDA_SUCCESS) {
-            self.broken = true;
-            return false;
+    /// Copies `commands` into the command buffer, which no kernel reads now (`ensure_commands`
+    /// made room): done under the lock disarms take, so that a cancel of one of them, from
+    /// then on, is a write into the buffer the update kernel will read.
+    pub fn stage_commands(&mut self, commands: &[Command]) {
+        // SAFETY: the buffer holds them (`ensure_commands`), and no kernel reads it now.
+        unsafe { std::ptr::copy_nonoverlapping(commands.as_ptr(), self.commands.host as *mut Command, commands.len()) };
+    }
+
+    /// Writes the `commands` staged ([`Device::stage_commands`]: this many) then scans `count`
+    /// entries; the event marks the end. `timed`: the batch's GPU time is measured (an event
+    /// more, so not every batch: [`Device::batch_us`]).
+    pub fn run_batch(&mut self, secret: u64, commands: usize, count: u32, scan: u32, timed: bool) -> bool {
+        if timed {
+            // SAFETY: our event and stream.
+            let r = unsafe { real::cuEventRecord().map(|f| f(self.start as *mut c_void, self.stream as *mut c_void)) };
+            if r != Some(CUDA_SUCCESS) {
+                self.broken = true;
+                return false;
+            }
         }
-        if !commands.is_empty() {
-            // SAFETY: the buffer holds them (`ensure_commands`), and no kernel reads it now.
-            unsafe {
-                std::ptr::copy_nonoverlapping(commands.as_ptr(), self.commands.host as *mut Command, commands.len())
-            };
-            let (mut s, mut e, mut c, mut n) = (secret, self.entries, self.commands.dev, commands.len() as u32);
+        if commands != 0 {
+            let (mut s, mut e, mut c, mut n) = (secret, self.entries, self.commands.dev, commands as u32);
             let warps_per_block = abi::BLOCK_THREADS / 32;
             let blocks = (n.div_ceil(warps_per_block)).min(64);
             let mut params: [*mut c_void; 4] =

@@ -9,6 +9,8 @@
 //! of each executable graph are listed once, at its instantiation: `families::graphs`).
 
 use std::collections::{BTreeMap, HashMap};
+
+use crate::state::FastMap;
 use std::ffi::{c_char, CStr};
 use std::sync::Mutex;
 
@@ -58,8 +60,8 @@ struct Seen {
     /// loaded inside the load call, before `modules` has its entry, or lazily long after.
     binary: BTreeMap<Loaded, Verdict>,
     /// Each function or kernel handle's module (when known) and name.
-    functions: HashMap<usize, (Option<Loaded>, String)>,
-    launches: HashMap<usize, u64>,
+    functions: FastMap<usize, (Option<Loaded>, String)>,
+    launches: FastMap<usize, u64>,
     /// Where each handle was first launched (`faults` takes the stack): a kernel's finding
     /// names it.
     launch_sites: HashMap<usize, SiteId>,

@@ -11,7 +11,7 @@
 //! context whose kernels were never synchronized is asked, without waiting, whether one
 //! faulted ([`at_exit`]): a program that never checks still gets its fault reported.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
 
 use gpusan_runtime::fault::fault_name;
@@ -20,7 +20,8 @@ use gpusan_runtime::per_process::PerProcess;
 use gpusan_runtime::registry::SiteId;
 use gpusan_runtime::report::{FaultDetails, FaultLaunch, Report};
 
-use crate::driver::{current_context, real, CUresult};
+use crate::driver::{current_context_handle, real, CUresult};
+use crate::state::FastMap;
 use crate::state::{quietly, state};
 
 const RING: usize = 16;
@@ -37,14 +38,14 @@ struct Launch {
 
 #[derive(Default)]
 struct Faults {
-    recent: HashMap<u64, VecDeque<Launch>>,
+    recent: FastMap<u64, VecDeque<Launch>>,
     /// Canary mode: launches since the last clean scan of each context's canaries, each
     /// with its number ([`Faults::launches`] when it was made), the last [`RING`].
-    since_scan: HashMap<u64, VecDeque<(u64, Launch)>>,
+    since_scan: FastMap<u64, VecDeque<(u64, Launch)>>,
     /// Launches recorded so far, all contexts.
     launches: u64,
     /// Where each kernel handle was first launched.
-    first_site: HashMap<usize, SiteId>,
+    first_site: FastMap<usize, SiteId>,
     /// Contexts whose fault was reported.
     reported: HashSet<u64>,
 }
@@ -66,7 +67,7 @@ pub fn graph_launched(exec: usize, stream: usize) {
 }
 
 fn record(launch: Launch) {
-    let (context, _) = current_context();
+    let context = current_context_handle();
     let f = launch.f;
     let first = with(|s| {
         let ring = s.recent.entry(context).or_default();
@@ -130,7 +131,7 @@ fn fault_launch(l: &Launch, site: SiteId) -> FaultLaunch {
 
 /// A synchronization of the current context succeeded: what was launched before it ran.
 pub fn synced_context() {
-    let (context, _) = current_context();
+    let context = current_context_handle();
     with(|s| s.recent.get_mut(&context).map(VecDeque::clear));
 }
 
@@ -139,7 +140,7 @@ pub fn synced_context() {
 pub fn synced_stream(stream: usize) {
     const LEGACY: usize = 1;
     let legacy = |s: usize| s == 0 || s == LEGACY;
-    let (context, _) = current_context();
+    let context = current_context_handle();
     with(|s| {
         if let Some(ring) = s.recent.get_mut(&context) {
             ring.retain(|l| l.stream != stream && !(legacy(l.stream) && legacy(stream)));
@@ -152,7 +153,7 @@ pub fn synced_stream(stream: usize) {
 pub fn seen(entry: &str, r: CUresult) {
     quietly(|| {
         let Some(error) = fault_name(r) else { return };
-        let (context, _) = current_context();
+        let context = current_context_handle();
         // Every later call of the context fails alike: only the first costs an unwind.
         if with(|s| s.reported.contains(&context)) {
             return;
