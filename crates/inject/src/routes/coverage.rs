@@ -2,16 +2,16 @@
 //! verdict (the route that instrumented it, or why not), each function handle's module and
 //! name (learnt where the program looks kernels up, or asked of the driver at a handle's
 //! first launch), and each handle's launches. At exit it becomes the report's coverage
-//! (`gpusan_runtime::coverage`). A launch costs one lookup under a lock.
+//! (`gpusan_runtime::coverage`). A launch bumps its handle's counter cell without a lock
+//! (`super::cells`); the lock is taken at a thread's first launch of a handle.
 //!
 //! A launch into a capturing stream runs nothing: it becomes a kernel node of the graph
 //! captured, and counts each time an executable graph of it is launched (the kernel nodes
 //! of each executable graph are listed once, at its instantiation: `families::graphs`).
 
 use std::collections::{BTreeMap, HashMap};
-
-use crate::state::FastMap;
 use std::ffi::{c_char, CStr};
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
 use gpusan_runtime::coverage::{Coverage, KernelCoverage};
@@ -19,7 +19,9 @@ use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
 use gpusan_runtime::registry::SiteId;
 
+use super::cells::{new_cell, Cell, Cells};
 use crate::driver::{real, CUfunction, CUkernel, CUlibrary, CUmodule, CUstream, Loaded, CUDA_SUCCESS};
+use crate::state::FastMap;
 
 /// How a checked module was instrumented.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,7 +63,8 @@ struct Seen {
     binary: BTreeMap<Loaded, Verdict>,
     /// Each function or kernel handle's module (when known) and name.
     functions: FastMap<usize, (Option<Loaded>, String)>,
-    launches: FastMap<usize, u64>,
+    /// Each handle's launches (a cell a launch bumps without this lock).
+    launches: FastMap<usize, Cell>,
     /// Where each handle was first launched (`faults` takes the stack): a kernel's finding
     /// names it.
     launch_sites: HashMap<usize, SiteId>,
@@ -94,8 +97,10 @@ impl Seen {
         self.contexts.remove(&Handle::Function(f));
         let skipped = self.skipped.remove(&f).unwrap_or_default();
         self.launch_sites.remove(&f);
-        if let Some(n) = self.launches.remove(&f) {
-            let n = n - skipped.values().sum::<u64>();
+        if let Some(cell) = self.launches.remove(&f) {
+            // The handle may name another kernel from now on: no thread may count on this cell.
+            Cells::forget();
+            let n = cell.load(Ordering::Relaxed).saturating_sub(skipped.values().sum::<u64>());
             if n > 0 {
                 self.retired.push((name.clone(), n, verdict));
             }
@@ -226,11 +231,16 @@ pub fn launched(f: CUfunction, stream: CUstream) {
     if crate::capture::any() && crate::capture::stream_is_capturing(stream) {
         return;
     }
-    let first = with(|s| {
-        let n = s.launches.entry(f as usize).or_default();
-        *n += 1;
-        *n == 1 && !s.functions.contains_key(&(f as usize))
+    let mut first = false;
+    let cell = Cells::get(f as usize, || {
+        with(|s| {
+            *s.launches.entry(f as usize).or_insert_with(|| {
+                first = !s.functions.contains_key(&(f as usize));
+                new_cell()
+            })
+        })
     });
+    cell.fetch_add(1, Ordering::Relaxed);
     if first {
         name_unknown(&[f as usize]);
     }
@@ -299,8 +309,7 @@ pub fn graph_launched(exec: usize, stream: CUstream) {
     with(|s| {
         let Some(nodes) = s.graphs.get(&exec) else { return };
         for &(f, n) in nodes {
-            let c = s.launches.entry(f).or_default();
-            *c = c.saturating_add(n);
+            s.launches.entry(f).or_insert_with(new_cell).fetch_add(n, Ordering::Relaxed);
         }
     });
 }
@@ -358,7 +367,7 @@ pub fn launched_of(module: Loaded) -> Vec<String> {
     with(|s| {
         let mut found: Vec<(u64, &String)> = Vec::new();
         for (f, (m, name)) in &s.functions {
-            let n = s.launches.get(f).copied().unwrap_or(0);
+            let n = s.launches.get(f).map_or(0, |c| c.load(Ordering::Relaxed));
             if *m != Some(module) || n == 0 {
                 continue;
             }
@@ -420,13 +429,14 @@ pub fn coverage() -> Coverage {
             (Some(Ok(Route::Binary)), Some(why)) => Err(why.clone()),
             (v, _) => verdict(v).map_err(str::to_string),
         };
-        for (f, &n) in &s.launches {
+        for (f, cell) in &s.launches {
+            let n = cell.load(Ordering::Relaxed);
             let (module, name) = s.functions.get(f).cloned().unwrap_or((None, format!("<kernel {f:#x}>")));
             let skipped = s.skipped.get(f);
             for (why, &k) in skipped.into_iter().flatten() {
                 c.add(KernelCoverage::new(&name, k, Err(why)));
             }
-            let n = n - skipped.map_or(0, |k| k.values().sum::<u64>());
+            let n = n.saturating_sub(skipped.map_or(0, |k| k.values().sum::<u64>()));
             if n > 0 {
                 let v = of(&name, module.and_then(|m| s.verdict_of(m)).as_ref());
                 c.add(KernelCoverage::new(&name, n, v.as_deref().map_err(String::as_str)));

@@ -31,6 +31,7 @@ pub mod binary_kinds;
 pub mod built;
 pub mod canary;
 pub mod canary_device;
+pub mod cells;
 pub mod coverage;
 pub mod faults;
 pub mod kept;
