@@ -119,7 +119,8 @@ def summarize(entry):
     # scan at exit included): recorded beside the judged kernel-time metric, not judged.
     walls = {t: [r["wall_s"] for r in good[t]] for t in TOOLS}
     if walls["native"] and walls["canary"]:
-        entry["wall_s"] = {t: round(statistics.median(v), 3) for t, v in walls.items()}
+        # A variant may not have run yet (the JSON is saved after every run).
+        entry["wall_s"] = {t: round(statistics.median(v), 3) for t, v in walls.items() if v}
         entry["wall_s"]["ratio"] = round(entry["wall_s"]["canary"] / entry["wall_s"]["native"], 4)
     printed = [r for r in entry["runs"] if r.get("metrics") is not None]
     entry["correct"] = all(r["ok"] for r in printed) if printed else None

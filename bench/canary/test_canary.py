@@ -326,6 +326,27 @@ class CasesTest(unittest.TestCase):
         self.assertFalse(s["pass"]["memory_reported_per_allocation"])
         self.assertTrue(doc["finished"])
 
+    def test_overhead_variants(self):
+        out = Path(self.tmp.name) / "ov-variants"
+        d = Path(self.tmp.name) / "gpusan-dir-v"
+        d.mkdir()
+        os.symlink(self.f.gpusan, d / "gpusan")
+        env = dict(self.f.env, OUT=str(out), NVCC=str(self.f.nvcc), GPUSAN_CANARY_ROUNDS="1",
+                   GPUSAN_CANARY_CUDA_ROUNDS="2", GPUSAN_CANARY_ONLY="^saxpy$", GPUSAN_CANARY_BUDGET_S="100",
+                   GPUSAN_CANARY_VARIANTS="slow=--canary-interval-ms 10;diag=GPUSAN_CANARY_DIAG=no_kernels")
+        r = subprocess.run(["bash", str(REPO / "bench/canary-overhead.sh"), str(d)], env=env, capture_output=True,
+                           text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        doc = json.loads((out / "canary-overhead.json").read_text())
+        self.assertIn("--canary-interval-ms 10", doc["commands"]["slow"])
+        self.assertTrue(doc["commands"]["diag"].startswith("GPUSAN_CANARY_DIAG=no_kernels "), doc["commands"])
+        self.assertNotIn("GPUSAN_CANARY_DIAG", doc["commands"]["canary"])
+        e = doc["workloads"]["saxpy"]
+        self.assertEqual(sorted({x["tool"] for x in e["runs"]}), ["canary", "diag", "native", "slow"])
+        row = e["metrics"][e["headline"]]
+        self.assertEqual((row["ratio_slow"], row["ratio_diag"]), (1.0, 1.0), row)
+        self.assertIn("slow=", (out / "canary-overhead-table.txt").read_text())
+
 
 if __name__ == "__main__":
     unittest.main()

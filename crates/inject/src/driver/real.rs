@@ -196,7 +196,6 @@ pub fn in_context<R>(context: u64, f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// The current context and its device, for the registry (0 and -1 without one).
 /// The current context's handle (0: none), without asking for its device.
 pub fn current_context_handle() -> u64 {
     let mut ctx: CUcontext = std::ptr::null_mut();
@@ -207,6 +206,7 @@ pub fn current_context_handle() -> u64 {
     ctx as u64
 }
 
+/// The current context and its device, for the registry (0 and -1 without one).
 pub fn current_context() -> (u64, i32) {
     let (mut ctx, mut dev): (CUcontext, CUdevice) = (std::ptr::null_mut(), -1);
     let (get_ctx, get_dev) = (cuCtxGetCurrent(), cuCtxGetDevice());

@@ -431,7 +431,7 @@ fn tick(g: &Guard, context: u64, dev: &mut Device) -> Found {
     }
     let upto = super::faults::launch_count();
     let mut h = locks::lock(&g.host);
-    let timed = h.scans % TIME_EVERY == 0;
+    let timed = h.scans.is_multiple_of(TIME_EVERY);
     let Some(ctx) = h.contexts.get_mut(&context) else { return found };
     // While a capture runs, nothing goes to the program's streams (it would be captured).
     let batch = ctx.arrays.take_batch(crate::capture::any());

@@ -55,7 +55,7 @@ struct Slot {
 
 /// The last [`LOG`] launches of the process, numbered from 1, written without a lock: a
 /// launch (PyTorch makes thousands a second, from several threads) must not wait for
-/// another thread's. Syncs and scans, much rarer, only move marks ([`Marks`]); readers
+/// another thread's. Syncs and scans, much rarer, only move marks ([`Faults`]); readers
 /// (a fault's finding, a canary's) filter the log by them.
 struct LaunchLog {
     next: AtomicU64,
@@ -162,10 +162,10 @@ struct Faults {
 }
 
 impl Faults {
-    /// The launches of `context` in the log past `since` and not known done, the last
-    /// [`RING`], oldest first.
-    fn pending(&self, log: &[(u64, Launch)], context: u64, since: u64) -> Vec<Launch> {
-        let synced = since.max(self.synced.get(&context).copied().unwrap_or(0));
+    /// The launches of `context` in the log not known done, the last [`RING`], oldest
+    /// first.
+    fn pending(&self, log: &[(u64, Launch)], context: u64) -> Vec<Launch> {
+        let synced = self.synced.get(&context).copied().unwrap_or(0);
         let mut found: Vec<Launch> = log
             .iter()
             .filter(|(n, l)| {
@@ -308,7 +308,7 @@ fn report(context: u64, api: &str, r: CUresult, error: &str, call_stack: SiteId)
         if !s.reported.insert(context) {
             return None;
         }
-        let recent = s.pending(&log, context, 0);
+        let recent = s.pending(&log, context);
         let site = |f: usize| s.first_site.get(&f).copied().unwrap_or(SiteId::UNKNOWN);
         Some(recent.into_iter().map(|l| (l, site(l.f))).collect::<Vec<_>>())
     }) else {
@@ -340,7 +340,7 @@ pub fn at_exit() {
             let mut contexts: Vec<u64> = log.iter().map(|(_, l)| l.context).collect();
             contexts.sort_unstable();
             contexts.dedup();
-            contexts.retain(|&c| !s.reported.contains(&c) && !s.pending(&log, c, 0).is_empty());
+            contexts.retain(|&c| !s.reported.contains(&c) && !s.pending(&log, c).is_empty());
             contexts
         });
         let Some(query) = real::cuStreamQuery() else { return };
@@ -424,7 +424,7 @@ mod tests {
         }
         let pending = |faults: &Faults| {
             let records = log.snapshot();
-            faults.pending(&records, 0x1000, 0).iter().map(|l| l.f).collect::<Vec<_>>()
+            faults.pending(&records, 0x1000).iter().map(|l| l.f).collect::<Vec<_>>()
         };
         // Even launches are context 0x1000's: its last 16, oldest first.
         assert_eq!(pending(&faults), (10..=40).step_by(2).collect::<Vec<_>>());
