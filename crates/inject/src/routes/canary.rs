@@ -160,7 +160,13 @@ fn guard() -> &'static Guard {
 }
 
 fn count(map: &mut BTreeMap<String, u64>, what: &str) {
-    *map.entry(what.to_string()).or_default() += 1;
+    // Every pool block passes here: no allocation once its kind has been seen.
+    match map.get_mut(what) {
+        Some(n) => *n += 1,
+        None => {
+            map.insert(what.to_string(), 1);
+        }
+    }
 }
 
 /// A device allocation was made, `pad` bytes longer than the `size` asked (0: not padded).
