@@ -64,8 +64,10 @@ pub const ONLY_CHILD_OF: &str = "GPUSAN_ONLY_CHILD_OF";
 /// number read by [`canary_interval_us`] (unset or invalid: [`CANARY_INTERVAL_US_DEFAULT`]).
 pub const CANARY_INTERVAL_MS: &str = "GPUSAN_CANARY_INTERVAL_MS";
 /// `no_kernels`: the canary guard takes its batches but launches nothing (nothing is
-/// scanned). For measuring where canary mode's cost lies (bench/canary-overhead.sh's
-/// variants), never for use.
+/// scanned); `no_wait`: it launches its kernels without first ordering them after the
+/// program's streams (no event recorded there: a pool block's canary may then be written
+/// while the block's last user still runs). For measuring where canary mode's cost lies
+/// (bench/canary-overhead.sh's variants), never for use.
 pub const CANARY_DIAG: &str = "GPUSAN_CANARY_DIAG";
 /// The default interval, 1 ms, in microseconds.
 pub const CANARY_INTERVAL_US_DEFAULT: u64 = 1_000;

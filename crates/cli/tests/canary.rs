@@ -52,7 +52,7 @@ fn an_overflow_past_a_device_allocation_is_found_by_the_periodic_scan() {
     let kernels: Vec<&str> = d["kernels"].as_array().unwrap().iter().map(|k| k["kernel"].as_str().unwrap()).collect();
     assert_eq!(kernels, vec!["oob"], "the kernel launched since the last clean scan: {d:#}");
     assert!(
-        o.stderr.contains("Canary overwritten: 1 byte of the 32 bytes past the end of an allocation of 1000 bytes"),
+        o.stderr.contains("Canary overwritten: 1 byte of the 24 bytes past the end of an allocation of 1000 bytes"),
         "{}",
         o.stderr
     );
@@ -78,6 +78,16 @@ fn a_clean_run_reports_nothing_and_says_what_it_guarded() {
     assert!(!o.stderr.contains("COVERAGE"), "{}", o.stderr);
     assert!(!o.stderr.contains("kernel launch was checked"), "{}", o.stderr);
     assert!(o.report["coverage"].is_null(), "{:#}", o.report["coverage"]);
+}
+
+/// A program that launches nothing for 300 ms (a server between requests) is scanned at
+/// doubling gaps, not every millisecond: about ten scans rather than 300.
+#[test]
+fn an_idle_program_is_scanned_less_and_less_often() {
+    let o = run("idle");
+    assert_eq!(o.kinds(), Vec::<String>::new(), "{:#}", o.report);
+    let scans = counter(&o, "canary_scans");
+    assert!((3..=20).contains(&scans), "{scans} scans in 300 ms idle: {:#}", o.report["counters"]);
 }
 
 #[test]
@@ -309,7 +319,8 @@ fn a_child_forked_before_cuda_guards_its_own_allocations() {
 #[test]
 fn the_padding_is_the_drivers_and_hidden_from_the_program() {
     let o = run("range");
-    assert!(o.stdout.contains("asked=1032 range=1000 base_ok=1"), "{}", o.stdout);
+    // 1000 bytes: the canary fills the 24 bytes up to the driver's 512-byte rounding.
+    assert!(o.stdout.contains("asked=1024 range=1000 base_ok=1"), "{}", o.stdout);
 }
 
 /// Where the driver refuses gpusan's resources, the program runs on unharmed and the report

@@ -263,6 +263,13 @@ impl Arrays {
         Batch { capacity, commands, count: self.slots.len() as u32, scan: self.scans, streams }
     }
 
+    /// Whether the next batch would change nothing on the device (no arm, disarm, rewrite
+    /// or compaction waits): only a scan of the same canaries.
+    pub fn unchanged(&self) -> bool {
+        let empty = self.slots.len() - self.live;
+        self.pending.is_empty() && !self.rewrite && !(self.slots.len() >= COMPACT_MIN && empty * 4 >= self.slots.len())
+    }
+
     /// Moves the live slots to the front, in their order: every slot is written again.
     fn compact(&mut self) {
         // Pending arms (bytes still to write) by generation, with the stream each waits for:

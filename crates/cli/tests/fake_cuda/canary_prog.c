@@ -5,6 +5,7 @@
  * name it.
  *   clean         a 1000-byte allocation used in bounds, 30 ms for scans, freed
  *   overflow      a byte 3 past its end overwritten, 30 ms, freed
+ *   idle          as clean, idle 300 ms before the free (the guard backs off)
  *   overflow_exit overwritten, 30 ms, exit (nothing freed)
  *   overflow_free overwritten, then freed at once
  *   reset         overwritten, then the primary context reset
@@ -17,7 +18,7 @@
  *                 leak), 30 ms
  *   async         1000 bytes from cuMemAllocAsync on a stream, overwritten 3 past its end,
  *                 30 ms, freed with cuMemFreeAsync, 30 ms
- *   async_evict   two such allocations, 30 ms, both freed (the second free evicts the first
+ *   async_evict   two such allocations, 30 launches 1 ms apart, both freed (the second free evicts the first
  *                 from a quarantine of 1500 bytes), 30 ms
  *   fault         an allocation, then a kernel named fault_me (the fake's sticky fault: every
  *                 later query of the context fails), 30 ms, exit
@@ -179,7 +180,12 @@ int main(int argc, char **argv) {
         void *st;
         uint64_t b;
         rc |= cuStreamCreate(&st, 1) | cuMemAllocAsync(&a, 1000, st) | cuMemAllocAsync(&b, 1000, st);
-        sleep_ms(30);
+        // Busy (a launch a millisecond): the guard keeps a scan in flight, as it does while
+        // a program works.
+        for (int i = 0; i < 30; i++) {
+            launch_oob();
+            sleep_ms(1);
+        }
         rc |= cuMemFreeAsync(a, st) | cuMemFreeAsync(b, st);
         sleep_ms(30);
     } else if (!strcmp(s, "fault")) {
@@ -215,7 +221,7 @@ int main(int argc, char **argv) {
         if (rc) goto done;
         launch_oob();
         memset((void *)(uintptr_t)a, 1, 1000);
-        if (strcmp(s, "clean")) {
+        if (strcmp(s, "clean") && strcmp(s, "idle")) {
             uint64_t t = unix_us();
             overwrite(a + 1003);
             printf("overwrite_unix_us=%llu\n", (unsigned long long)t);
@@ -230,6 +236,9 @@ int main(int argc, char **argv) {
         }
         if (!strcmp(s, "clean") || !strcmp(s, "overflow") || !strcmp(s, "fork")) {
             sleep_ms(30);
+            rc |= cuMemFree_v2(a);
+        } else if (!strcmp(s, "idle")) {
+            sleep_ms(300);
             rc |= cuMemFree_v2(a);
         } else if (!strcmp(s, "overflow_exit")) {
             sleep_ms(30);

@@ -59,6 +59,9 @@ const BLOCK: u64 = 1 << 63;
 const ONCE: u32 = u32::MAX;
 /// One periodic batch in this many is timed on the GPU (an event record more per batch).
 const TIME_EVERY: u64 = 16;
+/// While the program is idle the guard scans at rounds 1, 2, 4, … of the quiet spell, and
+/// then every this many rounds (128 ms apart at the default interval).
+const QUIET_MAX_SKIP: u32 = 128;
 /// How long exit and teardown wait for a scan: never hang the program's exit.
 const FINAL_WAIT: Duration = Duration::from_secs(2);
 
@@ -106,6 +109,9 @@ struct Guard {
     /// `GPUSAN_CANARY_DIAG=no_kernels`, for measuring where the guard's cost lies only: the
     /// guard takes its batches but launches nothing, so nothing is ever scanned.
     diag_no_kernels: bool,
+    /// `GPUSAN_CANARY_DIAG=no_wait`, as above: no event of the guard's in the program's
+    /// streams (a canary may be written under a block's last user).
+    diag_no_wait: bool,
 }
 
 static GUARD: PerProcess<Guard> = PerProcess::new(Guard::new);
@@ -127,6 +133,7 @@ impl Guard {
             thread: Mutex::new(None),
             interval: Duration::from_micros(us),
             diag_no_kernels: std::env::var(gpusan_abi::env::CANARY_DIAG).is_ok_and(|v| v == "no_kernels"),
+            diag_no_wait: std::env::var(gpusan_abi::env::CANARY_DIAG).is_ok_and(|v| v == "no_wait"),
         }
     }
 }
@@ -439,6 +446,18 @@ fn tick(g: &Guard, context: u64, dev: &mut Device) -> Found {
     let mut h = locks::lock(&g.host);
     let timed = h.scans.is_multiple_of(TIME_EVERY);
     let Some(ctx) = h.contexts.get_mut(&context) else { return found };
+    // Nothing launched and nothing to change since the last scan: the program is idle (a
+    // server between requests). Its canaries are still scanned, less and less often, since
+    // a kernel launched before the last scan may still be running.
+    if ctx.arrays.unchanged() && dev.last_upto == Some(upto) {
+        dev.quiet_rounds = dev.quiet_rounds.saturating_add(1);
+        if !scans_when_quiet(dev.quiet_rounds) {
+            return found;
+        }
+    } else {
+        dev.quiet_rounds = 0;
+    }
+    dev.last_upto = Some(upto);
     // While a capture runs, nothing goes to the program's streams (it would be captured).
     let batch = ctx.arrays.take_batch(crate::capture::any());
     if batch.count == 0 && batch.commands.is_empty() {
@@ -457,7 +476,7 @@ fn tick(g: &Guard, context: u64, dev: &mut Device) -> Found {
     dev.stage_commands(&batch.commands);
     ctx.commands = dev.commands.host;
     drop(h);
-    if !dev.wait_for(&batch.streams) {
+    if !g.diag_no_wait && !dev.wait_for(&batch.streams) {
         dev.broken = true;
         return found;
     }
@@ -467,6 +486,15 @@ fn tick(g: &Guard, context: u64, dev: &mut Device) -> Found {
         locks::lock(&g.host).scans += 1;
     }
     found
+}
+
+/// Whether the `quiet`th round of a quiet spell scans (see [`QUIET_MAX_SKIP`]).
+fn scans_when_quiet(quiet: u32) -> bool {
+    if quiet <= QUIET_MAX_SKIP {
+        quiet.is_power_of_two()
+    } else {
+        quiet.is_multiple_of(QUIET_MAX_SKIP)
+    }
 }
 
 /// Every context's round; a context's device resources are made at its first.
@@ -743,4 +771,15 @@ pub fn counters() -> Vec<(&'static str, u64)> {
         ("canary_array_bytes", device_bytes),
         ("canary_host_bytes", host_bytes),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_program_is_scanned_at_doubling_gaps_then_every_max_skip_rounds() {
+        let scanned: Vec<u32> = (1..=600).filter(|&q| scans_when_quiet(q)).collect();
+        assert_eq!(scanned, [1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512]);
+    }
 }

@@ -92,6 +92,10 @@ pub struct Device {
     /// Entries of a one-off scan (a check before a free, the final scans).
     extra: Option<Mapped>,
     pub in_flight: Option<InFlight>,
+    /// The program's launch count when the last batch was taken, and how many rounds since
+    /// then found nothing changed (`routes::canary::tick`'s back-off).
+    pub last_upto: Option<u64>,
+    pub quiet_rounds: u32,
     /// A call failed (a fault in the context, a driver refusing): no more launches here.
     pub broken: bool,
 }
@@ -163,6 +167,8 @@ impl Device {
             errors,
             extra: None,
             in_flight: None,
+            last_upto: None,
+            quiet_rounds: 0,
             broken: false,
         })
     }
