@@ -174,7 +174,11 @@ mod tests {
             let pad = canary_policy(size, 32);
             assert!(pad % 8 == 0 && (8..=32).contains(&pad), "{size}: {pad}");
             let fits = size.next_multiple_of(DRIVER_GRANULE) - size >= 8;
-            assert_eq!((size + pad).next_multiple_of(DRIVER_GRANULE) == size.next_multiple_of(DRIVER_GRANULE), fits, "{size}");
+            assert_eq!(
+                (size + pad).next_multiple_of(DRIVER_GRANULE) == size.next_multiple_of(DRIVER_GRANULE),
+                fits,
+                "{size}"
+            );
         }
     }
 
