@@ -183,19 +183,42 @@ fn the_arrays_grow_and_compact_and_still_find_an_overflow() {
     assert_eq!(counter(&o, "canary_array_bytes"), 4096 * 16, "grown from 1024 slots by doubling: {:#}", o.report);
 }
 
-/// A pool block's memory may still be in use by the pool's last user's kernels queued on
-/// the block's stream: its canary is written only after them (an event of gpusan's
-/// recorded on that stream, waited for by the guard stream before the update kernel).
-#[test]
-fn a_pool_blocks_canary_is_written_after_the_work_queued_on_its_stream() {
-    let log = dir().join("canary-order.log");
+fn order_log(scenario: &str) -> Vec<String> {
+    let log = dir().join(format!("canary-order-{scenario}.log"));
     let _ = std::fs::remove_file(&log);
-    run_with(&[], "pool_clean", &[("FAKE_CUDA_CANARY_LOG", &log), ("FAKE_CUDA_ORDER", &log)]);
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    let update = lines.iter().position(|l| l.starts_with("gpusan_canary_update")).expect(&text);
-    let record = lines[..update].iter().rposition(|l| l.starts_with("record ") && l.ends_with(" 0")).expect(&text);
-    assert!(lines[record..update].iter().any(|l| l.starts_with("wait ")), "{text}");
+    run_with(&[], scenario, &[("FAKE_CUDA_CANARY_LOG", &log), ("FAKE_CUDA_ORDER", &log)]);
+    std::fs::read_to_string(&log).unwrap_or_default().lines().map(str::to_string).collect()
+}
+
+/// A pool block's memory may still be in use by the pool's last user's kernels queued on
+/// the block's stream: its canary is written only after them. A program that synchronizes
+/// the stream (PyTorch at every `.item()`) has done that wait: the canary is written after
+/// the synchronization, and gpusan puts nothing in the program's stream.
+#[test]
+fn a_pool_blocks_canary_is_written_after_the_program_synchronized_its_stream() {
+    let lines = order_log("pool_clean");
+    let text = lines.join("\n");
+    let update = lines.iter().position(|l| l.starts_with("gpusan_canary_update_bytes")).expect(&text);
+    let sync = lines.iter().position(|l| l.starts_with("streamsync 0")).expect(&text);
+    assert!(sync < update, "the canary was written before the program's synchronization: {text}");
+    assert!(
+        !lines.iter().any(|l| l.starts_with("record ") && l.ends_with(" 0")),
+        "an event in the program's stream: {text}"
+    );
+}
+
+/// Without a synchronization of the program's, the canary waits 32 rounds, then is written
+/// after an event of gpusan's recorded on the stream, which the guard stream waits for.
+#[test]
+fn a_pool_blocks_canary_in_a_stream_never_synchronized_waits_for_an_event_of_gpusans() {
+    let lines = order_log("pool_nosync");
+    let text = lines.join("\n");
+    let record = lines.iter().position(|l| l.starts_with("record ") && l.ends_with(" 0")).expect(&text);
+    let update = lines.iter().position(|l| l.starts_with("gpusan_canary_update_bytes")).expect(&text);
+    assert!(record < update && lines[record..update].iter().any(|l| l.starts_with("wait ")), "{text}");
+    // Before it, 32 rounds held the arm back: slots written empty, no bytes.
+    let scans_before = lines[..record].iter().filter(|l| l.starts_with("gpusan_canary_scan")).count();
+    assert!(scans_before >= 30, "{scans_before} scans before the event: {text}");
 }
 
 /// A child forked after CUDA started only forwards its calls; its exit handlers (the

@@ -45,6 +45,33 @@ pub struct Tail {
     /// canary may be written only after the work queued there before it was handed out
     /// (the pool's last user of the memory may still be running). `None`: at once.
     pub stream: Option<u64>,
+    /// The caller's synchronization clock when the memory was handed out: a
+    /// synchronization of `stream` begun later ([`StreamWaits::synced`]) means that work is
+    /// done.
+    pub at: u64,
+}
+
+/// An arm waiting for the work queued on a program's stream before it was handed out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Waiting {
+    stream: u64,
+    at: u64,
+    /// The batch number when it was armed.
+    since: u32,
+}
+
+/// How a batch treats the arms that wait for a program's stream ([`Arrays::take_batch_with`]).
+pub struct StreamWaits<'a> {
+    /// A capture is under way: nothing may go to the program's streams, so an arm that
+    /// would need an event there stays pending.
+    pub capturing: bool,
+    /// Whether the program synchronized `stream` in a call begun after clock `at` (the
+    /// arm's [`Tail::at`]): its bytes can be written at once, with no event of gpusan's
+    /// in the program's stream.
+    pub synced: &'a dyn Fn(u64, u64) -> bool,
+    /// Batches an arm waits for such a synchronization before it is written after an
+    /// event of gpusan's recorded in the stream instead (0: at once).
+    pub patience: u32,
 }
 
 /// One context's entry array, as the host keeps it.
@@ -63,7 +90,7 @@ pub struct Arrays {
     /// one, since only the slot's last state matters).
     pending: HashMap<u32, Command>,
     /// The streams pending arms must wait for ([`Tail::stream`]), by slot.
-    pending_streams: HashMap<u32, u64>,
+    pending_streams: HashMap<u32, Waiting>,
     /// Every slot must be written again (compaction moved them, or a new array replaces the
     /// old one).
     rewrite: bool,
@@ -151,7 +178,7 @@ impl Arrays {
         let command = Command { index: i, flags, entry, ..Command::default() };
         self.pending.insert(i, command);
         if let (Some(stream), false) = (tail.stream, written) {
-            self.pending_streams.insert(i, stream);
+            self.pending_streams.insert(i, Waiting { stream, at: tail.at, since: self.scans });
         }
         generation
     }
@@ -211,6 +238,14 @@ impl Arrays {
     /// `hold_streamed` (a stream capture is under way: gpusan must not touch the program's
     /// streams), arms that wait for a stream stay pending, their slots written empty.
     pub fn take_batch(&mut self, hold_streamed: bool) -> Batch {
+        self.take_batch_with(StreamWaits { capturing: hold_streamed, synced: &|_, _| false, patience: 0 })
+    }
+
+    /// [`Arrays::take_batch`], where an arm waiting for a stream is written at once if the
+    /// program synchronized the stream since, and otherwise waits for that up to
+    /// `waits.patience` batches before it is written after an event in the stream (which
+    /// costs the program: an event of another thread's in its stream).
+    pub fn take_batch_with(&mut self, waits: StreamWaits) -> Batch {
         self.in_flight.clear();
         let empty = self.slots.len() - self.live;
         if self.slots.len() >= COMPACT_MIN && empty * 4 >= self.slots.len() {
@@ -238,17 +273,19 @@ impl Arrays {
         commands.sort_by_key(|c| c.index);
         let mut streams = Vec::new();
         for c in &mut commands {
-            let Some(&stream) = self.pending_streams.get(&c.index) else { continue };
+            let Some(&w) = self.pending_streams.get(&c.index) else { continue };
             if c.flags & COMMAND_WRITE_BYTES == 0 {
                 continue; // a rewrite of an arm written already
             }
-            if hold_streamed {
+            if (waits.synced)(w.stream, w.at) {
+                self.pending_streams.remove(&c.index);
+            } else if waits.capturing || self.scans.wrapping_sub(w.since) < waits.patience {
                 self.pending.insert(c.index, *c);
                 *c = Command { index: c.index, ..Command::default() };
             } else {
                 self.pending_streams.remove(&c.index);
-                if !streams.contains(&stream) {
-                    streams.push(stream);
+                if !streams.contains(&w.stream) {
+                    streams.push(w.stream);
                 }
             }
         }
@@ -274,7 +311,7 @@ impl Arrays {
     fn compact(&mut self) {
         // Pending arms (bytes still to write) by generation, with the stream each waits for:
         // their commands named old slots.
-        let arms: HashMap<u32, Option<u64>> = self
+        let arms: HashMap<u32, Option<Waiting>> = self
             .pending
             .values()
             .filter(|c| c.flags & COMMAND_WRITE_BYTES != 0)
@@ -407,7 +444,7 @@ mod tests {
     use super::*;
 
     fn tail(key: u64) -> Tail {
-        Tail { key, start: 0x10_0000 + key * 0x1000 + 100, len: 32, stream: None }
+        Tail { key, start: 0x10_0000 + key * 0x1000 + 100, len: 32, stream: None, at: 0 }
     }
 
     fn record_of(a: &Arrays, key: u64, batch_slot: u32) -> ErrorRecord {
@@ -506,6 +543,33 @@ mod tests {
     }
 
     #[test]
+    fn a_pool_blocks_arm_is_written_at_once_after_a_synchronization_else_after_its_patience() {
+        let waits = |synced_after: Option<u64>| {
+            move |stream: u64, at: u64| stream == 0x77 && synced_after.is_some_and(|s| s > at)
+        };
+        let mut a = Arrays::default();
+        a.arm(Tail { stream: Some(0x77), at: 10, ..tail(1) }, false);
+        a.arm(Tail { stream: Some(0x88), at: 11, ..tail(2) }, false);
+        // A synchronization of 0x77 begun before the arm says nothing of it.
+        let not_yet = waits(Some(5));
+        let b = a.take_batch_with(StreamWaits { capturing: false, synced: &not_yet, patience: 3 });
+        assert_eq!(b.streams, Vec::<u64>::new(), "no event in the program's streams yet");
+        assert!(b.commands.iter().all(|c| c.flags == 0), "held: slots written empty: {:?}", b.commands);
+        let synced = waits(Some(12));
+        let b = a.take_batch_with(StreamWaits { capturing: false, synced: &synced, patience: 3 });
+        assert_eq!(b.streams, Vec::<u64>::new(), "0x77 was synchronized: no event needed");
+        let written: Vec<u64> =
+            b.commands.iter().filter(|c| c.flags == COMMAND_WRITE_BYTES).map(|c| c.entry.tail_start).collect();
+        assert_eq!(written, vec![tail(1).start], "the synchronized stream's arm only");
+        let b = a.take_batch_with(StreamWaits { capturing: false, synced: &synced, patience: 3 });
+        assert_eq!(b.streams, Vec::<u64>::new(), "0x88 held a third batch");
+        let b = a.take_batch_with(StreamWaits { capturing: false, synced: &synced, patience: 3 });
+        assert_eq!(b.streams, vec![0x88], "three batches waited: an event in the stream after all");
+        assert_eq!(b.commands.iter().filter(|c| c.flags == COMMAND_WRITE_BYTES).count(), 1);
+        assert!(a.unchanged(), "nothing left to write");
+    }
+
+    #[test]
     fn compaction_keeps_pending_arms_and_the_streams_they_wait_for() {
         let mut a = Arrays::default();
         for k in 0..400 {
@@ -567,9 +631,9 @@ mod tests {
     #[test]
     fn a_range_given_back_disarms_every_canary_reaching_into_it() {
         let mut a = Arrays::default();
-        a.arm(Tail { key: 1, start: 1000, len: 100, stream: None }, false);
-        a.arm(Tail { key: 2, start: 2000, len: 10, stream: None }, false);
-        a.arm(Tail { key: 3, start: 3000, len: 10, stream: None }, false);
+        a.arm(Tail { key: 1, start: 1000, len: 100, stream: None, at: 0 }, false);
+        a.arm(Tail { key: 2, start: 2000, len: 10, stream: None, at: 0 }, false);
+        a.arm(Tail { key: 3, start: 3000, len: 10, stream: None, at: 0 }, false);
         let gone: Vec<u64> = a.disarm_range(1050, 2005).into_iter().map(|(k, _)| k).collect();
         assert_eq!(gone, vec![1, 2]);
         assert!(a.is_armed(3));

@@ -117,6 +117,10 @@ static int canary_launch(void *f, void *stream, void **params) {
         const struct canary_command *c = (const struct canary_command *)(uintptr_t)*(uint64_t *)params[2];
         uint32_t n = *(uint32_t *)params[3];
         canary_log(name, stream, n);
+        uint32_t bytes = 0;
+        for (uint32_t k = 0; k < n; k++) bytes += !c[k].cancelled && (c[k].flags & 1);
+        /* Which updates write canary bytes (others only write entries). */
+        if (bytes) canary_log("gpusan_canary_update_bytes", stream, bytes);
         for (uint32_t k = 0; k < n; k++) {
             if (c[k].cancelled) { entries[c[k].index] = (struct canary_entry){0, 0, 0}; continue; }
             if (c[k].flags & 1) canary_write(secret, c[k].e.start, c[k].e.len);

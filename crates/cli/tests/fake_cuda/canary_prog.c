@@ -9,9 +9,11 @@
  *   overflow_exit overwritten, 30 ms, exit (nothing freed)
  *   overflow_free overwritten, then freed at once
  *   reset         overwritten, then the primary context reset
- *   pool          torch blocks A (1000 B) and B (512 B, at A + 1024) in a 64 KiB segment;
- *                 after 30 ms a byte 2 past A's end overwritten, 30 ms, blocks freed
+ *   pool          torch blocks A (1000 B) and B (512 B, at A + 1024) in a 64 KiB segment,
+ *                 the stream synchronized; after 30 ms a byte 2 past A's end overwritten,
+ *                 30 ms, blocks freed
  *   pool_clean    the same without the overwrite
+ *   pool_nosync   pool_clean without the stream synchronized after the blocks, 80 ms
  *   pool_reuse    A freed and a 2048-byte block C handed out at its address, all of C
  *                 written (A's old slack among it), 30 ms, C freed
  *   pool_segment  the segment freed with A and B still handed out (`empty_cache` after a
@@ -152,7 +154,14 @@ int main(int argc, char **argv) {
         uint64_t base = (seg + 511) & ~511ull;
         rc |= alloc(base, 1000, 0, 0, 1) | alloc(base + 1024, 512, 0, 0, 1);
         launch_oob();
-        sleep_ms(30);
+        // As PyTorch at every `.item()`: the blocks' canaries are written after it, with no
+        // event of gpusan's in the stream. Without it, they wait 32 rounds for one.
+        if (strcmp(s, "pool_nosync")) {
+            rc |= cuStreamSynchronize(0);
+            sleep_ms(30);
+        } else {
+            sleep_ms(80);
+        }
         if (!strcmp(s, "pool")) overwrite(base + 1002);
         if (!strcmp(s, "pool_segment")) {
             rc |= cuMemFree_v2(seg);

@@ -28,7 +28,12 @@ unsafe fn init(real: unsafe extern "C" fn(u32) -> CUresult, flags: u32) -> CUres
 }
 
 unsafe fn ctx_synchronize(real: unsafe extern "C" fn() -> CUresult) -> CUresult {
-    after_context_sync(real())
+    let canary = crate::routes::canary::active().then(crate::routes::canary::sync_clock);
+    let r = real();
+    if let (Some(began), true) = (canary, r == crate::driver::CUDA_SUCCESS) {
+        crate::state::quietly(|| crate::routes::canary::synchronized(None, began));
+    }
+    after_context_sync(r)
 }
 
 /// The primary context of `dev`, asked before a call that may end it (afterwards it is

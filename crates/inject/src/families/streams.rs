@@ -61,7 +61,12 @@ unsafe fn stream_destroy(real: unsafe extern "C" fn(CUstream) -> CUresult, s: CU
 }
 
 unsafe fn stream_synchronize(real: unsafe extern "C" fn(CUstream) -> CUresult, s: CUstream) -> CUresult {
-    after_stream_sync(real(s), s)
+    let canary = crate::routes::canary::active().then(crate::routes::canary::sync_clock);
+    let r = real(s);
+    if let (Some(began), true) = (canary, r == crate::driver::CUDA_SUCCESS) {
+        crate::state::quietly(|| crate::routes::canary::synchronized(Some(s as u64), began));
+    }
+    after_stream_sync(r, s)
 }
 
 unsafe fn event_synchronize(real: unsafe extern "C" fn(CUevent) -> CUresult, e: CUevent) -> CUresult {

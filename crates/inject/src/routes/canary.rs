@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use gpusan_abi::canary::{Entry, ErrorRecord};
 use gpusan_abi::Mode;
-use gpusan_runtime::canary::{self as host, Arrays, Tail, Verdict};
+use gpusan_runtime::canary::{self as host, Arrays, StreamWaits, Tail, Verdict};
 use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
 use gpusan_runtime::pool_blocks::PoolSource;
@@ -62,6 +62,12 @@ const TIME_EVERY: u64 = 16;
 /// While the program is idle the guard scans at rounds 1, 2, 4, … of the quiet spell, and
 /// then every this many rounds (128 ms apart at the default interval).
 const QUIET_MAX_SKIP: u32 = 128;
+/// Batches a pool block's canary waits for the program to synchronize its stream before
+/// the guard records an event of its own there instead: such an event, from the guard's
+/// thread, cost a PyTorch training step 25% at one a millisecond on the H100
+/// (bench/results/h100-issue17, call 12), and programs synchronize often (PyTorch at every
+/// `.item()`).
+const STREAM_PATIENCE: u32 = 32;
 /// How long exit and teardown wait for a scan: never hang the program's exit.
 const FINAL_WAIT: Duration = Duration::from_secs(2);
 
@@ -74,11 +80,16 @@ struct Context {
     /// The command buffer of the batch in flight (host address): where a cancel is written.
     commands: usize,
     last_clean: Option<Instant>,
+    /// The synchronization clock when the last context-wide synchronization of the
+    /// program's that succeeded began ([`sync_clock`]).
+    synced_at: u64,
 }
 
 #[derive(Default)]
 struct Host {
     contexts: HashMap<u64, Context>,
+    /// As [`Context::synced_at`], per stream (the legacy stream's handles as one).
+    stream_synced_at: HashMap<u64, u64>,
     guarded: BTreeMap<String, u64>,
     unguarded: BTreeMap<String, u64>,
     /// Keys reported already: a canary stays overwritten, one finding is enough.
@@ -195,7 +206,7 @@ pub fn allocated(base: u64, size: u64, pad: u64, context: u64, kind: AllocKind) 
         _ => None,
     };
     // Should the write at allocation fail, the batch writes it, after the same place.
-    let tail = Tail { key: base, start: base + size, len: pad as u32, stream: after };
+    let tail = Tail { key: base, start: base + size, len: pad as u32, stream: after, at: 0 };
     // Written before it is armed, under the lock the guard launches under: no scan can
     // read the bytes before the write kernel ran (both on the guard stream).
     let mut devices = locks::lock(&g.devices);
@@ -266,7 +277,8 @@ pub fn block_allocated(id: u64, base: u64, size: u64, source: PoolSource, stream
     }
     match slack {
         Ok(len) => {
-            ctx.arrays.arm(Tail { key: BLOCK | id, start: base + size, len, stream: Some(stream) }, false);
+            let at = sync_clock();
+            ctx.arrays.arm(Tail { key: BLOCK | id, start: base + size, len, stream: Some(stream), at }, false);
             count(&mut h.guarded, "pool block");
         }
         Err(why) => count(&mut h.unguarded, why),
@@ -283,6 +295,46 @@ pub fn block_freed(id: u64, base: u64) {
     if let Some(ctx) = h.contexts.get_mut(&context) {
         if let Some(d) = ctx.arrays.disarm(BLOCK | id) {
             cancel(ctx.commands, d.cancel);
+        }
+    }
+}
+
+/// The order of pool blocks handed out and of the program's synchronizations begun, across
+/// threads: a synchronization begun after a block was handed out waited for the work queued
+/// before it.
+static SYNC_CLOCK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A tick of the synchronization clock (taken before a synchronization is called).
+pub fn sync_clock() -> u64 {
+    SYNC_CLOCK.fetch_add(1, Ordering::SeqCst)
+}
+
+/// One key for the legacy stream's handles (null, `CU_STREAM_LEGACY`).
+fn stream_key(stream: u64) -> u64 {
+    if stream == 0 {
+        1
+    } else {
+        stream
+    }
+}
+
+/// The program synchronized `stream` (its context, for `None`) in a call begun at clock
+/// `began`, and it succeeded.
+pub fn synchronized(stream: Option<u64>, began: u64) {
+    let g = guard();
+    let mut h = locks::lock(&g.host);
+    match stream {
+        // The per-thread stream names a different stream on each thread.
+        Some(2) => {}
+        Some(s) => {
+            let mark = h.stream_synced_at.entry(stream_key(s)).or_default();
+            *mark = (*mark).max(began);
+        }
+        None => {
+            let context = crate::driver::current_context().0;
+            if let Some(ctx) = h.contexts.get_mut(&context) {
+                ctx.synced_at = ctx.synced_at.max(began);
+            }
         }
     }
 }
@@ -445,7 +497,8 @@ fn tick(g: &Guard, context: u64, dev: &mut Device) -> Found {
     let upto = super::faults::launch_count();
     let mut h = locks::lock(&g.host);
     let timed = h.scans.is_multiple_of(TIME_EVERY);
-    let Some(ctx) = h.contexts.get_mut(&context) else { return found };
+    let Host { contexts, stream_synced_at, .. } = &mut *h;
+    let Some(ctx) = contexts.get_mut(&context) else { return found };
     // Nothing launched and nothing to change since the last scan: the program is idle (a
     // server between requests). Its canaries are still scanned, less and less often, since
     // a kernel launched before the last scan may still be running.
@@ -459,7 +512,15 @@ fn tick(g: &Guard, context: u64, dev: &mut Device) -> Found {
     }
     dev.last_upto = Some(upto);
     // While a capture runs, nothing goes to the program's streams (it would be captured).
-    let batch = ctx.arrays.take_batch(crate::capture::any());
+    let context_synced = ctx.synced_at;
+    let synced = |stream: u64, at: u64| {
+        context_synced > at || (stream != 2 && stream_synced_at.get(&stream_key(stream)).is_some_and(|&m| m > at))
+    };
+    let batch = ctx.arrays.take_batch_with(StreamWaits {
+        capturing: crate::capture::any(),
+        synced: &synced,
+        patience: STREAM_PATIENCE,
+    });
     if batch.count == 0 && batch.commands.is_empty() {
         return found;
     }
