@@ -172,7 +172,7 @@ mod tests {
         assert_eq!(canary_policy(16 * 1024, 32), 32, "no slack: a granule more");
         for size in [1u64, 7, 100, 500, 511, 513, 4000, 100_003] {
             let pad = canary_policy(size, 32);
-            assert!(pad % 8 == 0 && (8..=32).contains(&pad), "{size}: {pad}");
+            assert!(pad.is_multiple_of(8) && (8..=32).contains(&pad), "{size}: {pad}");
             let fits = size.next_multiple_of(DRIVER_GRANULE) - size >= 8;
             assert_eq!(
                 (size + pad).next_multiple_of(DRIVER_GRANULE) == size.next_multiple_of(DRIVER_GRANULE),
