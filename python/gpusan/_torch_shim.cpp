@@ -12,6 +12,7 @@
 // block used on its own stream only), so a use after it is a use of memory the pool may hand
 // to another tensor.
 
+#include <c10/core/Allocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 
 #include <dlfcn.h>
@@ -28,8 +29,17 @@ namespace {
 using AllocFn = int (*)(uint64_t, uint64_t, uint64_t, int32_t, uint32_t);
 using FreeFn = int (*)(uint64_t, uint64_t, int32_t, uint32_t);
 
-// The `source` of gpusan_pools.h for the PyTorch caching allocator.
+// The `source` of gpusan_pools.h for the PyTorch caching allocator, and the flag that says
+// the block was asked for with gpusan's padding after it (GPUSAN_POOL_PADDED).
 constexpr uint32_t kSourceTorch = 1;
+constexpr uint32_t kPadded = 0x100;
+
+// The request being served on this thread by the padding allocator (below): the trace's
+// ALLOC entry, which the allocator records inside the call, carries the padded size; the
+// block is the tensor's, `requested` bytes.
+thread_local uint64_t tl_requested = 0;
+thread_local uint64_t tl_padded = 0;
+uint64_t g_pad = 0;
 
 AllocFn g_alloc = nullptr;
 FreeFn g_free = nullptr;
@@ -70,9 +80,15 @@ uint64_t stream_bits(const S& s) {
 void on_trace(const TraceEntry& e) {
   const uint64_t addr = static_cast<uint64_t>(e.addr_);
   switch (e.action_) {
-    case TraceEntry::ALLOC:
-      g_alloc(addr, static_cast<uint64_t>(e.size_), stream_bits(e.stream_), device_of(e), kSourceTorch);
+    case TraceEntry::ALLOC: {
+      const uint64_t size = static_cast<uint64_t>(e.size_);
+      if (tl_padded != 0 && size == tl_padded) {
+        g_alloc(addr, tl_requested, stream_bits(e.stream_), device_of(e), kSourceTorch | kPadded);
+      } else {
+        g_alloc(addr, size, stream_bits(e.stream_), device_of(e), kSourceTorch);
+      }
       break;
+    }
     case TraceEntry::FREE_COMPLETED:
       g_free(addr, stream_bits(e.stream_), device_of(e), kSourceTorch);
       break;
@@ -99,6 +115,153 @@ void register_live_blocks() {
     }
   }
 }
+
+using c10::cuda::CUDACachingAllocator::CUDAAllocator;
+
+// canary mode: every request of the caching allocator asks `g_pad` bytes more, so that each
+// tensor's block has slack for its canary (a size that is a multiple of 512, most tensors',
+// otherwise leaves none: the next block starts at its end). Everything else is the caching
+// allocator's own: blocks, segments, streams, graphs' pools, statistics (which count the
+// padding) and the deleter of every DataPtr (the caching allocator's, which frees the block
+// whatever size it was asked for).
+class PaddingAllocator final : public CUDAAllocator {
+ public:
+  explicit PaddingAllocator(CUDAAllocator* inner) : inner_(inner) {}
+
+  c10::DataPtr allocate(size_t n) override {
+    if (n == 0) {
+      return inner_->allocate(0);
+    }
+    Serving serving(n);
+    return inner_->allocate(n + g_pad);
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return inner_->raw_deleter(); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    inner_->copy_data(dest, src, count);
+  }
+  void* raw_alloc(size_t n) override {
+    if (n == 0) {
+      return inner_->raw_alloc(0);
+    }
+    Serving serving(n);
+    return inner_->raw_alloc(n + g_pad);
+  }
+  void* raw_alloc_with_stream(size_t n, cudaStream_t stream) override {
+    if (n == 0) {
+      return inner_->raw_alloc_with_stream(0, stream);
+    }
+    Serving serving(n);
+    return inner_->raw_alloc_with_stream(n + g_pad, stream);
+  }
+  void raw_delete(void* ptr) override { inner_->raw_delete(ptr); }
+  void init(int device_count) override { inner_->init(device_count); }
+  bool initialized() override { return inner_->initialized(); }
+  double getMemoryFraction(c10::DeviceIndex device) override { return inner_->getMemoryFraction(device); }
+  void setMemoryFraction(double fraction, c10::DeviceIndex device) override {
+    inner_->setMemoryFraction(fraction, device);
+  }
+  std::vector<c10::cuda::CUDACachingAllocator::StreamSegmentSize> getExpandableSegmentSizes(
+      c10::DeviceIndex device) override {
+    return inner_->getExpandableSegmentSizes(device);
+  }
+  void emptyCache(c10::MempoolId_t mempool_id) override { inner_->emptyCache(mempool_id); }
+  void enable(bool value) override { inner_->enable(value); }
+  bool isEnabled() const override { return inner_->isEnabled(); }
+  void cacheInfo(c10::DeviceIndex device, size_t* largestBlock) override { inner_->cacheInfo(device, largestBlock); }
+  void* getBaseAllocation(void* ptr, size_t* size) override { return inner_->getBaseAllocation(ptr, size); }
+  void recordStream(const c10::DataPtr& ptr, c10::cuda::CUDAStream stream) override {
+    inner_->recordStream(ptr, stream);
+  }
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    return inner_->getDeviceStats(device);
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override { inner_->resetAccumulatedStats(device); }
+  void resetPeakStats(c10::DeviceIndex device) override { inner_->resetPeakStats(device); }
+  c10::cuda::CUDACachingAllocator::SnapshotInfo snapshot(c10::MempoolId_t mempool_id, bool include_traces) override {
+    return inner_->snapshot(mempool_id, include_traces);
+  }
+  void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
+                           std::function<bool(cudaStream_t)> filter) override {
+    inner_->beginAllocateToPool(device, mempool_id, std::move(filter));
+  }
+  void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
+    inner_->endAllocateToPool(device, mempool_id);
+  }
+  void releasePool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
+    inner_->releasePool(device, mempool_id);
+  }
+  int getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
+    return inner_->getPoolUseCount(device, mempool_id);
+  }
+  void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
+                          std::shared_ptr<CUDAAllocator> allocator) override {
+    inner_->createOrIncrefPool(device, mempool_id, std::move(allocator));
+  }
+  void setUseOnOOM(c10::DeviceIndex device, c10::MempoolId_t mempool_id, bool use_on_oom) override {
+    inner_->setUseOnOOM(device, mempool_id, use_on_oom);
+  }
+  void setNoSplit(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
+    inner_->setNoSplit(device, mempool_id);
+  }
+  bool checkPoolLiveAllocations(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
+                                const std::unordered_set<void*>& expected_live_allocations) override {
+    return inner_->checkPoolLiveAllocations(device, mempool_id, expected_live_allocations);
+  }
+  c10::cuda::CUDACachingAllocator::ShareableHandle shareIpcHandle(void* ptr) override {
+    return inner_->shareIpcHandle(ptr);
+  }
+  std::shared_ptr<void> getIpcDevPtr(std::string handle) override { return inner_->getIpcDevPtr(std::move(handle)); }
+  bool isHistoryEnabled() override { return inner_->isHistoryEnabled(); }
+  void recordHistory(bool enabled, c10::cuda::CUDACachingAllocator::CreateContextFn context_recorder,
+                     size_t alloc_trace_max_entries, c10::cuda::CUDACachingAllocator::RecordContext when,
+                     bool clearHistory, const std::vector<std::string>& skip_actions) override {
+    inner_->recordHistory(enabled, std::move(context_recorder), alloc_trace_max_entries, when, clearHistory,
+                          skip_actions);
+  }
+  void recordAnnotation(const std::vector<std::pair<std::string, std::string>>& md) override {
+    inner_->recordAnnotation(md);
+  }
+  void pushCompileContext(std::string& md) override { inner_->pushCompileContext(md); }
+  void popCompileContext() override { inner_->popCompileContext(); }
+  void setUserMetadata(const std::string& metadata) override { inner_->setUserMetadata(metadata); }
+  std::string getUserMetadata() override { return inner_->getUserMetadata(); }
+  void attachOutOfMemoryObserver(c10::cuda::CUDACachingAllocator::OutOfMemoryObserver observer) override {
+    inner_->attachOutOfMemoryObserver(std::move(observer));
+  }
+  void attachAllocatorTraceTracker(c10::cuda::CUDACachingAllocator::AllocatorTraceTracker tracker) override {
+    inner_->attachAllocatorTraceTracker(std::move(tracker));
+  }
+  void enablePeerAccess(c10::DeviceIndex dev, c10::DeviceIndex dev_to_access) override {
+    inner_->enablePeerAccess(dev, dev_to_access);
+  }
+  cudaError_t memcpyAsync(void* dst, int dstDevice, const void* src, int srcDevice, size_t count,
+                          cudaStream_t stream, bool p2p_enabled) override {
+    return inner_->memcpyAsync(dst, dstDevice, src, srcDevice, count, stream, p2p_enabled);
+  }
+  std::shared_ptr<c10::cuda::CUDACachingAllocator::AllocatorState> getCheckpointState(
+      c10::DeviceIndex device, c10::MempoolId_t id) override {
+    return inner_->getCheckpointState(device, id);
+  }
+  c10::cuda::CUDACachingAllocator::CheckpointDelta setCheckpointPoolState(
+      c10::DeviceIndex device, std::shared_ptr<c10::cuda::CUDACachingAllocator::AllocatorState> pps) override {
+    return inner_->setCheckpointPoolState(device, std::move(pps));
+  }
+  std::string name() override { return inner_->name(); }
+
+ private:
+  // The request this thread asks the caching allocator for, for the trace callback.
+  struct Serving {
+    explicit Serving(size_t n) {
+      tl_requested = n;
+      tl_padded = n + g_pad;
+    }
+    ~Serving() {
+      tl_requested = 0;
+      tl_padded = 0;
+    }
+  };
+  CUDAAllocator* inner_;
+};
 
 void say(char* why, size_t len, const char* text) {
   if (why != nullptr && len > 0) {
@@ -129,6 +292,36 @@ extern "C" __attribute__((visibility("default"))) int gpusan_torch_shim_attach(c
   } catch (...) {
     say(why, len, "unknown C++ exception");
     return g_attached.load() ? 0 : 2;
+  }
+  return 0;
+}
+
+// canary mode: the caching allocator is asked for `pad` bytes more per request (see
+// PaddingAllocator), from now on. 0: installed; 2: PyTorch refused (`why` says). Call once,
+// after attach and before the program's first tensor; blocks handed out before keep no
+// padding (those with no slack stay unguarded, and the report says so).
+extern "C" __attribute__((visibility("default"))) int gpusan_torch_shim_pad(size_t pad, char* why, size_t len) {
+  static std::atomic<bool> installed{false};
+  if (pad == 0 || installed.exchange(true)) {
+    return 0;
+  }
+  try {
+    CUDAAllocator* inner = c10::cuda::CUDACachingAllocator::get();
+    if (inner == nullptr) {
+      say(why, len, "no CUDA allocator");
+      return 2;
+    }
+    g_pad = pad;
+    // Lives as long as the process: PyTorch keeps a raw pointer to its allocator.
+    static PaddingAllocator* padding = new PaddingAllocator(inner);
+    c10::cuda::CUDACachingAllocator::allocator.store(padding);
+    c10::SetAllocator(c10::DeviceType::CUDA, padding);
+  } catch (const std::exception& e) {
+    say(why, len, e.what());
+    return 2;
+  } catch (...) {
+    say(why, len, "unknown C++ exception");
+    return 2;
   }
   return 0;
 }

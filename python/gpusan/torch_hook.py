@@ -181,7 +181,24 @@ def load(torch):
     attach = lib.gpusan_torch_shim_attach
     attach.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
     attach.restype = ctypes.c_int
-    return attach
+    pad = getattr(lib, "gpusan_torch_shim_pad", None)
+    if pad is not None:
+        pad.argtypes = [ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+        pad.restype = ctypes.c_int
+    return attach, pad
+
+
+def canary_padding():
+    """The bytes each request of the caching allocator is asked for more in canary mode (the
+    run's --redzone, at most 65535: the pool interface's field), so that every tensor's
+    block has slack for its canary; 0 in other modes."""
+    if os.environ.get("GPUSAN_MODE") != "canary":
+        return 0
+    try:
+        pad = int(os.environ.get("GPUSAN_REDZONE", "32"))
+    except ValueError:
+        return 0
+    return max(0, min(pad, 65535))
 
 
 class _Shim:
@@ -190,6 +207,7 @@ class _Shim:
     def __init__(self, torch):
         self.torch = torch
         self.attach = None
+        self.pad = None
         self.error = None
         self.thread = threading.Thread(target=self._run, name="gpusan-torch-shim", daemon=True)
         # A program set to the stream-ordered allocator needs no shim: not even built.
@@ -199,7 +217,7 @@ class _Shim:
 
     def _run(self):
         try:
-            self.attach = load(self.torch)
+            self.attach, self.pad = load(self.torch)
         except ShimError as e:
             self.error = str(e)
         except Exception as e:
@@ -227,6 +245,13 @@ class _Shim:
             warn_once("pool-abi", OFF + _pool.missing_reason())
         elif rc != 0:
             warn_once("torch-shim", OFF + "PyTorch refused the allocator trace callback: " + text + ADVICE)
+        elif canary_padding() > 0:
+            if self.pad is None:
+                warn_once("torch-pad", "gpusan: tensors whose size is a multiple of 512 bytes have no canary: "
+                          "the allocator shim built has no padding entry")
+            elif self.pad(canary_padding(), why, len(why)) != 0:
+                warn_once("torch-pad", "gpusan: tensors whose size is a multiple of 512 bytes have no canary: "
+                          "PyTorch refused the padding allocator: " + why.value.decode(errors="replace"))
 
 
 def _async_by_env():

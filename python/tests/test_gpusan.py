@@ -116,5 +116,55 @@ class Plugin(unittest.TestCase):
         self.assertIsNone(plugin._set_label_function())
 
 
+class TorchPadding(unittest.TestCase):
+    """Canary mode asks PyTorch's caching allocator for padding after every tensor (the shim's
+    gpusan_torch_shim_pad), after the trace tracker is attached, in canary mode only."""
+
+    def setUp(self):
+        import os
+        self.saved = {k: os.environ.get(k) for k in ("GPUSAN_MODE", "GPUSAN_REDZONE")}
+
+    def tearDown(self):
+        import os
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    def test_the_padding_is_the_runs_redzone_in_canary_mode_only(self):
+        import os
+        from gpusan import torch_hook
+        os.environ["GPUSAN_MODE"] = "check"
+        os.environ["GPUSAN_REDZONE"] = "32"
+        self.assertEqual(torch_hook.canary_padding(), 0)
+        os.environ["GPUSAN_MODE"] = "canary"
+        self.assertEqual(torch_hook.canary_padding(), 32)
+        os.environ["GPUSAN_REDZONE"] = "100000"
+        self.assertEqual(torch_hook.canary_padding(), 65535, "the pool interface's field")
+        os.environ["GPUSAN_REDZONE"] = "junk"
+        self.assertEqual(torch_hook.canary_padding(), 0)
+
+    def test_the_padding_allocator_is_installed_after_the_tracker(self):
+        import os
+        import types
+        from gpusan import torch_hook
+        calls = []
+        torch = types.SimpleNamespace(cuda=types.SimpleNamespace(get_allocator_backend=lambda: "native"))
+        shim = object.__new__(torch_hook._Shim)
+        shim.torch, shim.started, shim.error = torch, True, None
+        shim.thread = types.SimpleNamespace(join=lambda: None)
+        shim.attach = lambda why, n: calls.append("attach") or 0
+        shim.pad = lambda pad, why, n: calls.append(("pad", pad)) or 0
+        os.environ["GPUSAN_MODE"] = "canary"
+        os.environ["GPUSAN_REDZONE"] = "32"
+        shim.attach_now()
+        self.assertEqual(calls, ["attach", ("pad", 32)])
+        calls.clear()
+        os.environ["GPUSAN_MODE"] = "check"
+        shim.attach_now()
+        self.assertEqual(calls, ["attach"], "no padding outside canary mode")
+
+
 if __name__ == "__main__":
     sys.exit(unittest.main())

@@ -161,6 +161,24 @@ fn clean_pool_blocks_and_a_reused_blocks_old_slack_report_nothing() {
     }
 }
 
+/// A block the pool was asked padding for (gpusan's PyTorch shim in canary mode) has slack
+/// even when its size is a multiple of the pool's rounding: the overflow past it is found.
+#[test]
+fn a_padded_pool_blocks_overflow_is_found_where_an_unpadded_one_has_no_canary() {
+    let o = run("pool_padded");
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    let d = details(&o);
+    assert_eq!(d["allocation"]["size"], 1024, "{d:#}");
+    assert_eq!(d["offset_past_end"], 2, "{d:#}");
+    assert!(o.stderr.contains("of the 512 bytes past the end of a pool block of 1024 bytes"), "{}", o.stderr);
+    assert_eq!(o.report["canary"]["guarded"]["pool block"], 1, "{:#}", o.report["canary"]);
+    assert_eq!(
+        o.report["canary"]["unguarded"]["size is a multiple of the pool's rounding"], 1,
+        "{:#}",
+        o.report["canary"]
+    );
+}
+
 #[test]
 fn a_block_without_slack_is_listed_unguarded_with_why() {
     let o = run("pool_reuse");

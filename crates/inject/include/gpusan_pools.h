@@ -42,6 +42,10 @@ extern "C" {
 #define GPUSAN_POOL_CUPY_PINNED 3u  /* CuPy's PinnedMemoryPool */
 #define GPUSAN_POOL_NVTX 4u         /* a region of the NVTX memory API */
 #define GPUSAN_POOL_OTHER 5u        /* any other pool */
+/* Or'ed into source: the pool was asked for `pad` bytes (at most 65535) more than `size`, so
+ * that the block's slack can hold canary mode's canary (a size the pool rounds to nothing
+ * more would leave none). */
+#define GPUSAN_POOL_PADDED(pad) ((uint32_t)(pad) << 16)
 
 /* Return codes. */
 #define GPUSAN_POOL_OK 0

@@ -364,10 +364,16 @@ impl Arrays {
     }
 }
 
-/// The slack of a pool block that holds its canary: `[base + size, base + round_up(size,
-/// 512))` for the pools that hand out 512-byte multiples at 512-aligned addresses
-/// (PyTorch's caching allocator, CuPy's `MemoryPool`); why none otherwise.
-pub fn pool_slack(source: crate::pool_blocks::PoolSource, base: u64, size: u64) -> Result<u32, &'static str> {
+/// The slack of a pool block that holds its canary: `[base + size, base + round_up(size +
+/// padded, 512))` for the pools that hand out 512-byte multiples at 512-aligned addresses
+/// (PyTorch's caching allocator, CuPy's `MemoryPool`), when the pool was asked for `padded`
+/// bytes more than `size` (gpusan's PyTorch shim in canary mode); why none otherwise.
+pub fn pool_slack(
+    source: crate::pool_blocks::PoolSource,
+    base: u64,
+    size: u64,
+    padded: u64,
+) -> Result<u32, &'static str> {
     use crate::pool_blocks::PoolSource;
     const ROUND: u64 = 512;
     match source {
@@ -379,7 +385,8 @@ pub fn pool_slack(source: crate::pool_blocks::PoolSource, base: u64, size: u64) 
     if !base.is_multiple_of(ROUND) {
         return Err("pool block not at the pool's alignment");
     }
-    let slack = size.next_multiple_of(ROUND) - size;
+    let Some(asked) = size.checked_add(padded) else { return Err("pool block past the address space") };
+    let slack = asked.next_multiple_of(ROUND) - size;
     if slack == 0 {
         return Err("size is a multiple of the pool's rounding");
     }
@@ -694,5 +701,16 @@ mod tests {
         a.take_batch(false);
         let (_, device) = a.bytes();
         assert!(device / 20_000 <= 32, "{device}");
+    }
+
+    #[test]
+    fn a_padded_pool_blocks_slack_reaches_past_its_rounding() {
+        use crate::pool_blocks::PoolSource;
+        assert_eq!(pool_slack(PoolSource::Torch, 0x1000, 4096, 0), Err("size is a multiple of the pool's rounding"));
+        assert_eq!(pool_slack(PoolSource::Torch, 0x1000, 4096, 32), Ok(512), "asked for 4128: a block of 4608");
+        assert_eq!(pool_slack(PoolSource::Torch, 0x1000, 4000, 32), Ok(96), "4032 rounds to 4096, as 4000 does");
+        assert_eq!(pool_slack(PoolSource::Torch, 0x1000, 4000, 0), Ok(96));
+        assert_eq!(pool_slack(PoolSource::Torch, 0x1000, u64::MAX - 8, 32), Err("pool block past the address space"));
+        assert!(pool_slack(PoolSource::Nvtx, 0x1000, 4096, 32).is_err(), "only the pools whose rounding is known");
     }
 }

@@ -37,10 +37,17 @@ pub enum PoolSource {
     Other,
 }
 
+/// The bytes a pool was asked for beyond a block's size (`GPUSAN_POOL_PADDED`, the upper half
+/// of the C ABI's `source`).
+pub fn padding_of(code: u32) -> u64 {
+    u64::from(code >> 16)
+}
+
 impl PoolSource {
     /// The C ABI's number (`gpusan_pools.h`); unknown numbers are [`PoolSource::Other`].
     pub fn from_code(code: u32) -> PoolSource {
-        match code {
+        // The upper half is the padding the pool was asked for ([`padding_of`]).
+        match code & 0xffff {
             1 => PoolSource::Torch,
             2 => PoolSource::CupyPool,
             3 => PoolSource::CupyPinned,

@@ -14,6 +14,9 @@
  *                 30 ms, blocks freed
  *   pool_clean    the same without the overwrite
  *   pool_nosync   pool_clean without the stream synchronized after the blocks, 80 ms
+ *   pool_padded   a 1024-byte block asked for with 32 bytes of padding (its slack, 512 B,
+ *                 holds a canary), then a plain 512-byte one (no slack); a byte 2 past the
+ *                 first's end overwritten after 30 ms
  *   pool_reuse    A freed and a 2048-byte block C handed out at its address, all of C
  *                 written (A's old slack among it), 30 ms, C freed
  *   pool_segment  the segment freed with A and B still handed out (`empty_cache` after a
@@ -152,6 +155,20 @@ int main(int argc, char **argv) {
         rc |= cuMemAlloc_v2(&seg, 64 << 10) | !alloc | !release;
         if (rc) goto done;
         uint64_t base = (seg + 511) & ~511ull;
+        if (!strcmp(s, "pool_padded")) {
+            /* A 1024-byte block the pool was asked 32 bytes more for (GPUSAN_POOL_PADDED):
+             * its block ends at 1536, where a plain 512-byte block follows. */
+            rc |= alloc(base, 1024, 0, 0, 1u | (32u << 16)) | alloc(base + 1536, 512, 0, 0, 1);
+            launch_oob();
+            rc |= cuStreamSynchronize(0);
+            sleep_ms(30);
+            overwrite(base + 1024 + 2);
+            sleep_ms(30);
+            release(base, 0, 0, 1);
+            release(base + 1536, 0, 0, 1);
+            rc |= cuMemFree_v2(seg);
+            goto done;
+        }
         rc |= alloc(base, 1000, 0, 0, 1) | alloc(base + 1024, 512, 0, 0, 1);
         launch_oob();
         // As PyTorch at every `.item()`: the blocks' canaries are written after it, with no

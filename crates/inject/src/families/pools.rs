@@ -75,7 +75,8 @@ pub fn alloc(ptr: u64, size: u64, stream: u64, device: i32, source: u32) -> c_in
     match state().registry.insert_block(new) {
         Ok(id) => {
             if crate::routes::canary::active() {
-                crate::routes::canary::block_allocated(id, ptr, size, new.source, stream);
+                let padded = gpusan_runtime::pool_blocks::padding_of(source);
+                crate::routes::canary::block_allocated(id, ptr, size, new.source, padded, stream);
             }
             OK
         }

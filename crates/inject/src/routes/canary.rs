@@ -261,14 +261,14 @@ fn cancel(commands: usize, at: Option<usize>) {
     }
 }
 
-/// A pool handed out block `id` (`size` bytes at `base`, for `stream`): its slack is its
-/// canary, written by the next batch after the work queued on `stream` so far (the pool's
-/// last user of the memory may still be running there).
-pub fn block_allocated(id: u64, base: u64, size: u64, source: PoolSource, stream: u64) {
+/// A pool handed out block `id` (`size` bytes at `base`, for `stream`; the pool was asked for
+/// `padded` bytes more): its slack is its canary, written once the work queued on `stream`
+/// so far is done (the pool's last user of the memory may still be running there).
+pub fn block_allocated(id: u64, base: u64, size: u64, source: PoolSource, padded: u64, stream: u64) {
     let context = context_of(base);
     let g = guard();
     let mut h = locks::lock(&g.host);
-    let slack = host::pool_slack(source, base, size);
+    let slack = host::pool_slack(source, base, size, padded);
     let ctx = h.contexts.entry(context).or_default();
     // The pool reused this memory: canaries of blocks it displaced are gone with them.
     let end = base + size + u64::from(*slack.as_ref().unwrap_or(&0));
