@@ -190,8 +190,9 @@ pub struct RunArgs {
     /// allocation is caught by the binary route; 0: none. Registered at the size asked;
     /// large allocations only where it costs at most an eighth more memory.
     /// (`--padding`, compute-sanitizer's name, is the same option.)
-    /// In `--mode canary` the same padding holds each allocation's tail canary. [default:
-    /// 256; 32 in `--mode canary`]
+    /// In `--mode canary` the same padding holds each allocation's tail canary, and
+    /// PyTorch's caching allocator is asked for it after every tensor (its memory
+    /// statistics count it). [default: 256; 32 in `--mode canary`]
     #[arg(long, alias = "padding", value_name = "BYTES")]
     redzone: Option<u64>,
     /// `--mode canary`: milliseconds between two scans of the canaries, from 0.05 to 60000,
