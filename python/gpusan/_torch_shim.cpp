@@ -12,8 +12,14 @@
 // block used on its own stream only), so a use after it is a use of memory the pool may hand
 // to another tensor.
 
-#include <c10/core/Allocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+
+// The padding allocator needs PyTorch's whole allocator interface (PyTorch 2.x); a stand-in
+// without it (gpusan's tests) builds the shim without padding.
+#if __has_include(<c10/core/Allocator.h>)
+#include <c10/core/Allocator.h>
+#define GPUSAN_SHIM_PADDING 1
+#endif
 
 #include <dlfcn.h>
 
@@ -116,6 +122,7 @@ void register_live_blocks() {
   }
 }
 
+#ifdef GPUSAN_SHIM_PADDING
 using c10::cuda::CUDACachingAllocator::CUDAAllocator;
 
 // canary mode: every request of the caching allocator asks `g_pad` bytes more, so that each
@@ -262,6 +269,7 @@ class PaddingAllocator final : public CUDAAllocator {
   };
   CUDAAllocator* inner_;
 };
+#endif  // GPUSAN_SHIM_PADDING
 
 void say(char* why, size_t len, const char* text) {
   if (why != nullptr && len > 0) {
@@ -305,6 +313,10 @@ extern "C" __attribute__((visibility("default"))) int gpusan_torch_shim_pad(size
   if (pad == 0 || installed.exchange(true)) {
     return 0;
   }
+#ifndef GPUSAN_SHIM_PADDING
+  say(why, len, "this PyTorch's headers have no allocator interface to wrap");
+  return 2;
+#else
   try {
     CUDAAllocator* inner = c10::cuda::CUDACachingAllocator::get();
     if (inner == nullptr) {
@@ -324,4 +336,5 @@ extern "C" __attribute__((visibility("default"))) int gpusan_torch_shim_pad(size
     return 2;
   }
   return 0;
+#endif
 }
