@@ -179,6 +179,17 @@ fn a_padded_pool_blocks_overflow_is_found_where_an_unpadded_one_has_no_canary() 
     );
 }
 
+/// A block handed out again at the place and size it had (a training loop's tensors, step
+/// after step) finds its canary in memory: it is armed at once, so an overflow made right
+/// after the hand-out, before any synchronization, is found.
+#[test]
+fn a_block_handed_out_again_where_it_was_is_guarded_at_once() {
+    let o = run("pool_again");
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    let d = details(&o);
+    assert_eq!((d["allocation"]["size"].as_u64(), d["offset_past_end"].as_u64()), (Some(1000), Some(2)), "{d:#}");
+}
+
 #[test]
 fn a_block_without_slack_is_listed_unguarded_with_why() {
     let o = run("pool_reuse");

@@ -99,6 +99,13 @@ pub struct Arrays {
     /// Slots of the device's array (0 before the first batch: allocated with it).
     device_capacity: u32,
     scans: u32,
+    /// Canaries of pool blocks taken back, their bytes last known written and not
+    /// overwritten, by first byte: a block handed out again at the same place and size (a
+    /// training loop's tensors, step after step) has its canary in memory already, armed at
+    /// once with nothing to write and no stream to wait for.
+    intact: BTreeMap<u64, u32>,
+    /// The longest canary in `intact`.
+    intact_longest: u32,
 }
 
 /// What the device must do before the next scan ([`Arrays::take_batch`]).
@@ -152,6 +159,8 @@ impl Default for Arrays {
             in_flight: HashMap::new(),
             device_capacity: 0,
             scans: 0,
+            intact: BTreeMap::new(),
+            intact_longest: 0,
         }
     }
 }
@@ -205,6 +214,7 @@ impl Arrays {
     /// (no scan may read it after), or handed out again by a pool. The keys and their
     /// disarms.
     pub fn disarm_range(&mut self, lo: u64, hi: u64) -> Vec<(u64, Disarmed)> {
+        self.forget_intact(lo, hi);
         let from = lo.saturating_sub(u64::from(self.longest));
         let keys: Vec<u64> = self
             .by_start
@@ -216,6 +226,36 @@ impl Arrays {
             .map(|(_, key)| *key)
             .collect();
         keys.into_iter().filter_map(|k| self.disarm(k).map(|d| (k, d))).collect()
+    }
+
+    /// The canary `entry`, disarmed with its bytes known written ([`Disarmed::written`]) and
+    /// not reported overwritten, stays in memory after its pool block was taken back.
+    pub fn keep_intact(&mut self, entry: Entry) {
+        if entry.tail_len != 0 {
+            self.intact.insert(entry.tail_start, entry.tail_len);
+            self.intact_longest = self.intact_longest.max(entry.tail_len);
+        }
+    }
+
+    /// Whether a canary of exactly `len` bytes at `start` is in memory ([`Arrays::keep_intact`]);
+    /// it is forgotten either way (the caller arms it, or the memory is another's now).
+    pub fn take_intact(&mut self, start: u64, len: u32) -> bool {
+        self.intact.remove(&start) == Some(len)
+    }
+
+    /// Forgets the kept canaries with a byte in `[lo, hi)`: memory handed out or given back,
+    /// which the program may write.
+    fn forget_intact(&mut self, lo: u64, hi: u64) {
+        let from = lo.saturating_sub(u64::from(self.intact_longest));
+        let gone: Vec<u64> = self
+            .intact
+            .range(from..hi)
+            .filter(|(start, len)| **start + u64::from(**len) > lo)
+            .map(|(start, _)| *start)
+            .collect();
+        for start in gone {
+            self.intact.remove(&start);
+        }
     }
 
     /// Whether `key` is armed.
@@ -712,5 +752,28 @@ mod tests {
         assert_eq!(pool_slack(PoolSource::Torch, 0x1000, 4000, 0), Ok(96));
         assert_eq!(pool_slack(PoolSource::Torch, 0x1000, u64::MAX - 8, 32), Err("pool block past the address space"));
         assert!(pool_slack(PoolSource::Nvtx, 0x1000, 4096, 32).is_err(), "only the pools whose rounding is known");
+    }
+
+    #[test]
+    fn a_block_handed_out_again_where_it_was_finds_its_canary_in_memory() {
+        let mut a = Arrays::default();
+        let t = Tail { stream: Some(0x77), ..tail(1) };
+        a.arm(t, false);
+        a.take_batch(false);
+        a.take_batch(false); // the arm's batch ran
+        let d = a.disarm(1).unwrap();
+        assert!(d.written);
+        a.keep_intact(d.entry);
+        assert!(!a.take_intact(t.start, 16), "another length: not the canary in memory");
+        a.keep_intact(d.entry);
+        assert!(a.take_intact(t.start, t.len));
+        assert!(!a.take_intact(t.start, t.len), "taken once");
+        // Memory handed out over it, or given back, forgets it.
+        a.keep_intact(d.entry);
+        a.disarm_range(t.start - 100, t.start + 1);
+        assert!(!a.take_intact(t.start, t.len));
+        a.keep_intact(d.entry);
+        a.disarm_range(t.start + u64::from(t.len), t.start + 1000);
+        assert!(a.take_intact(t.start, t.len), "a range past it leaves it");
     }
 }

@@ -14,6 +14,8 @@
  *                 30 ms, blocks freed
  *   pool_clean    the same without the overwrite
  *   pool_nosync   pool_clean without the stream synchronized after the blocks, 80 ms
+ *   pool_again    a 1000-byte block taken back and handed out again at the same place and
+ *                 size, overwritten 2 past its end at once (no synchronization after)
  *   pool_padded   a 1024-byte block asked for with 32 bytes of padding (its slack, 512 B,
  *                 holds a canary), then a plain 512-byte one (no slack); a byte 2 past the
  *                 first's end overwritten after 30 ms
@@ -155,6 +157,21 @@ int main(int argc, char **argv) {
         rc |= cuMemAlloc_v2(&seg, 64 << 10) | !alloc | !release;
         if (rc) goto done;
         uint64_t base = (seg + 511) & ~511ull;
+        if (!strcmp(s, "pool_again")) {
+            /* A 1000-byte block, its canary written (the stream synchronized), taken back
+             * and handed out again at the same place and size; its new user writes a byte 2
+             * past its end at once, with no synchronization after. */
+            rc |= alloc(base, 1000, 0, 0, 1);
+            rc |= cuStreamSynchronize(0);
+            sleep_ms(20);
+            rc |= release(base, 0, 0, 1) | alloc(base, 1000, 0, 0, 1);
+            launch_oob();
+            overwrite(base + 1002);
+            sleep_ms(20);
+            release(base, 0, 0, 1);
+            rc |= cuMemFree_v2(seg);
+            goto done;
+        }
         if (!strcmp(s, "pool_padded")) {
             /* A 1024-byte block the pool was asked 32 bytes more for (GPUSAN_POOL_PADDED):
              * its block ends at 1536, where a plain 512-byte block follows. */

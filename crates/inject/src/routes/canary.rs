@@ -263,13 +263,17 @@ fn cancel(commands: usize, at: Option<usize>) {
 
 /// A pool handed out block `id` (`size` bytes at `base`, for `stream`; the pool was asked for
 /// `padded` bytes more): its slack is its canary, written once the work queued on `stream`
-/// so far is done (the pool's last user of the memory may still be running there).
+/// so far is done (the pool's last user of the memory may still be running there), unless
+/// the block it was before at this place and size left it in memory.
 pub fn block_allocated(id: u64, base: u64, size: u64, source: PoolSource, padded: u64, stream: u64) {
     let context = context_of(base);
     let g = guard();
     let mut h = locks::lock(&g.host);
     let slack = host::pool_slack(source, base, size, padded);
     let ctx = h.contexts.entry(context).or_default();
+    // Handed out again where it was, at the same size: its canary may be in memory already
+    // (taken before the range is disarmed, which forgets what lies in it).
+    let in_memory = slack.as_ref().is_ok_and(|&len| ctx.arrays.take_intact(base + size, len));
     // The pool reused this memory: canaries of blocks it displaced are gone with them.
     let end = base + size + u64::from(*slack.as_ref().unwrap_or(&0));
     for (_, d) in ctx.arrays.disarm_range(base, end) {
@@ -278,7 +282,9 @@ pub fn block_allocated(id: u64, base: u64, size: u64, source: PoolSource, padded
     match slack {
         Ok(len) => {
             let at = sync_clock();
-            ctx.arrays.arm(Tail { key: BLOCK | id, start: base + size, len, stream: Some(stream), at }, false);
+            let tail = Tail { key: BLOCK | id, start: base + size, len, stream: Some(stream), at };
+            // In memory: armed at once, nothing to write, no stream to wait for.
+            ctx.arrays.arm(tail, in_memory);
             count(&mut h.guarded, "pool block");
         }
         Err(why) => count(&mut h.unguarded, why),
@@ -292,9 +298,13 @@ pub fn block_freed(id: u64, base: u64) {
     let context = context_of(base);
     let g = guard();
     let mut h = locks::lock(&g.host);
+    let reported = h.reported.contains(&(BLOCK | id));
     if let Some(ctx) = h.contexts.get_mut(&context) {
         if let Some(d) = ctx.arrays.disarm(BLOCK | id) {
             cancel(ctx.commands, d.cancel);
+            if d.written && !reported {
+                ctx.arrays.keep_intact(d.entry);
+            }
         }
     }
 }
