@@ -28,7 +28,8 @@
 //!   empty, nothing else), writes the canary bytes when [`COMMAND_WRITE_BYTES`] is set,
 //!   then the entry.
 //! - [`SCAN_KERNEL`]`(secret: u64, entries: *const Entry, count: u32, errors: *mut u8,
-//!   scan: u32)`: for each armed entry whose bytes differ from the canary, claims a record
+//!   scan: u32)`: for each armed entry whose checked bytes ([`checked`]: the first and last
+//!   [`EDGE_BYTES`]) differ from the canary, claims a record
 //!   (`atomicAdd` on the count, written only below [`ERROR_CAPACITY`]) and writes it
 //!   ([`ErrorRecord`], with the `%globaltimer` it read once the bad bytes were seen).
 
@@ -39,6 +40,18 @@ pub const WRITE_KERNEL: &str = "gpusan_canary_write";
 pub const UPDATE_KERNEL: &str = "gpusan_canary_update";
 /// The kernel that checks armed entries' canaries.
 pub const SCAN_KERNEL: &str = "gpusan_canary_scan";
+
+/// The scan checks a canary's first and last this many bytes (all of a shorter one): an
+/// overflow past an allocation's end meets the first, an underflow below the next
+/// allocation's start the last (canary mode fills the driver's rounding up to the next
+/// allocation), and the scan's cost stays bounded however long the slack is. The write
+/// kernels write every byte.
+pub const EDGE_BYTES: u32 = 32;
+
+/// Whether byte `offset` of a canary of `len` bytes is checked ([`EDGE_BYTES`]).
+pub fn checked(offset: u32, len: u32) -> bool {
+    offset < len && (offset < EDGE_BYTES || len - offset <= EDGE_BYTES)
+}
 
 /// One entry: `tail_start: u64` (the allocation's requested end), `tail_len: u32` (0: not
 /// armed), `generation: u32` (the arm's number, unique in its context while it lives).
@@ -159,6 +172,7 @@ pub fn c_header() -> String {
     def("ERRORS_HEADER_BYTES", ERRORS_HEADER_BYTES as u64);
     def("ERROR_CAPACITY", ERROR_CAPACITY as u64);
     def("ERROR_RECORD_BYTES", ERROR_RECORD_BYTES as u64);
+    def("EDGE_BYTES", EDGE_BYTES.into());
     h.push_str("#define GPUSAN_CANARY_VECTORS \\\n");
     for (secret, word, end) in VECTORS {
         h.push_str(&format!(
@@ -173,6 +187,15 @@ pub fn c_header() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_canary_is_checked_at_both_edges_a_short_one_whole() {
+        assert!((0..20).all(|o| checked(o, 20)));
+        assert!(!checked(20, 20));
+        let long: Vec<u32> = (0..100).filter(|&o| checked(o, 100)).collect();
+        assert_eq!(long, (0..32).chain(68..100).collect::<Vec<_>>());
+        assert_eq!((0..64).filter(|&o| checked(o, 64)).count(), 64, "edges meeting: all of it");
+    }
 
     /// The header the device code is compiled with is this crate's; `BLESS=1` rewrites it.
     #[test]

@@ -80,6 +80,19 @@ fn a_clean_run_reports_nothing_and_says_what_it_guarded() {
     assert!(o.report["coverage"].is_null(), "{:#}", o.report["coverage"]);
 }
 
+/// An allocation with no slack gets a granule more, filled by its canary up to where the
+/// next allocation may start; the scan checks the canary's first and last 32 bytes: a byte
+/// in the middle goes unseen, one of the last (an underflow of the next allocation) is found.
+#[test]
+fn a_canary_filling_a_granule_is_checked_at_both_edges() {
+    let o = run("edges");
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    let d = details(&o);
+    assert_eq!((d["allocation"]["size"].as_u64(), d["offset_past_end"].as_u64()), (Some(16384), Some(510)), "{d:#}");
+    assert_eq!(d["bad_bytes"], 1, "the middle byte is not checked: {d:#}");
+    assert!(o.stderr.contains("of the 512 bytes past the end of an allocation of 16384 bytes"), "{}", o.stderr);
+}
+
 /// A program that launches nothing for 300 ms (a server between requests) is scanned at
 /// doubling gaps, not every millisecond: about ten scans rather than 300.
 #[test]

@@ -93,9 +93,30 @@ extern "C" __global__ void gpusan_canary_update(uint64_t secret, Entry *entries,
     }
 }
 
-// One thread per entry (entries are read coalesced; a canary is a few words): whole words
-// compared, the first and last masked to the canary's bytes; a bad one claims and writes a
-// record, stamped with %globaltimer.
+// Bytes [lo, hi) of the canary starting at `start`, compared in whole words (the first and
+// last masked to the range); counts the bad ones and keeps the first.
+__device__ __forceinline__ void check_range(uint64_t secret, uint64_t start, uint64_t lo, uint64_t hi, uint32_t &bad,
+                                            uint64_t &first_bad, uint8_t &expected, uint8_t &found) {
+    for (uint64_t w = lo & ~7ull; w < hi; w += 8) {
+        uint64_t have = *(const volatile uint64_t *)w;
+        uint64_t want = canary_word(secret, w, start);
+        uint64_t diff = have ^ want;
+        if (!diff) continue;
+        for (int b = 0; b < 8; b++) {
+            uint64_t a = w + b;
+            if (a < lo || a >= hi || !((diff >> (8 * b)) & 0xff)) continue;
+            if (bad++ == 0) {
+                first_bad = a;
+                expected = (uint8_t)(want >> (8 * b));
+                found = (uint8_t)(have >> (8 * b));
+            }
+        }
+    }
+}
+
+// One thread per entry (entries are read coalesced; what is checked of a canary is at most
+// 2 × GPUSAN_CANARY_EDGE_BYTES: its first and last bytes, gpusan_abi::canary::checked); a
+// bad one claims and writes a record, stamped with %globaltimer.
 extern "C" __global__ void gpusan_canary_scan(uint64_t secret, const Entry *entries, uint32_t count,
                                               uint8_t *errors, uint32_t scan) {
     uint32_t threads = gridDim.x * blockDim.x;
@@ -106,20 +127,11 @@ extern "C" __global__ void gpusan_canary_scan(uint64_t secret, const Entry *entr
         uint32_t bad = 0;
         uint64_t first_bad = 0;
         uint8_t expected = 0, found = 0;
-        for (uint64_t w = start & ~7ull; w < end; w += 8) {
-            uint64_t have = *(const volatile uint64_t *)w;
-            uint64_t want = canary_word(secret, w, start);
-            uint64_t diff = have ^ want;
-            if (!diff) continue;
-            for (int b = 0; b < 8; b++) {
-                uint64_t a = w + b;
-                if (a < start || a >= end || !((diff >> (8 * b)) & 0xff)) continue;
-                if (bad++ == 0) {
-                    first_bad = a;
-                    expected = (uint8_t)(want >> (8 * b));
-                    found = (uint8_t)(have >> (8 * b));
-                }
-            }
+        if (e.tail_len <= 2 * GPUSAN_CANARY_EDGE_BYTES) {
+            check_range(secret, start, start, end, bad, first_bad, expected, found);
+        } else {
+            check_range(secret, start, start, start + GPUSAN_CANARY_EDGE_BYTES, bad, first_bad, expected, found);
+            check_range(secret, start, end - GPUSAN_CANARY_EDGE_BYTES, end, bad, first_bad, expected, found);
         }
         if (bad == 0) continue;
         // When the bad bytes were seen, on the clock the program's kernels read too: the

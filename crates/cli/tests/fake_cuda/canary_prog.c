@@ -6,6 +6,8 @@
  *   clean         a 1000-byte allocation used in bounds, 30 ms for scans, freed
  *   overflow      a byte 3 past its end overwritten, 30 ms, freed
  *   idle          as clean, idle 300 ms before the free (the guard backs off)
+ *   edges         16 KiB; a byte in the middle of its 512-byte canary overwritten, then
+ *                 one of its last (an underflow of the next allocation), 30 ms, freed
  *   overflow_exit overwritten, 30 ms, exit (nothing freed)
  *   overflow_free overwritten, then freed at once
  *   reset         overwritten, then the primary context reset
@@ -219,6 +221,18 @@ int main(int argc, char **argv) {
         sleep_ms(30);
         rc |= cuMemFreeAsync(a, st);
         sleep_ms(30);
+    } else if (!strcmp(s, "edges")) {
+        /* 16 KiB (no slack: the canary fills a granule more, 512 bytes); a byte in its middle
+         * overwritten (not checked), then one of its last bytes (what an underflow of the
+         * allocation after it would meet). */
+        rc |= cuMemAlloc_v2(&a, 16384);
+        if (rc) goto done;
+        launch_oob();
+        overwrite(a + 16384 + 200);
+        sleep_ms(20);
+        overwrite(a + 16384 + 510);
+        sleep_ms(30);
+        rc |= cuMemFree_v2(a);
     } else if (!strcmp(s, "async_evict")) {
         void *st;
         uint64_t b;

@@ -21,11 +21,12 @@
 //! one, bounded in time.
 //!
 //! Not guarded (listed in the report's coverage): host memory, VMM mappings, graph memory
-//! made under capture, pool blocks with no slack, NVTX regions, the device heap (`malloc`
-//! in kernels), and the bytes before an allocation (a head pad would move the pointer the
-//! program gets, breaking IPC and range queries; the bytes before an allocation are its
-//! lower neighbour's tail canary where the driver packs them). Known window: a kernel that
-//! overflows before the update kernel wrote the canary is not seen.
+//! made under capture, pool blocks with no slack (PyTorch's are padded in canary mode, so
+//! few), NVTX regions, the device heap (`malloc` in kernels), and the bytes before an
+//! allocation (a head pad would move the pointer the program gets, breaking IPC and range
+//! queries; the bytes before an allocation are its lower neighbour's tail canary where the
+//! driver packs them, the canary filling the driver's rounding). Known window: a kernel
+//! that overflows before the canary was written is not seen.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,8 +50,9 @@ use crate::state::{quietly, state};
 /// The report's note in every canary run: what the canaries cannot see.
 pub const NOT_GUARDED: &str = "canary mode sees overwrites past the end of device allocations and pool blocks only: \
      reads, the device heap (malloc in kernels), and bytes before an allocation other than its lower neighbour's \
-     tail canary are not guarded, and an overflow made before a canary was written (a pool block's: up to one scan \
-     interval after it was handed out) is not seen";
+     tail canary are not guarded; a canary longer than 64 bytes is checked at its first and last 32; and an \
+     overflow made before a canary was written (a pool block's: until the program synchronizes the block's \
+     stream, at most 32 scan intervals, unless the block was handed out again where it was) is not seen";
 
 /// Keys of pool blocks: their registry id with this bit (device allocations are keyed by
 /// their base, below 2^63).

@@ -57,27 +57,30 @@ pub fn for_request(size: u64) -> u64 {
     policy(size, redzone)
 }
 
-/// Canary mode's padding after `size` bytes when the run asks for `pad`: as [`policy`]
-/// (none for an empty request, none where it costs a driver page the allocation cannot
-/// carry), in whole 8-byte words rather than table units. Where the driver's rounding of
-/// `size` leaves at least a word of slack, the canary fits in it, at most `pad` long: the
-/// allocation then costs no device memory more than natively (a full `pad` would cost a
-/// granule more whenever it does not fit the slack).
+/// Canary mode's padding after `size` bytes when the run asks for `pad` (0: none): the
+/// canary fills the driver's rounding up to where the next allocation may start, so its
+/// last bytes are what an underflow of that allocation meets (the scan checks both edges,
+/// `gpusan_abi::canary::EDGE_BYTES`). Where the rounding of `size` leaves at least a word,
+/// that slack is the canary, and the allocation costs no device memory more than natively;
+/// otherwise `pad` (whole words) is asked for and the canary fills the granule it lands in.
+/// None for an empty request, nor where it costs a driver page the allocation cannot carry
+/// (as [`policy`]).
 pub fn canary_policy(size: u64, pad: u64) -> u64 {
     let pad = pad.next_multiple_of(8).min(u64::from(REDZONE_MAX_UNITS) * REDZONE_UNIT);
     if size == 0 || pad == 0 {
         return 0;
     }
-    let slack_words = (size.next_multiple_of(DRIVER_GRANULE) - size) / 8 * 8;
-    if slack_words >= 8 {
-        return pad.min(slack_words);
+    let slack = size.next_multiple_of(DRIVER_GRANULE) - size;
+    if slack >= 8 {
+        return slack;
     }
     let Some(padded) = size.checked_add(pad) else { return 0 };
-    let extra_pages = padded.div_ceil(DRIVER_PAGE) - size.div_ceil(DRIVER_PAGE);
+    let fill = padded.next_multiple_of(DRIVER_GRANULE) - size;
+    let extra_pages = (size + fill).div_ceil(DRIVER_PAGE) - size.div_ceil(DRIVER_PAGE);
     if extra_pages > 0 && size < extra_pages * DRIVER_PAGE * PAGES_PER_EXTRA_PAGE {
         return 0;
     }
-    pad
+    fill
 }
 
 /// The red zone an allocation of `size` bytes gets when the run asks for `redzone` bytes:
@@ -107,12 +110,17 @@ pub fn pitched_rows(width: u64, redzone: u64) -> u64 {
     redzone.div_ceil(width)
 }
 
-/// Bytes of red zones held on `device`: after its live allocations and those in quarantine.
+/// Device memory red zones hold on `device`, after its live allocations and those in
+/// quarantine: what the driver's rounding of each padded size takes beyond that of the size
+/// asked (a red zone inside the rounding the program pays natively costs nothing).
 pub fn held(device: i32) -> u64 {
     if state().options.redzone == 0 || !(super::binary::wanted() || super::canary::active()) {
         return 0;
     }
-    state().registry.snapshot().iter().filter(|a| a.device == device).map(|a| a.redzone).sum()
+    let costs = |a: &gpusan_runtime::registry::Allocation| {
+        (a.size + a.redzone).next_multiple_of(DRIVER_GRANULE) - a.size.next_multiple_of(DRIVER_GRANULE)
+    };
+    state().registry.snapshot().iter().filter(|a| a.device == device).map(costs).sum()
 }
 
 #[cfg(test)]
@@ -156,23 +164,24 @@ mod tests {
     }
 
     #[test]
-    fn canary_padding_is_exact_words_and_never_costs_a_page_a_small_allocation_cannot_carry() {
-        assert_eq!(canary_policy(1024, 32), 32);
-        assert_eq!(canary_policy(1024, 30), 32, "whole words: the scanner compares words");
+    fn canary_padding_never_costs_a_page_a_small_allocation_cannot_carry() {
+        assert_eq!(canary_policy(1024, 32), 512);
         assert_eq!(canary_policy(0, 32), 0);
+        assert_eq!(canary_policy(1000, 0), 0, "none asked: none");
         assert_eq!(canary_policy(2 * MIB, 32), 0, "PyTorch's segments keep their size");
-        assert_eq!(canary_policy(16 * MIB, 32), 32);
+        assert_eq!(canary_policy(16 * MIB, 32), 512);
     }
 
     #[test]
-    fn a_canary_that_fits_the_drivers_rounding_costs_no_granule_more() {
-        assert_eq!(canary_policy(1000, 32), 24, "24 whole words of slack up to 1024");
-        assert_eq!(canary_policy(4000, 32), 32, "96 bytes of slack: the full pad fits");
-        assert_eq!(canary_policy(1017, 32), 32, "7 bytes of slack: no word fits, a granule more");
-        assert_eq!(canary_policy(16 * 1024, 32), 32, "no slack: a granule more");
+    fn a_canary_fills_the_drivers_rounding_and_costs_a_granule_only_where_none_is_left() {
+        assert_eq!(canary_policy(1000, 32), 24, "the 24 bytes of slack up to 1024");
+        assert_eq!(canary_policy(4000, 32), 96, "all 96 bytes of slack");
+        assert_eq!(canary_policy(1001, 32), 23, "to the byte: the next allocation starts at 1024");
+        assert_eq!(canary_policy(1017, 32), 519, "7 bytes of slack: a granule more, filled");
+        assert_eq!(canary_policy(16 * 1024, 32), 512, "no slack: a granule more, filled");
         for size in [1u64, 7, 100, 500, 511, 513, 4000, 100_003] {
             let pad = canary_policy(size, 32);
-            assert!(pad.is_multiple_of(8) && (8..=32).contains(&pad), "{size}: {pad}");
+            assert!(pad >= 8 && (size + pad).is_multiple_of(DRIVER_GRANULE), "{size}: {pad}");
             let fits = size.next_multiple_of(DRIVER_GRANULE) - size >= 8;
             assert_eq!(
                 (size + pad).next_multiple_of(DRIVER_GRANULE) == size.next_multiple_of(DRIVER_GRANULE),
