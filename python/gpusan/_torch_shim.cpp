@@ -35,10 +35,10 @@ namespace {
 using AllocFn = int (*)(uint64_t, uint64_t, uint64_t, int32_t, uint32_t);
 using FreeFn = int (*)(uint64_t, uint64_t, int32_t, uint32_t);
 
-// The `source` of gpusan_pools.h for the PyTorch caching allocator, and the flag that says
-// the block was asked for with gpusan's padding after it (GPUSAN_POOL_PADDED).
+// The `source` of gpusan_pools.h for the PyTorch caching allocator; the padding a block was
+// asked for goes in its upper half (GPUSAN_POOL_PADDED(pad)).
 constexpr uint32_t kSourceTorch = 1;
-constexpr uint32_t kPadded = 0x100;
+uint32_t padded_source(uint64_t pad) { return kSourceTorch | (static_cast<uint32_t>(pad) << 16); }
 
 // The request being served on this thread by the padding allocator (below): the trace's
 // ALLOC entry, which the allocator records inside the call, carries the padded size; the
@@ -89,7 +89,7 @@ void on_trace(const TraceEntry& e) {
     case TraceEntry::ALLOC: {
       const uint64_t size = static_cast<uint64_t>(e.size_);
       if (tl_padded != 0 && size == tl_padded) {
-        g_alloc(addr, tl_requested, stream_bits(e.stream_), device_of(e), kSourceTorch | kPadded);
+        g_alloc(addr, tl_requested, stream_bits(e.stream_), device_of(e), padded_source(g_pad));
       } else {
         g_alloc(addr, size, stream_bits(e.stream_), device_of(e), kSourceTorch);
       }
@@ -310,7 +310,7 @@ extern "C" __attribute__((visibility("default"))) int gpusan_torch_shim_attach(c
 // padding (those with no slack stay unguarded, and the report says so).
 extern "C" __attribute__((visibility("default"))) int gpusan_torch_shim_pad(size_t pad, char* why, size_t len) {
   static std::atomic<bool> installed{false};
-  if (pad == 0 || installed.exchange(true)) {
+  if (pad == 0 || pad > 0xffff || installed.exchange(true)) {
     return 0;
   }
 #ifndef GPUSAN_SHIM_PADDING
