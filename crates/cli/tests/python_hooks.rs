@@ -176,6 +176,30 @@ fn torch_blocks_reach_gpusan_with_their_requested_size_and_the_completed_free() 
     assert!(said(&out).is_empty(), "{:?}", said(&out));
 }
 
+/// The shim reports a block PyTorch was asked padding for with a `source` the runtime reads
+/// as PyTorch's, with that padding (a flag of the shim's own once made every padded block an
+/// unknown pool's, unguarded, on the H100).
+#[test]
+fn the_shims_padded_source_is_the_runtimes() {
+    let program = r#"
+import ctypes, torch
+import gpusan.torch_hook as th
+torch.cuda._lazy_init()
+lib = ctypes.CDLL(th.shim_path(torch))
+lib.gpusan_torch_shim_padded_source.restype = ctypes.c_uint32
+print("padded_source", lib.gpusan_torch_shim_padded_source(ctypes.c_uint64(32)))
+"#;
+    let (out, _) = UNDER_GPUSAN.run("torch-padded", program);
+    let line = text(&out.stdout).lines().find(|l| l.starts_with("padded_source ")).map(str::to_string);
+    let code: u32 = line
+        .as_deref()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{}{}", text(&out.stdout), text(&out.stderr)));
+    use gpusan_runtime::pool_blocks::{padding_of, PoolSource};
+    assert_eq!((PoolSource::from_code(code), padding_of(code)), (PoolSource::Torch, 32), "source {code:#x}");
+}
+
 #[test]
 fn the_torch_shim_is_built_once_and_taken_from_the_cache() {
     let cache = setup().root.join("cache-once");
