@@ -316,7 +316,11 @@ extern "C" __attribute__((visibility("default"))) int gpusan_torch_shim_attach(c
 // padding (those with no slack stay unguarded, and the report says so).
 extern "C" __attribute__((visibility("default"))) int gpusan_torch_shim_pad(size_t pad, char* why, size_t len) {
   static std::atomic<bool> installed{false};
-  if (pad == 0 || pad > 0xffff || installed.exchange(true)) {
+  if (pad > 0xffff) {
+    say(why, len, "the padding must be at most 65535 bytes (the pool interface's field)");
+    return 2;
+  }
+  if (pad == 0 || installed.exchange(true)) {
     return 0;
   }
 #ifndef GPUSAN_SHIM_PADDING

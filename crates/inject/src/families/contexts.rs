@@ -5,7 +5,7 @@
 
 use crate::driver::hook::hooks;
 use crate::driver::{fork, real, CUcontext, CUdevice, CUresult, CUDA_SUCCESS};
-use crate::routes::{after_context_sync, before_teardown};
+use crate::routes::{after_context_sync, before_sync, before_teardown};
 use crate::state::quietly;
 
 hooks! {
@@ -28,12 +28,8 @@ unsafe fn init(real: unsafe extern "C" fn(u32) -> CUresult, flags: u32) -> CUres
 }
 
 unsafe fn ctx_synchronize(real: unsafe extern "C" fn() -> CUresult) -> CUresult {
-    let canary = crate::routes::canary::active().then(crate::routes::canary::sync_clock);
-    let r = real();
-    if let (Some(began), true) = (canary, r == crate::driver::CUDA_SUCCESS) {
-        crate::state::quietly(|| crate::routes::canary::synchronized(None, began));
-    }
-    after_context_sync(r)
+    let began = before_sync();
+    after_context_sync(real(), began)
 }
 
 /// The primary context of `dev`, asked before a call that may end it (afterwards it is

@@ -7,7 +7,7 @@ use std::ffi::{c_int, c_void};
 
 use crate::driver::hook::hooks;
 use crate::driver::{CUevent, CUgraph, CUgraphNode, CUresult, CUstream};
-use crate::routes::{after_stream_sync, after_sync};
+use crate::routes::{after_stream_sync, after_sync, before_sync};
 use crate::state::quietly;
 
 hooks! {
@@ -61,12 +61,8 @@ unsafe fn stream_destroy(real: unsafe extern "C" fn(CUstream) -> CUresult, s: CU
 }
 
 unsafe fn stream_synchronize(real: unsafe extern "C" fn(CUstream) -> CUresult, s: CUstream) -> CUresult {
-    let canary = crate::routes::canary::active().then(crate::routes::canary::sync_clock);
-    let r = real(s);
-    if let (Some(began), true) = (canary, r == crate::driver::CUDA_SUCCESS) {
-        crate::state::quietly(|| crate::routes::canary::synchronized(Some(s as u64), began));
-    }
-    after_stream_sync(r, s)
+    let began = before_sync();
+    after_stream_sync(real(s), s, began)
 }
 
 unsafe fn event_synchronize(real: unsafe extern "C" fn(CUevent) -> CUresult, e: CUevent) -> CUresult {

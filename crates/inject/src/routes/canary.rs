@@ -321,15 +321,6 @@ pub fn sync_clock() -> u64 {
     SYNC_CLOCK.fetch_add(1, Ordering::SeqCst)
 }
 
-/// One key for the legacy stream's handles (null, `CU_STREAM_LEGACY`).
-fn stream_key(stream: u64) -> u64 {
-    if stream == 0 {
-        1
-    } else {
-        stream
-    }
-}
-
 /// The program synchronized `stream` (its context, for `None`) in a call begun at clock
 /// `began`, and it succeeded.
 pub fn synchronized(stream: Option<u64>, began: u64) {
@@ -339,7 +330,7 @@ pub fn synchronized(stream: Option<u64>, began: u64) {
         // The per-thread stream names a different stream on each thread.
         Some(2) => {}
         Some(s) => {
-            let mark = h.stream_synced_at.entry(stream_key(s)).or_default();
+            let mark = h.stream_synced_at.entry(super::legacy_as_one(s)).or_default();
             *mark = (*mark).max(began);
         }
         None => {
@@ -526,7 +517,8 @@ fn tick(g: &Guard, context: u64, dev: &mut Device) -> Found {
     // While a capture runs, nothing goes to the program's streams (it would be captured).
     let context_synced = ctx.synced_at;
     let synced = |stream: u64, at: u64| {
-        context_synced > at || (stream != 2 && stream_synced_at.get(&stream_key(stream)).is_some_and(|&m| m > at))
+        context_synced > at
+            || (stream != 2 && stream_synced_at.get(&super::legacy_as_one(stream)).is_some_and(|&m| m > at))
     };
     let batch = ctx.arrays.take_batch_with(StreamWaits {
         capturing: crate::capture::any(),

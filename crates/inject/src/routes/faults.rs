@@ -136,12 +136,7 @@ static LAUNCH_LOG: PerProcess<LaunchLog> = PerProcess::new(LaunchLog::new);
 
 /// The legacy stream's handles (null, `CU_STREAM_LEGACY`) name one stream.
 fn stream_key(stream: usize) -> usize {
-    const LEGACY: usize = 1;
-    if stream == 0 {
-        LEGACY
-    } else {
-        stream
-    }
+    super::legacy_as_one(stream as u64) as usize
 }
 
 /// What the log's readers need besides it: launch numbers up to which each context, each

@@ -136,22 +136,51 @@ pub fn after_sync(r: CUresult) -> CUresult {
     r
 }
 
+/// When a context or stream synchronization began, taken before it is called: canary mode
+/// writes a pool block's canary once a synchronization begun after the block was handed
+/// out has succeeded (`canary::synchronized`).
+#[derive(Clone, Copy)]
+pub struct SyncStart {
+    canary_clock: Option<u64>,
+}
+
+/// [`SyncStart`] now.
+pub fn before_sync() -> SyncStart {
+    SyncStart { canary_clock: canary::active().then(canary::sync_clock) }
+}
+
 /// [`after_sync`] of the whole current context: no kernel launched before it can fault now.
-pub fn after_context_sync(r: CUresult) -> CUresult {
+pub fn after_context_sync(r: CUresult, began: SyncStart) -> CUresult {
     if r == CUDA_SUCCESS {
         quietly(faults::synced_context);
         quietly(pool_frees::after_context_sync);
+        if let Some(clock) = began.canary_clock {
+            quietly(|| canary::synchronized(None, clock));
+        }
     }
     after_sync(r)
 }
 
 /// [`after_sync`] of `stream`: no kernel launched into it before can fault now (those of
 /// other streams may still run; a copy or an event says nothing of which).
-pub fn after_stream_sync(r: CUresult, stream: CUstream) -> CUresult {
+pub fn after_stream_sync(r: CUresult, stream: CUstream, began: SyncStart) -> CUresult {
     if r == CUDA_SUCCESS {
         quietly(|| faults::synced_stream(stream as usize));
+        if let Some(clock) = began.canary_clock {
+            quietly(|| canary::synchronized(Some(stream as u64), clock));
+        }
     }
     after_sync(r)
+}
+
+/// One key for the legacy stream's handles (null, `CU_STREAM_LEGACY`); others as they are.
+pub fn legacy_as_one(stream: u64) -> u64 {
+    const LEGACY: u64 = 1;
+    if stream == 0 {
+        LEGACY
+    } else {
+        stream
+    }
 }
 
 /// `stream`: the launch's stream. A launch into a stream being captured does not run now:
