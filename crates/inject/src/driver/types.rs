@@ -152,3 +152,13 @@ pub struct MemAccessDesc {
     pub location: MemLocation,
     pub flags: u32,
 }
+
+/// One key for the legacy stream's handles (null, `CU_STREAM_LEGACY`); others as they are.
+pub fn legacy_as_one(stream: u64) -> u64 {
+    const LEGACY: u64 = 1;
+    if stream == 0 {
+        LEGACY
+    } else {
+        stream
+    }
+}

@@ -330,7 +330,7 @@ pub fn synchronized(stream: Option<u64>, began: u64) {
         // The per-thread stream names a different stream on each thread.
         Some(2) => {}
         Some(s) => {
-            let mark = h.stream_synced_at.entry(super::legacy_as_one(s)).or_default();
+            let mark = h.stream_synced_at.entry(crate::driver::legacy_as_one(s)).or_default();
             *mark = (*mark).max(began);
         }
         None => {
@@ -518,7 +518,7 @@ fn tick(g: &Guard, context: u64, dev: &mut Device) -> Found {
     let context_synced = ctx.synced_at;
     let synced = |stream: u64, at: u64| {
         context_synced > at
-            || (stream != 2 && stream_synced_at.get(&super::legacy_as_one(stream)).is_some_and(|&m| m > at))
+            || (stream != 2 && stream_synced_at.get(&crate::driver::legacy_as_one(stream)).is_some_and(|&m| m > at))
     };
     let batch = ctx.arrays.take_batch_with(StreamWaits {
         capturing: crate::capture::any(),

@@ -136,7 +136,7 @@ static LAUNCH_LOG: PerProcess<LaunchLog> = PerProcess::new(LaunchLog::new);
 
 /// The legacy stream's handles (null, `CU_STREAM_LEGACY`) name one stream.
 fn stream_key(stream: usize) -> usize {
-    super::legacy_as_one(stream as u64) as usize
+    crate::driver::legacy_as_one(stream as u64) as usize
 }
 
 /// What the log's readers need besides it: launch numbers up to which each context, each

@@ -173,16 +173,6 @@ pub fn after_stream_sync(r: CUresult, stream: CUstream, began: SyncStart) -> CUr
     after_sync(r)
 }
 
-/// One key for the legacy stream's handles (null, `CU_STREAM_LEGACY`); others as they are.
-pub fn legacy_as_one(stream: u64) -> u64 {
-    const LEGACY: u64 = 1;
-    if stream == 0 {
-        LEGACY
-    } else {
-        stream
-    }
-}
-
 /// `stream`: the launch's stream. A launch into a stream being captured does not run now:
 /// it becomes a graph node, and the launch of the graph brings the table up to date
 /// before the graph runs. A launch into another stream while one captures uploads through
