@@ -239,6 +239,12 @@ impl Mode {
     pub fn instruments_kernels(self) -> bool {
         matches!(self, Mode::Count | Mode::Check)
     }
+
+    /// Whether the report has a kernel coverage (which kernels ran checked): every mode but
+    /// `canary`, which checks allocations, never kernels (its coverage is the allocations').
+    pub fn reports_kernel_coverage(self) -> bool {
+        self != Mode::Canary
+    }
 }
 
 /// How `--mode check` checks kernels (`gpusan run --route`, [`env::ROUTE`]).

@@ -249,6 +249,23 @@ fn a_pool_blocks_canary_is_written_after_the_program_synchronized_its_stream() {
     );
 }
 
+/// CUDA 13's cudart synchronizes the device through `cuCtxSynchronize_v2` (what the driver
+/// answers for `cuCtxSynchronize` at version 13000): PyTorch's `torch.cuda.synchronize()`.
+/// It arms the block's canary as the old form does, with nothing put in the program's
+/// stream; unseen, the canary would wait 32 rounds for an event of gpusan's.
+#[test]
+fn a_device_synchronization_through_cudas_13_entry_point_arms_a_pool_blocks_canary() {
+    let lines = order_log("pool_ctxsync");
+    let text = lines.join("\n");
+    let update = lines.iter().position(|l| l.starts_with("gpusan_canary_update_bytes")).expect(&text);
+    let sync = lines.iter().position(|l| l.starts_with("ctxsync 0")).expect(&text);
+    assert!(sync < update, "the canary was written before the program's synchronization: {text}");
+    assert!(
+        !lines.iter().any(|l| l.starts_with("record ") && l.ends_with(" 0")),
+        "an event in the program's stream: {text}"
+    );
+}
+
 /// Without a synchronization of the program's, the canary waits 32 rounds, then is written
 /// after an event of gpusan's recorded on the stream, which the guard stream waits for.
 #[test]

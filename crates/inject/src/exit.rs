@@ -160,8 +160,7 @@ fn more(st: &State, doc: &mut Document) {
             doc.counters.insert("modules_from_cache".into(), m.cache_hits);
         });
     }
-    // Canary mode checks no kernel: its coverage is the allocations' (`doc.canary`).
-    if st.options.mode != Mode::Canary {
+    if st.options.mode.reports_kernel_coverage() {
         doc.coverage = quietly(crate::routes::coverage::coverage).unwrap_or_default();
     }
     // Every mode that instruments says which modules it could not: a `check` run that

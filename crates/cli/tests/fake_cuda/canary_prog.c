@@ -69,6 +69,7 @@ CUresult cuModuleGetFunction(void **, void *, const char *);
 CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **,
                         void **);
 CUresult cuCtxSynchronize(void);
+CUresult cuGetProcAddress_v2(const char *, void **, int, uint64_t, int *);
 CUresult cuStreamCreate(void **, unsigned);
 CUresult cuMemAllocAsync(uint64_t *, size_t, void *);
 CUresult cuMemFreeAsync(uint64_t, void *);
@@ -192,7 +193,15 @@ int main(int argc, char **argv) {
         launch_oob();
         // As PyTorch at every `.item()`: the blocks' canaries are written after it, with no
         // event of gpusan's in the stream. Without it, they wait 32 rounds for one.
-        if (strcmp(s, "pool_nosync")) {
+        if (!strcmp(s, "pool_ctxsync")) {
+            /* cudaDeviceSynchronize as CUDA 13's cudart makes it: the driver's function for
+             * `cuCtxSynchronize` at version 13000 (cuCtxSynchronize_v2), on no context. */
+            CUresult (*sync)(void *) = 0;
+            int found = 0;
+            rc |= cuGetProcAddress_v2("cuCtxSynchronize", (void **)&sync, 13000, 0, &found) | !sync;
+            if (sync) rc |= sync(0);
+            sleep_ms(30);
+        } else if (strcmp(s, "pool_nosync")) {
             rc |= cuStreamSynchronize(0);
             sleep_ms(30);
         } else {

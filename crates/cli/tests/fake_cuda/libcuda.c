@@ -529,7 +529,8 @@ CUresult cuEventQuery(void *e) { (void)e; return sticky; }
 void fake_fault(void) { sticky = 700; }
 static CUresult add_kernel_node(void *graph, void *f, void **params); static CUresult graph_nodes_run(void *graph, int upload);
 static void *function_of_kernel(void *k);
-CUresult cuCtxSynchronize(void) {
+/* Called inside, not through the exported name, which gpusan's stand-in interposes. */
+static CUresult ctx_synchronize(void) {
     if (sticky) return sticky;
     /* Waits for every stream of the context: never while one captures. */
     int hit = 0;
@@ -541,6 +542,14 @@ CUresult cuCtxSynchronize(void) {
     if (hit) return UNSUPPORTED;
     /* FAKE_CUDA_STICKY: an earlier launch failed; every synchronization reports it. */
     return getenv("FAKE_CUDA_STICKY") ? 719 /* CUDA_ERROR_LAUNCH_FAILED */ : 0;
+}
+
+CUresult cuCtxSynchronize(void) { return ctx_synchronize(); }
+/* CUDA 13's form, which cudart's cudaDeviceSynchronize calls: `ctx` (null: the current one)
+ * is the only context here that has work. */
+CUresult cuCtxSynchronize_v2(void *ctx) {
+    order_log("ctxsync %#lx", (uintptr_t)ctx, 0);
+    return ctx_synchronize();
 }
 
 static int canary_launch(void *f, void *stream, void **params); /* canary.c: gpusan's canary kernels */
@@ -985,8 +994,14 @@ static const struct entry table[] = {
 static int getproc_calls;
 int fake_getproc_calls(void) { return getproc_calls; }
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t flags, int *status) {
-    (void)version; (void)flags;
+    (void)flags;
     __atomic_add_fetch(&getproc_calls, 1, __ATOMIC_RELAXED);
+    /* As the driver answers CUDA 13's cudart. */
+    if (strcmp(symbol, "cuCtxSynchronize") == 0 && version >= 13000) {
+        *pfn = (void *)cuCtxSynchronize_v2;
+        if (status) *status = 0;
+        return 0;
+    }
     for (size_t i = 0; i < sizeof table / sizeof *table; i++)
         if (strcmp(table[i].name, symbol) == 0) { *pfn = table[i].fn; if (status) *status = 0; return 0; }
     *pfn = 0;

@@ -11,6 +11,9 @@ use crate::state::quietly;
 hooks! {
     fn cuInit(flags: u32) => |real| init(real, flags);
     fn cuCtxSynchronize() => |real| ctx_synchronize(real);
+    // What cudart 13's `cudaDeviceSynchronize` calls (cuGetProcAddress answers it for
+    // `cuCtxSynchronize` at version 13000): a context named, or the current one (null).
+    fn cuCtxSynchronize_v2(ctx: CUcontext) => |real| ctx_synchronize_v2(real, ctx);
     fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) => |real| primary_ctx_release(real, dev);
     fn cuDevicePrimaryCtxReset_v2(dev: CUdevice) => |real| primary_ctx_reset(real, dev);
     // The names programs built before CUDA 11 call: the same teardown.
@@ -30,6 +33,14 @@ unsafe fn init(real: unsafe extern "C" fn(u32) -> CUresult, flags: u32) -> CUres
 unsafe fn ctx_synchronize(real: unsafe extern "C" fn() -> CUresult) -> CUresult {
     let began = before_sync();
     after_context_sync(real(), began)
+}
+
+unsafe fn ctx_synchronize_v2(real: unsafe extern "C" fn(CUcontext) -> CUresult, ctx: CUcontext) -> CUresult {
+    let began = before_sync();
+    let r = real(ctx);
+    // The routes keep the current context's marks: the context named is made current for
+    // them (nothing is pushed for the current one or for null).
+    real::in_context(ctx as u64, || after_context_sync(r, began))
 }
 
 /// The primary context of `dev`, asked before a call that may end it (afterwards it is

@@ -1,5 +1,6 @@
 //! Kernel and graph launches: before one runs, the routes bring what its kernels read up to
-//! date (`routes::before_launch_on`: the device ABI's allocation table). A graph's launch
+//! date (`routes::launching`, `routes::before_launch_on`: the device ABI's allocation
+//! table), count and log it. A graph's launch
 //! allocates its memory again first (`graphs::launching`), and the memory of other graphs
 //! that its free nodes free is freed after (`graphs::launched`). A graph's upload brings
 //! them up to date too: the binary route gives patched kernels their params there.
@@ -11,7 +12,7 @@ use std::ffi::c_void;
 
 use crate::driver::hook::hooks;
 use crate::driver::{CUfunction, CUgraphExec, CUresult, CUstream};
-use crate::routes::before_launch_on;
+use crate::routes::{before_launch_on, launching};
 
 hooks! {
     fn cuLaunchKernel(f: CUfunction, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void)
@@ -35,21 +36,9 @@ hooks! {
 
 type Params = *mut *mut c_void;
 
-/// What the routes keep of a launch: the coverage's count, the ring a fault names; and the
-/// handle to launch: `f`, or its unchecked copy where the run does not check this launch
-/// (`routes::window`; [`launched`] follows the launch).
-fn launching(f: CUfunction, grid: [u32; 3], block: [u32; 3], stream: CUstream) -> CUfunction {
-    crate::state::quietly(|| {
-        crate::routes::coverage::launched(f, stream);
-        crate::routes::faults::launched(f as usize, grid, block, stream as usize);
-        crate::routes::window::launching(f, stream)
-    })
-    .unwrap_or(f)
-}
-
 /// The launch [`launching`] prepared was made.
 fn launched<R>(r: R) -> R {
-    crate::routes::window::launched();
+    crate::routes::launch_made();
     r
 }
 
@@ -63,7 +52,6 @@ unsafe fn launch_kernel(
     params: Params,
     extra: Params,
 ) -> CUresult {
-    before_launch_on(stream);
     let run = launching(f, grid, block, stream);
     launched(real(run, grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem, stream, params, extra))
 }
@@ -80,7 +68,6 @@ unsafe fn launch_kernel_ex(
     let stream =
         if config.is_null() { std::ptr::null_mut() } else { *(config.cast::<u8>().add(32) as *const CUstream) };
     let dims = |at: usize| if config.is_null() { [0; 3] } else { *(config.cast::<u8>().add(at) as *const [u32; 3]) };
-    before_launch_on(stream);
     let run = launching(f, dims(0), dims(12), stream);
     launched(real(config, run, params, extra))
 }
@@ -94,7 +81,6 @@ unsafe fn launch_cooperative(
     stream: CUstream,
     params: Params,
 ) -> CUresult {
-    before_launch_on(stream);
     let run = launching(f, grid, block, stream);
     launched(real(run, grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem, stream, params))
 }

@@ -9,7 +9,7 @@
 //! captured, and counts each time an executable graph of it is launched (the kernel nodes
 //! of each executable graph are listed once, at its instantiation: `families::graphs`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
@@ -21,7 +21,7 @@ use gpusan_runtime::registry::SiteId;
 
 use super::cells::{new_cell, Cell, Cells};
 use crate::driver::{real, CUfunction, CUkernel, CUlibrary, CUmodule, CUstream, Loaded, CUDA_SUCCESS};
-use crate::state::FastMap;
+use crate::state::{state, FastMap};
 
 /// How a checked module was instrumented.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,8 +63,11 @@ struct Seen {
     binary: BTreeMap<Loaded, Verdict>,
     /// Each function or kernel handle's module (when known) and name.
     functions: FastMap<usize, (Option<Loaded>, String)>,
-    /// Each handle's launches (a cell a launch bumps without this lock).
+    /// Each handle's launches of its own (a cell a launch bumps without this lock): 0 until
+    /// its first, which other routes learn of through [`Counted::First`].
     launches: FastMap<usize, Cell>,
+    /// Each handle's launches as a node of an executable graph.
+    graph_launches: FastMap<usize, u64>,
     /// Where each handle was first launched (`faults` takes the stack): a kernel's finding
     /// names it.
     launch_sites: HashMap<usize, SiteId>,
@@ -97,10 +100,13 @@ impl Seen {
         self.contexts.remove(&Handle::Function(f));
         let skipped = self.skipped.remove(&f).unwrap_or_default();
         self.launch_sites.remove(&f);
-        if let Some(cell) = self.launches.remove(&f) {
+        let in_graphs = self.graph_launches.remove(&f);
+        let cell = self.launches.remove(&f);
+        if cell.is_some() || in_graphs.is_some() {
             // The handle may name another kernel from now on: no thread may count on this cell.
             Cells::forget();
-            let n = cell.load(Ordering::Relaxed).saturating_sub(skipped.values().sum::<u64>());
+            let own = cell.map_or(0, |c| c.load(Ordering::Relaxed));
+            let n = (own + in_graphs.unwrap_or(0)).saturating_sub(skipped.values().sum::<u64>());
             if n > 0 {
                 self.retired.push((name.clone(), n, verdict));
             }
@@ -108,6 +114,12 @@ impl Seen {
                 self.retired.push((name.clone(), k, Some(Err(why.to_string()))));
             }
         }
+    }
+
+    /// Handle `f`'s launches, its own and as a graph's node.
+    fn launches_of(&self, f: usize) -> u64 {
+        self.launches.get(&f).map_or(0, |c| c.load(Ordering::Relaxed))
+            + self.graph_launches.get(&f).copied().unwrap_or(0)
     }
 
     /// `module`'s verdict: its load's, or the binary route's where its load checked nothing.
@@ -225,11 +237,11 @@ pub fn same_as(function: usize, kernel: usize) {
 }
 
 /// A launch of `f` (a `CUfunction`, or a `CUkernel` cudart passes as one) into `stream`.
-pub fn launched(f: CUfunction, stream: CUstream) {
-    // Captured, it runs when the graph does ([`graph_launched`]). The capture query is a
-    // driver call: only made while some stream captures.
-    if crate::capture::any() && crate::capture::stream_is_capturing(stream) {
-        return;
+pub fn launched(f: CUfunction, captured: bool) -> Counted {
+    // Captured, it runs when the graph does ([`graph_launched`]). A run with no kernel
+    // coverage (canary) counts nothing: the launch costs the program less.
+    if captured || !state().options.mode.reports_kernel_coverage() {
+        return Counted::Not;
     }
     let mut first = false;
     let cell = Cells::get(f as usize, || {
@@ -240,10 +252,29 @@ pub fn launched(f: CUfunction, stream: CUstream) {
             })
         })
     });
-    cell.fetch_add(1, Ordering::Relaxed);
+    let before = cell.fetch_add(1, Ordering::Relaxed);
     if first {
         name_unknown(&[f as usize]);
     }
+    if before == 0 {
+        Counted::First
+    } else {
+        Counted::Again
+    }
+}
+
+/// What [`launched`] knows of a launch's handle, so that other routes need not look it up
+/// again.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Counted {
+    /// Not counted (launched into a capturing stream, or a run with no kernel coverage):
+    /// nothing known.
+    Not,
+    /// The first launch counted under this handle since it was made known (or since its
+    /// handle was forgotten and made again).
+    First,
+    /// The handle was launched before.
+    Again,
 }
 
 /// Of the launches of `f` counted by [`launched`], the last one ran unchecked because the
@@ -265,7 +296,7 @@ pub fn is_patched(module: Loaded) -> bool {
 }
 
 /// Handles never looked up through a door gpusan watches: the driver says what they are.
-fn name_unknown(handles: &[usize]) {
+pub fn name_unknown(handles: &[usize]) {
     let unknown: Vec<usize> = with(|s| handles.iter().copied().filter(|f| !s.functions.contains_key(f)).collect());
     for f in unknown {
         let found = ask_driver(f as CUfunction);
@@ -309,7 +340,7 @@ pub fn graph_launched(exec: usize, stream: CUstream) {
     with(|s| {
         let Some(nodes) = s.graphs.get(&exec) else { return };
         for &(f, n) in nodes {
-            s.launches.entry(f).or_insert_with(new_cell).fetch_add(n, Ordering::Relaxed);
+            *s.graph_launches.entry(f).or_default() += n;
         }
     });
 }
@@ -367,7 +398,7 @@ pub fn launched_of(module: Loaded) -> Vec<String> {
     with(|s| {
         let mut found: Vec<(u64, &String)> = Vec::new();
         for (f, (m, name)) in &s.functions {
-            let n = s.launches.get(f).map_or(0, |c| c.load(Ordering::Relaxed));
+            let n = s.launches_of(*f);
             if *m != Some(module) || n == 0 {
                 continue;
             }
@@ -429,8 +460,9 @@ pub fn coverage() -> Coverage {
             (Some(Ok(Route::Binary)), Some(why)) => Err(why.clone()),
             (v, _) => verdict(v).map_err(str::to_string),
         };
-        for (f, cell) in &s.launches {
-            let n = cell.load(Ordering::Relaxed);
+        let handles: BTreeSet<usize> = s.launches.keys().chain(s.graph_launches.keys()).copied().collect();
+        for f in &handles {
+            let n = s.launches_of(*f);
             let (module, name) = s.functions.get(f).cloned().unwrap_or((None, format!("<kernel {f:#x}>")));
             let skipped = s.skipped.get(f);
             for (why, &k) in skipped.into_iter().flatten() {

@@ -23,6 +23,7 @@ use gpusan_runtime::per_process::PerProcess;
 use gpusan_runtime::registry::SiteId;
 use gpusan_runtime::report::{FaultDetails, FaultLaunch, Report};
 
+use super::coverage::Counted;
 use crate::driver::{current_context_handle, real, CUresult};
 use crate::state::FastMap;
 use crate::state::{quietly, state};
@@ -191,36 +192,52 @@ fn with<R>(f: impl FnOnce(&mut Faults) -> R) -> R {
     f(locks::lock(FAULTS.get()).get_or_insert_with(Faults::default))
 }
 
-/// A launch of `f` with this shape on `stream`, in the current context.
-pub fn launched(f: usize, grid: [u32; 3], block: [u32; 3], stream: usize) {
-    record(Launch { f, graph: false, grid, block, stream, context: current_context_handle() });
+/// A launch of `f` with this shape on `stream`, in the current context; `counted`: what
+/// the coverage knows of `f`'s launches.
+pub fn launched(f: usize, grid: [u32; 3], block: [u32; 3], stream: usize, counted: Counted) {
+    record(Launch { f, graph: false, grid, block, stream, context: current_context_handle() }, counted);
 }
 
 /// A launch of executable graph `exec` on `stream`: its kernels are not named one by one.
 pub fn graph_launched(exec: usize, stream: usize) {
-    record(Launch { f: exec, graph: true, grid: [0; 3], block: [0; 3], stream, context: current_context_handle() });
+    let launch =
+        Launch { f: exec, graph: true, grid: [0; 3], block: [0; 3], stream, context: current_context_handle() };
+    record(launch, Counted::Not);
 }
 
-fn record(launch: Launch) {
+fn record(launch: Launch, counted: Counted) {
     LAUNCH_LOG.get().push(&launch);
-    // The stack at a handle's first launch: the lock only at a thread's first launch of it.
-    static SEEN: AtomicU64 = AtomicU64::new(0);
+    // The stack at a handle's first launch: the lock only at the coverage's first count of
+    // it, or, where it did not count it, at a thread's first launch of it.
     let mut first = false;
-    super::cells::Cells::get(SITED | launch.f, || {
+    let mut first_here = || {
         with(|s| {
             first = !s.first_site.contains_key(&launch.f);
             if first {
                 s.first_site.insert(launch.f, SiteId::UNKNOWN);
             }
-        });
-        &SEEN
-    });
+        })
+    };
+    match counted {
+        Counted::Again => {}
+        Counted::First => first_here(),
+        Counted::Not => {
+            static SEEN: AtomicU64 = AtomicU64::new(0);
+            super::cells::Cells::get(SITED | launch.f, || {
+                first_here();
+                &SEEN
+            });
+        }
+    }
     if first {
         let site = crate::pyframes::site(crate::driver::resolve::own_code());
         with(|s| {
             s.first_site.insert(launch.f, site);
         });
         if !launch.graph {
+            // Named now, while the handle is the kernel launched: a finding may name it
+            // after its module is gone (the coverage named it already where it counts).
+            super::coverage::name_unknown(&[launch.f]);
             super::coverage::first_launched_at(launch.f, site);
         }
     }

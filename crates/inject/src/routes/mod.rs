@@ -45,7 +45,7 @@ pub mod window;
 
 use std::ffi::c_void;
 
-use crate::driver::{CUresult, CUstream, Loaded, CUDA_SUCCESS};
+use crate::driver::{CUfunction, CUresult, CUstream, Loaded, CUDA_SUCCESS};
 use crate::state::{quietly, state};
 
 /// Whether this run instruments kernels: `count` and `check` name a pass, unless `check`
@@ -188,13 +188,42 @@ pub fn before_launch_on(stream: CUstream) {
 }
 
 fn before_launch() {
-    quietly(|| {
-        if mirror::active() {
-            pool_frees::before_upload();
+    quietly(upkeep);
+    register_late_exit();
+}
+
+/// The device side brought up to date before a launch that runs now.
+fn upkeep() {
+    if mirror::active() {
+        pool_frees::before_upload();
+    }
+    mirror::before_launch(binary::started())
+}
+
+/// A kernel launch of `f`, this shape, into `stream`, is about to be made: the upkeep of
+/// [`before_launch_on`], the launch counted (`coverage`) and logged (`faults`), and the
+/// handle to launch returned (`window`: an unchecked copy where the run does not check
+/// this launch). [`launch_made`] must follow. All of it under one containment, and the
+/// capture asked once: a program launches thousands of times a second, and each entry into
+/// gpusan's bookkeeping costs it (`bench/launch-host-cost.sh`).
+pub fn launching(f: CUfunction, grid: [u32; 3], block: [u32; 3], stream: CUstream) -> CUfunction {
+    let run = quietly(|| {
+        // The capture query is a driver call: only made while some stream captures.
+        let captured = crate::capture::any() && crate::capture::stream_is_capturing(stream);
+        if !(captured && mirror::active()) {
+            upkeep();
         }
-        mirror::before_launch(binary::started())
+        let counted = coverage::launched(f, captured);
+        faults::launched(f as usize, grid, block, stream as usize, counted);
+        window::launching(f, captured)
     });
     register_late_exit();
+    run.unwrap_or(f)
+}
+
+/// The launch [`launching`] prepared was made.
+pub fn launch_made() {
+    window::launched();
 }
 
 fn register_late_exit() {

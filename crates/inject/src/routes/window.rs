@@ -25,7 +25,7 @@ use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
 
 use super::coverage;
-use crate::driver::{real, CUfunction, CUkernel, CUlibrary, CUmodule, CUstream, Loaded, CUDA_SUCCESS};
+use crate::driver::{real, CUfunction, CUkernel, CUlibrary, CUmodule, Loaded, CUDA_SUCCESS};
 use crate::state::state;
 
 thread_local! {
@@ -44,11 +44,12 @@ pub fn unchecked_now() -> bool {
     UNCHECKED.with(Cell::get)
 }
 
-/// A launch of `f` into `stream` is about to be made (after the coverage counted it): the
-/// handle to launch instead, when the run does not check it. [`launched`] must follow.
-pub fn launching(f: CUfunction, stream: CUstream) -> CUfunction {
+/// A launch of `f` (`captured`: into a stream being captured) is about to be made (after
+/// the coverage counted it): the handle to launch instead, when the run does not check it.
+/// [`launched`] must follow.
+pub fn launching(f: CUfunction, captured: bool) -> CUfunction {
     let Some(selection) = state().options.selection.as_ref() else { return f };
-    if crate::capture::any() && crate::capture::stream_is_capturing(stream) {
+    if captured {
         return f;
     }
     let Some((module, name)) = coverage::function_of(f as usize) else { return f };
@@ -67,7 +68,10 @@ pub fn launching(f: CUfunction, stream: CUstream) -> CUfunction {
 
 /// The launch [`launching`] prepared was made.
 pub fn launched() {
-    UNCHECKED.with(|u| u.set(false));
+    // Only a run with a selection ever sets it.
+    if state().options.selection.is_some() {
+        UNCHECKED.with(|u| u.set(false));
+    }
 }
 
 /// The unchecked copy of kernel `name` (handle `f` of `module`), or 0.
