@@ -146,6 +146,47 @@ pub const fn canary_byte(secret: u64, address: u64, end: u64) -> u8 {
     (canary_word(secret, address & !7, end) >> (8 * (address & 7))) as u8
 }
 
+/// The device heap's canaries in canary mode (`gpusan_passes::canary_heap`): what the
+/// functions that pass appends to a module declare, write and record, and what the
+/// runtime reads.
+pub mod heap {
+    /// Bytes of canary after each block.
+    pub const CANARY_BYTES: u32 = 32;
+    /// The module's table of blocks (module-local: each module its own).
+    pub const TABLE_SYMBOL: &str = "__gpusan_canary_heap";
+    /// Entries of the table, 16 bytes each (base, size); a power of two.
+    pub const TABLE_ENTRIES: u64 = 1 << 16;
+    /// Slots an insert or a lookup probes at most.
+    pub const PROBES: u32 = 32;
+    /// The size an entry holds once its block was freed.
+    pub const FREED: u64 = u64::MAX;
+    /// The run's secret (`u64`), written by the runtime after the module's load.
+    pub const SECRET_SYMBOL: &str = "__gpusan_canary_heap_secret";
+    /// The address (`u64`, generic) of the errors buffer in mapped host memory, written by
+    /// the runtime after the load; 0: no records.
+    pub const ERRORS_SYMBOL: &str = "__gpusan_canary_heap_errors";
+    /// The buffer: a `u32` count of records claimed (it may pass [`RECORDS`]: those are
+    /// lost), padding to [`HEADER_BYTES`], then [`RECORDS`] records of [`RECORD_BYTES`]:
+    /// base (`u64`), size (`u64`), the first byte differing past the end (`u32`), bytes
+    /// differing (`u32`), a `u32` set to 1 once the record is whole, and the first
+    /// differing byte as found (`u32`).
+    pub const HEADER_BYTES: u32 = 16;
+    pub const RECORD_BYTES: u32 = 32;
+    pub const RECORDS: u32 = 64;
+    pub const BUFFER_BYTES: usize = (HEADER_BYTES + RECORDS * RECORD_BYTES) as usize;
+
+    /// The key of the canary after a block at `base` of `size` bytes: byte `i` of the
+    /// canary is byte `i % 8` of it (murmur3's fmix64 of `secret ^ base ^ size·φ`).
+    pub const fn heap_key(secret: u64, base: u64, size: u64) -> u64 {
+        let mut k = size.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ base ^ secret;
+        k ^= k >> 33;
+        k = k.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+        k ^= k >> 33;
+        k = k.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
+        k ^ (k >> 33)
+    }
+}
+
 /// Fixed vectors the device code is held to at compile time (`build.rs` writes them as
 /// `static_assert`s the `.cu` includes): `(secret, word, end)`.
 pub const VECTORS: [(u64, u64, u64); 4] = [

@@ -249,6 +249,49 @@ fn a_pool_blocks_canary_is_written_after_the_program_synchronized_its_stream() {
     );
 }
 
+/// A module whose kernels call the device heap is loaded rewritten (`canary_heap`): its
+/// calls go to gpusan's `malloc` and `free`, its secret and the records' buffer are set,
+/// and a record gpusan's `free` writes (a canary byte found overwritten when a kernel freed
+/// the block) becomes a finding naming the device-heap block, with the byte the key says
+/// was expected.
+#[test]
+fn a_device_heap_blocks_overwritten_canary_found_at_its_free_is_reported() {
+    // A module, and a library as cudart 13 loads a program's kernels.
+    for scenario in ["heap", "heap_library"] {
+        device_heap_finding(scenario);
+    }
+}
+
+fn device_heap_finding(scenario: &str) {
+    let loaded = dir().join(format!("canary-{scenario}-loaded.ptx"));
+    let o = run_with(&[], scenario, &[("FAKE_CUDA_LOADED", &loaded)]);
+    let text = std::fs::read_to_string(&loaded).unwrap_or_default();
+    assert!(text.contains("call.uni \t(retval0), __gpusan_canary_malloc, (param0);"), "{text}");
+    assert!(text.contains("__gpusan_canary_free"), "{text}");
+    let value = |key: &str| -> u64 {
+        let line = o.stdout.lines().find_map(|l| l.split(' ').find_map(|w| w.strip_prefix(key))).expect(&o.stdout);
+        line.parse().unwrap()
+    };
+    assert!(o.stdout.contains("errors_set=1"), "{scenario}: {}{}", o.stdout, o.stderr);
+    let (secret, base) = (value("secret="), value("base="));
+    assert_ne!(secret, 0, "the run's secret was written into the module");
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    let d = details(&o);
+    assert_eq!(d["allocation"]["kind"], "device_heap", "{d:#}");
+    assert_eq!(d["allocation"]["size"], 100, "{d:#}");
+    assert_eq!(d["offset_past_end"], 3, "{d:#}");
+    assert_eq!(d["bad_bytes"], 1, "{d:#}");
+    assert_eq!(d["scan"], "device_free", "{d:#}");
+    assert_eq!(d["found"], 0x5a, "{d:#}");
+    let key = gpusan_abi::canary::heap::heap_key(secret, base, 100);
+    assert_eq!(d["expected"], (key >> 24) & 0xff, "{d:#}");
+    assert!(
+        o.stderr.contains("Canary overwritten: 1 byte of the 32 bytes past the end of a device-heap block (malloc in a kernel) of 100 bytes"),
+        "{}",
+        o.stderr
+    );
+}
+
 /// CUDA 13's cudart synchronizes the device through `cuCtxSynchronize_v2` (what the driver
 /// answers for `cuCtxSynchronize` at version 13000): PyTorch's `torch.cuda.synchronize()`.
 /// It arms the block's canary as the old form does, with nothing put in the program's

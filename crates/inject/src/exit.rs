@@ -129,6 +129,7 @@ fn more(st: &State, doc: &mut Document) {
         doc.notes.push(crate::routes::canary::NOT_GUARDED.into());
     }
     doc.notes.extend(crate::routes::canary::failure_note());
+    doc.notes.extend(quietly(crate::routes::canary::heap_notes).unwrap_or_default());
     let (judged, not_judged) = families::tensormaps::counts();
     if judged + not_judged > 0 {
         doc.counters.insert("tensor_maps_judged".into(), judged);

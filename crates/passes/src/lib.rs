@@ -17,7 +17,7 @@
 //! assert_eq!(out.report.functions[0].sites, 1);
 //! ```
 //!
-//! Passes, one module each (ZLUDA's layout): [`count`], [`check`]. The verifier: [`mod@verify`].
+//! Passes, one module each (ZLUDA's layout): [`count`], [`check`], [`canary_heap`]. The verifier: [`mod@verify`].
 //! What the runtime needs to know of an instrumented module, taken from the text
 //! instrumented ([`instrument_with_meta`]): [`meta`].
 
@@ -26,6 +26,7 @@ use std::fmt;
 use gpusan_ptx::ast::{FunctionKind, Name, Span};
 use gpusan_ptx::{Module, ParseError};
 
+pub mod canary_heap;
 pub mod check;
 pub mod count;
 #[doc(hidden)]
@@ -323,6 +324,7 @@ pub fn pass_by_name(name: &str) -> Option<Box<dyn Pass>> {
     match name {
         "count" => Some(Box::new(count::Count::default())),
         "check" => Some(Box::new(check::Check)),
+        "canary_heap" => Some(Box::new(canary_heap::CanaryHeap)),
         _ => None,
     }
 }

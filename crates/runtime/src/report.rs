@@ -376,6 +376,9 @@ pub enum CanaryScan {
     ContextTeardown,
     /// The final scan at process exit.
     AtExit,
+    /// A kernel freed the block (`free` in a kernel; the device heap's canary is compared
+    /// there, by gpusan's `free`).
+    DeviceFree,
 }
 
 impl CanaryScan {
@@ -385,6 +388,7 @@ impl CanaryScan {
             CanaryScan::BeforeFree => "by the check before its memory went back to the driver",
             CanaryScan::ContextTeardown => "by the final scan before its context was torn down",
             CanaryScan::AtExit => "by the final scan at exit",
+            CanaryScan::DeviceFree => "when a kernel freed the block",
         }
     }
 }
@@ -440,6 +444,7 @@ impl Report {
     pub fn canary(details: CanaryDetails) -> Report {
         let what = match &details.allocation.kind {
             AllocKind::PoolBlock { .. } => "a pool block",
+            AllocKind::DeviceHeap => "a device-heap block (malloc in a kernel)",
             _ => "an allocation",
         };
         let message = format!(

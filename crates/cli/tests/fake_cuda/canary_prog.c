@@ -70,6 +70,9 @@ CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned
                         void **);
 CUresult cuCtxSynchronize(void);
 CUresult cuGetProcAddress_v2(const char *, void **, int, uint64_t, int *);
+CUresult cuModuleGetGlobal_v2(uint64_t *, size_t *, void *, const char *);
+CUresult cuLibraryGetGlobal(uint64_t *, size_t *, void *, const char *);
+CUresult cuLibraryLoadData(void **, const void *, int *, void **, unsigned, int *, void **, unsigned);
 CUresult cuStreamCreate(void **, unsigned);
 CUresult cuMemAllocAsync(uint64_t *, size_t, void *);
 CUresult cuMemFreeAsync(uint64_t, void *);
@@ -229,6 +232,47 @@ int main(int argc, char **argv) {
         overwrite(a + 1003);
         sleep_ms(30);
         rc |= cuMemFreeAsync(a, st);
+        sleep_ms(30);
+    } else if (!strcmp(s, "heap") || !strcmp(s, "heap_library")) {
+        /* A module whose kernel calls the device heap: gpusan loads it rewritten
+         * (gpusan_passes::canary_heap) and sets its secret and records' buffer. The fake
+         * runs no PTX: this program writes the record gpusan's `free` would write for a
+         * 100-byte block whose canary's 4th byte was overwritten with 0x5a. */
+        static const char heap_ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+            ".extern .func (.param .b64 func_retval0) malloc(.param .b64 malloc_param_0);\n"
+            ".extern .func free(.param .b64 free_param_0);\n"
+            ".visible .entry k(.param .u64 n)\n{\n\t.reg .b64 %rd<4>;\n\tld.param.u64 %rd1, [n];\n"
+            "\t{\n\t.param .b64 param0;\n\tst.param.b64 [param0], %rd1;\n\t.param .b64 retval0;\n"
+            "\tcall.uni (retval0), malloc, (param0);\n\tld.param.b64 %rd2, [retval0];\n\t}\n"
+            "\tst.u8 [%rd2], 1;\n"
+            "\t{\n\t.param .b64 param0;\n\tst.param.b64 [param0], %rd2;\n\tcall.uni free, (param0);\n\t}\n"
+            "\tret;\n}\n";
+        /* heap_library: as cudart 13 loads a program's kernels (cuLibraryLoadData). */
+        int library = !strcmp(s, "heap_library");
+        void *module;
+        uint64_t at = 0, secret = 0, errors = 0;
+        size_t bytes = 0;
+        CUresult (*get)(uint64_t *, size_t *, void *, const char *) = library ? cuLibraryGetGlobal : cuModuleGetGlobal_v2;
+        rc |= library ? cuLibraryLoadData(&module, heap_ptx, 0, 0, 0, 0, 0, 0) : cuModuleLoadData(&module, heap_ptx);
+        rc |= get(&at, &bytes, module, "__gpusan_canary_heap_secret");
+        if (!rc) secret = *(uint64_t *)(uintptr_t)at;
+        rc |= get(&at, &bytes, module, "__gpusan_canary_heap_errors");
+        if (!rc) errors = *(uint64_t *)(uintptr_t)at;
+        printf("secret=%llu errors_set=%d\n", (unsigned long long)secret, errors != 0);
+        if (rc || !errors) goto done;
+        static unsigned char block[256];
+        unsigned char *r = (unsigned char *)(uintptr_t)errors;
+        unsigned idx = __atomic_fetch_add((unsigned *)r, 1, __ATOMIC_RELAXED);
+        unsigned char *rec = r + 16 + 32 * idx;
+        uint64_t base = (uint64_t)(uintptr_t)block, size = 100;
+        unsigned first = 3, bad = 1, found = 0x5a;
+        memcpy(rec, &base, 8);
+        memcpy(rec + 8, &size, 8);
+        memcpy(rec + 16, &first, 4);
+        memcpy(rec + 20, &bad, 4);
+        memcpy(rec + 28, &found, 4);
+        __atomic_store_n((unsigned *)(rec + 24), 1u, __ATOMIC_RELEASE);
+        printf("base=%llu\n", (unsigned long long)base);
         sleep_ms(30);
     } else if (!strcmp(s, "edges")) {
         /* 16 KiB (no slack: the canary fills a granule more, 512 bytes); a byte in its middle

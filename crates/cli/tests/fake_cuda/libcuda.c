@@ -130,6 +130,11 @@ CUresult cuMemHostAlloc(void **p, size_t size, unsigned flags) {
     *p = m;
     return 0;
 }
+/* Host memory registered: mapped as it is (its device address is its host address). */
+CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags) {
+    (void)p; (void)bytes; (void)flags;
+    return 0;
+}
 CUresult cuMemHostGetDevicePointer_v2(uint64_t *dptr, void *p, unsigned flags) {
     (void)flags;
     *dptr = (uint64_t)(uintptr_t)p;
@@ -229,6 +234,9 @@ CUresult cuModuleLoadData(void **module, const void *image) {
     if (!r) sanitizer_loaded(*module, 0, image);
     return r;
 }
+/* The last PTX module loaded declares canary mode's device-heap variables, held here. */
+static int heap_declared;
+static uint64_t heap_vars[2];
 /* The last PTX module loaded has gpusan's unchecked copies of its functions
  * (`__gpusan_unchecked_<name>`): only then does looking one up succeed. */
 static int copies_declared;
@@ -266,6 +274,7 @@ static CUresult load_image(void **module, const void *image) {
     abi_declared = strstr((const char *)image, "__gpusan_errors") != 0;
     counters_declared = abi_declared && strstr((const char *)image, "__gpusan_n_access") != 0;
     copies_declared = strstr((const char *)image, "__gpusan_unchecked_") != 0;
+    heap_declared = strstr((const char *)image, "__gpusan_canary_heap_errors") != 0;
     *module = (void *)0x4000;
     return 0;
 }
@@ -294,6 +303,10 @@ CUresult cuModuleGetGlobal_v2(uint64_t *dptr, size_t *bytes, void *module, const
 }
 static CUresult get_global(uint64_t *dptr, size_t *bytes, void *module, const char *name) {
     (void)module;
+    /* Canary mode's device heap (gpusan_passes::canary_heap): the secret and the records'
+     * buffer address, in the last PTX module loaded that declares them. */
+    if (heap_declared && !strcmp(name, "__gpusan_canary_heap_secret")) { *dptr = (uintptr_t)&heap_vars[0]; *bytes = 8; return 0; }
+    if (heap_declared && !strcmp(name, "__gpusan_canary_heap_errors")) { *dptr = (uintptr_t)&heap_vars[1]; *bytes = 8; return 0; }
     if (!strncmp(name, "__gpusan_", 9)) {
         if (!abi_declared) return 500; /* CUDA_ERROR_NOT_FOUND */
         if (!strcmp(name, "__gpusan_table")) { *dptr = (uintptr_t)&abi_table; *bytes = 8; return 0; }

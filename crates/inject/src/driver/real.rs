@@ -54,6 +54,7 @@ real_functions! {
     fn cuMemFree_v2(dptr: CUdeviceptr);
     fn cuMemHostAlloc(pp: *mut *mut c_void, bytes: usize, flags: u32);
     fn cuMemHostGetDevicePointer_v2(dptr: *mut CUdeviceptr, p: *mut c_void, flags: u32);
+    fn cuMemHostRegister_v2(p: *mut c_void, bytes: usize, flags: u32);
     fn cuMemFreeHost(p: *mut c_void);
 
     // Virtual memory management (the device table's memory).

@@ -48,9 +48,10 @@ use crate::driver::real;
 use crate::state::{quietly, state};
 
 /// The report's note in every canary run: what the canaries cannot see.
-pub const NOT_GUARDED: &str = "canary mode sees overwrites past the end of device allocations and pool blocks only: \
-     reads, the device heap (malloc in kernels), and bytes before an allocation other than its lower neighbour's \
-     tail canary are not guarded; a canary longer than 64 bytes is checked at its first and last 32; and an \
+pub const NOT_GUARDED: &str = "canary mode sees overwrites past the end of device allocations, pool blocks and \
+     device-heap blocks (malloc in kernels: in modules with PTX, compared when a kernel frees the block) only: \
+     reads, device-heap blocks of machine code or never freed, and bytes before an allocation other than its \
+     lower neighbour's tail canary are not guarded; a canary longer than 64 bytes is checked at its first and last 32; and an \
      overflow made before a canary was written (a pool block's: until the program synchronizes the block's \
      stream, at most 32 scan intervals, unless the block was handed out again where it was) is not seen";
 
@@ -625,6 +626,7 @@ fn start_thread() {
             if quietly(|| tick_all(g)).is_none() {
                 break;
             }
+            quietly(|| super::canary_heap::drain(g.secret, g.epoch, unix_us()));
         }
     });
     if let Ok(h) = spawned {
@@ -655,7 +657,15 @@ pub fn at_exit() {
         for context in contexts {
             final_scan(context, CanaryScan::AtExit);
         }
+        super::canary_heap::drain(g.secret, g.epoch, unix_us());
     });
+}
+
+/// A module `canary_heap` rewrote was loaded: its variables set, and the guard started
+/// (it reads the device heap's records).
+pub fn heap_module_loaded(module: crate::driver::Loaded) {
+    super::canary_heap::loaded(module, guard().secret);
+    start_thread();
 }
 
 /// The program tears `context` down through `destroy` (the driver's call, made exactly
@@ -796,6 +806,30 @@ pub fn coverage() -> Option<CanaryCoverage> {
         scans: h.scans,
         interval_us: guard().interval.as_micros() as u64,
     })
+}
+
+/// The report's notes on the device heap: modules whose kernels call it that gpusan could
+/// not rewrite (their blocks go unguarded), and records lost.
+pub fn heap_notes() -> Vec<String> {
+    if !quietly(active).unwrap_or(false) {
+        return Vec::new();
+    }
+    let (rewritten, not, lost) = super::canary_heap::summary();
+    let mut notes = Vec::new();
+    if !not.is_empty() {
+        notes.push(format!(
+            "canary mode: the device heap of {} module(s) whose kernels call it is not guarded: {}",
+            not.len(),
+            not.join("; ")
+        ));
+    }
+    if lost > 0 {
+        notes.push(format!(
+            "canary mode: {lost} device-heap canary finding(s) lost (more than {} in the run; {rewritten} module(s) rewritten)",
+            gpusan_abi::canary::heap::RECORDS
+        ));
+    }
+    notes
 }
 
 /// The report's note when some canaries were never scanned (gpusan's kernels could not be

@@ -31,6 +31,7 @@ pub mod binary_kinds;
 pub mod built;
 pub mod canary;
 pub mod canary_device;
+pub mod canary_heap;
 pub mod cells;
 pub mod coverage;
 pub mod faults;
@@ -81,7 +82,7 @@ pub unsafe fn load_module(
             } else {
                 "api mode: kernels are not instrumented (use --mode check)"
             };
-            (load(image), Err(why.to_string()))
+            (load_heap_rewritten(image, &mut load, &handle), Err(why.to_string()))
         }
         Some(substitute::Image::Substitute { bytes, meta: instrumented, route }) => {
             let r = load(bytes.as_ptr() as *const c_void);
@@ -125,6 +126,26 @@ pub unsafe fn load_module(
         quietly(|| coverage::module_loaded(handle(), verdict));
     }
     r
+}
+
+/// Canary mode: `image` loaded with its device heap's calls rewritten
+/// (`canary_heap::substitute`) where its kernels call the heap, else as it is.
+unsafe fn load_heap_rewritten(
+    image: *const c_void,
+    load: &mut impl FnMut(*const c_void) -> CUresult,
+    handle: &impl Fn() -> Loaded,
+) -> CUresult {
+    let canary = state().options.mode == gpusan_abi::Mode::Canary;
+    let Some(rewritten) = quietly(|| canary.then(|| canary_heap::substitute(image)).flatten()).flatten() else {
+        return load(image);
+    };
+    let r = load(rewritten.as_ptr() as *const c_void);
+    if r == CUDA_SUCCESS {
+        quietly(|| canary::heap_module_loaded(handle()));
+        return r;
+    }
+    quietly(|| canary_heap::refused(r));
+    load(image)
 }
 
 /// After a synchronization what kernels wrote is final for now: drain their error

@@ -1,0 +1,50 @@
+//! The device-heap cases of `tests/cases/` as the pinned nvcc compiles them, rewritten by
+//! `canary_heap` (canary mode's one rewrite): every `malloc` and `free` call of their
+//! kernels goes to gpusan's functions, and the module assembles with the pinned ptxas.
+//! Whether an overflow is then found is the GPU's to show (`bench/reliability/canary_gmod.sh`).
+
+use std::process::Command;
+
+use gpusan_passes::canary_heap::{self, CanaryHeap};
+
+const CASES: &[&str] = &[
+    "check_device_heap_overflow",
+    "check_device_heap_double_free",
+    "check_device_heap_invalid_free",
+    "check_device_heap_use_after_free",
+    "check_clean_device_heap",
+    "check_clean_device_heap_loops",
+];
+
+#[test]
+fn device_heap_cases_are_rewritten_and_assemble() {
+    let dir = std::env::temp_dir().join(format!("gpusan-canary-heap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for case in CASES {
+        let ptx = dir.join(format!("{case}.ptx"));
+        let src = gpusan_testkit::repo_root().join("tests/cases").join(format!("{case}.cu"));
+        let out = Command::new(gpusan_testkit::cuda_tool("nvcc"))
+            .args(["-arch=sm_90", "-lineinfo", "-ptx", "-o"])
+            .arg(&ptx)
+            .arg(&src)
+            .output()
+            .expect("running the pinned nvcc");
+        assert!(out.status.success(), "nvcc {case}: {}", String::from_utf8_lossy(&out.stderr));
+        let text = std::fs::read_to_string(&ptx).unwrap();
+        // nvcc writes a call's callee on a line of its own.
+        let calls = text.lines().filter(|l| matches!(l.trim(), "malloc," | "free,")).count();
+        assert!(calls > 0, "{case}: no heap call in its PTX");
+        let rewritten = gpusan_passes::instrument(&text, &CanaryHeap).unwrap_or_else(|e| panic!("{case}: {e}"));
+        let renamed: u32 = rewritten.report.functions.iter().map(|f| f.sites).sum();
+        assert_eq!(renamed as usize, calls, "{case}: every call renamed");
+        // Left: the two calls inside gpusan's own functions.
+        assert_eq!(rewritten.ptx.matches(", malloc, (").count(), 1, "{case}");
+        assert!(rewritten.ptx.contains(canary_heap::SECRET_SYMBOL), "{case}");
+        let out_ptx = dir.join(format!("{case}.canary.ptx"));
+        std::fs::write(&out_ptx, &rewritten.ptx).unwrap();
+        let cubin = dir.join(format!("{case}.cubin"));
+        if let Err(e) = gpusan_testkit::assemble(&gpusan_testkit::ptxas(), &out_ptx, &cubin) {
+            panic!("{case}: ptxas refused the rewritten module:\n{e}");
+        }
+    }
+}
