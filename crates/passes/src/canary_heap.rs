@@ -6,7 +6,8 @@
 //! device; the host cannot place a canary past them. In a module with PTX, every call to
 //! `malloc` and `free` is renamed to a function this pass appends:
 //!
-//! - **`__gpusan_canary_malloc(n)`** asks `malloc` for `n` + [`CANARY_BYTES`], writes the
+//! - **`__gpusan_canary_malloc(n)`** asks `malloc` for `n` + [`CANARY_BYTES`] (a size of 0,
+//!   or one so large that the sum wraps, is asked as it is and gets no canary), writes the
 //!   canary into the [`CANARY_BYTES`] after the first `n` (byte by byte: `n` may be any
 //!   size), records {base, `n`} in the module's table ([`TABLE_SYMBOL`]), and returns
 //!   `malloc`'s own pointer, so that whatever frees it (this module, another, machine code)
@@ -212,7 +213,7 @@ pub fn support_ptx() -> String {
         "\tadd.u64 \t%ha, %ha, 16;\n\tmov.u64 \t%ht, {TABLE_SYMBOL};\n\tadd.u64 \t%ht, %ht, {table_bytes};\n\
          \tsetp.ge.u64 \t%hq, %ha, %ht;\n\t@%hq mov.u64 \t%ha, {TABLE_SYMBOL};\n\tsub.u32 \t%hi, %hi, 1;\n"
     );
-    let regs = ".reg .b64 \t%hn, %hp, %hk, %ht, %ha, %hc, %hs, %he, %hb;\n\t.reg .b32 \t%hi, %hj, %hd, %hf, %hg;\n\t.reg .pred \t%hq;\n";
+    let regs = ".reg .b64 \t%hn, %hp, %hk, %ht, %ha, %hc, %hs, %he, %hb;\n\t.reg .b32 \t%hi, %hj, %hd, %hf, %hg;\n\t.reg .pred \t%hq, %hr;\n";
     format!(
         ".version 7.0\n.target sm_50\n.address_size 64\n\
 .global .align 16 .b8 {TABLE_SYMBOL}[{table_bytes}];\n\
@@ -220,9 +221,10 @@ pub fn support_ptx() -> String {
 .visible .global .align 8 .u64 {ERRORS_SYMBOL};\n\
 .func (.param .b64 __gpusan_r) {MALLOC}(.param .b64 __gpusan_n)\n{{\n\t{regs}\
 \tld.param.b64 \t%hn, [__gpusan_n];\n\tadd.u64 \t%ht, %hn, {canary};\n\
+\tsetp.le.u64 \t%hr, %ht, {canary};\n\t@%hr mov.u64 \t%ht, %hn;\n\
 \t{{\n\t.param .b64 __gpusan_p0;\n\tst.param.b64 \t[__gpusan_p0], %ht;\n\t.param .b64 __gpusan_r0;\n\
 \tcall (__gpusan_r0), malloc, (__gpusan_p0);\n\tld.param.b64 \t%hp, [__gpusan_r0];\n\t}}\n\
-\tsetp.eq.u64 \t%hq, %hp, 0;\n\t@%hq bra \t$__gh_done;\n\
+\tsetp.eq.u64 \t%hq, %hp, 0;\n\t@%hq bra \t$__gh_done;\n\t@%hr bra \t$__gh_done;\n\
 \tld.global.u64 \t%hs, [{SECRET_SYMBOL}];\n{key}\
 \tadd.u64 \t%hc, %hp, %hn;\n\tmov.u32 \t%hj, 0;\n\
 $__gh_fill:\n\tand.b32 \t%hd, %hj, 7;\n\tshl.b32 \t%hd, %hd, 3;\n\tshr.u64 \t%ht, %hk, %hd;\n\
