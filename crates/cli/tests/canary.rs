@@ -290,6 +290,10 @@ fn device_heap_finding(scenario: &str) {
         "{}",
         o.stderr
     );
+    // Compared at the free, not by a scan: no scan's times nor kernels since one.
+    assert!(o.stderr.contains("Detected when a kernel freed the block at"), "{}", o.stderr);
+    assert!(!o.stderr.contains("after the last clean scan"), "{}", o.stderr);
+    assert!(!o.stderr.contains("(id 0)"), "{}", o.stderr);
 }
 
 /// CUDA 13's cudart synchronizes the device through `cuCtxSynchronize_v2` (what the driver

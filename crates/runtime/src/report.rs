@@ -442,11 +442,7 @@ pub struct CanaryDetails {
 impl Report {
     /// A canary finding, its headline derived from the details.
     pub fn canary(details: CanaryDetails) -> Report {
-        let what = match &details.allocation.kind {
-            AllocKind::PoolBlock { .. } => "a pool block",
-            AllocKind::DeviceHeap => "a device-heap block (malloc in a kernel)",
-            _ => "an allocation",
-        };
+        let what = canary_noun(&details.allocation.kind);
         let message = format!(
             "Canary overwritten: {} of the {} past the end of {what} of {}",
             plural(details.bad_bytes, "byte"),
@@ -454,6 +450,15 @@ impl Report {
             plural(details.allocation.size, "byte")
         );
         Report { kind: ErrorKind::CanaryOverwrite, message, details: Details::Canary(details), label: None }
+    }
+}
+
+/// What a canary finding calls an allocation of `kind`.
+pub(crate) fn canary_noun(kind: &AllocKind) -> &'static str {
+    match kind {
+        AllocKind::PoolBlock { .. } => "a pool block",
+        AllocKind::DeviceHeap => "a device-heap block (malloc in a kernel)",
+        _ => "an allocation",
     }
 }
 

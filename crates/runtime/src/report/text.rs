@@ -226,12 +226,13 @@ fn write_canary(f: &mut fmt::Formatter<'_>, d: &CanaryDetails) -> fmt::Result {
     let a = &d.allocation;
     writeln!(
         f,
-        "{BAR}     Address {:#x} is {} past the end of {} at {:#x} (id {}) (expected {:#04x}, found {:#04x})",
+        "{BAR}     Address {:#x} is {} past the end of {} at {:#x}{} (expected {:#04x}, found {:#04x})",
         d.address,
         plural(d.offset_past_end, "byte"),
         describe_alloc(a),
         a.base,
-        a.id,
+        // A device-heap block is the kernels' own: gpusan's registry gave it no id.
+        if a.kind == AllocKind::DeviceHeap { String::new() } else { format!(" (id {})", a.id) },
         d.expected,
         d.found
     )?;
@@ -247,24 +248,30 @@ fn write_canary(f: &mut fmt::Formatter<'_>, d: &CanaryDetails) -> fmt::Result {
         )?,
         None => writeln!(f, "{BAR}     an overflow past the end of it")?,
     }
-    writeln!(
-        f,
-        "{BAR}     Detected {} at {} ms, {} ms after the last clean scan",
-        d.scan.describe(),
-        d.detected_ms,
-        d.since_clean_scan_ms
-    )?;
-    if d.kernels.is_empty() {
-        writeln!(f, "{BAR}     No kernel was launched in its context since the last clean scan")?;
+    if d.scan == CanaryScan::DeviceFree {
+        // Compared by gpusan's `free` in the kernel: no scan, and the record does not name
+        // the kernel.
+        writeln!(f, "{BAR}     Detected {} at {} ms", d.scan.describe(), d.detected_ms)?;
     } else {
-        writeln!(f, "{BAR}     Kernels launched in its context since the last clean scan (oldest first):")?;
-        for k in &d.kernels {
-            let name = if k.kernel.is_empty() {
-                format!("graph {:#x}", k.graph.unwrap_or_default())
-            } else {
-                k.kernel.clone()
-            };
-            writeln!(f, "{BAR}         {name} on stream {:#x}", k.stream)?;
+        writeln!(
+            f,
+            "{BAR}     Detected {} at {} ms, {} ms after the last clean scan",
+            d.scan.describe(),
+            d.detected_ms,
+            d.since_clean_scan_ms
+        )?;
+        if d.kernels.is_empty() {
+            writeln!(f, "{BAR}     No kernel was launched in its context since the last clean scan")?;
+        } else {
+            writeln!(f, "{BAR}     Kernels launched in its context since the last clean scan (oldest first):")?;
+            for k in &d.kernels {
+                let name = if k.kernel.is_empty() {
+                    format!("graph {:#x}", k.graph.unwrap_or_default())
+                } else {
+                    k.kernel.clone()
+                };
+                writeln!(f, "{BAR}         {name} on stream {:#x}", k.stream)?;
+            }
         }
     }
     write_stack(f, "Allocated at", &a.alloc_stack)?;
@@ -278,10 +285,7 @@ fn write_canary(f: &mut fmt::Formatter<'_>, d: &CanaryDetails) -> fmt::Result {
 }
 
 fn describe_alloc(a: &AllocInfo) -> String {
-    let what = match a.kind {
-        AllocKind::PoolBlock { .. } => "a pool block",
-        _ => "an allocation",
-    };
+    let what = super::canary_noun(&a.kind);
     let freed = if a.freed { " (freed)" } else { "" };
     format!("{what} of {}{freed}", plural(a.size, "byte"))
 }
