@@ -13,6 +13,7 @@
 # - check: the same PTX behind a first byte that picks the pass's configuration (bit 0
 #   the reaction, bit 1 counting): the check fixtures with each of the four, the rest with
 #   one picked by content.
+# - rewrite: the same PTX behind a first byte that picks canary_heap (0) or fence (1), both.
 # - meta: metadata texts in the cache's format (crates/passes/src/meta.rs) and the PTX
 #   seeds with `.loc` lines (the reader of PTX gpusan did not instrument).
 # - report: fuzz/seeds/report/ (documents and events files as `gpusan run` merges them).
@@ -81,6 +82,9 @@ def add_ptx(text, configs=None):
     # The check pass's configuration: the given ones, else one picked by content.
     for c in configs if configs is not None else [hashlib.sha1(text.encode()).digest()[0] & 3]:
         add(("check",), bytes([c]) + text.encode())
+    # The smaller passes: canary_heap (0) and fence (1), each on every seed.
+    for which in (0, 1):
+        add(("rewrite",), bytes([which]) + text.encode())
 
 # Real modules, whole and one item at a time.
 for path in sys.argv[3:]:

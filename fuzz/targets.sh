@@ -3,7 +3,7 @@
 # this is plain bash).
 
 # Every target of fuzz/Cargo.toml.
-FUZZ_ALL_TARGETS=(parse lex fatbin check count meta report records)
+FUZZ_ALL_TARGETS=(parse lex fatbin check count rewrite meta report records)
 
 # Options of every run: an input running past 10 s is a hang and a resident size past
 # 2 GiB (checked every second; the malloc limit acts only under a sanitizer's allocator) is
@@ -15,7 +15,7 @@ FUZZ_COMMON_OPTIONS=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -print
 # the lines of 65,536 columns and more where a located error once panicked.
 fuzz_options() {
   case $1 in
-    parse | lex | check | count) echo "-max_len=262144 -dict=$2/ptx.dict" ;;
+    parse | lex | check | count | rewrite) echo "-max_len=262144 -dict=$2/ptx.dict" ;;
     meta) echo "-max_len=65536 -dict=$2/ptx.dict" ;;
     report) echo "-max_len=65536 -dict=$2/report.dict" ;;
     records) echo "-max_len=65536" ;;

@@ -1,4 +1,4 @@
-//! The bodies of the fuzz targets over this crate (`fuzz/fuzz_targets/{check,count,meta}.rs`),
+//! The bodies of the fuzz targets over this crate (`fuzz/fuzz_targets/{check,count,meta,rewrite}.rs`),
 //! here so that `tests/fuzz_bodies.rs` replays each saved input (and every fixture) through
 //! exactly what the fuzzer ran. Each takes raw bytes and panics on whatever it finds wrong; libFuzzer
 //! counts a panic as a crash.
@@ -39,6 +39,24 @@ pub fn count(data: &[u8]) {
     match instrument(&out.ptx, &Count::default()) {
         Err(Error::Pass { pass: "count", .. }) => {}
         other => panic!("the pass did not refuse its own output: {other:?}"),
+    }
+}
+
+/// First byte → which of the smaller passes (even: `canary_heap`, odd: `fence`); the rest,
+/// if UTF-8, → that pass through `instrument`. What it rewrote must load, and be refused a
+/// second time.
+pub fn rewrite(data: &[u8]) {
+    let Some((&which, rest)) = data.split_first() else { return };
+    let Ok(src) = std::str::from_utf8(rest) else { return };
+    let pass: &dyn crate::Pass = if which & 1 == 0 { &crate::canary_heap::CanaryHeap } else { &crate::fence::Fence };
+    let Some(out) = refused_or(src, instrument(src, pass)) else { return };
+    loads(&out);
+    // `canary_heap` leaves a module that never calls the heap as it was.
+    let rewrote = which & 1 == 1 || !out.report.functions.is_empty();
+    match instrument(&out.ptx, pass) {
+        Err(Error::Pass { .. }) if rewrote => {}
+        Ok(_) if !rewrote => {}
+        other => panic!("the pass did not refuse its own output (or refused an unchanged one): {other:?}"),
     }
 }
 

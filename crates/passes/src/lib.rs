@@ -17,7 +17,8 @@
 //! assert_eq!(out.report.functions[0].sites, 1);
 //! ```
 //!
-//! Passes, one module each (ZLUDA's layout): [`count`], [`check`], [`canary_heap`]. The verifier: [`mod@verify`].
+//! Passes, one module each (ZLUDA's layout): [`count`], [`check`], [`canary_heap`],
+//! [`fence`]. The verifier: [`mod@verify`].
 //! What the runtime needs to know of an instrumented module, taken from the text
 //! instrumented ([`instrument_with_meta`]): [`meta`].
 
@@ -29,6 +30,7 @@ use gpusan_ptx::{Module, ParseError};
 pub mod canary_heap;
 pub mod check;
 pub mod count;
+pub mod fence;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod meta;
@@ -325,6 +327,7 @@ pub fn pass_by_name(name: &str) -> Option<Box<dyn Pass>> {
         "count" => Some(Box::new(count::Count::default())),
         "check" => Some(Box::new(check::Check)),
         "canary_heap" => Some(Box::new(canary_heap::CanaryHeap)),
+        "fence" => Some(Box::new(fence::Fence)),
         _ => None,
     }
 }

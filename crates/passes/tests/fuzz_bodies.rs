@@ -63,6 +63,19 @@ fn count_fixtures() {
     }
 }
 
+/// The smaller passes (`canary_heap`, `fence`) on every count fixture (plain kernels) and
+/// check fixture.
+#[test]
+fn rewrites_of_every_fixture() {
+    for path in fixtures("check").iter().chain(&fixtures("count")) {
+        for which in [0u8, 1] {
+            let mut data = vec![which];
+            data.extend_from_slice(&input(path));
+            run(path, &data, gpusan_passes::fuzz::rewrite);
+        }
+    }
+}
+
 #[test]
 fn metadata_of_every_fixture() {
     for path in fixtures("check").iter().chain(&fixtures("count")) {
@@ -72,10 +85,11 @@ fn metadata_of_every_fixture() {
 
 #[test]
 fn saved_fuzz_inputs() {
-    let targets: [(&str, Body); 3] = [
+    let targets: [(&str, Body); 4] = [
         ("check", gpusan_passes::fuzz::check),
         ("count", gpusan_passes::fuzz::count),
         ("meta", gpusan_passes::fuzz::meta),
+        ("rewrite", gpusan_passes::fuzz::rewrite),
     ];
     for (target, body) in targets {
         for path in fixtures(&format!("fuzz-regressions/{target}")) {

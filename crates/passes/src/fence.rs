@@ -1,0 +1,495 @@
+//! `fence`: Guardian's address fencing (issue 18, `docs/fence-design.md` §3), the first step:
+//! every load, store and atomic through a global or generic address goes to
+//! `(a & mask_w) | base` instead of `a`, so that it lands inside the tenant's partition, a
+//! power-of-two range `[base, base + 2^k)` aligned to its size, whatever `a` was.
+//!
+//! - `mask_w` is the partition's mask (`2^k - 1`) with the low bits of the access's width
+//!   cleared: the fenced address is aligned to the width, so an access can neither cross
+//!   the partition's end nor fault as misaligned (either would be a context-fatal fault in
+//!   the manager's shared context).
+//! - A generic address is fenced only when it is a global one (`isspacep.global`): shared
+//!   and local addresses are the thread's and its block's own, and must stay as they are.
+//! - Base and mask come from the module's `.visible .const .u64 __gpusan_fence[2]`, written
+//!   by the manager after the load (each tenant loads its own copy of every module), read
+//!   once per function into registers.
+//!
+//! Module variables (`.global` declarations of the module) are relocated into the partition
+//! (§3, "Module variables"): each one's address is read from `.visible .const .u64
+//! __gpusan_vars[N]` (in [`relocated_variables`]' order, which the manager fills after the
+//! load with the addresses of the variables' copies in the partition) instead of being
+//! taken from the symbol: `mov.u64 %rd, var` becomes `ld.const.u64 %rd, [__gpusan_vars+8i]`,
+//! and `[var+8]` becomes `[%__gf_v+8]` after such a load, fenced then like any address.
+//!
+//! Not fenced yet, and counted in the report as `unfenced` (a module with any is not fit for
+//! a shared tenant):
+//! - a variable's address in another form (a constant expression, another variable's
+//!   initializer);
+//! - accesses whose width is known only at run time (bulk copies), and the global side of
+//!   `cp.async`, bulk and tensor copies, `multimem`, mbarriers: every instruction whose access
+//!   is not a plain `ld`/`st`/`atom`/`red`/`ldu`/`prefetch`;
+//! - `trap`, hung kernels, indirect branches (§5).
+
+use gpusan_ptx::ast::{
+    Expr, Function, Initializer, Instruction, Item, Linkage, Name, Operand, Span, StateSpace, Statement, VarDecl,
+};
+use gpusan_ptx::semantics::{memory_accesses, Space, Width};
+use gpusan_ptx::Module;
+
+use crate::{FunctionReport, Pass, PassError, PassReport};
+
+/// The module constant holding {base, mask}.
+pub const FENCE_SYMBOL: &str = "__gpusan_fence";
+/// The module constant holding the relocated variables' addresses.
+pub const VARS_SYMBOL: &str = "__gpusan_vars";
+
+/// The registers the pass adds to each function it fences.
+const ADDR: &str = "%__gf_a";
+const FENCED: &str = "%__gf_t";
+const BASE: &str = "%__gf_b";
+const MASK: &str = "%__gf_m";
+const IS_GLOBAL: &str = "%__gf_p";
+const VAR: &str = "%__gf_v";
+
+/// The pass as a [`Pass`] object, for [`crate::instrument`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Fence;
+
+impl Pass for Fence {
+    fn name(&self) -> &'static str {
+        "fence"
+    }
+
+    fn run(&self, module: &mut Module) -> Result<PassReport, PassError> {
+        run(module).map(|r| r.pass)
+    }
+}
+
+/// What the pass did: the pass report (per function: accesses fenced) and the accesses it
+/// left unfenced.
+#[derive(Debug, Default)]
+pub struct FenceReport {
+    pub pass: PassReport,
+    pub unfenced: u32,
+    /// Uses of a module variable's address made to read it from `__gpusan_vars`.
+    pub relocated: u32,
+}
+
+/// Fences every plain global and generic access of `module`'s functions.
+pub fn run(module: &mut Module) -> Result<FenceReport, PassError> {
+    let symbol = Name::from(FENCE_SYMBOL);
+    let vars_symbol = Name::from(VARS_SYMBOL);
+    for item in &module.items {
+        let taken = match item {
+            Item::Var(v) => v.name == symbol || v.name == vars_symbol,
+            Item::Function(f) => f.name == symbol || f.name == vars_symbol,
+            _ => false,
+        };
+        if taken {
+            return Err(PassError::new(format!("`{FENCE_SYMBOL}` is declared already: instrumented twice?")));
+        }
+        if let Item::AddressSize(bits) = item {
+            if *bits != 64 {
+                return Err(PassError::new(format!(
+                    "`.address_size {bits}`: fencing needs 64-bit addresses (the partition's base and mask)"
+                )));
+            }
+        }
+    }
+    let vars = relocated_variables(module);
+    let mut report = FenceReport::default();
+    // A variable's address in another variable's initializer cannot be relocated here.
+    for item in &module.items {
+        if let Item::Var(v) = item {
+            if v.init.as_ref().is_some_and(|i| init_names_any(i, &vars)) {
+                report.unfenced += 1;
+            }
+        }
+    }
+    for item in &mut module.items {
+        let Item::Function(f) = item else { continue };
+        let Some(body) = f.body.as_mut() else { continue };
+        let mut site = Sites::default();
+        fence_body(body, &vars, &mut site);
+        report.unfenced += site.unfenced;
+        report.relocated += site.relocated;
+        if site.fenced > 0 || site.relocated > 0 {
+            prepend_setup(body, &site.widths);
+        }
+        report.pass.functions.push(function_report(f, &site));
+    }
+    // After the header: a variable is declared before the first function using it.
+    let at = module
+        .items
+        .iter()
+        .position(|i| !matches!(i, Item::Version { .. } | Item::Target(_) | Item::AddressSize(_)))
+        .unwrap_or(module.items.len());
+    module.items.insert(at, Item::Var(const_decl(symbol, 2)));
+    if !vars.is_empty() {
+        module.items.insert(at + 1, Item::Var(const_decl(vars_symbol, vars.len() as u64)));
+    }
+    Ok(report)
+}
+
+/// The module variables the pass relocates, in the order of `__gpusan_vars`: every
+/// `.global` variable the module defines (not `.extern`), in declaration order.
+pub fn relocated_variables(module: &Module) -> Vec<Name> {
+    module
+        .items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Var(v) if v.space == StateSpace::Global && !v.linkage.contains(&Linkage::Extern) => Some(v.name),
+            _ => None,
+        })
+        .collect()
+}
+
+fn function_report(f: &Function, site: &Sites) -> FunctionReport {
+    FunctionReport { name: f.name, kind: f.kind, sites: site.fenced, inserted: site.inserted }
+}
+
+#[derive(Default)]
+struct Sites {
+    fenced: u32,
+    unfenced: u32,
+    relocated: u32,
+    inserted: u32,
+    /// The access widths met (bytes, powers of two): one mask register each.
+    widths: Vec<u32>,
+}
+
+fn const_decl(symbol: Name, entries: u64) -> VarDecl {
+    VarDecl {
+        linkage: vec![Linkage::Visible],
+        space: StateSpace::Const,
+        attributes: Vec::new(),
+        align: Some(8),
+        vector: None,
+        ty: "u64".into(),
+        name: symbol,
+        count: None,
+        array: vec![Some(entries)],
+        init: None,
+        span: Span::NONE,
+    }
+}
+
+/// The mask register for accesses of `width` bytes.
+fn mask_reg(width: u32) -> String {
+    format!("{MASK}{width}")
+}
+
+/// The registers and the loads of base and mask, at the top of a fenced function.
+fn prepend_setup(body: &mut Vec<Statement>, widths: &[u32]) {
+    let mut head: Vec<Statement> = Vec::new();
+    for r in [ADDR, FENCED, BASE, MASK, VAR] {
+        head.push(Statement::Decl(Box::new(VarDecl::reg("b64", r))));
+    }
+    for w in widths {
+        head.push(Statement::Decl(Box::new(VarDecl::reg("b64", &mask_reg(*w)))));
+    }
+    head.push(Statement::Decl(Box::new(VarDecl::reg("pred", IS_GLOBAL))));
+    let fence = Name::from(FENCE_SYMBOL);
+    let at = |offset: i32| Operand::Address { base: Some(fence), offset, offset_written: offset != 0 };
+    head.push(Statement::Inst(Instruction::new("ld", &["const", "u64"], vec![Operand::reg(BASE), at(0)])));
+    head.push(Statement::Inst(Instruction::new("ld", &["const", "u64"], vec![Operand::reg(MASK), at(8)])));
+    for w in widths {
+        let keep = !(u64::from(*w) - 1);
+        head.push(Statement::Inst(Instruction::new(
+            "and",
+            &["b64"],
+            vec![Operand::reg(&mask_reg(*w)), Operand::reg(MASK), Operand::int(keep as i64)],
+        )));
+    }
+    body.splice(0..0, head);
+}
+
+/// Whether `inst` is one of the instructions whose accesses the pass fences.
+fn fenceable(inst: &Instruction) -> bool {
+    matches!(inst.opcode.as_str(), "ld" | "ldu" | "st" | "atom" | "red" | "prefetch")
+        && !inst.has_modifier("async")
+        && !inst.has_modifier("bulk")
+}
+
+fn fence_body(stmts: &mut Vec<Statement>, vars: &[Name], site: &mut Sites) {
+    let mut out = Vec::with_capacity(stmts.len());
+    for s in std::mem::take(stmts) {
+        match s {
+            Statement::Inst(mut i) => {
+                let mut before = relocate(&mut i, vars, site);
+                before.extend(fence_inst(&mut i, site));
+                site.inserted += before.len() as u32;
+                out.extend(before.into_iter().map(Statement::Inst));
+                out.push(Statement::Inst(i));
+            }
+            Statement::Block(mut b) => {
+                fence_body(&mut b, vars, site);
+                out.push(Statement::Block(b));
+            }
+            other => out.push(other),
+        }
+    }
+    *stmts = out;
+}
+
+/// Whether constant expression `e` names one of `vars`.
+fn expr_names_any(e: &Expr, vars: &[Name]) -> bool {
+    match e {
+        Expr::Symbol(n) => vars.contains(n),
+        Expr::Call { args, .. } => args.iter().any(|a| expr_names_any(a, vars)),
+        Expr::Unary { expr, .. } => expr_names_any(expr, vars),
+        Expr::Binary { lhs, rhs, .. } => expr_names_any(lhs, vars) || expr_names_any(rhs, vars),
+        _ => false,
+    }
+}
+
+fn init_names_any(i: &Initializer, vars: &[Name]) -> bool {
+    match i {
+        Initializer::Expr(e) => expr_names_any(e, vars),
+        Initializer::List(l) => l.iter().any(|i| init_names_any(i, vars)),
+    }
+}
+
+/// `__gpusan_vars`' entry of variable `i`.
+fn var_entry(i: usize) -> Operand {
+    Operand::Address { base: Some(Name::from(VARS_SYMBOL)), offset: 8 * i as i32, offset_written: i != 0 }
+}
+
+/// Makes `inst` take each relocated variable's address from `__gpusan_vars` instead of its
+/// symbol; returns the instructions to put before it (`inst` itself may become the load).
+fn relocate(inst: &mut Instruction, vars: &[Name], site: &mut Sites) -> Vec<Instruction> {
+    let index = |n: &Name| vars.iter().position(|v| v == n);
+    let mut before = Vec::new();
+    // `mov.u64 %rd, var` (and `cvta.global.u64 %rd, var`): the load is the instruction.
+    if matches!(inst.opcode.as_str(), "mov" | "cvta") && inst.operands.len() == 2 {
+        if let Operand::Name(n) = &inst.operands[1] {
+            if let Some(i) = index(n) {
+                let dest = inst.operands[0].clone();
+                let guard = inst.guard.take();
+                *inst = Instruction::new("ld", &["const", "u64"], vec![dest, var_entry(i)]);
+                inst.guard = guard;
+                site.relocated += 1;
+                return before;
+            }
+        }
+    }
+    let mut loaded = false;
+    for op in inst.operands.iter_mut() {
+        match op {
+            Operand::Address { base: Some(b), offset, offset_written } => {
+                let Some(i) = index(b) else { continue };
+                if loaded {
+                    // Two variables in one instruction: one register only.
+                    site.unfenced += 1;
+                    continue;
+                }
+                before.push(Instruction::new("ld", &["const", "u64"], vec![Operand::reg(VAR), var_entry(i)]));
+                *op =
+                    Operand::Address { base: Some(Name::from(VAR)), offset: *offset, offset_written: *offset_written };
+                loaded = true;
+                site.relocated += 1;
+            }
+            Operand::Name(n) if index(n).is_some() => {
+                if loaded {
+                    site.unfenced += 1;
+                    continue;
+                }
+                let i = index(n).unwrap_or_default();
+                before.push(Instruction::new("ld", &["const", "u64"], vec![Operand::reg(VAR), var_entry(i)]));
+                *op = Operand::reg(VAR);
+                loaded = true;
+                site.relocated += 1;
+            }
+            Operand::Expr(e) if expr_names_any(e, vars) => {
+                site.unfenced += 1;
+            }
+            _ => {}
+        }
+    }
+    before
+}
+
+/// Fences the global and generic accesses of `inst` in place; returns the instructions to
+/// put before it.
+fn fence_inst(inst: &mut Instruction, site: &mut Sites) -> Vec<Instruction> {
+    let accesses = memory_accesses(inst);
+    let mut before = Vec::new();
+    for a in accesses.iter().filter(|a| matches!(a.space, Space::Global | Space::Generic)) {
+        let width = match a.width {
+            Width::Bytes(w) if w.is_power_of_two() && w <= 256 => w,
+            _ => {
+                site.unfenced += 1;
+                continue;
+            }
+        };
+        if !fenceable(inst) {
+            site.unfenced += 1;
+            continue;
+        }
+        let (base, offset) = match &inst.operands[a.operand] {
+            Operand::Address { base, offset, .. } => (*base, *offset),
+            _ => {
+                site.unfenced += 1;
+                continue;
+            }
+        };
+        // The address into ADDR: a register (plus its offset), or an absolute address.
+        match base {
+            Some(b) if b.as_str().starts_with('%') => {
+                if offset == 0 {
+                    before.push(Instruction::new("mov", &["b64"], vec![Operand::reg(ADDR), Operand::Name(b)]));
+                } else {
+                    before.push(Instruction::new(
+                        "add",
+                        &["s64"],
+                        vec![Operand::reg(ADDR), Operand::Name(b), Operand::int(i64::from(offset))],
+                    ));
+                }
+            }
+            // A symbol that is no variable of this module (an `.extern` one): not fenced.
+            Some(_) => {
+                site.unfenced += 1;
+                continue;
+            }
+            None => before.push(Instruction::new(
+                "mov",
+                &["b64"],
+                vec![Operand::reg(ADDR), Operand::int(i64::from(offset))],
+            )),
+        }
+        before.push(Instruction::new(
+            "and",
+            &["b64"],
+            vec![Operand::reg(FENCED), Operand::reg(ADDR), Operand::reg(&mask_reg(width))],
+        ));
+        before.push(Instruction::new(
+            "or",
+            &["b64"],
+            vec![Operand::reg(FENCED), Operand::reg(FENCED), Operand::reg(BASE)],
+        ));
+        if a.space == Space::Generic {
+            before.push(Instruction::new("isspacep", &["global"], vec![Operand::reg(IS_GLOBAL), Operand::reg(ADDR)]));
+            before.push(Instruction::new(
+                "selp",
+                &["b64"],
+                vec![Operand::reg(FENCED), Operand::reg(FENCED), Operand::reg(ADDR), Operand::reg(IS_GLOBAL)],
+            ));
+        }
+        inst.operands[a.operand] =
+            Operand::Address { base: Some(Name::from(FENCED)), offset: 0, offset_written: false };
+        if !site.widths.contains(&width) {
+            site.widths.push(width);
+        }
+        site.fenced += 1;
+        // One fenced address register per instruction: a second access of the same
+        // instruction (none of the fenced opcodes has two) would overwrite it.
+        break;
+    }
+    before
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel(body: &str) -> String {
+        format!(
+            ".version 8.0\n.target sm_90\n.address_size 64\n.shared .align 4 .b8 sh[64];\n\
+             .visible .global .align 4 .b8 var[64];\n\
+             .visible .entry k(.param .u64 p)\n{{\n\t.reg .b64 %rd<5>;\n\t.reg .b32 %r<3>;\n\t.reg .pred %q;\n\
+             \tld.param.u64 %rd1, [p];\n{body}\tret;\n}}\n"
+        )
+    }
+
+    #[test]
+    fn a_global_store_goes_to_its_fenced_address() {
+        let out = crate::instrument(&kernel("\tst.global.u32 [%rd1+8], %r1;\n"), &Fence).unwrap();
+        let p = &out.ptx;
+        assert!(p.contains("add.s64 \t%__gf_a, %rd1, 8;"), "{p}");
+        assert!(p.contains("and.b64 \t%__gf_t, %__gf_a, %__gf_m4;"), "{p}");
+        assert!(p.contains("or.b64 \t%__gf_t, %__gf_t, %__gf_b;"), "{p}");
+        assert!(p.contains("st.global.u32 \t[%__gf_t], %r1;"), "{p}");
+        // The mask for 4-byte accesses keeps the partition's bits above the lowest two.
+        assert!(p.contains("and.b64 \t%__gf_m4, %__gf_m, -4;"), "{p}");
+        assert!(p.contains("ld.const.u64 \t%__gf_b, [__gpusan_fence];"), "{p}");
+        assert!(p.contains(".visible .const .align 8 .u64 \t__gpusan_fence[2];"), "{p}");
+        assert_eq!(out.report.functions[0].sites, 1);
+        assert!(!p.contains("isspacep"), "a global access needs no space test: {p}");
+    }
+
+    #[test]
+    fn a_generic_access_is_fenced_only_when_it_is_global() {
+        let out =
+            crate::instrument(&kernel("\tld.u32 %r1, [%rd1];\n\tatom.add.u32 %r2, [%rd1+4], 1;\n"), &Fence).unwrap();
+        let p = &out.ptx;
+        assert_eq!(p.matches("isspacep.global \t%__gf_p, %__gf_a;").count(), 2, "{p}");
+        assert_eq!(p.matches("selp.b64 \t%__gf_t, %__gf_t, %__gf_a, %__gf_p;").count(), 2, "{p}");
+        assert!(p.contains("ld.u32 \t%r1, [%__gf_t];"), "{p}");
+        assert!(p.contains("atom.add.u32 \t%r2, [%__gf_t], 1;"), "{p}");
+        assert_eq!(out.report.functions[0].sites, 2);
+    }
+
+    #[test]
+    fn on_chip_and_parameter_accesses_are_left_alone() {
+        let src = kernel("\tst.shared.u32 [sh+4], %r1;\n\tld.local.u32 %r2, [%rd2];\n");
+        let out = crate::instrument(&src, &Fence).unwrap();
+        assert_eq!(out.report.functions[0].sites, 0);
+        assert!(!out.ptx.contains("%__gf_t"), "{}", out.ptx);
+        assert!(out.ptx.contains("ld.param.u64 \t%rd1, [p];"), "{}", out.ptx);
+    }
+
+    #[test]
+    fn a_bulk_copy_is_counted_unfenced() {
+        let mut m =
+            gpusan_ptx::parse(&kernel("\tcp.async.bulk.global.shared::cta.bulk_group [%rd1], [sh], %r1;\n")).unwrap();
+        let r = run(&mut m).unwrap();
+        assert_eq!(r.unfenced, 1);
+        assert_eq!(r.pass.functions[0].sites, 0);
+    }
+
+    /// The module's variables are read through `__gpusan_vars`, in declaration order: their
+    /// address taken with `mov` becomes the load, an address operand gets one before it, and
+    /// the access is then fenced like any other.
+    #[test]
+    fn module_variables_are_reached_through_their_relocated_addresses() {
+        let src = ".version 8.0\n.target sm_90\n.address_size 64\n.global .align 4 .b8 table[64];\n\
+                   .global .align 4 .f32 scale = 0f40000000;\n.extern .global .align 4 .u32 other;\n\
+                   .visible .entry k()\n{\n\t.reg .b64 %rd<3>;\n\t.reg .f32 %f<2>;\n\t.reg .b32 %r<2>;\n\
+                   \tmov.u64 %rd1, table;\n\tst.global.u32 [%rd1+8], 1;\n\tld.global.f32 %f1, [scale+0];\n\
+                   \tld.global.u32 %r1, [other];\n\tret;\n}\n";
+        let mut m = gpusan_ptx::parse(src).unwrap();
+        assert_eq!(relocated_variables(&m), vec![Name::from("table"), Name::from("scale")]);
+        let r = run(&mut m).unwrap();
+        assert_eq!(r.relocated, 2);
+        assert_eq!(r.unfenced, 1, "the extern variable");
+        let p = gpusan_ptx::print(&m);
+        assert!(p.contains(".visible .const .align 8 .u64 \t__gpusan_vars[2];"), "{p}");
+        assert!(p.contains("ld.const.u64 \t%rd1, [__gpusan_vars];"), "{p}");
+        assert!(p.contains("ld.const.u64 \t%__gf_v, [__gpusan_vars+8];"), "{p}");
+        assert!(p.contains("add.s64 \t%__gf_a, %__gf_v, 0;") || p.contains("mov.b64 \t%__gf_a, %__gf_v;"), "{p}");
+        assert!(p.contains("ld.global.f32 \t%f1, [%__gf_t];"), "{p}");
+        assert!(!p.contains("mov.u64 \t%rd1, table;"), "{p}");
+        crate::verify(&gpusan_ptx::parse(&p).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn a_variables_address_in_another_variables_initializer_is_counted_unfenced() {
+        let src = ".version 8.0\n.target sm_90\n.address_size 64\n.global .align 4 .b8 table[64];\n\
+                   .global .align 8 .u64 p = generic(table);\n.visible .entry k()\n{\n\tret;\n}\n";
+        let mut m = gpusan_ptx::parse(src).unwrap();
+        assert_eq!(run(&mut m).unwrap().unfenced, 1);
+    }
+
+    #[test]
+    fn a_vector_access_is_aligned_to_its_whole_width() {
+        let out = crate::instrument(&kernel("\tld.global.v4.u32 {%r1, %r2, %r1, %r2}, [%rd1];\n"), &Fence).unwrap();
+        assert!(out.ptx.contains("and.b64 \t%__gf_t, %__gf_a, %__gf_m16;"), "{}", out.ptx);
+        assert!(out.ptx.contains("and.b64 \t%__gf_m16, %__gf_m, -16;"), "{}", out.ptx);
+    }
+
+    #[test]
+    fn a_module_fenced_already_is_refused() {
+        let once = crate::instrument(&kernel("\tst.global.u32 [%rd1], %r1;\n"), &Fence).unwrap();
+        let err = crate::instrument(&once.ptx, &Fence).unwrap_err();
+        assert!(err.to_string().contains("instrumented twice"), "{err}");
+    }
+}
