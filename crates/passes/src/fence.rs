@@ -9,9 +9,14 @@
 //!   the manager's shared context).
 //! - A generic address is fenced only when it is a global one (`isspacep.global`): shared
 //!   and local addresses are the thread's and its block's own, and must stay as they are.
-//! - Base and mask come from the module's `.visible .const .u64 __gpusan_fence[2]`, written
+//! - Base and mask come from the module's `.visible .const .u64 __gpusan_fence[3]`, written
 //!   by the manager after the load (each tenant loads its own copy of every module), read
-//!   once per function into registers.
+//!   once per function into registers. The third entry is the address of the tenant's abort
+//!   flag (a `u32` in its partition).
+//! - `trap`, `brkpt` and a failed device-side `assert` (its call to `__assertfail`), which
+//!   would end the shared context, set the abort flag and `exit` the thread instead (§5):
+//!   the manager stops the tenant when it sees the flag. The assertion's message is not
+//!   printed.
 //!
 //! Module variables (`.global` declarations of the module) are relocated into the partition
 //! (§3, "Module variables"): each one's address is read from `.visible .const .u64
@@ -23,11 +28,12 @@
 //! Not fenced yet, and counted in the report as `unfenced` (a module with any is not fit for
 //! a shared tenant):
 //! - a variable's address in another form (a constant expression, another variable's
-//!   initializer);
+//!   initializer), and `.extern` variables (another module's);
 //! - accesses whose width is known only at run time (bulk copies), and the global side of
 //!   `cp.async`, bulk and tensor copies, `multimem`, mbarriers: every instruction whose access
-//!   is not a plain `ld`/`st`/`atom`/`red`/`ldu`/`prefetch`;
-//! - `trap`, hung kernels, indirect branches (§5).
+//!   is not a plain `ld`/`st`/`atom`/`red`/`ldu`/`prefetch`.
+//!
+//! Not done yet, and not counted: hung kernels and indirect branches (§5).
 
 use gpusan_ptx::ast::{
     Expr, Function, Initializer, Instruction, Item, Linkage, Name, Operand, Span, StateSpace, Statement, VarDecl,
@@ -72,6 +78,8 @@ pub struct FenceReport {
     pub unfenced: u32,
     /// Uses of a module variable's address made to read it from `__gpusan_vars`.
     pub relocated: u32,
+    /// `trap`s and `brkpt`s made to set the abort flag and exit.
+    pub trapped: u32,
 }
 
 /// Fences every plain global and generic access of `module`'s functions.
@@ -112,7 +120,8 @@ pub fn run(module: &mut Module) -> Result<FenceReport, PassError> {
         fence_body(body, &vars, &mut site);
         report.unfenced += site.unfenced;
         report.relocated += site.relocated;
-        if site.fenced > 0 || site.relocated > 0 {
+        report.trapped += site.trapped;
+        if site.fenced > 0 || site.relocated > 0 || site.trapped > 0 {
             prepend_setup(body, &site.widths);
         }
         report.pass.functions.push(function_report(f, &site));
@@ -123,7 +132,7 @@ pub fn run(module: &mut Module) -> Result<FenceReport, PassError> {
         .iter()
         .position(|i| !matches!(i, Item::Version { .. } | Item::Target(_) | Item::AddressSize(_)))
         .unwrap_or(module.items.len());
-    module.items.insert(at, Item::Var(const_decl(symbol, 2)));
+    module.items.insert(at, Item::Var(const_decl(symbol, 3)));
     if !vars.is_empty() {
         module.items.insert(at + 1, Item::Var(const_decl(vars_symbol, vars.len() as u64)));
     }
@@ -150,6 +159,8 @@ fn function_report(f: &Function, site: &Sites) -> FunctionReport {
 #[derive(Default)]
 struct Sites {
     fenced: u32,
+    /// `trap`s and `brkpt`s made to set the abort flag and exit.
+    trapped: u32,
     unfenced: u32,
     relocated: u32,
     inserted: u32,
@@ -203,6 +214,19 @@ fn prepend_setup(body: &mut Vec<Statement>, widths: &[u32]) {
     body.splice(0..0, head);
 }
 
+/// Whether `inst` would end the shared context: `trap`, `brkpt`, and the call to
+/// `__assertfail` a device-side `assert` compiles to (it prints, then traps).
+fn ends_context(inst: &Instruction) -> bool {
+    match inst.opcode.as_str() {
+        "trap" | "brkpt" => true,
+        "call" => {
+            let at = usize::from(matches!(inst.operands.first(), Some(Operand::List(_))));
+            matches!(inst.operands.get(at), Some(Operand::Name(n)) if n.as_str() == "__assertfail")
+        }
+        _ => false,
+    }
+}
+
 /// Whether `inst` is one of the instructions whose accesses the pass fences.
 fn fenceable(inst: &Instruction) -> bool {
     matches!(inst.opcode.as_str(), "ld" | "ldu" | "st" | "atom" | "red" | "prefetch")
@@ -214,6 +238,23 @@ fn fence_body(stmts: &mut Vec<Statement>, vars: &[Name], site: &mut Sites) {
     let mut out = Vec::with_capacity(stmts.len());
     for s in std::mem::take(stmts) {
         match s {
+            Statement::Inst(i) if ends_context(&i) => {
+                // The flag's address from the fence constant, the store, the thread's exit,
+                // under the guard the trap had.
+                let fence = Name::from(FENCE_SYMBOL);
+                let flag = Operand::Address { base: Some(fence), offset: 16, offset_written: true };
+                let mut load = Instruction::new("ld", &["const", "u64"], vec![Operand::reg(ADDR), flag]);
+                let at = Operand::Address { base: Some(Name::from(ADDR)), offset: 0, offset_written: false };
+                let mut store = Instruction::new("st", &["volatile", "global", "u32"], vec![at, Operand::int(1)]);
+                let mut exit = Instruction::new("exit", &[], vec![]);
+                for x in [&mut load, &mut store, &mut exit] {
+                    x.guard = i.guard.clone();
+                    x.span = i.span;
+                }
+                out.extend([load, store, exit].map(Statement::Inst));
+                site.trapped += 1;
+                site.inserted += 2;
+            }
             Statement::Inst(mut i) => {
                 let mut before = relocate(&mut i, vars, site);
                 before.extend(fence_inst(&mut i, site));
@@ -411,7 +452,7 @@ mod tests {
         // The mask for 4-byte accesses keeps the partition's bits above the lowest two.
         assert!(p.contains("and.b64 \t%__gf_m4, %__gf_m, -4;"), "{p}");
         assert!(p.contains("ld.const.u64 \t%__gf_b, [__gpusan_fence];"), "{p}");
-        assert!(p.contains(".visible .const .align 8 .u64 \t__gpusan_fence[2];"), "{p}");
+        assert!(p.contains(".visible .const .align 8 .u64 \t__gpusan_fence[3];"), "{p}");
         assert_eq!(out.report.functions[0].sites, 1);
         assert!(!p.contains("isspacep"), "a global access needs no space test: {p}");
     }
@@ -484,6 +525,19 @@ mod tests {
         let out = crate::instrument(&kernel("\tld.global.v4.u32 {%r1, %r2, %r1, %r2}, [%rd1];\n"), &Fence).unwrap();
         assert!(out.ptx.contains("and.b64 \t%__gf_t, %__gf_a, %__gf_m16;"), "{}", out.ptx);
         assert!(out.ptx.contains("and.b64 \t%__gf_m16, %__gf_m, -16;"), "{}", out.ptx);
+    }
+
+    /// A trap would end the shared context: the thread sets the tenant's abort flag and
+    /// exits instead, under the trap's own guard.
+    #[test]
+    fn a_trap_sets_the_abort_flag_and_exits() {
+        let out = crate::instrument(&kernel("\tsetp.eq.u32 %q, %r1, 0;\n\t@%q trap;\n\tbrkpt;\n"), &Fence).unwrap();
+        let p = &out.ptx;
+        assert!(!p.contains("trap;") && !p.contains("brkpt;"), "{p}");
+        assert!(p.contains("@%q ld.const.u64 \t%__gf_a, [__gpusan_fence+16];"), "{p}");
+        assert!(p.contains("@%q st.volatile.global.u32 \t[%__gf_a], 1;"), "{p}");
+        assert!(p.contains("@%q exit;"), "{p}");
+        assert_eq!(p.matches("st.volatile.global.u32 \t[%__gf_a], 1;").count(), 2, "{p}");
     }
 
     #[test]

@@ -16,6 +16,8 @@ const CASES: &[&str] = &[
     "check_clean_shared_tiles",
     "check_clean_struct_of_pointers",
     "api_clean_symbols",
+    "api_kernel_trap",
+    "api_kernel_assert",
 ];
 
 #[test]
@@ -36,7 +38,10 @@ fn cases_are_fenced_and_assemble() {
         let mut module = gpusan_ptx::parse(&text).unwrap();
         let report = fence::run(&mut module).unwrap_or_else(|e| panic!("{case}: {e}"));
         let fenced: u32 = report.pass.functions.iter().map(|f| f.sites).sum();
-        assert!(fenced > 0, "{case}: nothing fenced");
+        assert!(fenced + report.trapped > 0, "{case}: nothing fenced");
+        if case.contains("trap") || case.contains("assert") {
+            assert!(report.trapped > 0, "{case}: its trap is left");
+        }
         let printed = gpusan_ptx::print(&module);
         gpusan_passes::verify(&gpusan_ptx::parse(&printed).unwrap()).unwrap_or_else(|e| panic!("{case}: {e}"));
         let out_ptx = dir.join(format!("{case}.fenced.ptx"));
@@ -49,6 +54,9 @@ fn cases_are_fenced_and_assemble() {
         if *case == "api_clean_symbols" {
             assert!(report.relocated > 0, "{case}: no variable relocated");
         }
-        println!("{case}: {fenced} fenced, {} relocated, {} unfenced", report.relocated, report.unfenced);
+        println!(
+            "{case}: {fenced} fenced, {} relocated, {} traps, {} unfenced",
+            report.relocated, report.trapped, report.unfenced
+        );
     }
 }
