@@ -28,6 +28,7 @@ pub mod fault;
 pub mod fuzz;
 pub mod kernel_filter;
 pub mod locks;
+pub mod partition;
 pub mod per_process;
 pub mod pool_blocks;
 pub mod pyframes;
