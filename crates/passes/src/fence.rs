@@ -33,7 +33,10 @@
 //!   `cp.async`, bulk and tensor copies, `multimem`, mbarriers: every instruction whose access
 //!   is not a plain `ld`/`st`/`atom`/`red`/`ldu`/`prefetch`.
 //!
-//! Not done yet, and not counted: hung kernels and indirect branches (§5).
+//! - An indirect branch (`brx.idx`) gets its index clamped to its table's last entry
+//!   (`min.u32`): the index is a register, and an entry past the table is no label.
+//!
+//! Not done yet, and not counted: hung kernels (§5).
 
 use gpusan_ptx::ast::{
     Expr, Function, Initializer, Instruction, Item, Linkage, Name, Operand, Span, StateSpace, Statement, VarDecl,
@@ -55,6 +58,7 @@ const BASE: &str = "%__gf_b";
 const MASK: &str = "%__gf_m";
 const IS_GLOBAL: &str = "%__gf_p";
 const VAR: &str = "%__gf_v";
+const INDEX: &str = "%__gf_i";
 
 /// The pass as a [`Pass`] object, for [`crate::instrument`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -117,11 +121,14 @@ pub fn run(module: &mut Module) -> Result<FenceReport, PassError> {
         let Item::Function(f) = item else { continue };
         let Some(body) = f.body.as_mut() else { continue };
         let mut site = Sites::default();
+        let mut tables = Vec::new();
+        branch_tables(body, &mut tables);
+        site.tables = tables;
         fence_body(body, &vars, &mut site);
         report.unfenced += site.unfenced;
         report.relocated += site.relocated;
         report.trapped += site.trapped;
-        if site.fenced > 0 || site.relocated > 0 || site.trapped > 0 {
+        if site.fenced > 0 || site.relocated > 0 || site.trapped > 0 || site.clamped > 0 {
             prepend_setup(body, &site.widths);
         }
         report.pass.functions.push(function_report(f, &site));
@@ -159,6 +166,10 @@ fn function_report(f: &Function, site: &Sites) -> FunctionReport {
 #[derive(Default)]
 struct Sites {
     fenced: u32,
+    /// Indirect branches whose index was clamped.
+    clamped: u32,
+    /// The function's `.branchtargets` lists: label, entries.
+    tables: Vec<(Name, u32)>,
     /// `trap`s and `brkpt`s made to set the abort flag and exit.
     trapped: u32,
     unfenced: u32,
@@ -199,6 +210,7 @@ fn prepend_setup(body: &mut Vec<Statement>, widths: &[u32]) {
         head.push(Statement::Decl(Box::new(VarDecl::reg("b64", &mask_reg(*w)))));
     }
     head.push(Statement::Decl(Box::new(VarDecl::reg("pred", IS_GLOBAL))));
+    head.push(Statement::Decl(Box::new(VarDecl::reg("b32", INDEX))));
     let fence = Name::from(FENCE_SYMBOL);
     let at = |offset: i32| Operand::Address { base: Some(fence), offset, offset_written: offset != 0 };
     head.push(Statement::Inst(Instruction::new("ld", &["const", "u64"], vec![Operand::reg(BASE), at(0)])));
@@ -212,6 +224,35 @@ fn prepend_setup(body: &mut Vec<Statement>, widths: &[u32]) {
         )));
     }
     body.splice(0..0, head);
+}
+
+/// The `.branchtargets` lists of a function body: label, entries.
+fn branch_tables(stmts: &[Statement], out: &mut Vec<(Name, u32)>) {
+    for s in stmts {
+        match s {
+            Statement::BranchTargets { label, targets, .. } => out.push((*label, targets.len() as u32)),
+            Statement::Block(b) => branch_tables(b, out),
+            _ => {}
+        }
+    }
+}
+
+/// `brx.idx idx, table;` → its index clamped to the table's last entry: the `min` to put
+/// before it (the branch then reads the clamped register). A table the function does not
+/// list, or an immediate index, is left as it is.
+fn clamp_index(inst: &mut Instruction, site: &mut Sites) -> Option<Instruction> {
+    let (Some(Operand::Name(index)), Some(Operand::Name(table))) = (inst.operands.first(), inst.operands.get(1)) else {
+        return None;
+    };
+    let &(_, entries) = site.tables.iter().find(|(l, _)| l == table)?;
+    let min = Instruction::new(
+        "min",
+        &["u32"],
+        vec![Operand::reg(INDEX), Operand::Name(*index), Operand::int(i64::from(entries.saturating_sub(1)))],
+    );
+    inst.operands[0] = Operand::reg(INDEX);
+    site.clamped += 1;
+    Some(min)
 }
 
 /// Whether `inst` would end the shared context: `trap`, `brkpt`, and the call to
@@ -254,6 +295,13 @@ fn fence_body(stmts: &mut Vec<Statement>, vars: &[Name], site: &mut Sites) {
                 out.extend([load, store, exit].map(Statement::Inst));
                 site.trapped += 1;
                 site.inserted += 2;
+            }
+            Statement::Inst(mut i) if i.opcode.as_str() == "brx" => {
+                if let Some(min) = clamp_index(&mut i, site) {
+                    site.inserted += 1;
+                    out.push(Statement::Inst(min));
+                }
+                out.push(Statement::Inst(i));
             }
             Statement::Inst(mut i) => {
                 let mut before = relocate(&mut i, vars, site);
@@ -538,6 +586,15 @@ mod tests {
         assert!(p.contains("@%q st.volatile.global.u32 \t[%__gf_a], 1;"), "{p}");
         assert!(p.contains("@%q exit;"), "{p}");
         assert_eq!(p.matches("st.volatile.global.u32 \t[%__gf_a], 1;").count(), 2, "{p}");
+    }
+
+    #[test]
+    fn an_indirect_branchs_index_is_clamped_to_its_table() {
+        let body = "\t$T: .branchtargets $A, $B, $C;\n\t@%q brx.idx %r1, $T;\n$A:\n\tret;\n$B:\n\tret;\n$C:\n";
+        let out = crate::instrument(&kernel(body), &Fence).unwrap();
+        let p = &out.ptx;
+        assert!(p.contains("min.u32 \t%__gf_i, %r1, 2;"), "{p}");
+        assert!(p.contains("@%q brx.idx \t%__gf_i, $T;"), "{p}");
     }
 
     #[test]

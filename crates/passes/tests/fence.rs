@@ -60,3 +60,19 @@ fn cases_are_fenced_and_assemble() {
         );
     }
 }
+
+/// The switch of the corpus (`brx.idx` over a 16-entry `.branchtargets`, debug build):
+/// its index clamped, the module still assembles.
+#[test]
+fn an_indirect_branch_is_clamped_and_assembles() {
+    let src = std::fs::read_to_string(gpusan_testkit::repo_root().join("tests/corpus/ptx/switch_brx.G.ptx")).unwrap();
+    let out = gpusan_passes::instrument(&src, &fence::Fence).unwrap();
+    assert!(out.ptx.contains("min.u32 \t%__gf_i, %r36, 15;"), "{}", out.ptx);
+    let dir = std::env::temp_dir().join(format!("gpusan-fence-brx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ptx, cubin) = (dir.join("switch_brx.fenced.ptx"), dir.join("switch_brx.cubin"));
+    std::fs::write(&ptx, &out.ptx).unwrap();
+    if let Err(e) = gpusan_testkit::assemble(&gpusan_testkit::ptxas(), &ptx, &cubin) {
+        panic!("ptxas refused the fenced switch:\n{e}");
+    }
+}
