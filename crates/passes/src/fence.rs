@@ -30,8 +30,9 @@
 //! - a variable's address in another form (a constant expression, another variable's
 //!   initializer), and `.extern` variables (another module's);
 //! - accesses whose width is known only at run time (bulk copies), and the global side of
-//!   `cp.async`, bulk and tensor copies, `multimem`, mbarriers: every instruction whose access
-//!   is not a plain `ld`/`st`/`atom`/`red`/`ldu`/`prefetch`.
+//!   bulk and tensor copies, `multimem`, mbarriers: every instruction whose access is not a
+//!   plain `ld`/`st`/`atom`/`red`/`ldu`/`prefetch` or a `cp.async`'s source (fenced to its
+//!   copy size).
 //!
 //! - An indirect branch (`brx.idx`) gets its index clamped to its table's last entry
 //!   (`min.u32`): the index is a register, and an entry past the table is no label.
@@ -44,6 +45,7 @@ use gpusan_ptx::ast::{
 use gpusan_ptx::semantics::{memory_accesses, Space, Width};
 use gpusan_ptx::Module;
 
+use crate::check::regs::RegWidths;
 use crate::{FunctionReport, Pass, PassError, PassReport};
 
 /// The module constant holding {base, mask}.
@@ -119,8 +121,11 @@ pub fn run(module: &mut Module) -> Result<FenceReport, PassError> {
     }
     for item in &mut module.items {
         let Item::Function(f) = item else { continue };
+        if f.body.is_none() {
+            continue;
+        }
+        let mut site = Sites { regs: RegWidths::collect(f), ..Sites::default() };
         let Some(body) = f.body.as_mut() else { continue };
-        let mut site = Sites::default();
         let mut tables = Vec::new();
         branch_tables(body, &mut tables);
         site.tables = tables;
@@ -165,6 +170,8 @@ fn function_report(f: &Function, site: &Sites) -> FunctionReport {
 
 #[derive(Default)]
 struct Sites {
+    /// The function's registers' widths: an address must be a 64-bit register.
+    regs: RegWidths,
     fenced: u32,
     /// Indirect branches whose index was clamped.
     clamped: u32,
@@ -268,11 +275,13 @@ fn ends_context(inst: &Instruction) -> bool {
     }
 }
 
-/// Whether `inst` is one of the instructions whose accesses the pass fences.
+/// Whether `inst` is one of the instructions whose accesses the pass fences: plain loads,
+/// stores, atomics and prefetches, and `cp.async` (its global source; not the bulk forms).
 fn fenceable(inst: &Instruction) -> bool {
-    matches!(inst.opcode.as_str(), "ld" | "ldu" | "st" | "atom" | "red" | "prefetch")
-        && !inst.has_modifier("async")
-        && !inst.has_modifier("bulk")
+    let plain = matches!(inst.opcode.as_str(), "ld" | "ldu" | "st" | "atom" | "red" | "prefetch")
+        && !inst.has_modifier("async");
+    let copy = inst.opcode.as_str() == "cp" && inst.has_modifier("async");
+    (plain || copy) && !inst.has_modifier("bulk") && !inst.has_modifier("tensor")
 }
 
 fn fence_body(stmts: &mut Vec<Statement>, vars: &[Name], site: &mut Sites) {
@@ -403,8 +412,18 @@ fn fence_inst(inst: &mut Instruction, site: &mut Sites) -> Vec<Instruction> {
     let accesses = memory_accesses(inst);
     let mut before = Vec::new();
     for a in accesses.iter().filter(|a| matches!(a.space, Space::Global | Space::Generic)) {
-        let width = match a.width {
-            Width::Bytes(w) if w.is_power_of_two() && w <= 256 => w,
+        // `cp.async [dst], [src], cp-size{, src-size}`: the source is aligned to cp-size
+        // and read for at most that many bytes, whatever src-size says.
+        let copy_size = match inst.operands.get(2) {
+            Some(Operand::Int(n)) if inst.opcode.as_str() == "cp" && !n.negative => u32::try_from(n.value).ok(),
+            _ => None,
+        };
+        let width = match (copy_size, a.width) {
+            (Some(w), _) | (None, Width::Bytes(w) | Width::AtMost { max: w, .. })
+                if w.is_power_of_two() && w <= 256 =>
+            {
+                w
+            }
             _ => {
                 site.unfenced += 1;
                 continue;
@@ -423,6 +442,12 @@ fn fence_inst(inst: &mut Instruction, site: &mut Sites) -> Vec<Instruction> {
         };
         // The address into ADDR: a register (plus its offset), or an absolute address.
         match base {
+            // A 32-bit register as an address (what a mutated or hand-written module may
+            // hold): not fenced.
+            Some(b) if b.as_str().starts_with('%') && !(site.regs.is_64(b) || b.as_str() == VAR) => {
+                site.unfenced += 1;
+                continue;
+            }
             Some(b) if b.as_str().starts_with('%') => {
                 if offset == 0 {
                     before.push(Instruction::new("mov", &["b64"], vec![Operand::reg(ADDR), Operand::Name(b)]));
@@ -595,6 +620,17 @@ mod tests {
         let p = &out.ptx;
         assert!(p.contains("min.u32 \t%__gf_i, %r1, 2;"), "{p}");
         assert!(p.contains("@%q brx.idx \t%__gf_i, $T;"), "{p}");
+    }
+
+    /// `cp.async` reads global memory into shared: its source is fenced to the copy's size,
+    /// its shared destination left alone.
+    #[test]
+    fn an_async_copys_global_source_is_fenced() {
+        let out = crate::instrument(&kernel("\tcp.async.cg.shared.global [sh], [%rd1+16], 16;\n"), &Fence).unwrap();
+        let p = &out.ptx;
+        assert!(p.contains("cp.async.cg.shared.global \t[sh], [%__gf_t], 16;"), "{p}");
+        assert!(p.contains("and.b64 \t%__gf_t, %__gf_a, %__gf_m16;"), "{p}");
+        assert_eq!(out.report.functions[0].sites, 1);
     }
 
     #[test]

@@ -158,7 +158,7 @@ mod module;
 mod onchip;
 mod plan;
 mod records;
-mod regs;
+pub(crate) mod regs;
 mod report;
 mod roots;
 mod shadows;

@@ -9,13 +9,13 @@ use gpusan_ptx::ast::{Function, Name, StateSpace, Statement};
 /// addresses, the 32-bit ones): `%rd<N>` declares `%rd0…`. Names declared with different
 /// widths in different scopes have none.
 #[derive(Default)]
-pub(super) struct RegWidths {
+pub(crate) struct RegWidths {
     plain: HashMap<Name, Option<u32>>,
     ranges: HashMap<Name, Option<u32>>,
 }
 
 impl RegWidths {
-    pub(super) fn collect(f: &Function) -> RegWidths {
+    pub(crate) fn collect(f: &Function) -> RegWidths {
         let mut w = RegWidths::default();
         fn bits(ty: &str) -> Option<u32> {
             match ty {
@@ -55,7 +55,7 @@ impl RegWidths {
     }
 
     /// 32 or 64 for an integer register of one known width.
-    pub(super) fn bits(&self, name: Name) -> Option<u32> {
+    pub(crate) fn bits(&self, name: Name) -> Option<u32> {
         if let Some(&b) = self.plain.get(&name) {
             return b;
         }
@@ -67,7 +67,7 @@ impl RegWidths {
         Name::from_existing(prefix).and_then(|p| self.ranges.get(&p)).copied().flatten()
     }
 
-    pub(super) fn is_64(&self, name: Name) -> bool {
+    pub(crate) fn is_64(&self, name: Name) -> bool {
         self.bits(name) == Some(64)
     }
 }
