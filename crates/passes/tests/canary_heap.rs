@@ -3,7 +3,7 @@
 //! kernels goes to gpusan's functions, and the module assembles with the pinned ptxas.
 //! Whether an overflow is then found is the GPU's to show (`bench/reliability/canary_gmod.sh`).
 
-use std::process::Command;
+mod common;
 
 use gpusan_passes::canary_heap::{self, CanaryHeap};
 
@@ -18,19 +18,9 @@ const CASES: &[&str] = &[
 
 #[test]
 fn device_heap_cases_are_rewritten_and_assemble() {
-    let dir = std::env::temp_dir().join(format!("gpusan-canary-heap-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch("canary-heap");
     for case in CASES {
-        let ptx = dir.join(format!("{case}.ptx"));
-        let src = gpusan_testkit::repo_root().join("tests/cases").join(format!("{case}.cu"));
-        let out = Command::new(gpusan_testkit::cuda_tool("nvcc"))
-            .args(["-arch=sm_90", "-lineinfo", "-ptx", "-o"])
-            .arg(&ptx)
-            .arg(&src)
-            .output()
-            .expect("running the pinned nvcc");
-        assert!(out.status.success(), "nvcc {case}: {}", String::from_utf8_lossy(&out.stderr));
-        let text = std::fs::read_to_string(&ptx).unwrap();
+        let text = common::case_ptx(case, &dir);
         // nvcc writes a call's callee on a line of its own.
         let calls = text.lines().filter(|l| matches!(l.trim(), "malloc," | "free,")).count();
         assert!(calls > 0, "{case}: no heap call in its PTX");

@@ -4,7 +4,7 @@
 //! pinned ptxas. Whether a fenced kernel stays in its partition is
 //! the GPU's to show (`docs/fence-design.md`).
 
-use std::process::Command;
+mod common;
 
 use gpusan_passes::fence;
 
@@ -22,19 +22,9 @@ const CASES: &[&str] = &[
 
 #[test]
 fn cases_are_fenced_and_assemble() {
-    let dir = std::env::temp_dir().join(format!("gpusan-fence-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch("fence");
     for case in CASES {
-        let ptx = dir.join(format!("{case}.ptx"));
-        let src = gpusan_testkit::repo_root().join("tests/cases").join(format!("{case}.cu"));
-        let out = Command::new(gpusan_testkit::cuda_tool("nvcc"))
-            .args(["-arch=sm_90", "-lineinfo", "-ptx", "-o"])
-            .arg(&ptx)
-            .arg(&src)
-            .output()
-            .expect("running the pinned nvcc");
-        assert!(out.status.success(), "nvcc {case}: {}", String::from_utf8_lossy(&out.stderr));
-        let text = std::fs::read_to_string(&ptx).unwrap();
+        let text = common::case_ptx(case, &dir);
         let mut module = gpusan_ptx::parse(&text).unwrap();
         let report = fence::run(&mut module).unwrap_or_else(|e| panic!("{case}: {e}"));
         let fenced: u32 = report.pass.functions.iter().map(|f| f.sites).sum();
@@ -68,8 +58,7 @@ fn an_indirect_branch_is_clamped_and_assembles() {
     let src = std::fs::read_to_string(gpusan_testkit::repo_root().join("tests/corpus/ptx/switch_brx.G.ptx")).unwrap();
     let out = gpusan_passes::instrument(&src, &fence::Fence).unwrap();
     assert!(out.ptx.contains("min.u32 \t%__gf_i, %r36, 15;"), "{}", out.ptx);
-    let dir = std::env::temp_dir().join(format!("gpusan-fence-brx-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch("fence-brx");
     let (ptx, cubin) = (dir.join("switch_brx.fenced.ptx"), dir.join("switch_brx.cubin"));
     std::fs::write(&ptx, &out.ptx).unwrap();
     if let Err(e) = gpusan_testkit::assemble(&gpusan_testkit::ptxas(), &ptx, &cubin) {
@@ -81,8 +70,7 @@ fn an_indirect_branch_is_clamped_and_assembles() {
 /// fenced, and the module still assembles.
 #[test]
 fn async_copies_are_fenced_and_assemble() {
-    let dir = std::env::temp_dir().join(format!("gpusan-fence-cp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch("fence-cp");
     for name in ["cp_async.O3", "cp_async.G"] {
         let path = gpusan_testkit::repo_root().join(format!("tests/corpus/ptx/{name}.ptx"));
         let src = std::fs::read_to_string(path).unwrap();

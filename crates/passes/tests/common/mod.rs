@@ -29,3 +29,27 @@ pub fn check_config_of(input: &str) -> CheckConfig {
         .unwrap_or_default();
     CheckConfig { reaction, counting, local_bounds }
 }
+
+/// `tests/cases/<case>.cu` compiled by the pinned nvcc to `dir/<case>.ptx` (`-arch=sm_90
+/// -lineinfo`, as the GPU suite builds it); returns the PTX.
+#[allow(dead_code)]
+pub fn case_ptx(case: &str, dir: &std::path::Path) -> String {
+    let ptx = dir.join(format!("{case}.ptx"));
+    let src = repo_root().join("tests/cases").join(format!("{case}.cu"));
+    let out = std::process::Command::new(cuda_tool("nvcc"))
+        .args(["-arch=sm_90", "-lineinfo", "-ptx", "-o"])
+        .arg(&ptx)
+        .arg(&src)
+        .output()
+        .expect("running the pinned nvcc");
+    assert!(out.status.success(), "nvcc {case}: {}", String::from_utf8_lossy(&out.stderr));
+    std::fs::read_to_string(&ptx).unwrap()
+}
+
+/// A scratch folder of this test process, named after `what`.
+#[allow(dead_code)]
+pub fn scratch(what: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpusan-{what}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
