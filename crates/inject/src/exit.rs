@@ -124,6 +124,9 @@ fn more(st: &State, doc: &mut Document) {
     for (name, n) in crate::routes::canary::counters() {
         doc.counters.insert(name.into(), n);
     }
+    for (name, n) in crate::routes::canary_diag::counters() {
+        doc.counters.insert(name, n);
+    }
     doc.canary = quietly(crate::routes::canary::coverage).flatten();
     if doc.canary.is_some() {
         doc.notes.push(crate::routes::canary::NOT_GUARDED.into());

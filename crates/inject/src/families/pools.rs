@@ -18,6 +18,7 @@ use gpusan_runtime::registry::blocks::{NewBlock, Show};
 
 use super::judge::site;
 use crate::driver::boundary;
+use crate::routes::canary_diag;
 use crate::state::state;
 
 /// Recorded.
@@ -46,7 +47,10 @@ pub extern "C" fn gpusan_pool_block_alloc(ptr: u64, size: u64, stream: u64, devi
     if boundary::bypassed() {
         return BYPASSED;
     }
-    boundary::contain("gpusan_pool_block_alloc", || alloc(ptr, size, stream, device, source), || INTERNAL)
+    let since = canary_diag::start();
+    let r = boundary::contain("gpusan_pool_block_alloc", || alloc(ptr, size, stream, device, source), || INTERNAL);
+    canary_diag::end(canary_diag::Section::PoolHook, since);
+    r
 }
 
 /// The pool took the block at `ptr` back, on `stream` (its memory free for the pool's next
@@ -56,7 +60,10 @@ pub extern "C" fn gpusan_pool_block_free(ptr: u64, stream: u64, device: i32, sou
     if boundary::bypassed() {
         return BYPASSED;
     }
-    boundary::contain("gpusan_pool_block_free", || free(ptr, stream, device, source), || INTERNAL)
+    let since = canary_diag::start();
+    let r = boundary::contain("gpusan_pool_block_free", || free(ptr, stream, device, source), || INTERNAL);
+    canary_diag::end(canary_diag::Section::PoolHook, since);
+    r
 }
 
 /// The host stack of a pool block's allocation or free, where `--pool-sites` asks for it:
@@ -74,7 +81,7 @@ pub fn alloc(ptr: u64, size: u64, stream: u64, device: i32, source: u32) -> c_in
     let new = NewBlock { base: ptr, size, source: PoolSource::from_code(source), stream, device, site: block_site() };
     match state().registry.insert_block(new) {
         Ok(id) => {
-            if crate::routes::canary::active() {
+            if crate::routes::canary::active() && !canary_diag::diag().no_blocks {
                 let padded = gpusan_runtime::pool_blocks::padding_of(source);
                 crate::routes::canary::block_allocated(id, ptr, size, new.source, padded, stream);
             }

@@ -44,6 +44,7 @@ use gpusan_runtime::registry::{AllocKind, Allocation, Lookup};
 use gpusan_runtime::report::{AllocInfo, CanaryCoverage, CanaryDetails, CanaryScan, Report, SegmentInfo};
 
 use super::canary_device::{Device, InFlight};
+use super::canary_diag::{self, diag, Section};
 use crate::driver::real;
 use crate::state::{quietly, state};
 
@@ -120,12 +121,6 @@ struct Guard {
     stop: AtomicBool,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     interval: Duration,
-    /// `GPUSAN_CANARY_DIAG=no_kernels`, for measuring where the guard's cost lies only: the
-    /// guard takes its batches but launches nothing, so nothing is ever scanned.
-    diag_no_kernels: bool,
-    /// `GPUSAN_CANARY_DIAG=no_wait`, as above: no event of the guard's in the program's
-    /// streams (a canary may be written under a block's last user).
-    diag_no_wait: bool,
 }
 
 static GUARD: PerProcess<Guard> = PerProcess::new(Guard::new);
@@ -146,8 +141,6 @@ impl Guard {
             stop: AtomicBool::new(false),
             thread: Mutex::new(None),
             interval: Duration::from_micros(us),
-            diag_no_kernels: std::env::var(gpusan_abi::env::CANARY_DIAG).is_ok_and(|v| v == "no_kernels"),
-            diag_no_wait: std::env::var(gpusan_abi::env::CANARY_DIAG).is_ok_and(|v| v == "no_wait"),
         }
     }
 }
@@ -178,6 +171,14 @@ pub fn active() -> bool {
 
 fn guard() -> &'static Guard {
     GUARD.get()
+}
+
+/// The host lock, taken on a program's thread (its wait timed under `GPUSAN_CANARY_DIAG=timing`).
+fn program_lock(g: &Guard) -> std::sync::MutexGuard<'_, Host> {
+    let since = canary_diag::start();
+    let h = locks::lock(&g.host);
+    canary_diag::end(Section::LockWait, since);
+    h
 }
 
 fn count(map: &mut BTreeMap<String, u64>, what: &str) {
@@ -238,7 +239,7 @@ pub fn unguarded(why: &str) {
 /// is checked once more before the memory goes back to the driver.
 pub fn freed(base: u64, context: u64) {
     let g = guard();
-    let mut h = locks::lock(&g.host);
+    let mut h = program_lock(g);
     let Some(ctx) = h.contexts.get_mut(&context) else { return };
     if let Some(d) = ctx.arrays.disarm(base) {
         cancel(ctx.commands, d.cancel);
@@ -271,7 +272,7 @@ fn cancel(commands: usize, at: Option<usize>) {
 pub fn block_allocated(id: u64, base: u64, size: u64, source: PoolSource, padded: u64, stream: u64) {
     let context = context_of(base);
     let g = guard();
-    let mut h = locks::lock(&g.host);
+    let mut h = program_lock(g);
     let slack = host::pool_slack(source, base, size, padded);
     let ctx = h.contexts.entry(context).or_default();
     // Handed out again where it was, at the same size: its canary may be in memory already
@@ -300,7 +301,7 @@ pub fn block_allocated(id: u64, base: u64, size: u64, source: PoolSource, padded
 pub fn block_freed(id: u64, base: u64) {
     let context = context_of(base);
     let g = guard();
-    let mut h = locks::lock(&g.host);
+    let mut h = program_lock(g);
     let reported = h.reported.contains(&(BLOCK | id));
     if let Some(ctx) = h.contexts.get_mut(&context) {
         if let Some(d) = ctx.arrays.disarm(BLOCK | id) {
@@ -326,7 +327,7 @@ pub fn sync_clock() -> u64 {
 /// `began`, and it succeeded.
 pub fn synchronized(stream: Option<u64>, began: u64) {
     let g = guard();
-    let mut h = locks::lock(&g.host);
+    let mut h = program_lock(g);
     match stream {
         // The per-thread stream names a different stream on each thread.
         Some(2) => {}
@@ -499,6 +500,7 @@ fn tick(g: &Guard, context: u64, dev: &mut Device) -> Found {
         return found;
     }
     let upto = super::faults::launch_count();
+    let held = canary_diag::start();
     let mut h = locks::lock(&g.host);
     let timed = h.scans.is_multiple_of(TIME_EVERY);
     let Host { contexts, stream_synced_at, .. } = &mut *h;
@@ -533,7 +535,7 @@ fn tick(g: &Guard, context: u64, dev: &mut Device) -> Found {
         dev.broken = true;
         return found;
     }
-    if g.diag_no_kernels {
+    if diag().no_kernels {
         ctx.arrays.batch_done();
         return found;
     }
@@ -542,7 +544,8 @@ fn tick(g: &Guard, context: u64, dev: &mut Device) -> Found {
     dev.stage_commands(&batch.commands);
     ctx.commands = dev.commands.host;
     drop(h);
-    if !g.diag_no_wait && !dev.wait_for(&batch.streams) {
+    canary_diag::end(Section::GuardHold, held);
+    if !diag().no_wait && !dev.wait_for(&batch.streams) {
         dev.broken = true;
         return found;
     }
@@ -623,9 +626,11 @@ fn start_thread() {
                 continue;
             }
             next = now + g.interval;
+            let round = canary_diag::start();
             if quietly(|| tick_all(g)).is_none() {
                 break;
             }
+            canary_diag::end(Section::GuardRound, round);
             quietly(|| super::canary_heap::drain(g.secret, g.epoch, unix_us()));
         }
     });

@@ -31,6 +31,7 @@ pub mod binary_kinds;
 pub mod built;
 pub mod canary;
 pub mod canary_device;
+pub mod canary_diag;
 pub mod canary_heap;
 pub mod cells;
 pub mod coverage;
@@ -228,6 +229,7 @@ fn upkeep() {
 /// capture asked once: a program launches thousands of times a second, and each entry into
 /// gpusan's bookkeeping costs it (`bench/launch-host-cost.sh`).
 pub fn launching(f: CUfunction, grid: [u32; 3], block: [u32; 3], stream: CUstream) -> CUfunction {
+    let since = canary_diag::start();
     let run = quietly(|| {
         // The capture query is a driver call: only made while some stream captures.
         let captured = crate::capture::any() && crate::capture::stream_is_capturing(stream);
@@ -239,6 +241,7 @@ pub fn launching(f: CUfunction, grid: [u32; 3], block: [u32; 3], stream: CUstrea
         window::launching(f, captured)
     });
     register_late_exit();
+    canary_diag::end(canary_diag::Section::Launch, since);
     run.unwrap_or(f)
 }
 
