@@ -245,7 +245,7 @@ extern "C" fn write_probe_at_exit() {
     boundary::enter("exit", || {
         let Some(path) = std::env::var_os(env::PROBE_OUT) else { return };
         let calls = families::call_counts();
-        if calls.is_empty() && probe::with(|s| s.resolved.is_empty() && s.callbacks.is_empty() && s.notes.is_empty()) {
+        if calls.is_empty() && probe::with(|s| s.resolved.is_empty() && s.callbacks.is_empty() && s.notes.is_empty() && s.export_tables.is_empty()) {
             return; // a process that never touched CUDA (shells, compilers the program starts)
         }
         let doc = probe::with(|s| {
@@ -260,6 +260,7 @@ extern "C" fn write_probe_at_exit() {
                 "device_allocs": s.device_allocs,
                 "device_alloc_bytes": s.device_alloc_bytes,
                 "notes": s.notes,
+                "export_tables": s.export_tables,
             })
         });
         // One file per process: PyTorch and Triton start helper processes.

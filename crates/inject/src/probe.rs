@@ -21,6 +21,8 @@ pub struct Seen {
     pub device_allocs: u64,
     pub device_alloc_bytes: u64,
     pub notes: Vec<String>,
+    /// `cuGetExportTable` requests: "UUID result first_word" → count.
+    pub export_tables: BTreeMap<String, u64>,
 }
 
 /// Per process: a forked child writes a record of its own.

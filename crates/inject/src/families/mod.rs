@@ -10,6 +10,7 @@
 
 pub mod contexts;
 pub mod copies;
+pub mod export_tables;
 pub mod graphs;
 pub mod jitlink;
 pub mod judge;
@@ -42,6 +43,7 @@ pub fn hooks() -> Vec<Hook> {
     all.extend(nvrtc::hooks());
     all.extend(link::hooks());
     all.extend(jitlink::hooks());
+    all.extend(export_tables::hooks());
     all
 }
 
