@@ -245,7 +245,11 @@ extern "C" fn write_probe_at_exit() {
     boundary::enter("exit", || {
         let Some(path) = std::env::var_os(env::PROBE_OUT) else { return };
         let calls = families::call_counts();
-        if calls.is_empty() && probe::with(|s| s.resolved.is_empty() && s.callbacks.is_empty() && s.notes.is_empty() && s.export_tables.is_empty()) {
+        if calls.is_empty()
+            && probe::with(|s| {
+                s.resolved.is_empty() && s.callbacks.is_empty() && s.notes.is_empty() && s.export_tables.is_empty()
+            })
+        {
             return; // a process that never touched CUDA (shells, compilers the program starts)
         }
         let doc = probe::with(|s| {
