@@ -45,7 +45,13 @@ uint32_t padded_source(uint64_t pad) { return kSourceTorch | (static_cast<uint32
 // block is the tensor's, `requested` bytes.
 thread_local uint64_t tl_requested = 0;
 thread_local uint64_t tl_padded = 0;
+thread_local uint64_t tl_pad = 0;
 uint64_t g_pad = 0;
+
+// The padding a request of `n` bytes is given: only where the caching allocator's rounding
+// (to 512 bytes, 512 at least) would leave no slack for a canary. Any other size keeps the
+// block it gets natively, its slack the canary, and costs no memory.
+uint64_t pad_for(size_t n) { return n % 512 == 0 ? g_pad : 0; }
 
 AllocFn g_alloc = nullptr;
 FreeFn g_free = nullptr;
@@ -89,7 +95,7 @@ void on_trace(const TraceEntry& e) {
     case TraceEntry::ALLOC: {
       const uint64_t size = static_cast<uint64_t>(e.size_);
       if (tl_padded != 0 && size == tl_padded) {
-        g_alloc(addr, tl_requested, stream_bits(e.stream_), device_of(e), padded_source(g_pad));
+        g_alloc(addr, tl_requested, stream_bits(e.stream_), device_of(e), padded_source(tl_pad));
       } else {
         g_alloc(addr, size, stream_bits(e.stream_), device_of(e), kSourceTorch);
       }
@@ -125,12 +131,12 @@ void register_live_blocks() {
 #ifdef GPUSAN_SHIM_PADDING
 using c10::cuda::CUDACachingAllocator::CUDAAllocator;
 
-// canary mode: every request of the caching allocator asks `g_pad` bytes more, so that each
-// tensor's block has slack for its canary (a size that is a multiple of 512, most tensors',
-// otherwise leaves none: the next block starts at its end). Everything else is the caching
-// allocator's own: blocks, segments, streams, graphs' pools, statistics (which count the
-// padding) and the deleter of every DataPtr (the caching allocator's, which frees the block
-// whatever size it was asked for).
+// canary mode: a request of the caching allocator whose size is a multiple of 512 (most
+// tensors') asks `g_pad` bytes more, so that its block has slack for its canary (otherwise
+// it has none: the next block starts at its end); other sizes have slack already.
+// Everything else is the caching allocator's own: blocks, segments, streams, graphs' pools,
+// statistics (which count the padding) and the deleter of every DataPtr (the caching
+// allocator's, which frees the block whatever size it was asked for).
 class PaddingAllocator final : public CUDAAllocator {
  public:
   explicit PaddingAllocator(CUDAAllocator* inner) : inner_(inner) {}
@@ -140,7 +146,7 @@ class PaddingAllocator final : public CUDAAllocator {
       return inner_->allocate(0);
     }
     Serving serving(n);
-    return inner_->allocate(n + g_pad);
+    return inner_->allocate(n + pad_for(n));
   }
   c10::DeleterFnPtr raw_deleter() const override { return inner_->raw_deleter(); }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
@@ -151,14 +157,14 @@ class PaddingAllocator final : public CUDAAllocator {
       return inner_->raw_alloc(0);
     }
     Serving serving(n);
-    return inner_->raw_alloc(n + g_pad);
+    return inner_->raw_alloc(n + pad_for(n));
   }
   void* raw_alloc_with_stream(size_t n, cudaStream_t stream) override {
     if (n == 0) {
       return inner_->raw_alloc_with_stream(0, stream);
     }
     Serving serving(n);
-    return inner_->raw_alloc_with_stream(n + g_pad, stream);
+    return inner_->raw_alloc_with_stream(n + pad_for(n), stream);
   }
   void raw_delete(void* ptr) override { inner_->raw_delete(ptr); }
   void init(int device_count) override { inner_->init(device_count); }
@@ -260,11 +266,13 @@ class PaddingAllocator final : public CUDAAllocator {
   struct Serving {
     explicit Serving(size_t n) {
       tl_requested = n;
-      tl_padded = n + g_pad;
+      tl_pad = pad_for(n);
+      tl_padded = n + tl_pad;
     }
     ~Serving() {
       tl_requested = 0;
       tl_padded = 0;
+      tl_pad = 0;
     }
   };
   CUDAAllocator* inner_;

@@ -117,8 +117,9 @@ class Plugin(unittest.TestCase):
 
 
 class TorchPadding(unittest.TestCase):
-    """Canary mode asks PyTorch's caching allocator for padding after every tensor (the shim's
-    gpusan_torch_shim_pad), after the trace tracker is attached, in canary mode only."""
+    """Canary mode asks PyTorch's caching allocator for padding after every tensor whose size
+    leaves no slack (the shim's gpusan_torch_shim_pad), after the trace tracker is attached, in
+    canary mode only."""
 
     def setUp(self):
         import os

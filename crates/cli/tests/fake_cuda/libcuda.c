@@ -867,8 +867,14 @@ CUresult cuMemAddressReserve(uint64_t *ptr, size_t size, size_t alignment, uint6
     (void)addr; (void)flags;
     if (getenv("FAKE_CUDA_NO_VMM")) return NOT_SUPPORTED;
     if (!size || size % granule() || (alignment && alignment % granule())) return 1;
-    void *p = mmap(0, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) return 2;
+    /* Aligned as asked: more is reserved, and what lies outside the aligned range given back. */
+    uint64_t align = alignment > granule() ? alignment : granule();
+    void *raw = mmap(0, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED) return 2;
+    uint64_t lo = (uintptr_t)raw, at = (lo + align - 1) / align * align;
+    if (at > lo) munmap(raw, at - lo);
+    if (lo + size + align > at + size) munmap((void *)(uintptr_t)(at + size), lo + size + align - (at + size));
+    void *p = (void *)(uintptr_t)at;
     pthread_mutex_lock(&vmm_lock);
     for (int i = 0; i < MAX_VMM; i++)
         if (!reservations[i].size) {
@@ -1203,6 +1209,11 @@ static void destroy_context(uintptr_t ctx) {
         if (host_allocs[i].p && host_allocs[i].ctx == ctx) { munmap(host_allocs[i].p, host_allocs[i].size); host_allocs[i].p = 0; }
 }
 static int primary_refs;
+CUresult cuDeviceGet(int *dev, int ordinal) {
+    if (!dev || ordinal != 0) return 101; /* CUDA_ERROR_INVALID_DEVICE */
+    *dev = 0;
+    return 0;
+}
 CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev) {
     if (dev != 0) return 101;
     primary_refs++;
