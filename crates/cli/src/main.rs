@@ -16,6 +16,7 @@ mod report;
 mod run;
 mod sarif;
 mod schema;
+mod serve;
 mod stream;
 mod supervise;
 mod toolkit;
@@ -66,6 +67,9 @@ enum Command {
     /// Work with PTX files: format, count memory instructions, dump control flow.
     #[command(subcommand)]
     Ptx(ptx::PtxCommand),
+    /// Manage several fenced tenants on one GPU, each in its own memory partition (issue 18:
+    /// the manager only; tenants speak its protocol), or show them (`--status`).
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -82,6 +86,7 @@ fn main() -> ExitCode {
         Command::Schema => schema::run().map(|()| 0),
         Command::Report(cmd) => report::run(cmd).map(|()| 0),
         Command::Ptx(cmd) => ptx::run(cmd).map(|()| 0),
+        Command::Serve(args) => serve::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),

@@ -3,7 +3,7 @@
 //! `crates/cli/tests/fake_cuda`), and only the calls the manager makes. Unlike the injected
 //! library, nothing here stands in for anything: the manager is the driver's one client.
 
-use std::ffi::{c_int, c_uint, c_ulonglong, c_void};
+use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr};
 use std::path::Path;
 
 use thiserror::Error;
@@ -66,6 +66,32 @@ type Release = unsafe extern "C" fn(Handle) -> CUresult;
 type Map = unsafe extern "C" fn(CUdeviceptr, usize, usize, Handle, c_ulonglong) -> CUresult;
 type Unmap = unsafe extern "C" fn(CUdeviceptr, usize) -> CUresult;
 type SetAccess = unsafe extern "C" fn(CUdeviceptr, usize, *const AccessDesc, usize) -> CUresult;
+type ModuleLoadData = unsafe extern "C" fn(*mut *mut c_void, *const c_void) -> CUresult;
+type ModuleUnload = unsafe extern "C" fn(*mut c_void) -> CUresult;
+type ModuleGetFunction = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const c_char) -> CUresult;
+type ModuleGetGlobal = unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, *mut c_void, *const c_char) -> CUresult;
+type CopyHtoD = unsafe extern "C" fn(CUdeviceptr, *const c_void, usize) -> CUresult;
+type CopyDtoH = unsafe extern "C" fn(*mut c_void, CUdeviceptr, usize) -> CUresult;
+type MemsetD8 = unsafe extern "C" fn(CUdeviceptr, u8, usize) -> CUresult;
+type StreamCreate = unsafe extern "C" fn(*mut *mut c_void, c_uint) -> CUresult;
+type StreamDestroy = unsafe extern "C" fn(*mut c_void) -> CUresult;
+type StreamSynchronize = unsafe extern "C" fn(*mut c_void) -> CUresult;
+type LaunchKernel = unsafe extern "C" fn(
+    *mut c_void,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    *mut c_void,
+    *mut *mut c_void,
+    *mut *mut c_void,
+) -> CUresult;
+
+/// A handle of the driver's (module, function, stream) as the manager keeps it.
+pub type Raw = u64;
 
 /// The driver, loaded, with one device's primary context current on the calling thread.
 pub struct Driver {
@@ -81,6 +107,17 @@ pub struct Driver {
     map: Map,
     unmap: Unmap,
     set_access: SetAccess,
+    module_load_data: ModuleLoadData,
+    module_unload: ModuleUnload,
+    module_get_function: ModuleGetFunction,
+    module_get_global: ModuleGetGlobal,
+    copy_htod: CopyHtoD,
+    copy_dtoh: CopyDtoH,
+    memset_d8: MemsetD8,
+    stream_create: StreamCreate,
+    stream_destroy: StreamDestroy,
+    stream_synchronize: StreamSynchronize,
+    launch_kernel: LaunchKernel,
     // Last: the functions above point into it.
     _lib: libloading::Library,
 }
@@ -130,6 +167,17 @@ impl Driver {
             map: sym!("cuMemMap", Map),
             unmap: sym!("cuMemUnmap", Unmap),
             set_access: sym!("cuMemSetAccess", SetAccess),
+            module_load_data: sym!("cuModuleLoadData", ModuleLoadData),
+            module_unload: sym!("cuModuleUnload", ModuleUnload),
+            module_get_function: sym!("cuModuleGetFunction", ModuleGetFunction),
+            module_get_global: sym!("cuModuleGetGlobal_v2", ModuleGetGlobal),
+            copy_htod: sym!("cuMemcpyHtoD_v2", CopyHtoD),
+            copy_dtoh: sym!("cuMemcpyDtoH_v2", CopyDtoH),
+            memset_d8: sym!("cuMemsetD8_v2", MemsetD8),
+            stream_create: sym!("cuStreamCreate", StreamCreate),
+            stream_destroy: sym!("cuStreamDestroy_v2", StreamDestroy),
+            stream_synchronize: sym!("cuStreamSynchronize", StreamSynchronize),
+            launch_kernel: sym!("cuLaunchKernel", LaunchKernel),
             _lib: lib,
         };
         // SAFETY: out-parameters of ours; the functions are the driver's.
@@ -213,5 +261,100 @@ impl Driver {
     pub fn unmap(&self, at: CUdeviceptr, size: u64) -> Result<(), DriverError> {
         // SAFETY: a mapping of ours, exactly.
         check("cuMemUnmap", unsafe { (self.unmap)(at, size as usize) })
+    }
+
+    /// Loads a module image (NUL-terminated PTX or machine code).
+    pub fn module_load(&self, image: &[u8]) -> Result<Raw, DriverError> {
+        let mut m = std::ptr::null_mut();
+        // SAFETY: an out-parameter of ours; the image is the caller's, NUL-terminated if text.
+        check("cuModuleLoadData", unsafe { (self.module_load_data)(&mut m, image.as_ptr().cast()) })?;
+        Ok(m as Raw)
+    }
+
+    pub fn module_unload(&self, module: Raw) -> Result<(), DriverError> {
+        // SAFETY: a module this driver loaded.
+        check("cuModuleUnload", unsafe { (self.module_unload)(module as *mut c_void) })
+    }
+
+    pub fn function(&self, module: Raw, name: &CStr) -> Result<Raw, DriverError> {
+        let mut f = std::ptr::null_mut();
+        // SAFETY: an out-parameter of ours, a loaded module, a NUL-terminated name.
+        check("cuModuleGetFunction", unsafe {
+            (self.module_get_function)(&mut f, module as *mut c_void, name.as_ptr())
+        })?;
+        Ok(f as Raw)
+    }
+
+    /// The address and size of a module's variable.
+    pub fn global(&self, module: Raw, name: &CStr) -> Result<(CUdeviceptr, u64), DriverError> {
+        let (mut at, mut size) = (0, 0usize);
+        // SAFETY: out-parameters of ours, a loaded module, a NUL-terminated name.
+        check("cuModuleGetGlobal", unsafe {
+            (self.module_get_global)(&mut at, &mut size, module as *mut c_void, name.as_ptr())
+        })?;
+        Ok((at, size as u64))
+    }
+
+    pub fn copy_htod(&self, dst: CUdeviceptr, data: &[u8]) -> Result<(), DriverError> {
+        // SAFETY: the caller checked `dst`'s range is device memory of the tenant's.
+        check("cuMemcpyHtoD", unsafe { (self.copy_htod)(dst, data.as_ptr().cast(), data.len()) })
+    }
+
+    pub fn copy_dtoh(&self, out: &mut [u8], src: CUdeviceptr) -> Result<(), DriverError> {
+        // SAFETY: as above, for `src`.
+        check("cuMemcpyDtoH", unsafe { (self.copy_dtoh)(out.as_mut_ptr().cast(), src, out.len()) })
+    }
+
+    pub fn memset_d8(&self, dst: CUdeviceptr, value: u8, count: u64) -> Result<(), DriverError> {
+        // SAFETY: as above.
+        check("cuMemsetD8", unsafe { (self.memset_d8)(dst, value, count as usize) })
+    }
+
+    /// A non-blocking stream (it never waits for the legacy stream, which other tenants'
+    /// work may use).
+    pub fn stream_create(&self) -> Result<Raw, DriverError> {
+        let mut s = std::ptr::null_mut();
+        // SAFETY: an out-parameter of ours. 1: CU_STREAM_NON_BLOCKING.
+        check("cuStreamCreate", unsafe { (self.stream_create)(&mut s, 1) })?;
+        Ok(s as Raw)
+    }
+
+    pub fn stream_destroy(&self, stream: Raw) -> Result<(), DriverError> {
+        // SAFETY: a stream of ours.
+        check("cuStreamDestroy", unsafe { (self.stream_destroy)(stream as *mut c_void) })
+    }
+
+    pub fn stream_synchronize(&self, stream: Raw) -> Result<(), DriverError> {
+        // SAFETY: a stream of ours.
+        check("cuStreamSynchronize", unsafe { (self.stream_synchronize)(stream as *mut c_void) })
+    }
+
+    /// Launches `function` on `stream` with `params`, pointers to each parameter's bytes.
+    pub fn launch(
+        &self,
+        function: Raw,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared: u32,
+        stream: Raw,
+        params: &mut [*mut c_void],
+    ) -> Result<(), DriverError> {
+        // SAFETY: a function of ours; `params` point at buffers laid out as the kernel's
+        // parameters, alive for the call (the driver copies them).
+        check("cuLaunchKernel", unsafe {
+            (self.launch_kernel)(
+                function as *mut c_void,
+                grid[0],
+                grid[1],
+                grid[2],
+                block[0],
+                block[1],
+                block[2],
+                shared,
+                stream as *mut c_void,
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        })
     }
 }

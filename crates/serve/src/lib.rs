@@ -5,3 +5,6 @@
 
 pub mod driver;
 pub mod memory;
+pub mod protocol;
+pub mod server;
+pub mod tenant;

@@ -237,6 +237,11 @@ CUresult cuModuleLoadData(void **module, const void *image) {
 /* The last PTX module loaded declares canary mode's device-heap variables, held here. */
 static int heap_declared;
 static uint64_t heap_vars[2];
+/* The last PTX module loaded is fenced (gpusan_passes::fence): its constants {base, mask,
+ * abort flag}, which the manager writes after the load; fake_fence_constants() for tests. */
+static int fence_declared;
+static uint64_t fence_vars[3];
+const uint64_t *fake_fence_constants(void) { return fence_vars; }
 /* The last PTX module loaded has gpusan's unchecked copies of its functions
  * (`__gpusan_unchecked_<name>`): only then does looking one up succeed. */
 static int copies_declared;
@@ -275,6 +280,7 @@ static CUresult load_image(void **module, const void *image) {
     counters_declared = abi_declared && strstr((const char *)image, "__gpusan_n_access") != 0;
     copies_declared = strstr((const char *)image, "__gpusan_unchecked_") != 0;
     heap_declared = strstr((const char *)image, "__gpusan_canary_heap_errors") != 0;
+    fence_declared = strstr((const char *)image, "__gpusan_fence") != 0;
     *module = (void *)0x4000;
     return 0;
 }
@@ -307,6 +313,7 @@ static CUresult get_global(uint64_t *dptr, size_t *bytes, void *module, const ch
      * buffer address, in the last PTX module loaded that declares them. */
     if (heap_declared && !strcmp(name, "__gpusan_canary_heap_secret")) { *dptr = (uintptr_t)&heap_vars[0]; *bytes = 8; return 0; }
     if (heap_declared && !strcmp(name, "__gpusan_canary_heap_errors")) { *dptr = (uintptr_t)&heap_vars[1]; *bytes = 8; return 0; }
+    if (fence_declared && !strcmp(name, "__gpusan_fence")) { *dptr = (uintptr_t)fence_vars; *bytes = sizeof fence_vars; return 0; }
     if (!strncmp(name, "__gpusan_", 9)) {
         if (!abi_declared) return 500; /* CUDA_ERROR_NOT_FOUND */
         if (!strcmp(name, "__gpusan_table")) { *dptr = (uintptr_t)&abi_table; *bytes = 8; return 0; }

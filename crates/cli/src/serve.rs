@@ -1,0 +1,71 @@
+//! `gpusan serve`: the manager of fenced tenants on one GPU (issue 18, `gpusan_serve`).
+//! It owns the GPU's context and serves tenants over a Unix socket; `--status` asks a
+//! running manager for its tenants. The tenants' side (`gpusan run --mode fence`) is not
+//! built yet: today a tenant is a program speaking `gpusan_serve::protocol`.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{bail, Context};
+use clap::Args;
+use gpusan_serve::driver::Driver;
+use gpusan_serve::protocol::{read_frame, write_frame, Reply, Request};
+use gpusan_serve::server::{Log, Server};
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// The manager's socket.
+    #[arg(long, default_value = "/tmp/gpusan-serve.sock")]
+    socket: PathBuf,
+    /// Show the tenants of the manager at --socket, and exit.
+    #[arg(long)]
+    status: bool,
+    /// The CUDA driver library to load.
+    #[arg(long, default_value = "libcuda.so.1")]
+    driver: PathBuf,
+    /// The GPU (ordinal) the manager serves.
+    #[arg(long, default_value_t = 0)]
+    device: i32,
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
+    if args.status {
+        return status(&args);
+    }
+    let driver = Driver::open(&args.driver, args.device).context("the manager needs the GPU's driver")?;
+    let driver: &'static Driver = Box::leak(Box::new(driver));
+    let log: Log = Arc::new(Mutex::new(Box::new(std::io::stderr())));
+    let server = Server::bind(&args.socket, driver, log)
+        .with_context(|| format!("cannot listen at {}", args.socket.display()))?;
+    server.run().context("the manager's socket failed")?;
+    Ok(0)
+}
+
+fn status(args: &ServeArgs) -> anyhow::Result<i32> {
+    let mut conn = std::os::unix::net::UnixStream::connect(&args.socket)
+        .with_context(|| format!("no manager at {}", args.socket.display()))?;
+    write_frame(&mut conn, &Request::Status)?;
+    let Reply::Status(tenants) = read_frame(&mut conn)? else { bail!("the manager did not answer with its status") };
+    println!("{} tenant(s) at {}", tenants.len(), args.socket.display());
+    if !tenants.is_empty() {
+        println!(
+            "{:>6} {:16} {:>8} {:>18} {:>10} {:>12} {:>8} {:>10} {:>8}",
+            "tenant", "name", "pid", "partition", "MiB", "used bytes", "chunks", "launches", "refused"
+        );
+    }
+    for t in tenants {
+        println!(
+            "{:>6} {:16} {:>8} {:>#18x} {:>10} {:>12} {:>8} {:>10} {:>8}",
+            t.tenant,
+            t.name,
+            t.pid,
+            t.partition_base,
+            t.partition_size >> 20,
+            t.used,
+            t.real_chunks,
+            t.launches,
+            t.refused
+        );
+    }
+    Ok(0)
+}

@@ -1,0 +1,245 @@
+//! What a tenant and the manager say to each other over the tenant's Unix socket
+//! (`docs/fence-design.md` §6): one request, one reply, in order. A frame is a 4-byte
+//! little-endian length then that many bytes of a postcard-encoded message. Handles in
+//! messages are the manager's own values: the tenant holds them opaquely, and the manager
+//! accepts only those it gave that tenant.
+//!
+//! Bulk data travels inside the frames for now (copied through the socket); the shared
+//! segment the design calls for is not built.
+
+use std::io::{self, Read, Write};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Bumped at every change of a message: a tenant and a manager of different versions refuse
+/// each other at `Hello`.
+pub const VERSION: u32 = 1;
+/// The largest frame either side accepts: a copy larger than this is split by the tenant.
+pub const MAX_FRAME: u32 = 64 << 20;
+/// Bytes of copy data one request carries at most (room left for the message around it).
+pub const MAX_CHUNK: u64 = (MAX_FRAME as u64) - 4096;
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// The first message: who the tenant is and the partition it asks for (`2^memory_log2`
+    /// bytes).
+    Hello {
+        version: u32,
+        pid: u32,
+        name: String,
+        memory_log2: u32,
+    },
+    MemAlloc {
+        bytes: u64,
+    },
+    MemFree {
+        ptr: u64,
+    },
+    CopyHtoD {
+        dst: u64,
+        data: Vec<u8>,
+    },
+    CopyDtoH {
+        src: u64,
+        bytes: u64,
+    },
+    MemsetD8 {
+        dst: u64,
+        value: u8,
+        count: u64,
+    },
+    /// A module image: PTX text (fenced by the manager before it is loaded). Machine code
+    /// is refused until the binary route can fence it.
+    ModuleLoad {
+        image: Vec<u8>,
+    },
+    ModuleUnload {
+        module: u64,
+    },
+    GetFunction {
+        module: u64,
+        name: String,
+    },
+    /// A launch on the tenant's stream; `params` are the kernel's parameters packed at the
+    /// offsets [`Reply::Function`] gave.
+    Launch {
+        function: u64,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared: u32,
+        params: Vec<u8>,
+    },
+    /// Waits for the tenant's work; the reply carries the first error of its kernels.
+    Synchronize,
+    /// Instead of `Hello`, from `gpusan serve --status`: the tenants now.
+    Status,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    Hello {
+        tenant: u32,
+        partition_base: u64,
+        partition_size: u64,
+    },
+    Done,
+    Pointer(u64),
+    Bytes(Vec<u8>),
+    Module(u64),
+    /// A function's handle and its parameters' (offset, size) in the packed buffer.
+    Function {
+        handle: u64,
+        params: Vec<(u32, u32)>,
+    },
+    /// The call failed: the CUDA error code the tenant's caller gets, and why in words (for
+    /// the tenant's report).
+    Error {
+        code: i32,
+        message: String,
+    },
+    Status(Vec<TenantStatus>),
+}
+
+/// One tenant as `gpusan serve --status` shows it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct TenantStatus {
+    pub tenant: u32,
+    pub name: String,
+    pub pid: u32,
+    pub partition_base: u64,
+    pub partition_size: u64,
+    /// Bytes of live allocations (rounded as placed).
+    pub used: u64,
+    /// 2 MiB chunks of real memory (the rest of the partition is its sink).
+    pub real_chunks: u64,
+    pub modules: u64,
+    pub launches: u64,
+    pub refused: u64,
+}
+
+/// Why a frame could not be read.
+#[derive(Debug, Error)]
+pub enum FrameError {
+    #[error("the peer closed the connection")]
+    Closed,
+    #[error("a frame of {len} bytes announced: more than the {MAX_FRAME} allowed")]
+    TooLarge { len: u32 },
+    #[error("the connection ended {missing} bytes before the end of a {len}-byte frame")]
+    Truncated { len: u32, missing: usize },
+    #[error("a {len}-byte frame does not decode: {why}")]
+    Decode { len: u32, why: String },
+    #[error("the connection failed: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// Writes `message` as one frame.
+pub fn write_frame<T: Serialize>(w: &mut impl Write, message: &T) -> io::Result<()> {
+    let body = postcard::to_stdvec(message).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+    let len = u32::try_from(body.len())
+        .ok()
+        .filter(|&l| l <= MAX_FRAME)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("a message of {} bytes", body.len())))?;
+    // One write: a frame is never interleaved with another writer's, and costs one system call.
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&len.to_le_bytes());
+    frame.extend_from_slice(&body);
+    w.write_all(&frame)?;
+    w.flush()
+}
+
+/// Reads one frame and decodes it.
+pub fn read_frame<T: for<'de> Deserialize<'de>>(r: &mut impl Read) -> Result<T, FrameError> {
+    let mut header = [0u8; 4];
+    let got = read_full(r, &mut header)?;
+    if got == 0 {
+        return Err(FrameError::Closed);
+    }
+    if got < 4 {
+        return Err(FrameError::Truncated { len: 4, missing: 4 - got });
+    }
+    let len = u32::from_le_bytes(header);
+    if len > MAX_FRAME {
+        return Err(FrameError::TooLarge { len });
+    }
+    let mut body = vec![0u8; len as usize];
+    let got = read_full(r, &mut body)?;
+    if got < body.len() {
+        return Err(FrameError::Truncated { len, missing: body.len() - got });
+    }
+    postcard::from_bytes(&body).map_err(|e| FrameError::Decode { len, why: e.to_string() })
+}
+
+/// Reads until `buf` is full or the stream ends; the bytes read.
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut at = 0;
+    while at < buf.len() {
+        match r.read(&mut buf[at..]) {
+            Ok(0) => break,
+            Ok(n) => at += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn round_trip(r: &Request) -> Request {
+        let mut buf = Vec::new();
+        write_frame(&mut buf, r).unwrap();
+        read_frame(&mut buf.as_slice()).unwrap()
+    }
+
+    #[test]
+    fn every_request_kind_survives_a_round_trip() {
+        let all = [
+            Request::Hello { version: VERSION, pid: 7, name: "app".into(), memory_log2: 30 },
+            Request::MemAlloc { bytes: 4096 },
+            Request::MemFree { ptr: 1 << 40 },
+            Request::CopyHtoD { dst: 5, data: vec![1, 2, 3] },
+            Request::CopyDtoH { src: 5, bytes: 3 },
+            Request::MemsetD8 { dst: 9, value: 0xab, count: 100 },
+            Request::ModuleLoad { image: b".version 8.0".to_vec() },
+            Request::ModuleUnload { module: 3 },
+            Request::GetFunction { module: 3, name: "k".into() },
+            Request::Launch { function: 4, grid: [1, 2, 3], block: [32, 1, 1], shared: 0, params: vec![0; 16] },
+            Request::Synchronize,
+            Request::Status,
+        ];
+        for r in &all {
+            assert_eq!(&round_trip(r), r);
+        }
+    }
+
+    #[test]
+    fn a_closed_connection_and_a_short_frame_are_told_apart() {
+        assert!(matches!(read_frame::<Request>(&mut [].as_slice()), Err(FrameError::Closed)));
+        assert!(matches!(
+            read_frame::<Request>(&mut [5u8, 0].as_slice()),
+            Err(FrameError::Truncated { len: 4, missing: 2 })
+        ));
+        let mut buf = Vec::new();
+        write_frame(&mut buf, &Request::MemAlloc { bytes: 1 << 33 }).unwrap();
+        buf.pop();
+        assert!(matches!(read_frame::<Request>(&mut buf.as_slice()), Err(FrameError::Truncated { missing: 1, .. })));
+    }
+
+    #[test]
+    fn an_announced_length_past_the_limit_is_refused_before_anything_is_allocated() {
+        let frame = (MAX_FRAME + 1).to_le_bytes();
+        assert!(matches!(read_frame::<Request>(&mut frame.as_slice()), Err(FrameError::TooLarge { .. })));
+    }
+
+    proptest! {
+        /// Garbage never panics the reader: it is a located error or some message.
+        #[test]
+        fn any_bytes_read_as_an_error_or_a_message(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = read_frame::<Request>(&mut bytes.as_slice());
+        }
+    }
+}

@@ -1,0 +1,394 @@
+//! One tenant as the manager serves it (`docs/fence-design.md` §2, §3, §6): its partition,
+//! its own stream, the modules it loaded and their functions. Handles are accepted only
+//! from the tenant they were given to; host copies and sets must lie inside one of its live
+//! allocations; every module is fenced into its partition before the driver sees it, and
+//! one the fence cannot make safe is refused. A refusal is a CUDA error for the tenant's
+//! caller and a line in the tenant's log, never a fault of the shared context.
+
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+
+use gpusan_passes::fence;
+use gpusan_ptx::ast::{Function, FunctionKind, Item};
+
+use crate::driver::{Driver, DriverError, Raw};
+use crate::memory::{MemoryError, TenantMemory};
+use crate::protocol::{Reply, Request, MAX_CHUNK, VERSION};
+
+/// The CUDA error codes a refusal answers with (cuda.h).
+pub const INVALID_VALUE: i32 = 1;
+pub const OUT_OF_MEMORY: i32 = 2;
+pub const INVALID_IMAGE: i32 = 200;
+pub const INVALID_HANDLE: i32 = 400;
+pub const NOT_FOUND: i32 = 500;
+pub const NOT_SUPPORTED: i32 = 801;
+pub const UNKNOWN: i32 = 999;
+
+/// The smallest and largest partitions a tenant may ask for: 2 MiB (one chunk) to 1 TiB.
+pub const MIN_LOG2: u32 = 21;
+pub const MAX_LOG2: u32 = 40;
+
+/// A function of the tenant's: its parameters' (offset, size) in the packed buffer.
+#[derive(Clone)]
+struct FunctionInfo {
+    params: Vec<(u32, u32)>,
+    buffer: u32,
+}
+
+/// A module of the tenant's: its kernels' parameter layouts (from its PTX) and the
+/// function handles given out of it.
+struct ModuleInfo {
+    kernels: Vec<(String, FunctionInfo)>,
+    functions: Vec<Raw>,
+}
+
+/// What the tenant did, for `gpusan serve --status` and the tenant's report.
+#[derive(Debug, Default, Clone)]
+pub struct Stats {
+    pub launches: u64,
+    pub modules: u64,
+    pub refused: u64,
+}
+
+pub struct Tenant<'d> {
+    pub id: u32,
+    pub name: String,
+    pub pid: u32,
+    driver: &'d Driver,
+    memory: TenantMemory<'d>,
+    stream: Raw,
+    /// The word a fenced kernel sets before it exits at a `trap` (the fence's third constant):
+    /// the first 8 bytes of the tenant's partition, allocated at the start.
+    abort: u64,
+    modules: HashMap<Raw, ModuleInfo>,
+    functions: HashMap<Raw, FunctionInfo>,
+    pub stats: Stats,
+    /// Every refusal, in words.
+    pub log: Vec<String>,
+}
+
+fn error(code: i32, message: impl Into<String>) -> Reply {
+    Reply::Error { code, message: message.into() }
+}
+
+fn driver_error(e: DriverError) -> Reply {
+    match e {
+        DriverError::Call { code, .. } => error(code, e.to_string()),
+        DriverError::Load { .. } => error(UNKNOWN, e.to_string()),
+    }
+}
+
+impl<'d> Tenant<'d> {
+    /// The tenant a `Hello` announces, with its partition made, or the reply refusing it.
+    pub fn start(driver: &'d Driver, id: u32, hello: Request) -> Result<(Tenant<'d>, Reply), Reply> {
+        let Request::Hello { version, pid, name, memory_log2 } = hello else {
+            return Err(error(INVALID_VALUE, "the first message must be Hello"));
+        };
+        if version != VERSION {
+            return Err(error(NOT_SUPPORTED, format!("protocol version {version}; this manager speaks {VERSION}")));
+        }
+        if !(MIN_LOG2..=MAX_LOG2).contains(&memory_log2) {
+            return Err(error(
+                INVALID_VALUE,
+                format!("a partition of 2^{memory_log2} bytes: between 2^{MIN_LOG2} and 2^{MAX_LOG2} only"),
+            ));
+        }
+        let mut memory = TenantMemory::new(driver, memory_log2).map_err(|e| error(OUT_OF_MEMORY, e.to_string()))?;
+        let abort = memory.alloc(8).map_err(|e| error(OUT_OF_MEMORY, e.to_string()))?;
+        driver.memset_d8(abort, 0, 8).map_err(driver_error)?;
+        let stream = driver.stream_create().map_err(driver_error)?;
+        let reply = Reply::Hello {
+            tenant: id,
+            partition_base: memory.partition().base(),
+            partition_size: memory.partition().size(),
+        };
+        let tenant = Tenant {
+            id,
+            name,
+            pid,
+            driver,
+            memory,
+            stream,
+            abort,
+            modules: HashMap::new(),
+            functions: HashMap::new(),
+            stats: Stats::default(),
+            log: Vec::new(),
+        };
+        Ok((tenant, reply))
+    }
+
+    pub fn memory(&self) -> &TenantMemory<'d> {
+        &self.memory
+    }
+
+    pub fn status(&self) -> crate::protocol::TenantStatus {
+        let p = self.memory.partition();
+        crate::protocol::TenantStatus {
+            tenant: self.id,
+            name: self.name.clone(),
+            pid: self.pid,
+            partition_base: p.base(),
+            partition_size: p.size(),
+            used: p.used(),
+            real_chunks: self.memory.real_chunks() as u64,
+            modules: self.stats.modules,
+            launches: self.stats.launches,
+            refused: self.stats.refused,
+        }
+    }
+
+    /// Serves one request.
+    pub fn handle(&mut self, request: Request) -> Reply {
+        let reply = self.serve(request);
+        if let Reply::Error { message, .. } = &reply {
+            self.stats.refused += 1;
+            self.log.push(message.clone());
+        }
+        reply
+    }
+
+    fn serve(&mut self, request: Request) -> Reply {
+        match request {
+            Request::Hello { .. } | Request::Status => error(INVALID_VALUE, "Hello or Status after Hello"),
+            Request::MemAlloc { bytes } => match self.memory.alloc(bytes) {
+                Ok(p) => Reply::Pointer(p),
+                Err(MemoryError::Partition(e)) => error(OUT_OF_MEMORY, format!("cuMemAlloc of {bytes} bytes: {e}")),
+                Err(e) => error(OUT_OF_MEMORY, e.to_string()),
+            },
+            Request::MemFree { ptr } if ptr == self.abort => {
+                error(INVALID_VALUE, format!("cuMemFree({ptr:#x}): not an allocation of the tenant's"))
+            }
+            Request::MemFree { ptr } => {
+                // Kernels still queued may use it: the free waits for them, as the driver's does.
+                if let Err(e) = self.driver.stream_synchronize(self.stream) {
+                    return driver_error(e);
+                }
+                match self.memory.free(ptr) {
+                    Ok(_) => Reply::Done,
+                    Err(e) => error(INVALID_VALUE, format!("cuMemFree({ptr:#x}): {e}")),
+                }
+            }
+            Request::CopyHtoD { dst, data } => match self.in_live("cuMemcpyHtoD", dst, data.len() as u64) {
+                Err(r) => r,
+                Ok(()) => self.done(self.driver.copy_htod(dst, &data)),
+            },
+            Request::CopyDtoH { src, bytes } => {
+                if bytes > MAX_CHUNK {
+                    return error(INVALID_VALUE, format!("a copy of {bytes} bytes in one request"));
+                }
+                if let Err(r) = self.in_live("cuMemcpyDtoH", src, bytes) {
+                    return r;
+                }
+                // The tenant's queued kernels first: a synchronous copy waits for them.
+                if let Err(e) = self.driver.stream_synchronize(self.stream) {
+                    return driver_error(e);
+                }
+                let mut out = vec![0u8; bytes as usize];
+                match self.driver.copy_dtoh(&mut out, src) {
+                    Ok(()) => Reply::Bytes(out),
+                    Err(e) => driver_error(e),
+                }
+            }
+            Request::MemsetD8 { dst, value, count } => match self.in_live("cuMemsetD8", dst, count) {
+                Err(r) => r,
+                Ok(()) => self.done(self.driver.memset_d8(dst, value, count)),
+            },
+            Request::ModuleLoad { image } => self.load(image),
+            Request::ModuleUnload { module } => match self.modules.remove(&module) {
+                None => error(INVALID_HANDLE, format!("cuModuleUnload({module:#x}): not a module of the tenant's")),
+                Some(info) => {
+                    for f in info.functions {
+                        self.functions.remove(&f);
+                    }
+                    if let Err(e) = self.driver.stream_synchronize(self.stream) {
+                        return driver_error(e);
+                    }
+                    self.done(self.driver.module_unload(module))
+                }
+            },
+            Request::GetFunction { module, name } => self.function(module, &name),
+            Request::Launch { function, grid, block, shared, params } => {
+                self.launch(function, grid, block, shared, params)
+            }
+            Request::Synchronize => self.synchronize(),
+        }
+    }
+
+    fn done(&self, r: Result<(), DriverError>) -> Reply {
+        match r {
+            Ok(()) => Reply::Done,
+            Err(e) => driver_error(e),
+        }
+    }
+
+    /// A host copy or set of `bytes` at `at` must lie inside one live allocation.
+    fn in_live(&self, call: &str, at: u64, bytes: u64) -> Result<(), Reply> {
+        let p = self.memory.partition();
+        let abort = at < self.abort + 8 && self.abort < at.saturating_add(bytes.max(1));
+        if bytes == 0 || (p.in_live(at, bytes) && !abort) {
+            return Ok(());
+        }
+        let whose = if p.contains(at, bytes) {
+            "the tenant's partition, outside its allocations"
+        } else {
+            "outside the tenant's partition"
+        };
+        Err(error(INVALID_VALUE, format!("{call} of {bytes} bytes at {at:#x}: {whose}")))
+    }
+
+    fn load(&mut self, image: Vec<u8>) -> Reply {
+        let text = match std::str::from_utf8(image.strip_suffix(&[0]).unwrap_or(&image)) {
+            Ok(t) if t.contains(".version") => t.to_string(),
+            _ => {
+                return error(
+                    NOT_SUPPORTED,
+                    "cuModuleLoadData: machine code (no PTX) cannot be fenced yet; only PTX modules are loaded",
+                )
+            }
+        };
+        let mut module = match gpusan_ptx::parse(&text) {
+            Ok(m) => m,
+            Err(e) => return error(INVALID_IMAGE, format!("cuModuleLoadData: the PTX does not parse: {e}")),
+        };
+        if !fence::relocated_variables(&module).is_empty() {
+            return error(NOT_SUPPORTED, "cuModuleLoadData: modules with .global variables are not fenced yet");
+        }
+        let report = match fence::run(&mut module) {
+            Ok(r) => r,
+            Err(e) => return error(INVALID_IMAGE, format!("cuModuleLoadData: the fence pass failed: {e}")),
+        };
+        if report.unfenced > 0 {
+            return error(
+                NOT_SUPPORTED,
+                format!("cuModuleLoadData: {} accesses of the module cannot be fenced (bulk or tensor copies, 32-bit addresses, variables' addresses in initializers)", report.unfenced),
+            );
+        }
+        let layouts: Vec<(String, FunctionInfo)> = module
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Function(f) if f.kind == FunctionKind::Entry && f.body.is_some() => {
+                    param_layout(f).map(|(params, buffer)| (f.name.to_string(), FunctionInfo { params, buffer }))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut fenced = gpusan_ptx::print(&module).into_bytes();
+        fenced.push(0);
+        let handle = match self.driver.module_load(&fenced) {
+            Ok(m) => m,
+            Err(e) => return driver_error(e),
+        };
+        let set = self.driver.global(handle, c"__gpusan_fence").and_then(|(at, size)| {
+            let p = self.memory.partition();
+            let words = [p.base(), p.mask(), self.abort];
+            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            if size < bytes.len() as u64 {
+                return Err(DriverError::Call { call: "cuModuleGetGlobal(__gpusan_fence)", code: NOT_FOUND });
+            }
+            self.driver.copy_htod(at, &bytes)
+        });
+        if let Err(e) = set {
+            let _ = self.driver.module_unload(handle);
+            return driver_error(e);
+        }
+        self.stats.modules += 1;
+        self.modules.insert(handle, ModuleInfo { kernels: layouts, functions: Vec::new() });
+        Reply::Module(handle)
+    }
+
+    fn function(&mut self, module: Raw, name: &str) -> Reply {
+        let Some(m) = self.modules.get_mut(&module) else {
+            return error(INVALID_HANDLE, format!("cuModuleGetFunction({module:#x}): not a module of the tenant's"));
+        };
+        let Some((_, info)) = m.kernels.iter().find(|(n, _)| n == name) else {
+            return error(NOT_FOUND, format!("cuModuleGetFunction: no kernel `{name}` in the module"));
+        };
+        let info = info.clone();
+        let Ok(c) = CString::new(name) else { return error(INVALID_VALUE, "a kernel name with a NUL byte") };
+        match self.driver.function(module, &c) {
+            Ok(f) => {
+                m.functions.push(f);
+                let params = info.params.clone();
+                self.functions.insert(f, info);
+                Reply::Function { handle: f, params }
+            }
+            Err(e) => driver_error(e),
+        }
+    }
+
+    fn launch(&mut self, function: Raw, grid: [u32; 3], block: [u32; 3], shared: u32, mut params: Vec<u8>) -> Reply {
+        let Some(info) = self.functions.get(&function) else {
+            return error(INVALID_HANDLE, format!("cuLaunchKernel({function:#x}): not a function of the tenant's"));
+        };
+        if params.len() != info.buffer as usize {
+            return error(
+                INVALID_VALUE,
+                format!("cuLaunchKernel: {} bytes of parameters for a kernel that takes {}", params.len(), info.buffer),
+            );
+        }
+        let base = params.as_mut_ptr();
+        // SAFETY: every (offset, size) lies inside the buffer (`param_layout` made them so,
+        // and its length was checked).
+        let mut pointers: Vec<*mut c_void> =
+            info.params.iter().map(|&(offset, _)| unsafe { base.add(offset as usize) }.cast()).collect();
+        let r = self.driver.launch(function, grid, block, shared, self.stream, &mut pointers);
+        if r.is_ok() {
+            self.stats.launches += 1;
+        }
+        self.done(r)
+    }
+
+    fn synchronize(&mut self) -> Reply {
+        if let Err(e) = self.driver.stream_synchronize(self.stream) {
+            return driver_error(e);
+        }
+        let mut flag = [0u8; 8];
+        if let Err(e) = self.driver.copy_dtoh(&mut flag, self.abort) {
+            return driver_error(e);
+        }
+        if flag != [0; 8] {
+            // 710: CUDA_ERROR_ASSERT, what a trap or a failed assert gives natively.
+            return error(
+                710,
+                "a kernel of the tenant's trapped or failed an assertion (its fence's abort flag is set)",
+            );
+        }
+        Reply::Done
+    }
+}
+
+impl Drop for Tenant<'_> {
+    /// A tenant that leaves, or whose connection dies (killed with SIGKILL): its work is
+    /// waited for (its kernels cannot touch others' memory), then its stream and modules go,
+    /// then its partition (`TenantMemory`'s drop).
+    fn drop(&mut self) {
+        let _ = self.driver.stream_synchronize(self.stream);
+        let _ = self.driver.stream_destroy(self.stream);
+        for (m, _) in self.modules.drain() {
+            let _ = self.driver.module_unload(m);
+        }
+    }
+}
+
+/// An entry's parameters packed as the driver lays them out: each at its alignment (its
+/// `.align`, else its element's width), the buffer's length; `None` for a parameter of no
+/// known size.
+pub fn param_layout(f: &Function) -> Option<(Vec<(u32, u32)>, u32)> {
+    let mut at: u64 = 0;
+    let mut out = Vec::new();
+    for p in f.params.as_deref().unwrap_or_default() {
+        let width = u64::from(gpusan_ptx::ast::type_width(&p.ty)?);
+        let elem = width * u64::from(p.vector.unwrap_or(1));
+        let mut size = elem;
+        for d in &p.array {
+            size = size.checked_mul((*d)?)?;
+        }
+        let align = u64::from(p.align.unwrap_or(0)).max(elem.min(16)).max(1);
+        at = at.next_multiple_of(align);
+        out.push((u32::try_from(at).ok()?, u32::try_from(size).ok()?));
+        at += size;
+    }
+    Some((out, u32::try_from(at).ok()?))
+}

@@ -1,0 +1,258 @@
+//! The manager on the fake driver of `crates/cli/tests/fake_cuda`, driven over its socket as
+//! a tenant drives it: partitions apart, copies and handles confined to their tenant,
+//! modules fenced before the driver sees them (and refused where the fence cannot be sure),
+//! a vanished tenant cleaned up while the others go on, and `--status`'s view of all.
+
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use gpusan_serve::driver::Driver;
+use gpusan_serve::protocol::{read_frame, write_frame, Reply, Request, VERSION};
+use gpusan_serve::server::{Log, Server};
+use gpusan_serve::tenant::{INVALID_HANDLE, INVALID_VALUE, NOT_SUPPORTED};
+
+fn fake_driver() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cli/tests/fake_cuda/libcuda.c");
+        let dir = std::env::temp_dir().join(format!("gpusan-serve-fake-s-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let lib = dir.join("libcuda.so.1");
+        let out = Command::new("cc")
+            .args(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"])
+            .arg(&lib)
+            .arg(&src)
+            .output()
+            .expect("a C compiler (cc)");
+        assert!(out.status.success(), "cc: {}", String::from_utf8_lossy(&out.stderr));
+        lib
+    })
+}
+
+/// The fake driver keeps process-wide state (the last module loaded): one test at a time.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn fake<T: Copy>(name: &[u8]) -> T {
+    // SAFETY: a function of the fake driver's with the signature the caller names.
+    unsafe {
+        let lib = Box::leak(Box::new(libloading::Library::new(fake_driver()).unwrap()));
+        *lib.get::<T>(name).unwrap()
+    }
+}
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A manager on a fresh socket, serving in a thread; its log.
+fn manager() -> (PathBuf, Captured) {
+    static DRIVER: OnceLock<&'static Driver> = OnceLock::new();
+    let driver = *DRIVER.get_or_init(|| Box::leak(Box::new(Driver::open(fake_driver(), 0).unwrap())));
+    let dir = tempfile::tempdir().unwrap().keep();
+    let socket = dir.join("serve.sock");
+    let captured = Captured::default();
+    let log: Log = Arc::new(Mutex::new(Box::new(captured.clone())));
+    let server = Server::bind(&socket, driver, log).unwrap();
+    std::thread::spawn(move || server.run());
+    (socket, captured)
+}
+
+struct Tenant {
+    conn: UnixStream,
+    base: u64,
+    size: u64,
+}
+
+impl Tenant {
+    fn call(&mut self, r: Request) -> Reply {
+        write_frame(&mut self.conn, &r).unwrap();
+        read_frame(&mut self.conn).unwrap()
+    }
+    fn alloc(&mut self, bytes: u64) -> u64 {
+        match self.call(Request::MemAlloc { bytes }) {
+            Reply::Pointer(p) => p,
+            r => panic!("MemAlloc: {r:?}"),
+        }
+    }
+}
+
+fn connect(socket: &Path, name: &str, log2: u32) -> Tenant {
+    let mut conn = UnixStream::connect(socket).unwrap();
+    write_frame(&mut conn, &Request::Hello { version: VERSION, pid: 1, name: name.into(), memory_log2: log2 }).unwrap();
+    match read_frame(&mut conn).unwrap() {
+        Reply::Hello { partition_base, partition_size, .. } => {
+            Tenant { conn, base: partition_base, size: partition_size }
+        }
+        r => panic!("Hello: {r:?}"),
+    }
+}
+
+fn refused(r: Reply, code: i32, words: &str) {
+    match r {
+        Reply::Error { code: c, message } => {
+            assert_eq!(c, code, "{message}");
+            assert!(message.contains(words), "{message:?} should say {words:?}");
+        }
+        r => panic!("expected a refusal ({words}), got {r:?}"),
+    }
+}
+
+fn status(socket: &Path) -> Vec<gpusan_serve::protocol::TenantStatus> {
+    let mut conn = UnixStream::connect(socket).unwrap();
+    write_frame(&mut conn, &Request::Status).unwrap();
+    match read_frame(&mut conn).unwrap() {
+        Reply::Status(s) => s,
+        r => panic!("Status: {r:?}"),
+    }
+}
+
+const PTX: &str = "
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry store(.param .u64 p, .param .u32 v)
+{
+    .reg .b64 %rd<2>;
+    .reg .b32 %r<2>;
+    ld.param.u64 %rd1, [p];
+    ld.param.u32 %r1, [v];
+    st.global.u32 [%rd1], %r1;
+    ret;
+}
+";
+
+#[test]
+fn two_tenants_get_disjoint_partitions_and_copies_stay_in_their_own_allocations() {
+    let _s = serial();
+    let (socket, _log) = manager();
+    let mut a = connect(&socket, "a", 24);
+    let mut b = connect(&socket, "b", 24);
+    assert!(a.base + a.size <= b.base || b.base + b.size <= a.base, "partitions overlap");
+    let pa = a.alloc(1000);
+    let pb = b.alloc(1000);
+    assert!((a.base..a.base + a.size).contains(&pa));
+    assert_eq!(a.call(Request::CopyHtoD { dst: pa, data: vec![7; 1000] }), Reply::Done);
+    match a.call(Request::CopyDtoH { src: pa, bytes: 1000 }) {
+        Reply::Bytes(b) => assert!(b.iter().all(|&x| x == 7)),
+        r => panic!("{r:?}"),
+    }
+    // Into another tenant's allocation, past one's own, or into its unallocated partition.
+    refused(a.call(Request::CopyHtoD { dst: pb, data: vec![1; 8] }), INVALID_VALUE, "outside the tenant's partition");
+    refused(a.call(Request::CopyHtoD { dst: pa + 1000, data: vec![1; 100] }), INVALID_VALUE, "outside its allocations");
+    refused(a.call(Request::MemsetD8 { dst: pa, value: 0, count: 4096 }), INVALID_VALUE, "outside its allocations");
+    refused(a.call(Request::CopyDtoH { src: pb, bytes: 8 }), INVALID_VALUE, "outside the tenant's partition");
+    // b's bytes are untouched.
+    match b.call(Request::CopyDtoH { src: pb, bytes: 1000 }) {
+        Reply::Bytes(bytes) => assert!(bytes.iter().all(|&x| x != 1)),
+        r => panic!("{r:?}"),
+    }
+    refused(a.call(Request::MemFree { ptr: pb }), INVALID_VALUE, "not the base of a live allocation");
+    assert_eq!(a.call(Request::MemFree { ptr: pa }), Reply::Done);
+}
+
+#[test]
+fn a_module_is_fenced_with_the_tenants_base_and_mask_before_the_driver_loads_it() {
+    let _s = serial();
+    let (socket, _log) = manager();
+    let mut a = connect(&socket, "a", 22);
+    let loaded = tempfile::NamedTempFile::new().unwrap();
+    std::env::set_var("FAKE_CUDA_LOADED", loaded.path());
+    let module = a.call(Request::ModuleLoad { image: PTX.as_bytes().to_vec() });
+    std::env::remove_var("FAKE_CUDA_LOADED");
+    let Reply::Module(module) = module else { panic!("{module:?}") };
+    let text = std::fs::read_to_string(loaded.path()).unwrap();
+    assert!(text.contains("__gpusan_fence"), "the driver got the PTX as written:\n{text}");
+    let constants: extern "C" fn() -> *const u64 = fake(b"fake_fence_constants\0");
+    // SAFETY: the fake's three words.
+    let c = unsafe { std::slice::from_raw_parts(constants(), 3) };
+    assert_eq!((c[0], c[1]), (a.base, a.size - 1));
+    assert!((a.base..a.base + a.size).contains(&c[2]), "the abort flag lies in the partition");
+    let Reply::Function { handle, params } = a.call(Request::GetFunction { module, name: "store".into() }) else {
+        panic!()
+    };
+    assert_eq!(params, vec![(0, 8), (8, 4)]);
+    let p = a.alloc(64);
+    let mut packed = p.to_le_bytes().to_vec();
+    packed.extend_from_slice(&5u32.to_le_bytes());
+    let launch =
+        |params: Vec<u8>| Request::Launch { function: handle, grid: [1; 3], block: [32, 1, 1], shared: 0, params };
+    assert_eq!(a.call(launch(packed.clone())), Reply::Done);
+    refused(a.call(launch(packed[..8].to_vec())), INVALID_VALUE, "takes 12");
+    assert_eq!(a.call(Request::Synchronize), Reply::Done);
+    // Another tenant cannot launch it, nor unload the module.
+    let mut b = connect(&socket, "b", 22);
+    refused(b.call(launch(packed)), INVALID_HANDLE, "not a function of the tenant's");
+    refused(b.call(Request::ModuleUnload { module }), INVALID_HANDLE, "not a module of the tenant's");
+    assert_eq!(a.call(Request::ModuleUnload { module }), Reply::Done);
+}
+
+#[test]
+fn modules_the_fence_cannot_make_safe_are_refused() {
+    let _s = serial();
+    let (socket, log) = manager();
+    let mut a = connect(&socket, "a", 22);
+    refused(a.call(Request::ModuleLoad { image: b"\x7fELF\x02\x01\x01".to_vec() }), NOT_SUPPORTED, "machine code");
+    let with_var = PTX.replace(".visible .entry", ".visible .global .u32 g;\n.visible .entry");
+    refused(a.call(Request::ModuleLoad { image: with_var.into_bytes() }), NOT_SUPPORTED, ".global variables");
+    // A 32-bit register used as an address: the fence counts it unfenced.
+    let narrow = PTX.replace("st.global.u32 [%rd1], %r1;", "st.global.u32 [%r1], %r1;");
+    refused(a.call(Request::ModuleLoad { image: narrow.into_bytes() }), NOT_SUPPORTED, "cannot be fenced");
+    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    assert_eq!(text.matches("tenant 1: refused").count(), 3, "{text}");
+}
+
+#[test]
+fn a_tenant_that_vanishes_is_cleaned_up_and_the_others_go_on() {
+    let _s = serial();
+    let (socket, log) = manager();
+    let mut a = connect(&socket, "a", 24);
+    let mut b = connect(&socket, "b", 24);
+    let pb = b.alloc(4096);
+    b.call(Request::CopyHtoD { dst: pb, data: vec![9; 4096] });
+    a.alloc(3 << 20);
+    assert_eq!(status(&socket).len(), 2);
+    // As a SIGKILL leaves it: the socket closes mid-session, nothing said.
+    drop(a);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while status(&socket).len() != 1 {
+        assert!(Instant::now() < deadline, "the vanished tenant was never cleaned up");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let s = status(&socket);
+    assert_eq!(s[0].name, "b");
+    assert_eq!(s[0].used, 4096 + 512, "b's allocation and its abort flag");
+    match b.call(Request::CopyDtoH { src: pb, bytes: 4096 }) {
+        Reply::Bytes(bytes) => assert!(bytes.iter().all(|&x| x == 9)),
+        r => panic!("{r:?}"),
+    }
+    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    assert!(text.contains("tenant 1 left (disconnected)"), "{text}");
+}
+
+#[test]
+fn a_hello_of_another_version_or_an_impossible_partition_is_refused() {
+    let _s = serial();
+    let (socket, _log) = manager();
+    for (version, log2, words) in [(VERSION + 1, 24, "protocol version"), (VERSION, 12, "between 2^21")] {
+        let mut conn = UnixStream::connect(&socket).unwrap();
+        write_frame(&mut conn, &Request::Hello { version, pid: 1, name: "x".into(), memory_log2: log2 }).unwrap();
+        let r: Reply = read_frame(&mut conn).unwrap();
+        let Reply::Error { message, .. } = r else { panic!("{r:?}") };
+        assert!(message.contains(words), "{message}");
+    }
+}
