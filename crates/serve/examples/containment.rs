@@ -1,0 +1,204 @@
+//! Fence containment on a real GPU (issue 18's first measurement): a manager in this
+//! process, on the machine's driver, with two tenants on its socket. Tenant B fills a buffer
+//! with a pattern; tenant A launches kernels that write at B's buffer (plain, atomic and
+//! generic stores), far outside any partition, and a `trap`. Every kernel is fenced by the
+//! manager; after each, B's buffer is checksummed and the manager must still serve B.
+//! Also the round trip of a launch through the socket (the forwarding cost, before any
+//! batching). Prints one JSON document.
+//!
+//!   cargo run --release -p gpusan-serve --example containment [-- libcuda.so.1]
+
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use gpusan_serve::driver::Driver;
+use gpusan_serve::protocol::{read_frame, write_frame, Reply, Request, VERSION};
+use gpusan_serve::server::{Log, Server};
+
+const PTX: &str = r#"
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry wild_store(.param .u64 p, .param .u32 v)
+{
+    .reg .b64 %rd<4>;
+    .reg .b32 %r<4>;
+    ld.param.u64 %rd1, [p];
+    ld.param.u32 %r1, [v];
+    mov.u32 %r2, %tid.x;
+    mul.wide.u32 %rd2, %r2, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r1;
+    ret;
+}
+.visible .entry wild_atomic(.param .u64 p, .param .u32 v)
+{
+    .reg .b64 %rd<4>;
+    .reg .b32 %r<4>;
+    ld.param.u64 %rd1, [p];
+    ld.param.u32 %r1, [v];
+    mov.u32 %r2, %tid.x;
+    mul.wide.u32 %rd2, %r2, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    atom.global.add.u32 %r3, [%rd3], %r1;
+    ret;
+}
+.visible .entry wild_generic(.param .u64 p, .param .u32 v)
+{
+    .reg .b64 %rd<4>;
+    .reg .b32 %r<4>;
+    ld.param.u64 %rd1, [p];
+    ld.param.u32 %r1, [v];
+    mov.u32 %r2, %tid.x;
+    mul.wide.u32 %rd2, %r2, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.u32 [%rd3], %r1;
+    ret;
+}
+.visible .entry trapper(.param .u64 p, .param .u32 v)
+{
+    trap;
+    ret;
+}
+.visible .entry empty(.param .u64 p, .param .u32 v)
+{
+    ret;
+}
+"#;
+
+struct Tenant {
+    conn: UnixStream,
+    base: u64,
+    size: u64,
+}
+
+impl Tenant {
+    fn connect(socket: &std::path::Path, name: &str) -> Tenant {
+        let mut conn = UnixStream::connect(socket).expect("the manager's socket");
+        let hello = Request::Hello { version: VERSION, pid: std::process::id(), name: name.into(), memory_log2: 28 };
+        write_frame(&mut conn, &hello).unwrap();
+        match read_frame(&mut conn).unwrap() {
+            Reply::Hello { partition_base, partition_size, .. } => {
+                Tenant { conn, base: partition_base, size: partition_size }
+            }
+            r => panic!("Hello refused: {r:?}"),
+        }
+    }
+    fn call(&mut self, r: Request) -> Reply {
+        write_frame(&mut self.conn, &r).unwrap();
+        read_frame(&mut self.conn).unwrap()
+    }
+    fn bytes(&mut self, src: u64, bytes: u64) -> Vec<u8> {
+        match self.call(Request::CopyDtoH { src, bytes }) {
+            Reply::Bytes(b) => b,
+            r => panic!("CopyDtoH: {r:?}"),
+        }
+    }
+}
+
+fn checksum(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf29ce484222325u64, |h, &x| (h ^ u64::from(x)).wrapping_mul(0x100000001b3))
+}
+
+fn main() {
+    let lib = std::env::args().nth(1).unwrap_or_else(|| "libcuda.so.1".into());
+    let driver: &'static Driver = Box::leak(Box::new(Driver::open(lib.as_ref(), 0).expect("the driver")));
+    let dir = std::env::temp_dir().join(format!("gpusan-containment-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("serve.sock");
+    let log_bytes = Arc::new(Mutex::new(Vec::<u8>::new()));
+    struct W(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for W {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let log: Log = Arc::new(Mutex::new(Box::new(W(log_bytes.clone()))));
+    let server = Server::bind(&socket, driver, log).unwrap();
+    std::thread::spawn(move || server.run());
+
+    let mut a = Tenant::connect(&socket, "attacker");
+    let mut b = Tenant::connect(&socket, "victim");
+    const N: u64 = 1 << 20;
+    let Reply::Pointer(victim) = b.call(Request::MemAlloc { bytes: N }) else { panic!() };
+    let pattern: Vec<u8> = (0..N).map(|i| (i * 7 % 251) as u8).collect();
+    assert_eq!(b.call(Request::CopyHtoD { dst: victim, data: pattern.clone() }), Reply::Done);
+    let before = checksum(&pattern);
+    let Reply::Pointer(own) = a.call(Request::MemAlloc { bytes: N }) else { panic!() };
+
+    let Reply::Module(module) = a.call(Request::ModuleLoad { image: PTX.as_bytes().to_vec() }) else {
+        panic!("the fenced module did not load")
+    };
+    let mut cases = Vec::new();
+    let targets = [("victim's buffer", victim), ("far outside every partition", 0x7f00_dead_0000u64)];
+    for kernel in ["wild_store", "wild_atomic", "wild_generic", "trapper"] {
+        let Reply::Function { handle, .. } = a.call(Request::GetFunction { module, name: kernel.into() }) else {
+            panic!("{kernel}")
+        };
+        for (what, target) in targets {
+            if kernel == "trapper" && what != targets[0].0 {
+                continue;
+            }
+            let mut params = target.to_le_bytes().to_vec();
+            params.extend_from_slice(&0xdeadu32.to_le_bytes());
+            let launched =
+                a.call(Request::Launch { function: handle, grid: [64, 1, 1], block: [256, 1, 1], shared: 0, params });
+            let synced = a.call(Request::Synchronize);
+            let after = checksum(&b.bytes(victim, N));
+            let own_bytes = a.bytes(own, 64);
+            cases.push(format!(
+                "{{\"kernel\": \"{kernel}\", \"target\": \"{what}\", \"target_address\": \"{target:#x}\", \
+                 \"launch\": \"{launched:?}\", \"attacker_sync\": \"{:?}\", \"victim_intact\": {}, \
+                 \"victim_served_after\": true, \"attacker_own_first_bytes\": \"{:02x?}\"}}",
+                synced,
+                after == before,
+                &own_bytes[..8]
+            ));
+        }
+    }
+    // The forwarding cost: launches of an empty kernel, each a request and its reply.
+    let Reply::Function { handle: empty, .. } = a.call(Request::GetFunction { module, name: "empty".into() }) else {
+        panic!()
+    };
+    let mut params = own.to_le_bytes().to_vec();
+    params.extend_from_slice(&0u32.to_le_bytes());
+    let n = 20_000;
+    let t = Instant::now();
+    for _ in 0..n {
+        a.call(Request::Launch { function: empty, grid: [1; 3], block: [32, 1, 1], shared: 0, params: params.clone() });
+    }
+    let per_launch_us = t.elapsed().as_secs_f64() * 1e6 / f64::from(n);
+    a.call(Request::Synchronize);
+    // The control: the same store kernel, unfenced, loaded straight into the manager's
+    // context, writes B's buffer (mapped memory of the same context: nothing faults).
+    let control = {
+        let mut image = PTX.as_bytes().to_vec();
+        image.push(0);
+        driver.make_current().unwrap();
+        let m = driver.module_load(&image).unwrap();
+        let f = driver.function(m, c"wild_store").unwrap();
+        let stream = driver.stream_create().unwrap();
+        let (mut p, mut v) = (victim, 0xdeadu32);
+        let mut ptrs: Vec<*mut std::ffi::c_void> = vec![(&mut p as *mut u64).cast(), (&mut v as *mut u32).cast()];
+        driver.launch(f, [64, 1, 1], [256, 1, 1], 0, stream, &mut ptrs).unwrap();
+        driver.stream_synchronize(stream).unwrap();
+        checksum(&b.bytes(victim, N)) == before
+    };
+    let log = String::from_utf8_lossy(&log_bytes.lock().unwrap()).replace('\\', "\\\\").replace('"', "'");
+    println!(
+        "{{\"what\": \"fence containment: tenant A's fenced kernels write at tenant B's buffer, far away, and trap; B's buffer checksummed after each\", \
+         \"attacker_partition\": \"{:#x}+{:#x}\", \"victim_partition\": \"{:#x}+{:#x}\", \"cases\": [{}], \
+         \"control_unfenced_store_left_victim_intact\": {control}, \"forwarded_launch_round_trip_us\": {per_launch_us:.2}, \"manager_log\": \"{}\"}}",
+        a.base,
+        a.size,
+        b.base,
+        b.size,
+        cases.join(", "),
+        log.replace('\n', " | ")
+    );
+}
