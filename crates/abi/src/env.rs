@@ -140,8 +140,15 @@ pub const PTX_CORPUS: &str = "GPUSAN_PTX_CORPUS";
 /// numba's, PyTorch's) at folders of gpusan's: a child process keeps its parent's folders.
 pub const PROGRAM_CACHES: &str = "GPUSAN_PROGRAM_CACHES";
 
+/// Fence mode's tenant (issue 18): the socket of the `gpusan serve` manager its driver
+/// calls are forwarded to.
+pub const SERVER: &str = "GPUSAN_SERVER";
+/// Fence mode's tenant: the size of the partition it asks the manager for, as a power of two
+/// (default 30: 1 GiB).
+pub const FENCE_MEMORY_LOG2: &str = "GPUSAN_FENCE_MEMORY_LOG2";
+
 /// Every variable above.
-pub const ALL: [&str; 28] = [
+pub const ALL: [&str; 30] = [
     MODE,
     CANARY_INTERVAL_MS,
     CANARY_DIAG,
@@ -170,6 +177,8 @@ pub const ALL: [&str; 28] = [
     CUDA,
     PTX_CORPUS,
     PROGRAM_CACHES,
+    SERVER,
+    FENCE_MEMORY_LOG2,
 ];
 
 #[cfg(test)]

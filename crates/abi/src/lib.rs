@@ -216,10 +216,14 @@ pub enum Mode {
     /// No kernel is touched: canaries past the end of allocations and pool blocks are
     /// scanned by gpusan's own kernels ([`canary`]).
     Canary,
+    /// A tenant of `gpusan serve` (issue 18): its driver calls go to the manager, which
+    /// fences its kernels into the tenant's memory partition ([`env::SERVER`]); host API
+    /// checks as in `api`.
+    Fence,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 4] = [Mode::Api, Mode::Count, Mode::Check, Mode::Canary];
+    pub const ALL: [Mode; 5] = [Mode::Api, Mode::Count, Mode::Check, Mode::Canary, Mode::Fence];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -227,6 +231,7 @@ impl Mode {
             Mode::Count => "count",
             Mode::Check => "check",
             Mode::Canary => "canary",
+            Mode::Fence => "fence",
         }
     }
 
@@ -241,9 +246,10 @@ impl Mode {
     }
 
     /// Whether the report has a kernel coverage (which kernels ran checked): every mode but
-    /// `canary`, which checks allocations, never kernels (its coverage is the allocations').
+    /// `canary`, which checks allocations, never kernels (its coverage is the allocations'),
+    /// and `fence`, whose kernels the manager fences (its log says which).
     pub fn reports_kernel_coverage(self) -> bool {
-        self != Mode::Canary
+        !matches!(self, Mode::Canary | Mode::Fence)
     }
 }
 
@@ -378,7 +384,7 @@ mod tests {
         for m in Mode::ALL {
             assert_eq!(Mode::from_name(m.name()), Some(m));
         }
-        assert_eq!(Mode::ALL.map(Mode::name), ["api", "count", "check", "canary"]);
+        assert_eq!(Mode::ALL.map(Mode::name), ["api", "count", "check", "canary", "fence"]);
         assert!(!Mode::Canary.instruments_kernels() && !Mode::Api.instruments_kernels());
         assert_eq!(Mode::from_name("Check"), None);
         assert_eq!(Mode::default(), Mode::Api);

@@ -47,6 +47,11 @@ pub enum Mode {
     /// (`canary_overwrite`). Kernels run unchanged, machine code included: always-on
     /// overflow detection at production cost.
     Canary,
+    /// A tenant of the `gpusan serve` manager at `--server`: the program's driver calls go
+    /// to the manager, which runs them in the tenant's own memory partition and fences every
+    /// kernel into it. Driver-API programs only so far (allocations, copies, PTX modules,
+    /// launches, synchronizations).
+    Fence,
 }
 
 impl Mode {
@@ -57,6 +62,7 @@ impl Mode {
             Mode::Count => gpusan_abi::Mode::Count,
             Mode::Check => gpusan_abi::Mode::Check,
             Mode::Canary => gpusan_abi::Mode::Canary,
+            Mode::Fence => gpusan_abi::Mode::Fence,
         }
     }
 }
@@ -201,6 +207,13 @@ pub struct RunArgs {
     #[arg(long = "canary-interval-ms", value_name = "MS", default_value = "1", hide_default_value = true,
           allow_negative_numbers = true, value_parser = gpusan_abi::env::canary_interval_us)]
     canary_interval_us: u64,
+    /// `--mode fence`: the socket of the `gpusan serve` manager the program is a tenant of.
+    #[arg(long, value_name = "SOCKET")]
+    server: Option<std::path::PathBuf>,
+    /// `--mode fence`: the size of the tenant's memory partition, as a power of two (30:
+    /// 1 GiB), from 21 to 40.
+    #[arg(long, value_name = "LOG2", default_value_t = 30, value_parser = clap::value_parser!(u32).range(21..=40))]
+    fence_memory_log2: u32,
     /// Pool blocks (each tensor of PyTorch's caching allocator, CuPy's pools, NVTX regions)
     /// record the host stacks of their allocation and free, as device allocations do. Off
     /// by default: unwinding at every tensor allocation cost a PyTorch training step about
@@ -536,7 +549,15 @@ pub fn run(a: RunArgs) -> Result<i32> {
         preload.push(":");
         preload.push(old);
     }
+    match (mode == gpusan_abi::Mode::Fence, &a.server) {
+        (true, None) => bail!("--mode fence needs --server SOCKET: the `gpusan serve` manager to be a tenant of"),
+        (false, Some(_)) => bail!("--server is for --mode fence"),
+        _ => {}
+    }
     let mut cmd = Command::new(&a.command[0]);
+    if let Some(server) = &a.server {
+        cmd.env(env::SERVER, std::path::absolute(server)?).env(env::FENCE_MEMORY_LOG2, a.fence_memory_log2.to_string());
+    }
     cmd.args(&a.command[1..])
         .env("LD_PRELOAD", preload)
         .env(env::MODE, mode.name())

@@ -60,3 +60,80 @@ fn status_without_a_manager_says_so() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no manager at"), "{out:?}");
 }
+
+/// The manager's log line announcing a tenant: its partition's base and size.
+fn partition_of(log: &str) -> Option<(u64, u64)> {
+    let line = log.lines().find(|l| l.contains("started: partition of"))?;
+    let mib: u64 = line.split("partition of ").nth(1)?.split(' ').next()?.parse().ok()?;
+    let base = u64::from_str_radix(line.split(" at 0x").nth(1)?.trim(), 16).ok()?;
+    Some((base, mib << 20))
+}
+
+#[test]
+fn a_driver_api_program_runs_as_a_fenced_tenant_in_its_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = fake_driver(dir.path());
+    let _ = std::os::unix::fs::symlink(&lib, dir.path().join("libcuda.so"));
+    let tenant = dir.path().join("tenant");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake_cuda/tenant.c");
+    let out = Command::new("cc")
+        .arg("-o")
+        .arg(&tenant)
+        .arg(&src)
+        .arg(format!("-L{}", dir.path().display()))
+        .arg(format!("-Wl,-rpath,{}", dir.path().display()))
+        .arg("-lcuda")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "cc: {}", String::from_utf8_lossy(&out.stderr));
+    let socket = dir.path().join("serve.sock");
+    let loaded = dir.path().join("loaded.ptx");
+    let log = dir.path().join("manager.log");
+    let mut manager = gpusan()
+        .args(["serve", "--driver"])
+        .arg(&lib)
+        .arg("--socket")
+        .arg(&socket)
+        .env("FAKE_CUDA_LOADED", &loaded)
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !gpusan().args(["serve", "--status", "--socket"]).arg(&socket).output().unwrap().status.success() {
+        assert!(Instant::now() < deadline, "no manager");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let report = dir.path().join("report.json");
+    let run = gpusan()
+        .args(["run", "--mode", "fence", "--fence-memory-log2", "26", "--server"])
+        .arg(&socket)
+        .arg("--report-json")
+        .arg(&report)
+        .arg("--")
+        .arg(&tenant)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    manager.kill().unwrap();
+    manager.wait().unwrap();
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(stdout.contains("tenant ok"), "{stdout}\n{}\nmanager: {log}", String::from_utf8_lossy(&run.stderr));
+    let (base, size) = partition_of(&log).unwrap_or_else(|| panic!("{log}"));
+    assert_eq!(size, 1 << 26);
+    let pointer = stdout.split("pointer 0x").nth(1).and_then(|s| s.split(' ').next()).unwrap();
+    let pointer = u64::from_str_radix(pointer, 16).unwrap();
+    assert!((base..base + size).contains(&pointer), "{pointer:#x} outside {base:#x}+{size:#x}");
+    assert!(!stdout.contains("past=0"), "a copy past the allocation went through: {stdout}");
+    assert!(std::fs::read_to_string(&loaded).unwrap().contains("__gpusan_fence"), "the driver got an unfenced module");
+    assert!(log.contains("left (disconnected)"), "{log}");
+    let report = std::fs::read_to_string(&report).unwrap();
+    assert!(report.contains("a tenant of `gpusan serve`"), "{report}");
+}
+
+#[test]
+fn fence_mode_needs_a_server_and_a_server_needs_fence_mode() {
+    let out = gpusan().args(["run", "--mode", "fence", "--", "true"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--mode fence needs --server"), "{out:?}");
+    let out = gpusan().args(["run", "--server", "/tmp/x.sock", "--", "true"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--server is for --mode fence"), "{out:?}");
+}

@@ -60,6 +60,7 @@ mod image;
 mod peek;
 mod probe;
 mod pyframes;
+mod remote;
 mod routes;
 mod state;
 mod variables;

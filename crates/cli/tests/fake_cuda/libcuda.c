@@ -1216,6 +1216,13 @@ static void destroy_context(uintptr_t ctx) {
         if (host_allocs[i].p && host_allocs[i].ctx == ctx) { munmap(host_allocs[i].p, host_allocs[i].size); host_allocs[i].p = 0; }
 }
 static int primary_refs;
+CUresult cuCtxCreate_v2(void **ctx, unsigned flags, int dev) {
+    (void)flags;
+    if (!ctx || dev != 0) return 101;
+    *ctx = (void *)(uintptr_t)0x1000;
+    current_ctx = 0x1000;
+    return 0;
+}
 CUresult cuDeviceGet(int *dev, int ordinal) {
     if (!dev || ordinal != 0) return 101; /* CUDA_ERROR_INVALID_DEVICE */
     *dev = 0;

@@ -245,6 +245,10 @@ pub fn loaded_late(name: &CStr) -> bool {
 /// Real address of a driver export by its exact (versioned) name, or of an NVRTC or
 /// nvJitLink function in the loaded library of its kind.
 unsafe fn real_driver_symbol(name: &CStr) -> usize {
+    // A fenced tenant's driver is the manager, for the functions forwarded to it.
+    if let Some(p) = crate::remote::function(name) {
+        return p;
+    }
     let p = real_dlsym(libc::RTLD_NEXT, name.as_ptr());
     if !p.is_null() {
         return p as usize;

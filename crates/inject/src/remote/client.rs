@@ -1,0 +1,132 @@
+//! The tenant's connection to its manager: made at the first forwarded call, one request at
+//! a time (the manager serves a tenant's calls in order), made again in a forked child (a
+//! socket shared by two processes would interleave their frames).
+
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+use gpusan_runtime::locks;
+use gpusan_runtime::per_process::PerProcess;
+use gpusan_serve::protocol::{read_frame, write_frame, Reply, Request, VERSION};
+
+/// The partition asked for when `GPUSAN_FENCE_MEMORY_LOG2` says nothing: 1 GiB.
+const DEFAULT_LOG2: u32 = 30;
+/// Refusals kept for the report.
+const NOTES_KEPT: usize = 20;
+
+/// CUDA_ERROR_NOT_INITIALIZED-like answer when the manager cannot be reached:
+/// CUDA_ERROR_NO_DEVICE (the tenant has no GPU of its own).
+pub const NO_MANAGER: i32 = 100;
+
+pub struct Partition {
+    pub base: u64,
+    pub size: u64,
+}
+
+#[derive(Default)]
+struct Conn {
+    stream: Option<UnixStream>,
+    partition: Option<Partition>,
+    /// Why the manager could not be reached, once tried.
+    failed: Option<String>,
+}
+
+static CONN: PerProcess<Mutex<Conn>> = PerProcess::new(Default::default);
+static NOTES: PerProcess<Mutex<Vec<String>>> = PerProcess::new(Default::default);
+
+/// The manager's socket, if this process is a tenant.
+pub fn server() -> Option<&'static PathBuf> {
+    static SERVER: OnceLock<Option<PathBuf>> = OnceLock::new();
+    SERVER
+        .get_or_init(|| std::env::var_os(gpusan_abi::env::SERVER).filter(|v| !v.is_empty()).map(PathBuf::from))
+        .as_ref()
+}
+
+/// The manager's refusals, in words, for the report (the first few).
+pub fn notes() -> Vec<String> {
+    let mut out: Vec<String> = locks::lock(NOTES.get()).clone();
+    if let Some(why) = &locks::lock(CONN.get()).failed {
+        out.insert(0, format!("fence: the manager was not reached: {why}"));
+    }
+    out
+}
+
+fn note(text: String) {
+    let mut n = locks::lock(NOTES.get());
+    if n.len() < NOTES_KEPT {
+        n.push(text);
+    }
+}
+
+fn connect(c: &mut Conn) -> Result<(), i32> {
+    if c.stream.is_some() {
+        return Ok(());
+    }
+    if c.failed.is_some() {
+        return Err(NO_MANAGER);
+    }
+    let Some(path) = server() else { return Err(NO_MANAGER) };
+    let log2 =
+        std::env::var(gpusan_abi::env::FENCE_MEMORY_LOG2).ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_LOG2);
+    let name = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "tenant".into());
+    let attempt = || -> Result<(UnixStream, Partition), String> {
+        let mut s = UnixStream::connect(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let hello = Request::Hello { version: VERSION, pid: std::process::id(), name, memory_log2: log2 };
+        write_frame(&mut s, &hello).map_err(|e| e.to_string())?;
+        match read_frame(&mut s).map_err(|e| e.to_string())? {
+            Reply::Hello { partition_base, partition_size, .. } => {
+                Ok((s, Partition { base: partition_base, size: partition_size }))
+            }
+            Reply::Error { message, .. } => Err(format!("it refused the tenant: {message}")),
+            other => Err(format!("it answered Hello with {other:?}")),
+        }
+    };
+    match attempt() {
+        Ok((s, p)) => {
+            c.stream = Some(s);
+            c.partition = Some(p);
+            Ok(())
+        }
+        Err(why) => {
+            c.failed = Some(why);
+            Err(NO_MANAGER)
+        }
+    }
+}
+
+/// Connects, if not yet: the tenant's partition.
+pub fn hello() -> Result<(u64, u64), i32> {
+    let mut c = locks::lock(CONN.get());
+    connect(&mut c)?;
+    Ok(c.partition.as_ref().map(|p| (p.base, p.size)).unwrap_or_default())
+}
+
+/// One request and its reply; a refusal is its CUDA error code (and a note).
+pub fn call(request: &Request) -> Result<Reply, i32> {
+    let mut c = locks::lock(CONN.get());
+    connect(&mut c)?;
+    let Some(s) = c.stream.as_mut() else { return Err(NO_MANAGER) };
+    let reply =
+        write_frame(s, request).map_err(|e| e.to_string()).and_then(|()| read_frame(s).map_err(|e| e.to_string()));
+    match reply {
+        Ok(Reply::Error { code, message }) => {
+            note(format!("fence: the manager refused: {message}"));
+            Err(code)
+        }
+        Ok(r) => Ok(r),
+        Err(why) => {
+            c.stream = None;
+            c.failed = Some(format!("the connection failed: {why}"));
+            Err(NO_MANAGER)
+        }
+    }
+}
+
+/// A call refused by the tenant's side itself (what it cannot forward), noted for the report.
+pub fn refused(what: &str) {
+    note(format!("fence: not forwarded: {what}"));
+}
