@@ -26,6 +26,8 @@ hooks! {
     fn cuDeviceGetCount(count: *mut i32);
     fn cuDevicePrimaryCtxRetain(ctx: *mut CUcontext, dev: CUdevice);
     fn cuCtxCreate_v2(ctx: *mut CUcontext, flags: u32, dev: CUdevice);
+    // CUDA 13's `cuCtxCreate` (cuda.h maps the name to it), with its creation parameters.
+    fn cuCtxCreate_v4(ctx: *mut CUcontext, params: *mut std::ffi::c_void, flags: u32, dev: CUdevice);
 }
 
 unsafe fn init(real: unsafe extern "C" fn(u32) -> CUresult, flags: u32) -> CUresult {

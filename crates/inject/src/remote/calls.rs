@@ -32,6 +32,7 @@ pub fn address(name: &[u8]) -> Option<usize> {
         b"cuDeviceGetCount" => cu_device_get_count as *const () as usize,
         b"cuDevicePrimaryCtxRetain" => cu_primary_ctx_retain as *const () as usize,
         b"cuCtxCreate_v2" => cu_ctx_create as *const () as usize,
+        b"cuCtxCreate_v4" => cu_ctx_create_v4 as *const () as usize,
         b"cuCtxSynchronize" | b"cuStreamSynchronize" => cu_synchronize as *const () as usize,
         b"cuMemAlloc_v2" => cu_mem_alloc as *const () as usize,
         b"cuMemFree_v2" => cu_mem_free as *const () as usize,
@@ -94,6 +95,15 @@ unsafe extern "C" fn cu_primary_ctx_retain(ctx: *mut CUcontext, device: CUdevice
 }
 
 unsafe extern "C" fn cu_ctx_create(ctx: *mut CUcontext, _flags: c_uint, device: CUdevice) -> CUresult {
+    cu_primary_ctx_retain(ctx, device)
+}
+
+unsafe extern "C" fn cu_ctx_create_v4(
+    ctx: *mut CUcontext,
+    _params: *mut c_void,
+    _flags: c_uint,
+    device: CUdevice,
+) -> CUresult {
     cu_primary_ctx_retain(ctx, device)
 }
 
