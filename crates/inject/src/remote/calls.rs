@@ -10,12 +10,14 @@ use gpusan_runtime::locks;
 use gpusan_serve::protocol::{Reply, Request, MAX_CHUNK};
 
 use super::client::{self, call};
+use crate::driver::boundary;
 use crate::driver::{CUcontext, CUdevice, CUdeviceptr, CUfunction, CUmodule, CUresult, CUstream, CUDA_SUCCESS};
 
 const INVALID_VALUE: CUresult = 1;
 const NOT_SUPPORTED: CUresult = 801;
 const INVALID_DEVICE: CUresult = 101;
 const INVALID_HANDLE: CUresult = 400;
+const UNKNOWN: CUresult = 999;
 /// The tenant's context: a token (the manager owns the one real context).
 const CONTEXT: usize = 0x6765_6e63_0000;
 
@@ -47,6 +49,12 @@ pub fn address(name: &[u8]) -> Option<usize> {
     })
 }
 
+/// Runs a forwarding function's work under the boundary: a panic in gpusan's part becomes
+/// the driver's "unknown error" for this call, never an unwind into the program.
+fn forwarded(place: &'static str, work: impl FnOnce() -> CUresult) -> CUresult {
+    boundary::contain(place, work, || UNKNOWN)
+}
+
 fn done(r: Result<Reply, CUresult>) -> CUresult {
     match r {
         Ok(_) => CUDA_SUCCESS,
@@ -55,47 +63,53 @@ fn done(r: Result<Reply, CUresult>) -> CUresult {
 }
 
 unsafe extern "C" fn cu_init(_flags: c_uint) -> CUresult {
-    match client::hello() {
+    forwarded("cu_init", || match client::hello() {
         Ok(_) => CUDA_SUCCESS,
         Err(code) => code,
-    }
+    })
 }
 
 unsafe extern "C" fn cu_device_get(device: *mut CUdevice, ordinal: i32) -> CUresult {
-    if device.is_null() {
-        return INVALID_VALUE;
-    }
-    if ordinal != 0 {
-        return INVALID_DEVICE; // a tenant sees one GPU: the manager's
-    }
-    *device = 0;
-    CUDA_SUCCESS
+    forwarded("cu_device_get", || {
+        if device.is_null() {
+            return INVALID_VALUE;
+        }
+        if ordinal != 0 {
+            return INVALID_DEVICE; // a tenant sees one GPU: the manager's
+        }
+        *device = 0;
+        CUDA_SUCCESS
+    })
 }
 
 unsafe extern "C" fn cu_device_get_count(count: *mut i32) -> CUresult {
-    if count.is_null() {
-        return INVALID_VALUE;
-    }
-    *count = 1;
-    CUDA_SUCCESS
+    forwarded("cu_device_get_count", || {
+        if count.is_null() {
+            return INVALID_VALUE;
+        }
+        *count = 1;
+        CUDA_SUCCESS
+    })
 }
 
 unsafe extern "C" fn cu_primary_ctx_retain(ctx: *mut CUcontext, device: CUdevice) -> CUresult {
-    if ctx.is_null() {
-        return INVALID_VALUE;
-    }
-    if device != 0 {
-        return INVALID_DEVICE;
-    }
-    if let Err(code) = client::hello() {
-        return code;
-    }
-    *ctx = CONTEXT as CUcontext;
-    CUDA_SUCCESS
+    forwarded("cu_primary_ctx_retain", || {
+        if ctx.is_null() {
+            return INVALID_VALUE;
+        }
+        if device != 0 {
+            return INVALID_DEVICE;
+        }
+        if let Err(code) = client::hello() {
+            return code;
+        }
+        *ctx = CONTEXT as CUcontext;
+        CUDA_SUCCESS
+    })
 }
 
 unsafe extern "C" fn cu_ctx_create(ctx: *mut CUcontext, _flags: c_uint, device: CUdevice) -> CUresult {
-    cu_primary_ctx_retain(ctx, device)
+    forwarded("cu_ctx_create", || cu_primary_ctx_retain(ctx, device))
 }
 
 unsafe extern "C" fn cu_ctx_create_v4(
@@ -104,113 +118,123 @@ unsafe extern "C" fn cu_ctx_create_v4(
     _flags: c_uint,
     device: CUdevice,
 ) -> CUresult {
-    cu_primary_ctx_retain(ctx, device)
+    forwarded("cu_ctx_create_v4", || cu_primary_ctx_retain(ctx, device))
 }
 
 unsafe extern "C" fn cu_synchronize(_stream: CUstream) -> CUresult {
-    done(call(&Request::Synchronize))
+    forwarded("cu_synchronize", || done(call(&Request::Synchronize)))
 }
 
 unsafe extern "C" fn cu_mem_alloc(ptr: *mut CUdeviceptr, bytes: usize) -> CUresult {
-    if ptr.is_null() || bytes == 0 {
-        return INVALID_VALUE;
-    }
-    match call(&Request::MemAlloc { bytes: bytes as u64 }) {
-        Ok(Reply::Pointer(p)) => {
-            *ptr = p;
-            CUDA_SUCCESS
+    forwarded("cu_mem_alloc", || {
+        if ptr.is_null() || bytes == 0 {
+            return INVALID_VALUE;
         }
-        Ok(_) => NOT_SUPPORTED,
-        Err(code) => code,
-    }
+        match call(&Request::MemAlloc { bytes: bytes as u64 }) {
+            Ok(Reply::Pointer(p)) => {
+                *ptr = p;
+                CUDA_SUCCESS
+            }
+            Ok(_) => NOT_SUPPORTED,
+            Err(code) => code,
+        }
+    })
 }
 
 unsafe extern "C" fn cu_mem_free(ptr: CUdeviceptr) -> CUresult {
-    done(call(&Request::MemFree { ptr }))
+    forwarded("cu_mem_free", || done(call(&Request::MemFree { ptr })))
 }
 
 unsafe extern "C" fn cu_memcpy_htod(dst: CUdeviceptr, src: *const c_void, bytes: usize) -> CUresult {
-    if bytes == 0 {
-        return CUDA_SUCCESS;
-    }
-    if src.is_null() {
-        return INVALID_VALUE;
-    }
-    // SAFETY: the program's buffer of `bytes` bytes, as the driver would read it.
-    let data = std::slice::from_raw_parts(src.cast::<u8>(), bytes);
-    for (i, piece) in data.chunks(MAX_CHUNK as usize).enumerate() {
-        let at = dst + (i as u64) * MAX_CHUNK;
-        if let Err(code) = call(&Request::CopyHtoD { dst: at, data: piece.to_vec() }) {
-            return code;
+    forwarded("cu_memcpy_htod", || {
+        if bytes == 0 {
+            return CUDA_SUCCESS;
         }
-    }
-    CUDA_SUCCESS
+        if src.is_null() {
+            return INVALID_VALUE;
+        }
+        // SAFETY: the program's buffer of `bytes` bytes, as the driver would read it.
+        let data = std::slice::from_raw_parts(src.cast::<u8>(), bytes);
+        for (i, piece) in data.chunks(MAX_CHUNK as usize).enumerate() {
+            let at = dst + (i as u64) * MAX_CHUNK;
+            if let Err(code) = call(&Request::CopyHtoD { dst: at, data: piece.to_vec() }) {
+                return code;
+            }
+        }
+        CUDA_SUCCESS
+    })
 }
 
 unsafe extern "C" fn cu_memcpy_dtoh(dst: *mut c_void, src: CUdeviceptr, bytes: usize) -> CUresult {
-    if bytes == 0 {
-        return CUDA_SUCCESS;
-    }
-    if dst.is_null() {
-        return INVALID_VALUE;
-    }
-    // SAFETY: the program's buffer of `bytes` bytes, as the driver would write it.
-    let out = std::slice::from_raw_parts_mut(dst.cast::<u8>(), bytes);
-    for (i, piece) in out.chunks_mut(MAX_CHUNK as usize).enumerate() {
-        let at = src + (i as u64) * MAX_CHUNK;
-        match call(&Request::CopyDtoH { src: at, bytes: piece.len() as u64 }) {
-            Ok(Reply::Bytes(b)) if b.len() == piece.len() => piece.copy_from_slice(&b),
-            Ok(_) => return NOT_SUPPORTED,
-            Err(code) => return code,
+    forwarded("cu_memcpy_dtoh", || {
+        if bytes == 0 {
+            return CUDA_SUCCESS;
         }
-    }
-    CUDA_SUCCESS
+        if dst.is_null() {
+            return INVALID_VALUE;
+        }
+        // SAFETY: the program's buffer of `bytes` bytes, as the driver would write it.
+        let out = std::slice::from_raw_parts_mut(dst.cast::<u8>(), bytes);
+        for (i, piece) in out.chunks_mut(MAX_CHUNK as usize).enumerate() {
+            let at = src + (i as u64) * MAX_CHUNK;
+            match call(&Request::CopyDtoH { src: at, bytes: piece.len() as u64 }) {
+                Ok(Reply::Bytes(b)) if b.len() == piece.len() => piece.copy_from_slice(&b),
+                Ok(_) => return NOT_SUPPORTED,
+                Err(code) => return code,
+            }
+        }
+        CUDA_SUCCESS
+    })
 }
 
 unsafe extern "C" fn cu_memset_d8(dst: CUdeviceptr, value: u8, count: usize) -> CUresult {
-    done(call(&Request::MemsetD8 { dst, value, count: count as u64 }))
+    forwarded("cu_memset_d8", || done(call(&Request::MemsetD8 { dst, value, count: count as u64 })))
 }
 
 unsafe extern "C" fn cu_module_load_data(module: *mut CUmodule, image: *const c_void) -> CUresult {
-    if module.is_null() || image.is_null() {
-        return INVALID_VALUE;
-    }
-    let head = std::slice::from_raw_parts(image.cast::<u8>(), 4);
-    if head == b"\x7fELF" || head == [0x50, 0xed, 0x55, 0xba] {
-        // Its length is not in the call; the manager refuses machine code anyway.
-        client::refused("cuModuleLoadData: machine code (no PTX) cannot be fenced yet");
-        return NOT_SUPPORTED;
-    }
-    // SAFETY: a PTX image is NUL-terminated text.
-    let text = CStr::from_ptr(image.cast::<c_char>()).to_bytes().to_vec();
-    match call(&Request::ModuleLoad { image: text }) {
-        Ok(Reply::Module(m)) => {
-            *module = m as CUmodule;
-            CUDA_SUCCESS
+    forwarded("cu_module_load_data", || {
+        if module.is_null() || image.is_null() {
+            return INVALID_VALUE;
         }
-        Ok(_) => NOT_SUPPORTED,
-        Err(code) => code,
-    }
+        let head = std::slice::from_raw_parts(image.cast::<u8>(), 4);
+        if head == b"\x7fELF" || head == [0x50, 0xed, 0x55, 0xba] {
+            // Its length is not in the call; the manager refuses machine code anyway.
+            client::refused("cuModuleLoadData: machine code (no PTX) cannot be fenced yet");
+            return NOT_SUPPORTED;
+        }
+        // SAFETY: a PTX image is NUL-terminated text.
+        let text = CStr::from_ptr(image.cast::<c_char>()).to_bytes().to_vec();
+        match call(&Request::ModuleLoad { image: text }) {
+            Ok(Reply::Module(m)) => {
+                *module = m as CUmodule;
+                CUDA_SUCCESS
+            }
+            Ok(_) => NOT_SUPPORTED,
+            Err(code) => code,
+        }
+    })
 }
 
 unsafe extern "C" fn cu_module_get_function(f: *mut CUfunction, module: CUmodule, name: *const c_char) -> CUresult {
-    if f.is_null() || name.is_null() {
-        return INVALID_VALUE;
-    }
-    let name = CStr::from_ptr(name).to_string_lossy().into_owned();
-    match call(&Request::GetFunction { module: module as u64, name }) {
-        Ok(Reply::Function { handle, params }) => {
-            locks::lock(&LAYOUTS).get_or_insert_with(HashMap::new).insert(handle, params);
-            *f = handle as CUfunction;
-            CUDA_SUCCESS
+    forwarded("cu_module_get_function", || {
+        if f.is_null() || name.is_null() {
+            return INVALID_VALUE;
         }
-        Ok(_) => NOT_SUPPORTED,
-        Err(code) => code,
-    }
+        let name = CStr::from_ptr(name).to_string_lossy().into_owned();
+        match call(&Request::GetFunction { module: module as u64, name }) {
+            Ok(Reply::Function { handle, params }) => {
+                locks::lock(&LAYOUTS).get_or_insert_with(HashMap::new).insert(handle, params);
+                *f = handle as CUfunction;
+                CUDA_SUCCESS
+            }
+            Ok(_) => NOT_SUPPORTED,
+            Err(code) => code,
+        }
+    })
 }
 
 unsafe extern "C" fn cu_module_unload(module: CUmodule) -> CUresult {
-    done(call(&Request::ModuleUnload { module: module as u64 }))
+    forwarded("cu_module_unload", || done(call(&Request::ModuleUnload { module: module as u64 })))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -227,26 +251,34 @@ unsafe extern "C" fn cu_launch_kernel(
     params: *mut *mut c_void,
     extra: *mut *mut c_void,
 ) -> CUresult {
-    if !extra.is_null() {
-        client::refused("cuLaunchKernel: parameters passed through `extra` are not forwarded yet");
-        return NOT_SUPPORTED;
-    }
-    let Some(layout) = locks::lock(&LAYOUTS).as_ref().and_then(|l| l.get(&(f as u64)).cloned()) else {
-        return INVALID_HANDLE;
-    };
-    let len = layout.iter().map(|&(o, s)| o + s).max().unwrap_or(0) as usize;
-    let mut packed = vec![0u8; len];
-    for (i, &(offset, size)) in layout.iter().enumerate() {
-        if params.is_null() {
-            return INVALID_VALUE;
+    forwarded("cu_launch_kernel", || {
+        if !extra.is_null() {
+            client::refused("cuLaunchKernel: parameters passed through `extra` are not forwarded yet");
+            return NOT_SUPPORTED;
         }
-        // SAFETY: the program passes one pointer per parameter, each to its value's bytes.
-        let p = *params.add(i);
-        if p.is_null() {
-            return INVALID_VALUE;
+        let Some(layout) = locks::lock(&LAYOUTS).as_ref().and_then(|l| l.get(&(f as u64)).cloned()) else {
+            return INVALID_HANDLE;
+        };
+        let len = layout.iter().map(|&(o, s)| o + s).max().unwrap_or(0) as usize;
+        let mut packed = vec![0u8; len];
+        for (i, &(offset, size)) in layout.iter().enumerate() {
+            if params.is_null() {
+                return INVALID_VALUE;
+            }
+            // SAFETY: the program passes one pointer per parameter, each to its value's bytes.
+            let p = *params.add(i);
+            if p.is_null() {
+                return INVALID_VALUE;
+            }
+            let src = std::slice::from_raw_parts(p.cast::<u8>(), size as usize);
+            packed[offset as usize..(offset + size) as usize].copy_from_slice(src);
         }
-        let src = std::slice::from_raw_parts(p.cast::<u8>(), size as usize);
-        packed[offset as usize..(offset + size) as usize].copy_from_slice(src);
-    }
-    done(call(&Request::Launch { function: f as u64, grid: [gx, gy, gz], block: [bx, by, bz], shared, params: packed }))
+        done(call(&Request::Launch {
+            function: f as u64,
+            grid: [gx, gy, gz],
+            block: [bx, by, bz],
+            shared,
+            params: packed,
+        }))
+    })
 }
