@@ -133,13 +133,13 @@ fn more(st: &State, doc: &mut Document) {
     }
     doc.notes.extend(crate::routes::canary::failure_note());
     doc.notes.extend(quietly(crate::routes::canary::heap_notes).unwrap_or_default());
-    if crate::remote::active() {
+    if crate::driver::remote::active() {
         doc.notes.push(
             "fence: a tenant of `gpusan serve`: its allocations, copies, modules and launches went to the manager, \
              which fenced its kernels into its partition"
                 .into(),
         );
-        doc.notes.extend(quietly(crate::remote::notes).unwrap_or_default());
+        doc.notes.extend(quietly(crate::driver::remote::notes).unwrap_or_default());
     }
     let (judged, not_judged) = families::tensormaps::counts();
     if judged + not_judged > 0 {

@@ -30,7 +30,8 @@
 //! state  probe  image  peek  options and Mode, registry and findings, `quietly`; the probe's data;
 //!   pyframes                a loaded image and how far it may be read; reads that cannot fault;
 //!                           the Python frames above a call (sites)
-//! driver/                   FFI types; real functions resolved once, typed (`real`); `hooks!`
+//! driver/                   FFI types; real functions resolved once, typed (`real`); `hooks!`;
+//!                           remote/: --mode fence's forwarding functions, in place of the real ones
 //! ```
 //!
 //! # Where a new door goes
@@ -60,7 +61,6 @@ mod image;
 mod peek;
 mod probe;
 mod pyframes;
-mod remote;
 mod routes;
 mod state;
 mod variables;

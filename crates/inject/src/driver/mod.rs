@@ -10,6 +10,8 @@
 //! - [`fault`]: where a GPU fault shows (every stand-in's result passes it);
 //! - [`fork`]: whether this process is a child forked once CUDA was initialised (its
 //!   stand-ins then only forward);
+//! - [`remote`]: `--mode fence`'s tenant side, the forwarding functions `resolve` hands
+//!   out in place of the real ones when a manager serves this program;
 //! - [`hook`]: the `hooks!` macro that exports gpusan's stand-in for a driver function (the
 //!   API families declare theirs with it) and [`Hook`], what the doors know of each.
 
@@ -18,6 +20,7 @@ pub mod fault;
 pub mod fork;
 pub mod hook;
 pub mod real;
+pub mod remote;
 pub mod resolve;
 pub mod types;
 

@@ -246,7 +246,7 @@ pub fn loaded_late(name: &CStr) -> bool {
 /// nvJitLink function in the loaded library of its kind.
 unsafe fn real_driver_symbol(name: &CStr) -> usize {
     // A fenced tenant's driver is the manager, for the functions forwarded to it.
-    if let Some(p) = crate::remote::function(name) {
+    if let Some(p) = super::remote::function(name) {
         return p;
     }
     let p = real_dlsym(libc::RTLD_NEXT, name.as_ptr());

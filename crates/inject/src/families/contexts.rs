@@ -21,7 +21,7 @@ hooks! {
     fn cuDevicePrimaryCtxReset(dev: CUdevice) => |real| primary_ctx_reset(real, dev);
     fn cuCtxDestroy_v2(ctx: CUcontext) => |real| ctx_destroy(real, ctx);
     // Passed through as they are, except in a fenced tenant, whose driver below them is the
-    // manager (`crate::remote`): a program linked against the driver reaches them here.
+    // manager (`crate::driver::remote`): a program linked against the driver reaches them here.
     fn cuDeviceGet(device: *mut CUdevice, ordinal: i32);
     fn cuDeviceGetCount(count: *mut i32);
     fn cuDevicePrimaryCtxRetain(ctx: *mut CUcontext, dev: CUdevice);
