@@ -11,7 +11,7 @@ use gpusan_serve::protocol::{Reply, Request, MAX_CHUNK};
 
 use super::client::{self, call};
 use crate::driver::boundary;
-use crate::driver::{CUcontext, CUdevice, CUdeviceptr, CUfunction, CUmodule, CUresult, CUstream, CUDA_SUCCESS};
+use crate::driver::types::{CUcontext, CUdevice, CUdeviceptr, CUfunction, CUmodule, CUresult, CUstream, CUDA_SUCCESS};
 
 const INVALID_VALUE: CUresult = 1;
 const NOT_SUPPORTED: CUresult = 801;
