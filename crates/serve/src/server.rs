@@ -113,23 +113,24 @@ fn serve_connection(
         }
     };
     publish(&tenant);
-    if write_frame(&mut conn, &hello).is_err() {
-        tenants.lock().map(|mut t| t.remove(&id)).ok();
-        return;
-    }
-    let why = loop {
-        let request: Request = match read_frame(&mut conn) {
-            Ok(r) => r,
-            Err(FrameError::Closed) => break "disconnected".to_string(),
-            Err(e) => break format!("its connection failed: {e}"),
-        };
-        let reply = tenant.handle(request);
-        if let Reply::Error { message, .. } = &reply {
-            say(log, format_args!("tenant {id}: refused: {message}"));
-        }
-        publish(&tenant);
-        if let Err(e) = write_frame(&mut conn, &reply) {
-            break format!("its connection failed: {e}");
+    // A tenant gone before reading its Hello leaves as any other: cleaned up and logged.
+    let why = if let Err(e) = write_frame(&mut conn, &hello) {
+        format!("its connection failed: {e}")
+    } else {
+        loop {
+            let request: Request = match read_frame(&mut conn) {
+                Ok(r) => r,
+                Err(FrameError::Closed) => break "disconnected".to_string(),
+                Err(e) => break format!("its connection failed: {e}"),
+            };
+            let reply = tenant.handle(request);
+            if let Reply::Error { message, .. } = &reply {
+                say(log, format_args!("tenant {id}: refused: {message}"));
+            }
+            publish(&tenant);
+            if let Err(e) = write_frame(&mut conn, &reply) {
+                break format!("its connection failed: {e}");
+            }
         }
     };
     let s = tenant.status();

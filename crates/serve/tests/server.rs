@@ -256,3 +256,90 @@ fn a_hello_of_another_version_or_an_impossible_partition_is_refused() {
         assert!(message.contains(words), "{message}");
     }
 }
+
+/// A tenant killed by SIGKILL stops wherever it is: between two calls, after sending a
+/// request whose reply it never reads, or in the middle of a frame (its header or its
+/// body). The manager sees only what reached the socket. Here every such cut of a session
+/// that allocates, copies, loads, launches and synchronizes: the manager lives on, each cut
+/// tenant is cleaned up, the driver's physical memory is all given back, and a new tenant
+/// is served as before.
+#[test]
+fn tenants_cut_off_at_any_byte_of_any_call_leave_nothing_behind() {
+    let _s = serial();
+    let (socket, log) = manager();
+    let physical: extern "C" fn() -> u64 = fake(b"fake_vmm_physical_bytes\0");
+    let before = physical();
+    const STEPS: usize = 8;
+    let mut cuts = 0;
+    for step in 0..STEPS {
+        for partial in [0usize, 1, 3, 4, 5, usize::MAX / 2, usize::MAX] {
+            let mut conn = UnixStream::connect(&socket).unwrap();
+            let mut session = |n: usize, conn: &mut UnixStream| -> Vec<Request> {
+                // The session's requests, each made from the replies before it.
+                let mut reqs = Vec::new();
+                let mut p = 0;
+                let mut module = 0;
+                let mut function = 0;
+                for i in 0..=n {
+                    let r = match i {
+                        0 => Request::Hello { version: VERSION, pid: 7, name: format!("cut{step}"), memory_log2: 23 },
+                        1 => Request::MemAlloc { bytes: 3 << 20 },
+                        2 => Request::CopyHtoD { dst: p, data: vec![1; 4096] },
+                        3 => Request::ModuleLoad { image: PTX.as_bytes().to_vec() },
+                        4 => Request::GetFunction { module, name: "store".into() },
+                        5 => {
+                            let mut params = p.to_le_bytes().to_vec();
+                            params.extend_from_slice(&5u32.to_le_bytes());
+                            Request::Launch { function, grid: [1; 3], block: [32, 1, 1], shared: 0, params }
+                        }
+                        6 => Request::MemAlloc { bytes: 1 << 20 },
+                        _ => Request::Synchronize,
+                    };
+                    if i == n {
+                        reqs.push(r);
+                        break;
+                    }
+                    write_frame(conn, &r).unwrap();
+                    match read_frame(conn).unwrap() {
+                        Reply::Pointer(x) if i == 1 => p = x,
+                        Reply::Module(m) => module = m,
+                        Reply::Function { handle, .. } => function = handle,
+                        Reply::Error { code, message } => panic!("step {i}: refused {code}: {message}"),
+                        _ => {}
+                    }
+                }
+                reqs
+            };
+            let last = session(step, &mut conn).pop().unwrap();
+            let mut bytes = Vec::new();
+            write_frame(&mut bytes, &last).unwrap();
+            let cut = match partial {
+                usize::MAX => bytes.len(),
+                x if x == usize::MAX / 2 => bytes.len() / 2,
+                x => x.min(bytes.len()),
+            };
+            std::io::Write::write_all(&mut conn, &bytes[..cut]).unwrap();
+            drop(conn); // as SIGKILL leaves it
+            cuts += 1;
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !status(&socket).is_empty() {
+        assert!(Instant::now() < deadline, "cut tenants never cleaned up: {:?}", status(&socket));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(physical(), before, "the driver's physical memory was not all given back");
+    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    // A cut inside the Hello makes no tenant; every other cut is a tenant that left.
+    let tenants = cuts - text.matches("ended before Hello").count();
+    assert_eq!(tenants, cuts - 6, "{text}");
+    assert_eq!(text.matches(" left (").count(), tenants, "{text}");
+    assert!(!text.contains("panick"), "{text}");
+    let mut fresh = connect(&socket, "after", 22);
+    let q = fresh.alloc(4096);
+    assert_eq!(fresh.call(Request::CopyHtoD { dst: q, data: vec![3; 4096] }), Reply::Done);
+    match fresh.call(Request::CopyDtoH { src: q, bytes: 4096 }) {
+        Reply::Bytes(b) => assert!(b.iter().all(|&x| x == 3)),
+        r => panic!("{r:?}"),
+    }
+}
