@@ -70,9 +70,9 @@ type ModuleLoadData = unsafe extern "C" fn(*mut *mut c_void, *const c_void) -> C
 type ModuleUnload = unsafe extern "C" fn(*mut c_void) -> CUresult;
 type ModuleGetFunction = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const c_char) -> CUresult;
 type ModuleGetGlobal = unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, *mut c_void, *const c_char) -> CUresult;
-type CopyHtoD = unsafe extern "C" fn(CUdeviceptr, *const c_void, usize) -> CUresult;
-type CopyDtoH = unsafe extern "C" fn(*mut c_void, CUdeviceptr, usize) -> CUresult;
-type MemsetD8 = unsafe extern "C" fn(CUdeviceptr, u8, usize) -> CUresult;
+type CopyHtoD = unsafe extern "C" fn(CUdeviceptr, *const c_void, usize, *mut c_void) -> CUresult;
+type CopyDtoH = unsafe extern "C" fn(*mut c_void, CUdeviceptr, usize, *mut c_void) -> CUresult;
+type MemsetD8 = unsafe extern "C" fn(CUdeviceptr, u8, usize, *mut c_void) -> CUresult;
 type StreamCreate = unsafe extern "C" fn(*mut *mut c_void, c_uint) -> CUresult;
 type StreamDestroy = unsafe extern "C" fn(*mut c_void) -> CUresult;
 type StreamSynchronize = unsafe extern "C" fn(*mut c_void) -> CUresult;
@@ -171,9 +171,9 @@ impl Driver {
             module_unload: sym!("cuModuleUnload", ModuleUnload),
             module_get_function: sym!("cuModuleGetFunction", ModuleGetFunction),
             module_get_global: sym!("cuModuleGetGlobal_v2", ModuleGetGlobal),
-            copy_htod: sym!("cuMemcpyHtoD_v2", CopyHtoD),
-            copy_dtoh: sym!("cuMemcpyDtoH_v2", CopyDtoH),
-            memset_d8: sym!("cuMemsetD8_v2", MemsetD8),
+            copy_htod: sym!("cuMemcpyHtoDAsync_v2", CopyHtoD),
+            copy_dtoh: sym!("cuMemcpyDtoHAsync_v2", CopyDtoH),
+            memset_d8: sym!("cuMemsetD8Async", MemsetD8),
             stream_create: sym!("cuStreamCreate", StreamCreate),
             stream_destroy: sym!("cuStreamDestroy_v2", StreamDestroy),
             stream_synchronize: sym!("cuStreamSynchronize", StreamSynchronize),
@@ -295,19 +295,35 @@ impl Driver {
         Ok((at, size as u64))
     }
 
-    pub fn copy_htod(&self, dst: CUdeviceptr, data: &[u8]) -> Result<(), DriverError> {
-        // SAFETY: the caller checked `dst`'s range is device memory of the tenant's.
-        check("cuMemcpyHtoD", unsafe { (self.copy_htod)(dst, data.as_ptr().cast(), data.len()) })
+    // Copies and sets go on the tenant's stream, behind the kernels it launched before: the
+    // tenant's program made them on its legacy stream, which orders them so; the manager's
+    // legacy stream would not (the tenant's stream does not wait for it). A copy returns
+    // when it is done, as the synchronous call the tenant made does.
+
+    /// Copies `data` to `dst` on `stream`, after the work queued there; returns when done.
+    pub fn copy_htod(&self, dst: CUdeviceptr, data: &[u8], stream: Raw) -> Result<(), DriverError> {
+        // SAFETY: the caller checked `dst`'s range is device memory of the tenant's; `data`
+        // stays alive until the stream has finished with it.
+        check("cuMemcpyHtoDAsync", unsafe {
+            (self.copy_htod)(dst, data.as_ptr().cast(), data.len(), stream as *mut c_void)
+        })?;
+        self.stream_synchronize(stream)
     }
 
-    pub fn copy_dtoh(&self, out: &mut [u8], src: CUdeviceptr) -> Result<(), DriverError> {
-        // SAFETY: as above, for `src`.
-        check("cuMemcpyDtoH", unsafe { (self.copy_dtoh)(out.as_mut_ptr().cast(), src, out.len()) })
+    /// Copies from `src` into `out` on `stream`, after the work queued there; returns when
+    /// done.
+    pub fn copy_dtoh(&self, out: &mut [u8], src: CUdeviceptr, stream: Raw) -> Result<(), DriverError> {
+        // SAFETY: as above, for `src`; `out` stays borrowed until the stream is done.
+        check("cuMemcpyDtoHAsync", unsafe {
+            (self.copy_dtoh)(out.as_mut_ptr().cast(), src, out.len(), stream as *mut c_void)
+        })?;
+        self.stream_synchronize(stream)
     }
 
-    pub fn memset_d8(&self, dst: CUdeviceptr, value: u8, count: u64) -> Result<(), DriverError> {
+    /// Sets `count` bytes at `dst` on `stream`, in order with the tenant's other work.
+    pub fn memset_d8(&self, dst: CUdeviceptr, value: u8, count: u64, stream: Raw) -> Result<(), DriverError> {
         // SAFETY: as above.
-        check("cuMemsetD8", unsafe { (self.memset_d8)(dst, value, count as usize) })
+        check("cuMemsetD8Async", unsafe { (self.memset_d8)(dst, value, count as usize, stream as *mut c_void) })
     }
 
     /// A non-blocking stream (it never waits for the legacy stream, which other tenants'

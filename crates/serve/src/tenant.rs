@@ -95,8 +95,11 @@ impl<'d> Tenant<'d> {
         }
         let mut memory = TenantMemory::new(driver, memory_log2).map_err(|e| error(OUT_OF_MEMORY, e.to_string()))?;
         let abort = memory.alloc(8).map_err(|e| error(OUT_OF_MEMORY, e.to_string()))?;
-        driver.memset_d8(abort, 0, 8).map_err(driver_error)?;
         let stream = driver.stream_create().map_err(driver_error)?;
+        if let Err(e) = driver.memset_d8(abort, 0, 8, stream).and_then(|()| driver.stream_synchronize(stream)) {
+            let _ = driver.stream_destroy(stream);
+            return Err(driver_error(e));
+        }
         let reply = Reply::Hello {
             tenant: id,
             partition_base: memory.partition().base(),
@@ -171,7 +174,7 @@ impl<'d> Tenant<'d> {
             }
             Request::CopyHtoD { dst, data } => match self.in_live("cuMemcpyHtoD", dst, data.len() as u64) {
                 Err(r) => r,
-                Ok(()) => self.done(self.driver.copy_htod(dst, &data)),
+                Ok(()) => self.done(self.driver.copy_htod(dst, &data, self.stream)),
             },
             Request::CopyDtoH { src, bytes } => {
                 if bytes > MAX_CHUNK {
@@ -180,19 +183,15 @@ impl<'d> Tenant<'d> {
                 if let Err(r) = self.in_live("cuMemcpyDtoH", src, bytes) {
                     return r;
                 }
-                // The tenant's queued kernels first: a synchronous copy waits for them.
-                if let Err(e) = self.driver.stream_synchronize(self.stream) {
-                    return driver_error(e);
-                }
                 let mut out = vec![0u8; bytes as usize];
-                match self.driver.copy_dtoh(&mut out, src) {
+                match self.driver.copy_dtoh(&mut out, src, self.stream) {
                     Ok(()) => Reply::Bytes(out),
                     Err(e) => driver_error(e),
                 }
             }
             Request::MemsetD8 { dst, value, count } => match self.in_live("cuMemsetD8", dst, count) {
                 Err(r) => r,
-                Ok(()) => self.done(self.driver.memset_d8(dst, value, count)),
+                Ok(()) => self.done(self.driver.memset_d8(dst, value, count, self.stream)),
             },
             Request::ModuleLoad { image } => self.load(image),
             Request::ModuleUnload { module } => match self.modules.remove(&module) {
@@ -287,7 +286,7 @@ impl<'d> Tenant<'d> {
             if size < bytes.len() as u64 {
                 return Err(DriverError::Call { call: "cuModuleGetGlobal(__gpusan_fence)", code: NOT_FOUND });
             }
-            self.driver.copy_htod(at, &bytes)
+            self.driver.copy_htod(at, &bytes, self.stream)
         });
         if let Err(e) = set {
             let _ = self.driver.module_unload(handle);
@@ -345,7 +344,7 @@ impl<'d> Tenant<'d> {
             return driver_error(e);
         }
         let mut flag = [0u8; 8];
-        if let Err(e) = self.driver.copy_dtoh(&mut flag, self.abort) {
+        if let Err(e) = self.driver.copy_dtoh(&mut flag, self.abort, self.stream) {
             return driver_error(e);
         }
         if flag != [0; 8] {

@@ -268,7 +268,12 @@ fn tenants_cut_off_at_any_byte_of_any_call_leave_nothing_behind() {
     let _s = serial();
     let (socket, log) = manager();
     let physical: extern "C" fn() -> u64 = fake(b"fake_vmm_physical_bytes\0");
-    let before = physical();
+    // The other tests' managers still clean up the tenants they dropped at their end.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while physical() != 0 {
+        assert!(Instant::now() < deadline, "the earlier tests' tenants keep {} bytes", physical());
+        std::thread::sleep(Duration::from_millis(10));
+    }
     const STEPS: usize = 8;
     let mut cuts = 0;
     for step in 0..STEPS {
@@ -328,7 +333,7 @@ fn tenants_cut_off_at_any_byte_of_any_call_leave_nothing_behind() {
         assert!(Instant::now() < deadline, "cut tenants never cleaned up: {:?}", status(&socket));
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert_eq!(physical(), before, "the driver's physical memory was not all given back");
+    assert_eq!(physical(), 0, "the driver's physical memory was not all given back");
     let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
     // A cut inside the Hello makes no tenant; every other cut is a tenant that left.
     let tenants = cuts - text.matches("ended before Hello").count();
@@ -342,4 +347,54 @@ fn tenants_cut_off_at_any_byte_of_any_call_leave_nothing_behind() {
         Reply::Bytes(b) => assert!(b.iter().all(|&x| x == 3)),
         r => panic!("{r:?}"),
     }
+}
+
+/// The tenant's program made its copies and sets on its legacy stream, after its kernels;
+/// in the manager they must go on the tenant's own stream, behind its launches (the
+/// manager's legacy stream would not wait for them).
+#[test]
+fn a_tenants_copies_sets_and_launches_all_go_on_its_stream_in_order() {
+    let _s = serial();
+    let (socket, _log) = manager();
+    let mut a = connect(&socket, "a", 22);
+    let Reply::Module(module) = a.call(Request::ModuleLoad { image: PTX.as_bytes().to_vec() }) else { panic!() };
+    let Reply::Function { handle, .. } = a.call(Request::GetFunction { module, name: "store".into() }) else {
+        panic!()
+    };
+    let p = a.alloc(4096);
+    let trail = tempfile::NamedTempFile::new().unwrap();
+    std::env::set_var("FAKE_CUDA_STREAM_LOG", trail.path());
+    let mut params = p.to_le_bytes().to_vec();
+    params.extend_from_slice(&5u32.to_le_bytes());
+    let launch = Request::Launch { function: handle, grid: [1; 3], block: [32, 1, 1], shared: 0, params };
+    let calls = [
+        launch.clone(),
+        Request::CopyHtoD { dst: p, data: vec![1; 64] },
+        launch.clone(),
+        Request::MemsetD8 { dst: p, value: 2, count: 64 },
+        launch,
+        Request::CopyDtoH { src: p, bytes: 64 },
+    ];
+    for c in calls {
+        assert!(matches!(a.call(c), Reply::Done | Reply::Bytes(_)));
+    }
+    std::env::remove_var("FAKE_CUDA_STREAM_LOG");
+    let text = std::fs::read_to_string(trail.path()).unwrap();
+    let lines: Vec<(&str, &str)> = text.lines().filter_map(|l| l.split_once(' ')).collect();
+    let names: Vec<&str> = lines.iter().map(|(c, _)| *c).collect();
+    assert_eq!(
+        names,
+        [
+            "cuLaunchKernel",
+            "cuMemcpyHtoDAsync",
+            "cuLaunchKernel",
+            "cuMemsetD8Async",
+            "cuLaunchKernel",
+            "cuMemcpyDtoHAsync"
+        ],
+        "{text}"
+    );
+    let stream = lines[0].1;
+    assert_ne!(stream, "0", "the tenant's work went on the legacy stream");
+    assert!(lines.iter().all(|(_, s)| *s == stream), "not all on the tenant's one stream:\n{text}");
 }

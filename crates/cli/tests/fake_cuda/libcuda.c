@@ -495,7 +495,18 @@ CUresult cuStreamGetCaptureInfo_v2(void *stream, int *status, uint64_t *id, void
 }
 /* Work queued on a stream that is not capturing runs at once ("device" memory is host
  * memory); on a capturing stream it becomes part of the graph. */
+/* $FAKE_CUDA_STREAM_LOG: each stream-ordered call appends "call stream" there, so tests
+ * can see which stream a piece of work went on. */
+static void stream_log(const char *call, void *h) {
+    const char *path = getenv("FAKE_CUDA_STREAM_LOG");
+    if (!path) return;
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    fprintf(f, "%s %#lx\n", call, (unsigned long)(uintptr_t)h);
+    fclose(f);
+}
 static CUresult stream_work(const char *call, void *h, int *captured) {
+    stream_log(call, h);
     struct stream *s = stream_of(h);
     current_call = call;
     *captured = 0;
@@ -520,6 +531,12 @@ CUresult cuMemcpyDtoHAsync_v2(void *dst, uint64_t src, size_t n, void *stream) {
     int captured;
     CUresult r = stream_work("cuMemcpyDtoHAsync", stream, &captured);
     if (!r && !captured) memcpy(dst, (void *)(uintptr_t)src, n);
+    return r;
+}
+CUresult cuMemsetD8Async(uint64_t dst, unsigned char v, size_t n, void *stream) {
+    int captured;
+    CUresult r = stream_work("cuMemsetD8Async", stream, &captured);
+    if (!r && !captured) memset((void *)(uintptr_t)dst, v, n);
     return r;
 }
 static void order_log(const char *fmt, uintptr_t a, uintptr_t b);
