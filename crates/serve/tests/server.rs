@@ -279,7 +279,7 @@ fn tenants_cut_off_at_any_byte_of_any_call_leave_nothing_behind() {
     for step in 0..STEPS {
         for partial in [0usize, 1, 3, 4, 5, usize::MAX / 2, usize::MAX] {
             let mut conn = UnixStream::connect(&socket).unwrap();
-            let mut session = |n: usize, conn: &mut UnixStream| -> Vec<Request> {
+            let session = |n: usize, conn: &mut UnixStream| -> Vec<Request> {
                 // The session's requests, each made from the replies before it.
                 let mut reqs = Vec::new();
                 let mut p = 0;
