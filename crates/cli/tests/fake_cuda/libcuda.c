@@ -1240,6 +1240,11 @@ CUresult cuCtxCreate_v2(void **ctx, unsigned flags, int dev) {
     current_ctx = 0x1000;
     return 0;
 }
+/* CUDA 13's cuCtxCreate (execution-affinity and CIG parameters ignored). */
+CUresult cuCtxCreate_v4(void **ctx, void *params, unsigned flags, int dev) {
+    (void)params;
+    return cuCtxCreate_v2(ctx, flags, dev);
+}
 CUresult cuDeviceGet(int *dev, int ordinal) {
     if (!dev || ordinal != 0) return 101; /* CUDA_ERROR_INVALID_DEVICE */
     *dev = 0;
