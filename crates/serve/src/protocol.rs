@@ -1,5 +1,6 @@
 //! What a tenant and the manager say to each other over the tenant's Unix socket
-//! (`docs/fence-design.md` §6): one request, one reply, in order. A frame is a 4-byte
+//! (`docs/fence-design.md` §6): requests in order, each answered by one reply except a
+//! launch ([`Request::answered`]). A frame is a 4-byte
 //! little-endian length then that many bytes of a postcard-encoded message. Handles in
 //! messages are the manager's own values: the tenant holds them opaquely, and the manager
 //! accepts only those it gave that tenant.
@@ -14,7 +15,7 @@ use thiserror::Error;
 
 /// Bumped at every change of a message: a tenant and a manager of different versions refuse
 /// each other at `Hello`.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// The largest frame either side accepts: a copy larger than this is split by the tenant.
 pub const MAX_FRAME: u32 = 64 << 20;
 /// Bytes of copy data one request carries at most (room left for the message around it).
@@ -62,7 +63,10 @@ pub enum Request {
         name: String,
     },
     /// A launch on the tenant's stream; `params` are the kernel's parameters packed at the
-    /// offsets [`Reply::Function`] gave.
+    /// offsets [`Reply::Function`] gave. Not answered: a program launches thousands of
+    /// kernels a second and waits for none of them, so the tenant does not wait for the
+    /// manager either. A launch the manager refuses makes the tenant's next
+    /// [`Request::Synchronize`] fail with its error, as a kernel's fault would.
     Launch {
         function: u64,
         grid: [u32; 3],
@@ -74,6 +78,13 @@ pub enum Request {
     Synchronize,
     /// Instead of `Hello`, from `gpusan serve --status`: the tenants now.
     Status,
+}
+
+impl Request {
+    /// Whether the manager answers this request with a reply.
+    pub fn answered(&self) -> bool {
+        !matches!(self, Request::Launch { .. })
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]

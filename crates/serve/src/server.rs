@@ -123,11 +123,15 @@ fn serve_connection(
                 Err(FrameError::Closed) => break "disconnected".to_string(),
                 Err(e) => break format!("its connection failed: {e}"),
             };
+            let answered = request.answered();
             let reply = tenant.handle(request);
             if let Reply::Error { message, .. } = &reply {
                 say(log, format_args!("tenant {id}: refused: {message}"));
             }
             publish(&tenant);
+            if !answered {
+                continue;
+            }
             if let Err(e) = write_frame(&mut conn, &reply) {
                 break format!("its connection failed: {e}");
             }

@@ -63,6 +63,9 @@ pub struct Tenant<'d> {
     modules: HashMap<Raw, ModuleInfo>,
     functions: HashMap<Raw, FunctionInfo>,
     pub stats: Stats,
+    /// The first refusal of an unanswered request (a launch) since the last
+    /// synchronization: what the next one reports.
+    pending: Option<Reply>,
     /// Every refusal, in words.
     pub log: Vec<String>,
 }
@@ -116,6 +119,7 @@ impl<'d> Tenant<'d> {
             modules: HashMap::new(),
             functions: HashMap::new(),
             stats: Stats::default(),
+            pending: None,
             log: Vec::new(),
         };
         Ok((tenant, reply))
@@ -142,11 +146,17 @@ impl<'d> Tenant<'d> {
     }
 
     /// Serves one request.
+    /// Serves `request`. The reply of an unanswered request (a launch) is not sent: a
+    /// refusal of one is kept for the next synchronization.
     pub fn handle(&mut self, request: Request) -> Reply {
+        let answered = request.answered();
         let reply = self.serve(request);
         if let Reply::Error { message, .. } = &reply {
             self.stats.refused += 1;
             self.log.push(message.clone());
+            if !answered && self.pending.is_none() {
+                self.pending = Some(reply.clone());
+            }
         }
         reply
     }
@@ -342,6 +352,9 @@ impl<'d> Tenant<'d> {
     fn synchronize(&mut self) -> Reply {
         if let Err(e) = self.driver.stream_synchronize(self.stream) {
             return driver_error(e);
+        }
+        if let Some(refused) = self.pending.take() {
+            return refused;
         }
         let mut flag = [0u8; 8];
         if let Err(e) = self.driver.copy_dtoh(&mut flag, self.abort, self.stream) {

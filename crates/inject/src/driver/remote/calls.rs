@@ -273,12 +273,12 @@ unsafe extern "C" fn cu_launch_kernel(
             let src = std::slice::from_raw_parts(p.cast::<u8>(), size as usize);
             packed[offset as usize..(offset + size) as usize].copy_from_slice(src);
         }
-        done(call(&Request::Launch {
-            function: f as u64,
-            grid: [gx, gy, gz],
-            block: [bx, by, bz],
-            shared,
-            params: packed,
-        }))
+        // Not waited for, as a native launch is not: a refusal fails the next synchronization.
+        let launch =
+            Request::Launch { function: f as u64, grid: [gx, gy, gz], block: [bx, by, bz], shared, params: packed };
+        match client::send(&launch) {
+            Ok(()) => CUDA_SUCCESS,
+            Err(code) => code,
+        }
     })
 }

@@ -1,5 +1,5 @@
 //! The tenant's connection to its manager: made at the first forwarded call, one request at
-//! a time (the manager serves a tenant's calls in order), made again in a forked child (a
+//! a time (the manager serves a tenant's calls in order; launches are sent without waiting), made again in a forked child (a
 //! socket shared by two processes would interleave their frames).
 
 use std::os::unix::net::UnixStream;
@@ -124,6 +124,20 @@ pub fn call(request: &Request) -> Result<Reply, i32> {
             Err(NO_MANAGER)
         }
     }
+}
+
+/// A request the manager does not answer (a launch): sent, not waited for. The manager's
+/// refusal of it comes back at the next synchronization.
+pub fn send(request: &Request) -> Result<(), i32> {
+    let mut c = locks::lock(CONN.get());
+    connect(&mut c)?;
+    let Some(s) = c.stream.as_mut() else { return Err(NO_MANAGER) };
+    if let Err(why) = write_frame(s, request) {
+        c.stream = None;
+        c.failed = Some(format!("the connection failed: {why}"));
+        return Err(NO_MANAGER);
+    }
+    Ok(())
 }
 
 /// A call refused by the tenant's side itself (what it cannot forward), noted for the report.
