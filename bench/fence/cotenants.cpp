@@ -6,6 +6,8 @@
 //                              Prints "VICTIM ok ITERS" or "VICTIM FAIL <call> <code> ITERS".
 //   cotenants faulter wild     stores to an address no allocation holds (illegal address)
 //   cotenants faulter trap     executes `trap`
+//   cotenants launches N       N launches back to back, one synchronization: host us per
+//                              launch ("LAUNCHES N us_per_launch X")
 //                              Both print "FAULTER <mode> <result of cuCtxSynchronize>".
 #include <chrono>
 #include <cstdio>
@@ -114,9 +116,33 @@ static int faulter(const char* mode) {
     return r == CUDA_SUCCESS ? 0 : 2;
 }
 
+// N launches of `inc` on a 1 MiB buffer back to back, then one synchronization: the cost
+// of a launch as the program sees it (host time per launch).
+static int launches(int n) {
+    int iters = 0;
+    CUmodule m;
+    TRY(setup(&m));
+    CUfunction f;
+    TRY(cuModuleGetFunction(&f, m, "inc"));
+    unsigned words = 1u << 18;
+    CUdeviceptr p;
+    TRY(cuMemAlloc(&p, words * 4ull));
+    TRY(cuMemsetD8(p, 0, words * 4ull));
+    void* args[] = {&p, &words};
+    TRY(cuLaunchKernel(f, words / 256, 1, 1, 256, 1, 1, 0, 0, args, 0));
+    TRY(cuCtxSynchronize());
+    auto start = std::chrono::steady_clock::now();
+    for (iters = 0; iters < n; iters++) TRY(cuLaunchKernel(f, words / 256, 1, 1, 256, 1, 1, 0, 0, args, 0));
+    TRY(cuCtxSynchronize());
+    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    printf("LAUNCHES %d us_per_launch %.3f\n", n, us / n);
+    return 0;
+}
+
 int main(int argc, char** argv) {
+    if (argc >= 3 && !strcmp(argv[1], "launches")) return launches(atoi(argv[2]));
     if (argc >= 3 && !strcmp(argv[1], "victim")) return victim(atof(argv[2]));
     if (argc >= 3 && !strcmp(argv[1], "faulter")) return faulter(argv[2]);
-    fprintf(stderr, "usage: cotenants victim SECONDS | cotenants faulter wild|trap\n");
+    fprintf(stderr, "usage: cotenants victim SECONDS | faulter wild|trap | launches N\n");
     return 64;
 }

@@ -4,7 +4,7 @@
 //! (one line per event, to the writer given) says who came, what was refused, who left.
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -76,7 +76,16 @@ fn serve_connection(
         say(log, format_args!("connection {id} refused: {e}"));
         return;
     }
-    let first: Request = match read_frame(&mut conn) {
+    // Frames are read through a buffer: a tenant's launches arrive back to back, and one
+    // system call then takes several of them (each read of a Unix socket wakes its writer).
+    let mut incoming = match conn.try_clone() {
+        Ok(c) => BufReader::with_capacity(64 << 10, c),
+        Err(e) => {
+            say(log, format_args!("connection {id} refused: {e}"));
+            return;
+        }
+    };
+    let first: Request = match read_frame(&mut incoming) {
         Ok(r) => r,
         Err(e) => {
             say(log, format_args!("connection {id} ended before Hello: {e}"));
@@ -118,7 +127,7 @@ fn serve_connection(
         format!("its connection failed: {e}")
     } else {
         loop {
-            let request: Request = match read_frame(&mut conn) {
+            let request: Request = match read_frame(&mut incoming) {
                 Ok(r) => r,
                 Err(FrameError::Closed) => break "disconnected".to_string(),
                 Err(e) => break format!("its connection failed: {e}"),
