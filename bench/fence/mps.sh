@@ -48,9 +48,12 @@ print(json.dumps({"sharing": name, "fault": fault, "victim_rc": int(vrc), "victi
 PY
 }
 
-# The victim alone: its launch rate without a neighbour.
+# The victim alone: its launch rate without a neighbour. And a launch's host cost as the
+# program sees it (20,000 back to back, one synchronization), natively here and under MPS
+# and gpusan serve below.
 timeout 60 "$work/cot" victim "$secs" > "$work/alone.victim" 2>&1
 alone_rc=$?
+timeout 60 "$work/cot" launches 20000 > "$work/launches-native.txt" 2>&1
 
 for fault in wild trap; do
   run_pair timeslice "$fault"
@@ -71,6 +74,7 @@ mps_stop() {
 if command -v nvidia-cuda-mps-control >/dev/null; then
   for fault in wild trap; do
     mps_start
+    [ "$fault" = wild ] && timeout 60 "$work/cot" launches 20000 > "$work/launches-mps.txt" 2>&1
     run_pair mps "$fault"
     cp "$work/mps-log/server.log" "$work/mps-$fault.server.log" 2>/dev/null
     mps_stop
@@ -84,6 +88,8 @@ for fault in wild trap; do
   "$dir/gpusan" serve --socket "$sock" 2> "$work/manager-$fault.log" &
   manager=$!
   for _ in $(seq 100); do "$dir/gpusan" serve --status --socket "$sock" >/dev/null 2>&1 && break; sleep 0.1; done
+  [ "$fault" = wild ] && timeout 60 "$dir/gpusan" run --mode fence --server "$sock" --fence-memory-log2 28 -- \
+    "$work/cot" launches 20000 > "$work/launches-fence.txt" 2>&1
   run_pair fence "$fault" "$dir/gpusan" run --mode fence --server "$sock" --fence-memory-log2 28 --
   "$dir/gpusan" serve --status --socket "$sock" > "$work/status-$fault.txt" 2>&1
   alive=$?
@@ -98,11 +104,19 @@ rows = [json.loads(l) for l in open(os.path.join(work, "results.jsonl")) if l.st
 alone = open(os.path.join(work, "alone.victim"), errors="replace").read()
 logs = {os.path.basename(p): open(p, errors="replace").read()[-2000:]
         for p in sorted(glob.glob(os.path.join(work, "*.log")) + glob.glob(os.path.join(work, "status-*.txt")))}
+def launches(kind):
+    try:
+        line = next(l for l in open(os.path.join(work, f"launches-{kind}.txt"), errors="replace") if l.startswith("LAUNCHES"))
+        return float(line.split()[-1])
+    except (OSError, StopIteration, ValueError):
+        return None
+cost = {k: launches(k) for k in ("native", "mps", "fence")}
 print(json.dumps({"what": "a victim and a faulting neighbour under time-slicing, MPS and gpusan serve (bench/fence/cotenants.cpp)",
                   "seconds": secs, "victim_alone": {"rc": alone_rc, "line": alone.strip()[-200:]},
+                  "host_us_per_launch": cost,
                   "runs": rows, "logs": logs}, indent=1))
 PY
 python3 -c "
 import json; d=json.load(open('$out/fence-vs-mps.json'))
-print('victim alone:', d['victim_alone']['line'])
+print('victim alone:', d['victim_alone']['line'], '| host us per launch', d['host_us_per_launch'])
 for r in d['runs']: print(r.get('sharing'), r.get('fault'), 'victim', r.get('victim_line', r.get('error', '')), '| faulter', r.get('faulter_line', ''), r.get('manager_answered_status_after', ''))"
