@@ -8,6 +8,7 @@
 //   cotenants faulter trap     executes `trap`
 //   cotenants launches N       N launches back to back, one synchronization: host us per
 //                              launch ("LAUNCHES N us_per_launch X")
+//   cotenants nops N           the same with an empty kernel (the launch path alone)
 //                              Both print "FAULTER <mode> <result of cuCtxSynchronize>".
 #include <chrono>
 #include <cstdio>
@@ -40,6 +41,10 @@ DONE:
     ld.param.u64 %rd1, [at];
     mov.u32 %r1, 0x0badf00d;
     st.global.u32 [%rd1], %r1;
+    ret;
+}
+.visible .entry nop(.param .u64 p)
+{
     ret;
 }
 .visible .entry trapper()
@@ -118,12 +123,12 @@ static int faulter(const char* mode) {
 
 // N launches of `inc` on a 1 MiB buffer back to back, then one synchronization: the cost
 // of a launch as the program sees it (host time per launch).
-static int launches(int n) {
+static int launches(int n, const char* kernel) {
     int iters = 0;
     CUmodule m;
     TRY(setup(&m));
     CUfunction f;
-    TRY(cuModuleGetFunction(&f, m, "inc"));
+    TRY(cuModuleGetFunction(&f, m, kernel));
     unsigned words = 1u << 18;
     CUdeviceptr p;
     TRY(cuMemAlloc(&p, words * 4ull));
@@ -140,7 +145,8 @@ static int launches(int n) {
 }
 
 int main(int argc, char** argv) {
-    if (argc >= 3 && !strcmp(argv[1], "launches")) return launches(atoi(argv[2]));
+    if (argc >= 3 && !strcmp(argv[1], "launches")) return launches(atoi(argv[2]), "inc");
+    if (argc >= 3 && !strcmp(argv[1], "nops")) return launches(atoi(argv[2]), "nop");
     if (argc >= 3 && !strcmp(argv[1], "victim")) return victim(atof(argv[2]));
     if (argc >= 3 && !strcmp(argv[1], "faulter")) return faulter(argv[2]);
     fprintf(stderr, "usage: cotenants victim SECONDS | faulter wild|trap | launches N\n");

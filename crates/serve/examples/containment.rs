@@ -154,14 +154,16 @@ fn main() {
             let synced = a.call(Request::Synchronize);
             let after = checksum(&b.bytes(victim, N));
             let own_bytes = a.bytes(own, 64);
-            cases.push(format!(
-                "{{\"kernel\": \"{kernel}\", \"target\": \"{what}\", \"target_address\": \"{target:#x}\", \
-                 \"launch\": \"{launched:?}\", \"attacker_sync\": \"{:?}\", \"victim_intact\": {}, \
-                 \"victim_served_after\": true, \"attacker_own_first_bytes\": \"{:02x?}\"}}",
-                synced,
-                after == before,
-                &own_bytes[..8]
-            ));
+            cases.push(serde_json::json!({
+                "kernel": kernel,
+                "target": what,
+                "target_address": format!("{target:#x}"),
+                "launch": format!("{launched:?}"),
+                "attacker_sync": format!("{synced:?}"),
+                "victim_intact": after == before,
+                "victim_served_after": true,
+                "attacker_own_first_bytes": format!("{:02x?}", &own_bytes[..8]),
+            }));
         }
     }
     // The forwarding cost: launches of an empty kernel, sent without waiting (as the tenant
@@ -193,16 +195,16 @@ fn main() {
         driver.stream_synchronize(stream).unwrap();
         checksum(&b.bytes(victim, N)) == before
     };
-    let log = String::from_utf8_lossy(&log_bytes.lock().unwrap()).replace('\\', "\\\\").replace('"', "'");
-    println!(
-        "{{\"what\": \"fence containment: tenant A's fenced kernels write at tenant B's buffer, far away, and trap; B's buffer checksummed after each\", \
-         \"attacker_partition\": \"{:#x}+{:#x}\", \"victim_partition\": \"{:#x}+{:#x}\", \"cases\": [{}], \
-         \"control_unfenced_store_left_victim_intact\": {control}, \"forwarded_launch_us\": {per_launch_us:.2}, \"manager_log\": \"{}\"}}",
-        a.base,
-        a.size,
-        b.base,
-        b.size,
-        cases.join(", "),
-        log.replace('\n', " | ")
-    );
+    let log = String::from_utf8_lossy(&log_bytes.lock().unwrap()).into_owned();
+    let doc = serde_json::json!({
+        "what": "fence containment: tenant A's fenced kernels write at tenant B's buffer, far away, and trap; \
+                 B's buffer checksummed after each",
+        "attacker_partition": format!("{:#x}+{:#x}", a.base, a.size),
+        "victim_partition": format!("{:#x}+{:#x}", b.base, b.size),
+        "cases": cases,
+        "control_unfenced_store_left_victim_intact": control,
+        "forwarded_launch_us": (per_launch_us * 100.0).round() / 100.0,
+        "manager_log": log.lines().collect::<Vec<_>>(),
+    });
+    println!("{doc:#}");
 }
