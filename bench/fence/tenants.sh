@@ -28,7 +28,12 @@ done
 rcs=()
 for p in "${pids[@]}"; do wait "$p"; rcs+=($?); done
 end=$(date +%s.%N)
-"$dir/gpusan" serve --status --socket "$work/s.sock" > "$work/status.txt" 2>&1
+# The manager sees the last tenants' disconnects a moment after they exit.
+for _ in $(seq 50); do
+  "$dir/gpusan" serve --status --socket "$work/s.sock" > "$work/status.txt" 2>&1
+  grep -q "^0 tenant" "$work/status.txt" && break
+  sleep 0.1
+done
 kill "$manager"; wait "$manager" 2>/dev/null
 # Natively, for comparison: the same program, alone.
 native_start=$(date +%s.%N); "$work/driver_ptx" > "$work/native.out" 2>&1; native_rc=$?; native_end=$(date +%s.%N)
