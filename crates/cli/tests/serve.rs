@@ -124,6 +124,9 @@ fn a_driver_api_program_runs_as_a_fenced_tenant_in_its_partition() {
     let pointer = u64::from_str_radix(pointer, 16).unwrap();
     assert!((base..base + size).contains(&pointer), "{pointer:#x} outside {base:#x}+{size:#x}");
     assert!(!stdout.contains("past=0"), "a copy past the allocation went through: {stdout}");
+    // The device as a tenant sees it: the manager's GPU, its partition as its memory.
+    assert!(stdout.contains("cc=9 name=gpusan fake GPU version=13000 total=67108864 free<total=1 same=1"), "{stdout}");
+    assert!(stdout.contains("stream query=0 elapsed>=0=1 copied=1 set=1"), "{stdout}");
     assert!(std::fs::read_to_string(&loaded).unwrap().contains("__gpusan_fence"), "the driver got an unfenced module");
     assert!(log.contains("left (disconnected)"), "{log}");
     let report = std::fs::read_to_string(&report).unwrap();

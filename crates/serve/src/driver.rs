@@ -16,6 +16,7 @@ pub type CUdeviceptr = u64;
 pub type Handle = u64;
 
 const CUDA_SUCCESS: CUresult = 0;
+const CUDA_ERROR_NOT_READY: CUresult = 600;
 
 /// A driver call that failed, and the driver's code.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -73,7 +74,16 @@ type ModuleGetGlobal = unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, *mut c
 type CopyHtoD = unsafe extern "C" fn(CUdeviceptr, *const c_void, usize, *mut c_void) -> CUresult;
 type CopyDtoH = unsafe extern "C" fn(*mut c_void, CUdeviceptr, usize, *mut c_void) -> CUresult;
 type MemsetD8 = unsafe extern "C" fn(CUdeviceptr, u8, usize, *mut c_void) -> CUresult;
+type MemsetD32 = unsafe extern "C" fn(CUdeviceptr, c_uint, usize, *mut c_void) -> CUresult;
 type StreamCreate = unsafe extern "C" fn(*mut *mut c_void, c_uint) -> CUresult;
+type StreamQuery = unsafe extern "C" fn(*mut c_void) -> CUresult;
+type EventCreate = unsafe extern "C" fn(*mut *mut c_void, c_uint) -> CUresult;
+type EventRecord = unsafe extern "C" fn(*mut c_void, *mut c_void) -> CUresult;
+type EventOne = unsafe extern "C" fn(*mut c_void) -> CUresult;
+type EventElapsed = unsafe extern "C" fn(*mut f32, *mut c_void, *mut c_void) -> CUresult;
+type DeviceAttribute = unsafe extern "C" fn(*mut c_int, c_int, CUdevice) -> CUresult;
+type DeviceName = unsafe extern "C" fn(*mut c_char, c_int, CUdevice) -> CUresult;
+type DriverVersion = unsafe extern "C" fn(*mut c_int) -> CUresult;
 type StreamDestroy = unsafe extern "C" fn(*mut c_void) -> CUresult;
 type StreamSynchronize = unsafe extern "C" fn(*mut c_void) -> CUresult;
 type LaunchKernel = unsafe extern "C" fn(
@@ -114,7 +124,18 @@ pub struct Driver {
     copy_htod: CopyHtoD,
     copy_dtoh: CopyDtoH,
     memset_d8: MemsetD8,
+    memset_d32: MemsetD32,
     stream_create: StreamCreate,
+    stream_query: StreamQuery,
+    event_create: EventCreate,
+    event_record: EventRecord,
+    event_synchronize: EventOne,
+    event_query: EventOne,
+    event_destroy: EventOne,
+    event_elapsed: EventElapsed,
+    device_attribute: DeviceAttribute,
+    device_name: DeviceName,
+    driver_version: DriverVersion,
     stream_destroy: StreamDestroy,
     stream_synchronize: StreamSynchronize,
     launch_kernel: LaunchKernel,
@@ -174,7 +195,18 @@ impl Driver {
             copy_htod: sym!("cuMemcpyHtoDAsync_v2", CopyHtoD),
             copy_dtoh: sym!("cuMemcpyDtoHAsync_v2", CopyDtoH),
             memset_d8: sym!("cuMemsetD8Async", MemsetD8),
+            memset_d32: sym!("cuMemsetD32Async", MemsetD32),
             stream_create: sym!("cuStreamCreate", StreamCreate),
+            stream_query: sym!("cuStreamQuery", StreamQuery),
+            event_create: sym!("cuEventCreate", EventCreate),
+            event_record: sym!("cuEventRecord", EventRecord),
+            event_synchronize: sym!("cuEventSynchronize", EventOne),
+            event_query: sym!("cuEventQuery", EventOne),
+            event_destroy: sym!("cuEventDestroy_v2", EventOne),
+            event_elapsed: sym!("cuEventElapsedTime_v2", EventElapsed),
+            device_attribute: sym!("cuDeviceGetAttribute", DeviceAttribute),
+            device_name: sym!("cuDeviceGetName", DeviceName),
+            driver_version: sym!("cuDriverGetVersion", DriverVersion),
             stream_destroy: sym!("cuStreamDestroy_v2", StreamDestroy),
             stream_synchronize: sym!("cuStreamSynchronize", StreamSynchronize),
             launch_kernel: sym!("cuLaunchKernel", LaunchKernel),
@@ -324,6 +356,84 @@ impl Driver {
     pub fn memset_d8(&self, dst: CUdeviceptr, value: u8, count: u64, stream: Raw) -> Result<(), DriverError> {
         // SAFETY: as above.
         check("cuMemsetD8Async", unsafe { (self.memset_d8)(dst, value, count as usize, stream as *mut c_void) })
+    }
+
+    /// Sets `count` 32-bit words at `dst` on `stream`, in order with the tenant's other work.
+    pub fn memset_d32(&self, dst: CUdeviceptr, value: u32, count: u64, stream: Raw) -> Result<(), DriverError> {
+        // SAFETY: as for `memset_d8`.
+        check("cuMemsetD32Async", unsafe { (self.memset_d32)(dst, value, count as usize, stream as *mut c_void) })
+    }
+
+    /// Whether `stream`'s work is done: `Ok(true)`, `Ok(false)` while it runs.
+    pub fn stream_query(&self, stream: Raw) -> Result<bool, DriverError> {
+        // SAFETY: a stream of ours.
+        match unsafe { (self.stream_query)(stream as *mut c_void) } {
+            CUDA_ERROR_NOT_READY => Ok(false),
+            code => check("cuStreamQuery", code).map(|()| true),
+        }
+    }
+
+    pub fn event_create(&self, flags: u32) -> Result<Raw, DriverError> {
+        let mut e = std::ptr::null_mut();
+        // SAFETY: an out-parameter of ours.
+        check("cuEventCreate", unsafe { (self.event_create)(&mut e, flags) })?;
+        Ok(e as Raw)
+    }
+
+    pub fn event_record(&self, event: Raw, stream: Raw) -> Result<(), DriverError> {
+        // SAFETY: an event and a stream of ours.
+        check("cuEventRecord", unsafe { (self.event_record)(event as *mut c_void, stream as *mut c_void) })
+    }
+
+    pub fn event_synchronize(&self, event: Raw) -> Result<(), DriverError> {
+        // SAFETY: an event of ours.
+        check("cuEventSynchronize", unsafe { (self.event_synchronize)(event as *mut c_void) })
+    }
+
+    /// Whether the work before `event`'s record is done.
+    pub fn event_query(&self, event: Raw) -> Result<bool, DriverError> {
+        // SAFETY: an event of ours.
+        match unsafe { (self.event_query)(event as *mut c_void) } {
+            CUDA_ERROR_NOT_READY => Ok(false),
+            code => check("cuEventQuery", code).map(|()| true),
+        }
+    }
+
+    pub fn event_destroy(&self, event: Raw) -> Result<(), DriverError> {
+        // SAFETY: an event of ours, not used again.
+        check("cuEventDestroy", unsafe { (self.event_destroy)(event as *mut c_void) })
+    }
+
+    pub fn event_elapsed(&self, start: Raw, end: Raw) -> Result<f32, DriverError> {
+        let mut ms = 0f32;
+        // SAFETY: an out-parameter of ours, two events of ours.
+        check("cuEventElapsedTime", unsafe {
+            (self.event_elapsed)(&mut ms, start as *mut c_void, end as *mut c_void)
+        })?;
+        Ok(ms)
+    }
+
+    pub fn device_attribute(&self, attribute: i32) -> Result<i64, DriverError> {
+        let mut v: c_int = 0;
+        // SAFETY: an out-parameter of ours; the driver checks the attribute.
+        check("cuDeviceGetAttribute", unsafe { (self.device_attribute)(&mut v, attribute, self.device) })?;
+        Ok(i64::from(v))
+    }
+
+    pub fn device_name(&self) -> Result<String, DriverError> {
+        let mut buf = [0 as c_char; 256];
+        // SAFETY: a buffer of ours of the length given.
+        check("cuDeviceGetName", unsafe { (self.device_name)(buf.as_mut_ptr(), buf.len() as c_int, self.device) })?;
+        buf[buf.len() - 1] = 0;
+        // SAFETY: NUL-terminated (its last byte at the latest).
+        Ok(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
+    }
+
+    pub fn driver_version(&self) -> Result<i64, DriverError> {
+        let mut v: c_int = 0;
+        // SAFETY: an out-parameter of ours.
+        check("cuDriverGetVersion", unsafe { (self.driver_version)(&mut v) })?;
+        Ok(i64::from(v))
     }
 
     /// A non-blocking stream (it never waits for the legacy stream, which other tenants'

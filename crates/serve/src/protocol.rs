@@ -15,7 +15,7 @@ use thiserror::Error;
 
 /// Bumped at every change of a message: a tenant and a manager of different versions refuse
 /// each other at `Hello`.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// The largest frame either side accepts: a copy larger than this is split by the tenant.
 pub const MAX_FRAME: u32 = 64 << 20;
 /// Bytes of copy data one request carries at most (room left for the message around it).
@@ -50,6 +50,12 @@ pub enum Request {
         value: u8,
         count: u64,
     },
+    /// `count` 32-bit words set to `value`.
+    MemsetD32 {
+        dst: u64,
+        value: u32,
+        count: u64,
+    },
     /// A module image: PTX text (fenced by the manager before it is loaded). Machine code
     /// is refused until the binary route can fence it.
     ModuleLoad {
@@ -76,6 +82,43 @@ pub enum Request {
     },
     /// Waits for the tenant's work; the reply carries the first error of its kernels.
     Synchronize,
+    /// Whether the tenant's work is done: `Done`, or the error 600 (CUDA_ERROR_NOT_READY).
+    Query,
+    /// An event of the tenant's (`cuEventCreate`'s flags).
+    EventCreate {
+        flags: u32,
+    },
+    /// Records the event after the tenant's work so far (all of a tenant's streams are its
+    /// one stream in the manager).
+    EventRecord {
+        event: u64,
+    },
+    EventSynchronize {
+        event: u64,
+    },
+    /// `Done`, or the error 600 while the work before the event's record runs.
+    EventQuery {
+        event: u64,
+    },
+    /// Milliseconds between two recorded events: `Reply::Float`.
+    EventElapsed {
+        start: u64,
+        end: u64,
+    },
+    EventDestroy {
+        event: u64,
+    },
+    /// A device attribute of the GPU (`CUdevice_attribute`): `Reply::Value`.
+    DeviceAttribute {
+        attribute: i32,
+    },
+    /// The GPU's name: `Reply::Text`.
+    DeviceName,
+    /// The driver's version: `Reply::Value`.
+    DriverVersion,
+    /// The tenant's memory: `Reply::MemInfo`, its partition's free and total bytes (the
+    /// GPU a tenant sees is its partition).
+    MemInfo,
     /// Instead of `Hello`, from `gpusan serve --status`: the tenants now.
     Status,
 }
@@ -87,7 +130,7 @@ impl Request {
     }
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub enum Reply {
     Hello {
         tenant: u32,
@@ -98,6 +141,14 @@ pub enum Reply {
     Pointer(u64),
     Bytes(Vec<u8>),
     Module(u64),
+    Event(u64),
+    Value(i64),
+    Float(f32),
+    Text(String),
+    MemInfo {
+        free: u64,
+        total: u64,
+    },
     /// A function's handle and its parameters' (offset, size) in the packed buffer.
     Function {
         handle: u64,

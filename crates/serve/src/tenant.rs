@@ -5,7 +5,7 @@
 //! one the fence cannot make safe is refused. A refusal is a CUDA error for the tenant's
 //! caller and a line in the tenant's log, never a fault of the shared context.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{c_void, CString};
 
 use gpusan_passes::fence;
@@ -21,6 +21,7 @@ pub const OUT_OF_MEMORY: i32 = 2;
 pub const INVALID_IMAGE: i32 = 200;
 pub const INVALID_HANDLE: i32 = 400;
 pub const NOT_FOUND: i32 = 500;
+pub const NOT_READY: i32 = 600;
 pub const NOT_SUPPORTED: i32 = 801;
 pub const UNKNOWN: i32 = 999;
 
@@ -62,6 +63,7 @@ pub struct Tenant<'d> {
     abort: u64,
     modules: HashMap<Raw, ModuleInfo>,
     functions: HashMap<Raw, FunctionInfo>,
+    events: HashSet<Raw>,
     pub stats: Stats,
     /// The first refusal of an unanswered request (a launch) since the last
     /// synchronization: what the next one reports.
@@ -118,6 +120,7 @@ impl<'d> Tenant<'d> {
             abort,
             modules: HashMap::new(),
             functions: HashMap::new(),
+            events: HashSet::new(),
             stats: Stats::default(),
             pending: None,
             log: Vec::new(),
@@ -221,6 +224,81 @@ impl<'d> Tenant<'d> {
                 self.launch(function, grid, block, shared, params)
             }
             Request::Synchronize => self.synchronize(),
+            Request::MemsetD32 { dst, value, count } => {
+                match count.checked_mul(4).ok_or(()).and_then(|b| self.in_live("cuMemsetD32", dst, b).map_err(|_| ())) {
+                    Err(()) => error(
+                        INVALID_VALUE,
+                        format!("cuMemsetD32 of {count} words at {dst:#x}: not inside one of the tenant's allocations"),
+                    ),
+                    Ok(()) if dst % 4 != 0 => {
+                        error(INVALID_VALUE, format!("cuMemsetD32 at {dst:#x}: not 4-byte aligned"))
+                    }
+                    Ok(()) => self.done(self.driver.memset_d32(dst, value, count, self.stream)),
+                }
+            }
+            Request::Query => match self.driver.stream_query(self.stream) {
+                Ok(true) => Reply::Done,
+                Ok(false) => error(NOT_READY, "the tenant's work is still running"),
+                Err(e) => driver_error(e),
+            },
+            Request::EventCreate { flags } => match self.driver.event_create(flags) {
+                Ok(e) => {
+                    self.events.insert(e);
+                    Reply::Event(e)
+                }
+                Err(e) => driver_error(e),
+            },
+            Request::EventRecord { event } => match self.event("cuEventRecord", event) {
+                Err(r) => r,
+                Ok(e) => self.done(self.driver.event_record(e, self.stream)),
+            },
+            Request::EventSynchronize { event } => match self.event("cuEventSynchronize", event) {
+                Err(r) => r,
+                Ok(e) => self.done(self.driver.event_synchronize(e)),
+            },
+            Request::EventQuery { event } => {
+                match self.event("cuEventQuery", event).map(|e| self.driver.event_query(e)) {
+                    Err(r) => r,
+                    Ok(Ok(true)) => Reply::Done,
+                    Ok(Ok(false)) => error(NOT_READY, "the work before the event's record is still running"),
+                    Ok(Err(e)) => driver_error(e),
+                }
+            }
+            Request::EventElapsed { start, end } => {
+                match self
+                    .event("cuEventElapsedTime", start)
+                    .and_then(|s| self.event("cuEventElapsedTime", end).map(|e| (s, e)))
+                {
+                    Err(r) => r,
+                    Ok((s, e)) => match self.driver.event_elapsed(s, e) {
+                        Ok(ms) => Reply::Float(ms),
+                        Err(e) => driver_error(e),
+                    },
+                }
+            }
+            Request::EventDestroy { event } => match self.event("cuEventDestroy", event) {
+                Err(r) => r,
+                Ok(e) => {
+                    self.events.remove(&e);
+                    self.done(self.driver.event_destroy(e))
+                }
+            },
+            Request::DeviceAttribute { attribute } => match self.driver.device_attribute(attribute) {
+                Ok(v) => Reply::Value(v),
+                Err(e) => driver_error(e),
+            },
+            Request::DeviceName => match self.driver.device_name() {
+                Ok(n) => Reply::Text(n),
+                Err(e) => driver_error(e),
+            },
+            Request::DriverVersion => match self.driver.driver_version() {
+                Ok(v) => Reply::Value(v),
+                Err(e) => driver_error(e),
+            },
+            Request::MemInfo => {
+                let p = self.memory.partition();
+                Reply::MemInfo { free: p.size() - p.used(), total: p.size() }
+            }
         }
     }
 
@@ -228,6 +306,15 @@ impl<'d> Tenant<'d> {
         match r {
             Ok(()) => Reply::Done,
             Err(e) => driver_error(e),
+        }
+    }
+
+    /// `event`, if it is one of the tenant's.
+    fn event(&self, call: &str, event: Raw) -> Result<Raw, Reply> {
+        if self.events.contains(&event) {
+            Ok(event)
+        } else {
+            Err(error(INVALID_HANDLE, format!("{call}({event:#x}): not an event of the tenant's")))
         }
     }
 
@@ -378,6 +465,9 @@ impl Drop for Tenant<'_> {
     fn drop(&mut self) {
         let _ = self.driver.stream_synchronize(self.stream);
         let _ = self.driver.stream_destroy(self.stream);
+        for e in self.events.drain() {
+            let _ = self.driver.event_destroy(e);
+        }
         for (m, _) in self.modules.drain() {
             let _ = self.driver.module_unload(m);
         }

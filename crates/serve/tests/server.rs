@@ -409,3 +409,43 @@ fn a_tenants_copies_sets_and_launches_all_go_on_its_stream_in_order() {
     assert_ne!(stream, "0", "the tenant's work went on the legacy stream");
     assert!(lines.iter().all(|(_, s)| *s == stream), "not all on the tenant's one stream:\n{text}");
 }
+
+/// Events are the tenant's own, like its other handles; a 32-bit set must lie inside one of
+/// its allocations and be aligned; the memory a tenant is told of is its partition's.
+#[test]
+fn events_word_sets_and_memory_info_stay_the_tenants_own() {
+    let _s = serial();
+    let (socket, _log) = manager();
+    let mut a = connect(&socket, "a", 22);
+    let mut b = connect(&socket, "b", 22);
+    let Reply::Event(e) = a.call(Request::EventCreate { flags: 0 }) else { panic!() };
+    assert_eq!(a.call(Request::EventRecord { event: e }), Reply::Done);
+    assert_eq!(a.call(Request::EventSynchronize { event: e }), Reply::Done);
+    assert_eq!(a.call(Request::EventQuery { event: e }), Reply::Done);
+    assert!(matches!(a.call(Request::EventElapsed { start: e, end: e }), Reply::Float(_)));
+    refused(b.call(Request::EventRecord { event: e }), INVALID_HANDLE, "not an event of the tenant's");
+    refused(b.call(Request::EventDestroy { event: e }), INVALID_HANDLE, "not an event of the tenant's");
+    assert_eq!(a.call(Request::EventDestroy { event: e }), Reply::Done);
+    refused(a.call(Request::EventQuery { event: e }), INVALID_HANDLE, "not an event of the tenant's");
+
+    let p = a.alloc(4096);
+    assert_eq!(a.call(Request::MemsetD32 { dst: p, value: 0x01020304, count: 1024 }), Reply::Done);
+    match a.call(Request::CopyDtoH { src: p + 4092, bytes: 4 }) {
+        Reply::Bytes(w) => assert_eq!(w, 0x01020304u32.to_le_bytes()),
+        r => panic!("{r:?}"),
+    }
+    refused(a.call(Request::MemsetD32 { dst: p, value: 0, count: 1025 }), INVALID_VALUE, "not inside");
+    refused(a.call(Request::MemsetD32 { dst: p + 2, value: 0, count: 4 }), INVALID_VALUE, "not 4-byte aligned");
+    let pb = b.alloc(4096);
+    refused(a.call(Request::MemsetD32 { dst: pb, value: 0, count: 4 }), INVALID_VALUE, "not inside");
+
+    match a.call(Request::MemInfo) {
+        Reply::MemInfo { free, total } => {
+            assert_eq!(total, a.size);
+            assert_eq!(free, a.size - 4096 - 512, "its allocation and its abort flag are used");
+        }
+        r => panic!("{r:?}"),
+    }
+    assert_eq!(a.call(Request::Query), Reply::Done);
+    assert!(matches!(a.call(Request::DeviceAttribute { attribute: 75 }), Reply::Value(9)));
+}

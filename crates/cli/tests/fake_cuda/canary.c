@@ -36,6 +36,7 @@ CUresult cuEventElapsedTime(float *ms, void *start, void *end) {
     *ms = 0.012f;
     return 0;
 }
+CUresult cuEventElapsedTime_v2(float *ms, void *start, void *end) { return cuEventElapsedTime(ms, start, end); }
 
 static uint64_t canary_mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

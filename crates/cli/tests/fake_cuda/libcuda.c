@@ -533,6 +533,13 @@ CUresult cuMemcpyDtoHAsync_v2(void *dst, uint64_t src, size_t n, void *stream) {
     if (!r && !captured) memcpy(dst, (void *)(uintptr_t)src, n);
     return r;
 }
+CUresult cuMemsetD32Async(uint64_t dst, unsigned v, size_t n, void *stream) {
+    int captured;
+    CUresult r = stream_work("cuMemsetD32Async", stream, &captured);
+    if (!r && !captured)
+        for (size_t i = 0; i < n; i++) ((unsigned *)(uintptr_t)dst)[i] = v;
+    return r;
+}
 CUresult cuMemsetD8Async(uint64_t dst, unsigned char v, size_t n, void *stream) {
     int captured;
     CUresult r = stream_work("cuMemsetD8Async", stream, &captured);
@@ -1184,6 +1191,17 @@ static void sanitizer_launch(void *f, void **params) {
 #include "graph_nodes.c"
 CUresult cuModuleUnload(void *module) { (void)module; return 0; }
 CUresult cuLibraryUnload(void *lib) { (void)lib; return 0; }
+CUresult cuDeviceGetName(char *name, int len, int dev) {
+    if (dev != 0 || !name || len <= 0) return 1;
+    snprintf(name, (size_t)len, "gpusan fake GPU");
+    return 0;
+}
+CUresult cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev) {
+    if (dev != 0) return 101;
+    *bytes = FAKE_TOTAL_BYTES;
+    return 0;
+}
 CUresult cuDeviceGetAttribute(int *value, int attribute, int dev) {
     if (dev != 0) return 101; /* CUDA_ERROR_INVALID_DEVICE */
     if (attribute == 75) { *value = 9; return 0; } /* compute capability 9.0 */

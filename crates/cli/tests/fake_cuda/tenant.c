@@ -1,7 +1,8 @@
 /* A driver-API program run as a fenced tenant (`gpusan run --mode fence --server S`) in
  * crates/cli/tests/serve.rs: allocates, copies both ways, loads a PTX module, launches,
- * synchronizes, tries a copy past its allocation, frees. Prints its pointer and the copy's
- * result, then "tenant ok". */
+ * synchronizes, tries a copy past its allocation, frees; then what programs do around their
+ * launches: device queries, memory info, a stream and events, asynchronous copies and sets.
+ * Prints its pointer and the copy's result, the queries' answers, then "tenant ok". */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +20,22 @@ CUresult cuModuleGetFunction(void **, void *, const char *);
 CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **,
                         void **);
 CUresult cuCtxSynchronize(void);
+CUresult cuDeviceGetAttribute(int *, int, int);
+CUresult cuDeviceGetName(char *, int, int);
+CUresult cuDriverGetVersion(int *);
+CUresult cuDeviceTotalMem_v2(size_t *, int);
+CUresult cuMemGetInfo_v2(size_t *, size_t *);
+CUresult cuStreamCreate(void **, unsigned);
+CUresult cuStreamQuery(void *);
+CUresult cuStreamDestroy_v2(void *);
+CUresult cuEventCreate(void **, unsigned);
+CUresult cuEventRecord(void *, void *);
+CUresult cuEventSynchronize(void *);
+CUresult cuEventElapsedTime_v2(float *, void *, void *);
+CUresult cuEventDestroy_v2(void *);
+CUresult cuMemcpyHtoDAsync_v2(uint64_t, const void *, size_t, void *);
+CUresult cuMemcpyDtoHAsync_v2(void *, uint64_t, size_t, void *);
+CUresult cuMemsetD32Async(uint64_t, unsigned, size_t, void *);
 
 static const char ptx[] =
     ".version 8.0\n.target sm_90\n.address_size 64\n"
@@ -59,6 +76,38 @@ int main(void) {
     CK(cuCtxSynchronize());
     CUresult past = cuMemcpyHtoD_v2(p + (2u << 20), buf, sizeof buf);
     printf("pointer %#llx past=%d\n", (unsigned long long)p, past);
+
+    int cc = 0, version = 0;
+    char name[64] = {0};
+    size_t total = 0, free_ = 0, total2 = 0;
+    void *s = 0, *e0 = 0, *e1 = 0;
+    CK(cuDeviceGetAttribute(&cc, 75, dev));
+    CK(cuDeviceGetName(name, sizeof name, dev));
+    CK(cuDriverGetVersion(&version));
+    CK(cuDeviceTotalMem_v2(&total, dev));
+    CK(cuMemGetInfo_v2(&free_, &total2));
+    printf("cc=%d name=%s version=%d total=%zu free<total=%d same=%d\n", cc, name, version, total,
+           free_ < total2, total == total2);
+    CK(cuStreamCreate(&s, 1));
+    CK(cuEventCreate(&e0, 0));
+    CK(cuEventCreate(&e1, 0));
+    CK(cuEventRecord(e0, s));
+    unsigned words[64], back32[64];
+    for (int i = 0; i < 64; i++) words[i] = i;
+    CK(cuMemcpyHtoDAsync_v2(p, words, sizeof words, s));
+    CK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, params, 0));
+    CK(cuMemsetD32Async(p + 128, 0xabcdef01u, 16, s));
+    CK(cuMemcpyDtoHAsync_v2(back32, p, sizeof back32, s));
+    CK(cuEventRecord(e1, s));
+    CK(cuEventSynchronize(e1));
+    float ms = -1;
+    CK(cuEventElapsedTime_v2(&ms, e0, e1));
+    int set_ok = 1;
+    for (int i = 32; i < 48; i++) set_ok &= back32[i] == 0xabcdef01u;
+    printf("stream query=%d elapsed>=0=%d copied=%d set=%d\n", cuStreamQuery(s), ms >= 0, back32[63] == 63, set_ok);
+    CK(cuEventDestroy_v2(e0));
+    CK(cuEventDestroy_v2(e1));
+    CK(cuStreamDestroy_v2(s));
     CK(cuMemFree_v2(p));
     puts("tenant ok");
     return 0;

@@ -3,7 +3,8 @@
 //! only on success, as the driver does. Copies larger than a frame go in pieces.
 
 use std::collections::HashMap;
-use std::ffi::{c_char, c_uint, c_void, CStr};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use gpusan_runtime::locks;
@@ -11,12 +12,15 @@ use gpusan_serve::protocol::{Reply, Request, MAX_CHUNK};
 
 use super::client::{self, call};
 use crate::driver::boundary;
-use crate::driver::types::{CUcontext, CUdevice, CUdeviceptr, CUfunction, CUmodule, CUresult, CUstream, CUDA_SUCCESS};
+use crate::driver::types::{
+    CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUmodule, CUresult, CUstream, CUDA_SUCCESS,
+};
 
 const INVALID_VALUE: CUresult = 1;
 const NOT_SUPPORTED: CUresult = 801;
 const INVALID_DEVICE: CUresult = 101;
 const INVALID_HANDLE: CUresult = 400;
+const INVALID_CONTEXT: CUresult = 201;
 const UNKNOWN: CUresult = 999;
 /// The tenant's context: a token (the manager owns the one real context).
 const CONTEXT: usize = 0x6765_6e63_0000;
@@ -45,6 +49,30 @@ pub fn address(name: &[u8]) -> Option<usize> {
         b"cuModuleGetFunction" => cu_module_get_function as *const () as usize,
         b"cuModuleUnload" => cu_module_unload as *const () as usize,
         b"cuLaunchKernel" => cu_launch_kernel as *const () as usize,
+        b"cuDeviceGetAttribute" => cu_device_get_attribute as *const () as usize,
+        b"cuDeviceGetName" => cu_device_get_name as *const () as usize,
+        b"cuDriverGetVersion" => cu_driver_get_version as *const () as usize,
+        b"cuDeviceTotalMem_v2" => cu_device_total_mem as *const () as usize,
+        b"cuMemGetInfo_v2" => cu_mem_get_info as *const () as usize,
+        b"cuCtxGetCurrent" => cu_ctx_get_current as *const () as usize,
+        b"cuCtxSetCurrent" => cu_ctx_set_current as *const () as usize,
+        b"cuCtxGetDevice" => cu_ctx_get_device as *const () as usize,
+        b"cuStreamCreate" => cu_stream_create as *const () as usize,
+        b"cuStreamCreateWithPriority" => cu_stream_create_with_priority as *const () as usize,
+        b"cuStreamDestroy_v2" => cu_stream_destroy as *const () as usize,
+        b"cuStreamQuery" => cu_stream_query as *const () as usize,
+        b"cuStreamWaitEvent" => cu_stream_wait_event as *const () as usize,
+        b"cuEventCreate" => cu_event_create as *const () as usize,
+        b"cuEventRecord" => cu_event_record as *const () as usize,
+        b"cuEventSynchronize" => cu_event_synchronize as *const () as usize,
+        b"cuEventQuery" => cu_event_query as *const () as usize,
+        b"cuEventDestroy_v2" => cu_event_destroy as *const () as usize,
+        b"cuEventElapsedTime" | b"cuEventElapsedTime_v2" => cu_event_elapsed_time as *const () as usize,
+        b"cuMemcpyHtoDAsync_v2" => cu_memcpy_htod_async as *const () as usize,
+        b"cuMemcpyDtoHAsync_v2" => cu_memcpy_dtoh_async as *const () as usize,
+        b"cuMemsetD8Async" => cu_memset_d8_async as *const () as usize,
+        b"cuMemsetD32_v2" => cu_memset_d32 as *const () as usize,
+        b"cuMemsetD32Async" => cu_memset_d32_async as *const () as usize,
         _ => return None,
     })
 }
@@ -281,4 +309,257 @@ unsafe extern "C" fn cu_launch_kernel(
             Err(code) => code,
         }
     })
+}
+
+// ---- devices, contexts, streams and events (issue 18: what driver-API programs use
+// around their launches). A tenant's streams are all its one stream in the manager: work
+// is ordered as the program ordered it and more (streams may overlap, need not).
+
+/// Device attributes asked once each: the GPU does not change.
+static ATTRIBUTES: Mutex<Option<HashMap<i32, i64>>> = Mutex::new(None);
+/// Stream tokens handed out (`cuStreamCreate`): nonzero, never a real stream.
+static STREAMS: AtomicUsize = AtomicUsize::new(0);
+const STREAM_TOKEN: usize = 0x7374_0000_0000;
+
+unsafe extern "C" fn cu_device_get_attribute(value: *mut c_int, attribute: c_int, device: CUdevice) -> CUresult {
+    forwarded("cu_device_get_attribute", || {
+        if value.is_null() {
+            return INVALID_VALUE;
+        }
+        if device != 0 {
+            return INVALID_DEVICE;
+        }
+        if let Some(v) = locks::lock(&ATTRIBUTES).as_ref().and_then(|a| a.get(&attribute).copied()) {
+            *value = v as c_int;
+            return CUDA_SUCCESS;
+        }
+        match call(&Request::DeviceAttribute { attribute }) {
+            Ok(Reply::Value(v)) => {
+                locks::lock(&ATTRIBUTES).get_or_insert_with(HashMap::new).insert(attribute, v);
+                *value = v as c_int;
+                CUDA_SUCCESS
+            }
+            Ok(_) => NOT_SUPPORTED,
+            Err(code) => code,
+        }
+    })
+}
+
+unsafe extern "C" fn cu_device_get_name(name: *mut c_char, len: c_int, device: CUdevice) -> CUresult {
+    forwarded("cu_device_get_name", || {
+        if name.is_null() || len <= 0 {
+            return INVALID_VALUE;
+        }
+        if device != 0 {
+            return INVALID_DEVICE;
+        }
+        match call(&Request::DeviceName) {
+            Ok(Reply::Text(t)) => {
+                let bytes = t.as_bytes();
+                let n = bytes.len().min(len as usize - 1);
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), name.cast::<u8>(), n);
+                *name.add(n) = 0;
+                CUDA_SUCCESS
+            }
+            Ok(_) => NOT_SUPPORTED,
+            Err(code) => code,
+        }
+    })
+}
+
+unsafe extern "C" fn cu_driver_get_version(version: *mut c_int) -> CUresult {
+    forwarded("cu_driver_get_version", || {
+        if version.is_null() {
+            return INVALID_VALUE;
+        }
+        match call(&Request::DriverVersion) {
+            Ok(Reply::Value(v)) => {
+                *version = v as c_int;
+                CUDA_SUCCESS
+            }
+            Ok(_) => NOT_SUPPORTED,
+            Err(code) => code,
+        }
+    })
+}
+
+/// The tenant's memory: its partition (the GPU a fenced tenant sees).
+unsafe fn mem_info() -> Result<(u64, u64), CUresult> {
+    match call(&Request::MemInfo) {
+        Ok(Reply::MemInfo { free, total }) => Ok((free, total)),
+        Ok(_) => Err(NOT_SUPPORTED),
+        Err(code) => Err(code),
+    }
+}
+
+unsafe extern "C" fn cu_device_total_mem(bytes: *mut usize, device: CUdevice) -> CUresult {
+    forwarded("cu_device_total_mem", || {
+        if bytes.is_null() {
+            return INVALID_VALUE;
+        }
+        if device != 0 {
+            return INVALID_DEVICE;
+        }
+        match mem_info() {
+            Ok((_, total)) => {
+                *bytes = total as usize;
+                CUDA_SUCCESS
+            }
+            Err(code) => code,
+        }
+    })
+}
+
+unsafe extern "C" fn cu_mem_get_info(free: *mut usize, total: *mut usize) -> CUresult {
+    forwarded("cu_mem_get_info", || {
+        if free.is_null() || total.is_null() {
+            return INVALID_VALUE;
+        }
+        match mem_info() {
+            Ok((f, t)) => {
+                *free = f as usize;
+                *total = t as usize;
+                CUDA_SUCCESS
+            }
+            Err(code) => code,
+        }
+    })
+}
+
+unsafe extern "C" fn cu_ctx_get_current(ctx: *mut CUcontext) -> CUresult {
+    forwarded("cu_ctx_get_current", || {
+        if ctx.is_null() {
+            return INVALID_VALUE;
+        }
+        *ctx = if client::connected() { CONTEXT as CUcontext } else { std::ptr::null_mut() };
+        CUDA_SUCCESS
+    })
+}
+
+unsafe extern "C" fn cu_ctx_set_current(ctx: CUcontext) -> CUresult {
+    forwarded("cu_ctx_set_current", || {
+        if ctx.is_null() || ctx as usize == CONTEXT {
+            CUDA_SUCCESS
+        } else {
+            INVALID_CONTEXT
+        }
+    })
+}
+
+unsafe extern "C" fn cu_ctx_get_device(device: *mut CUdevice) -> CUresult {
+    forwarded("cu_ctx_get_device", || {
+        if device.is_null() {
+            return INVALID_VALUE;
+        }
+        *device = 0;
+        CUDA_SUCCESS
+    })
+}
+
+unsafe extern "C" fn cu_stream_create(stream: *mut CUstream, _flags: c_uint) -> CUresult {
+    forwarded("cu_stream_create", || {
+        if stream.is_null() {
+            return INVALID_VALUE;
+        }
+        *stream = (STREAM_TOKEN + STREAMS.fetch_add(1, Ordering::Relaxed) + 1) as CUstream;
+        CUDA_SUCCESS
+    })
+}
+
+unsafe extern "C" fn cu_stream_create_with_priority(
+    stream: *mut CUstream,
+    flags: c_uint,
+    _priority: c_int,
+) -> CUresult {
+    forwarded("cu_stream_create_with_priority", || cu_stream_create(stream, flags))
+}
+
+unsafe extern "C" fn cu_stream_destroy(_stream: CUstream) -> CUresult {
+    forwarded("cu_stream_destroy", || CUDA_SUCCESS)
+}
+
+unsafe extern "C" fn cu_stream_query(_stream: CUstream) -> CUresult {
+    forwarded("cu_stream_query", || done(call(&Request::Query)))
+}
+
+/// The tenant's streams are one stream in the manager: what `event` marks is already
+/// before anything the stream does next.
+unsafe extern "C" fn cu_stream_wait_event(_stream: CUstream, _event: CUevent, _flags: c_uint) -> CUresult {
+    forwarded("cu_stream_wait_event", || CUDA_SUCCESS)
+}
+
+unsafe extern "C" fn cu_event_create(event: *mut CUevent, flags: c_uint) -> CUresult {
+    forwarded("cu_event_create", || {
+        if event.is_null() {
+            return INVALID_VALUE;
+        }
+        match call(&Request::EventCreate { flags }) {
+            Ok(Reply::Event(e)) => {
+                *event = e as CUevent;
+                CUDA_SUCCESS
+            }
+            Ok(_) => NOT_SUPPORTED,
+            Err(code) => code,
+        }
+    })
+}
+
+unsafe extern "C" fn cu_event_record(event: CUevent, _stream: CUstream) -> CUresult {
+    forwarded("cu_event_record", || done(call(&Request::EventRecord { event: event as u64 })))
+}
+
+unsafe extern "C" fn cu_event_synchronize(event: CUevent) -> CUresult {
+    forwarded("cu_event_synchronize", || done(call(&Request::EventSynchronize { event: event as u64 })))
+}
+
+unsafe extern "C" fn cu_event_query(event: CUevent) -> CUresult {
+    forwarded("cu_event_query", || done(call(&Request::EventQuery { event: event as u64 })))
+}
+
+unsafe extern "C" fn cu_event_destroy(event: CUevent) -> CUresult {
+    forwarded("cu_event_destroy", || done(call(&Request::EventDestroy { event: event as u64 })))
+}
+
+unsafe extern "C" fn cu_event_elapsed_time(ms: *mut f32, start: CUevent, end: CUevent) -> CUresult {
+    forwarded("cu_event_elapsed_time", || {
+        if ms.is_null() {
+            return INVALID_VALUE;
+        }
+        match call(&Request::EventElapsed { start: start as u64, end: end as u64 }) {
+            Ok(Reply::Float(v)) => {
+                *ms = v;
+                CUDA_SUCCESS
+            }
+            Ok(_) => NOT_SUPPORTED,
+            Err(code) => code,
+        }
+    })
+}
+
+// Asynchronous copies and sets are made at once: returning when the work is done is one
+// of the behaviours the asynchronous calls allow.
+
+unsafe extern "C" fn cu_memcpy_htod_async(
+    dst: CUdeviceptr,
+    src: *const c_void,
+    bytes: usize,
+    _s: CUstream,
+) -> CUresult {
+    forwarded("cu_memcpy_htod_async", || cu_memcpy_htod(dst, src, bytes))
+}
+
+unsafe extern "C" fn cu_memcpy_dtoh_async(dst: *mut c_void, src: CUdeviceptr, bytes: usize, _s: CUstream) -> CUresult {
+    forwarded("cu_memcpy_dtoh_async", || cu_memcpy_dtoh(dst, src, bytes))
+}
+
+unsafe extern "C" fn cu_memset_d8_async(dst: CUdeviceptr, value: u8, count: usize, _s: CUstream) -> CUresult {
+    forwarded("cu_memset_d8_async", || cu_memset_d8(dst, value, count))
+}
+
+unsafe extern "C" fn cu_memset_d32(dst: CUdeviceptr, value: c_uint, count: usize) -> CUresult {
+    forwarded("cu_memset_d32", || done(call(&Request::MemsetD32 { dst, value, count: count as u64 })))
+}
+
+unsafe extern "C" fn cu_memset_d32_async(dst: CUdeviceptr, value: c_uint, count: usize, _s: CUstream) -> CUresult {
+    forwarded("cu_memset_d32_async", || cu_memset_d32(dst, value, count))
 }

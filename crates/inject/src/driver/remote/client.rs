@@ -98,6 +98,11 @@ fn connect(c: &mut Conn) -> Result<(), i32> {
     }
 }
 
+/// Whether this process has reached its manager (a tenant's context exists from then on).
+pub fn connected() -> bool {
+    locks::lock(CONN.get()).stream.is_some()
+}
+
 /// Connects, if not yet: the tenant's partition.
 pub fn hello() -> Result<(u64, u64), i32> {
     let mut c = locks::lock(CONN.get());
