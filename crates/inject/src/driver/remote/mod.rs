@@ -6,11 +6,15 @@
 //! makes a context of its own: its "context" is a token, its memory lies in the partition
 //! the manager gave it, its modules are fenced by the manager.
 //!
-//! Forwarded today: what a driver-API program needs to allocate, copy, load PTX, launch and
-//! synchronize ([`calls`]). Other driver functions reach the real driver, uninitialised in
-//! a tenant, and fail there; the report names the manager's refusals ([`notes`]).
-//! cudart's programs (which find the driver through `cuGetProcAddress`) are not forwarded
-//! yet.
+//! Forwarded today ([`calls`]): what a driver-API program needs to allocate, copy, set,
+//! load PTX, launch (without waiting for the manager) and synchronize; device queries (its
+//! partition is the memory it is told of); streams (tokens: all a tenant's streams are its
+//! one stream in the manager) and events. A function is forwarded where a stand-in of
+//! gpusan's or a door resolves it: a program linked against the driver reaches only those
+//! gpusan stands in for. Other driver functions reach the real driver, uninitialised in a
+//! tenant, and fail there; the report names the manager's refusals ([`notes`]). cudart's
+//! programs are not served yet: they ask the driver for 7 private export tables
+//! (`bench/results/fence/export-tables-call17.json`), which a tenant would have to emulate.
 
 mod calls;
 mod client;
