@@ -111,6 +111,8 @@ fn a_driver_api_program_runs_as_a_fenced_tenant_in_its_partition() {
         .arg(&report)
         .arg("--")
         .arg(&tenant)
+        // nvcc's fatbin (cubin and compressed PTX): its PTX is what the manager fences.
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../fatbin/tests/fixtures/sm90.fatbin"))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
@@ -127,6 +129,7 @@ fn a_driver_api_program_runs_as_a_fenced_tenant_in_its_partition() {
     // The device as a tenant sees it: the manager's GPU, its partition as its memory.
     assert!(stdout.contains("cc=9 name=gpusan fake GPU version=13000 total=67108864 free<total=1 same=1"), "{stdout}");
     assert!(stdout.contains("stream query=0 elapsed>=0=1 copied=1 set=1"), "{stdout}");
+    assert!(stdout.contains("fatbin module ok"), "{stdout}");
     assert!(std::fs::read_to_string(&loaded).unwrap().contains("__gpusan_fence"), "the driver got an unfenced module");
     assert!(log.contains("left (disconnected)"), "{log}");
     let report = std::fs::read_to_string(&report).unwrap();

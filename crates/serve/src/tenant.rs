@@ -333,15 +333,51 @@ impl<'d> Tenant<'d> {
         Err(error(INVALID_VALUE, format!("{call} of {bytes} bytes at {at:#x}: {whose}")))
     }
 
-    fn load(&mut self, image: Vec<u8>) -> Reply {
-        let text = match std::str::from_utf8(image.strip_suffix(&[0]).unwrap_or(&image)) {
-            Ok(t) if t.contains(".version") => t.to_string(),
-            _ => {
-                return error(
+    /// The PTX to fence of a module image: PTX text as given, or a fatbin's PTX entry (the
+    /// newest for an architecture the GPU runs: nvcc's fatbins carry `compute_XX` PTX beside
+    /// their cubins). Machine code alone cannot be fenced yet.
+    fn ptx_of(&self, image: &[u8]) -> Result<String, Reply> {
+        if image.get(..4) == Some(&gpusan_fatbin::FATBIN_MAGIC.to_le_bytes()[..]) {
+            let fatbin = gpusan_fatbin::Fatbin::parse(image)
+                .map_err(|e| error(INVALID_IMAGE, format!("cuModuleLoadData: the fatbin does not parse: {e}")))?;
+            let sm = self.device_sm();
+            let ptx = fatbin
+                .entries
+                .iter()
+                .filter(|e| e.kind == gpusan_fatbin::EntryKind::Ptx && sm.is_none_or(|sm| e.arch <= sm))
+                .max_by_key(|e| e.arch);
+            let Some(entry) = ptx else {
+                return Err(error(
                     NOT_SUPPORTED,
-                    "cuModuleLoadData: machine code (no PTX) cannot be fenced yet; only PTX modules are loaded",
-                )
-            }
+                    "cuModuleLoadData: a fatbin of machine code only (no PTX for this GPU) cannot be fenced yet",
+                ));
+            };
+            return entry
+                .ptx_text()
+                .map(|t| t.into_owned())
+                .map_err(|e| error(INVALID_IMAGE, format!("cuModuleLoadData: the fatbin's PTX: {e}")));
+        }
+        match std::str::from_utf8(image.strip_suffix(&[0]).unwrap_or(image)) {
+            Ok(t) if t.contains(".version") => Ok(t.to_string()),
+            _ => Err(error(
+                NOT_SUPPORTED,
+                "cuModuleLoadData: machine code (no PTX) cannot be fenced yet; only PTX modules and fatbins with PTX are loaded",
+            )),
+        }
+    }
+
+    /// The GPU's SM (90 for sm_90), if the driver says.
+    fn device_sm(&self) -> Option<u32> {
+        // 75, 76: CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, _MINOR.
+        let major = self.driver.device_attribute(75).ok()?;
+        let minor = self.driver.device_attribute(76).ok()?;
+        u32::try_from(major * 10 + minor).ok()
+    }
+
+    fn load(&mut self, image: Vec<u8>) -> Reply {
+        let text = match self.ptx_of(&image) {
+            Ok(t) => t,
+            Err(r) => return r,
         };
         let mut module = match gpusan_ptx::parse(&text) {
             Ok(m) => m,

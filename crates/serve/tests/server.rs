@@ -449,3 +449,41 @@ fn events_word_sets_and_memory_info_stay_the_tenants_own() {
     assert_eq!(a.call(Request::Query), Reply::Done);
     assert!(matches!(a.call(Request::DeviceAttribute { attribute: 75 }), Reply::Value(9)));
 }
+
+/// nvcc's fatbins carry `compute_90` PTX beside their cubins: the manager fences that PTX
+/// and loads it (the kernels' layouts from it); a fatbin of machine code only is refused.
+#[test]
+fn a_fatbins_ptx_is_fenced_and_machine_code_alone_refused() {
+    let _s = serial();
+    let (socket, _log) = manager();
+    let mut a = connect(&socket, "a", 22);
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fatbin/tests/fixtures");
+    let plain = std::fs::read(fixtures.join("plain.fatbin")).unwrap();
+    let loaded = tempfile::NamedTempFile::new().unwrap();
+    std::env::set_var("FAKE_CUDA_LOADED", loaded.path());
+    let module = a.call(Request::ModuleLoad { image: plain });
+    std::env::remove_var("FAKE_CUDA_LOADED");
+    let Reply::Module(module) = module else { panic!("{module:?}") };
+    let text = std::fs::read_to_string(loaded.path()).unwrap();
+    assert!(text.contains("__gpusan_fence") && text.contains(".entry"), "the driver got no fenced PTX:\n{text}");
+    let Reply::Function { params, .. } = a.call(Request::GetFunction { module, name: "_Z5scalePfidc".into() }) else {
+        panic!()
+    };
+    assert_eq!(params, vec![(0, 8), (8, 4), (16, 8), (24, 1)], "scale(float*, int, double, char)");
+    // Compressed PTX (nvcc's default) is decompressed first.
+    let sm90 = std::fs::read(fixtures.join("sm90.fatbin")).unwrap();
+    assert!(matches!(a.call(Request::ModuleLoad { image: sm90.clone() }), Reply::Module(_)));
+    // The same fatbin with its cubin alone.
+    let fatbin = gpusan_fatbin::Fatbin::parse(&sm90).unwrap();
+    let elf = fatbin.entries.iter().find(|e| e.kind == gpusan_fatbin::EntryKind::Elf).unwrap();
+    let at = elf.offset as usize - fatbin.offset as usize;
+    let entry = &fatbin.data[at..at + elf.header_size as usize + elf.payload.len()];
+    let mut only_elf = Vec::new();
+    only_elf.extend_from_slice(&gpusan_fatbin::FATBIN_MAGIC.to_le_bytes());
+    only_elf.extend_from_slice(&1u16.to_le_bytes());
+    only_elf.extend_from_slice(&16u16.to_le_bytes());
+    only_elf.extend_from_slice(&(entry.len() as u64).to_le_bytes());
+    only_elf.extend_from_slice(entry);
+    assert_eq!(gpusan_fatbin::Fatbin::parse(&only_elf).unwrap().entries.len(), 1);
+    refused(a.call(Request::ModuleLoad { image: only_elf }), NOT_SUPPORTED, "machine code only");
+}

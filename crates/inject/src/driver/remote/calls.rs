@@ -46,6 +46,8 @@ pub fn address(name: &[u8]) -> Option<usize> {
         b"cuMemcpyDtoH_v2" => cu_memcpy_dtoh as *const () as usize,
         b"cuMemsetD8_v2" => cu_memset_d8 as *const () as usize,
         b"cuModuleLoadData" => cu_module_load_data as *const () as usize,
+        b"cuModuleLoadDataEx" => cu_module_load_data_ex as *const () as usize,
+        b"cuModuleLoadFatBinary" => cu_module_load_fat_binary as *const () as usize,
         b"cuModuleGetFunction" => cu_module_get_function as *const () as usize,
         b"cuModuleUnload" => cu_module_unload as *const () as usize,
         b"cuLaunchKernel" => cu_launch_kernel as *const () as usize,
@@ -219,20 +221,46 @@ unsafe extern "C" fn cu_memset_d8(dst: CUdeviceptr, value: u8, count: usize) -> 
     forwarded("cu_memset_d8", || done(call(&Request::MemsetD8 { dst, value, count: count as u64 })))
 }
 
+/// The bytes of a module image the driver would read: PTX text up to its NUL, a fatbin
+/// (or the registration wrapper pointing to one) as long as its header says. `None` for
+/// machine code alone (a cubin), which the manager cannot fence yet.
+unsafe fn module_image(image: *const c_void) -> Option<Vec<u8>> {
+    const FATBIN_MAGIC: u32 = 0xBA55_ED50;
+    const WRAPPER_MAGIC: u32 = 0x4662_43B1;
+    let mut p = image.cast::<u8>();
+    let mut magic = std::ptr::read_unaligned(p.cast::<u32>());
+    if magic == WRAPPER_MAGIC {
+        // __fatBinC_Wrapper_t: magic, version, then the fatbin's address.
+        p = std::ptr::read_unaligned(p.add(8).cast::<*const u8>());
+        if p.is_null() {
+            return None;
+        }
+        magic = std::ptr::read_unaligned(p.cast::<u32>());
+    }
+    if magic == FATBIN_MAGIC {
+        // Header: magic, u16 version, u16 header size, u64 size of the entries after it.
+        let header = u64::from(std::ptr::read_unaligned(p.add(6).cast::<u16>()));
+        let entries = std::ptr::read_unaligned(p.add(8).cast::<u64>());
+        let len = header.checked_add(entries).filter(|&l| l <= MAX_CHUNK)?;
+        return Some(std::slice::from_raw_parts(p, len as usize).to_vec());
+    }
+    if std::slice::from_raw_parts(p, 4) == b"\x7fELF" {
+        return None;
+    }
+    // SAFETY: a PTX image is NUL-terminated text.
+    Some(CStr::from_ptr(p.cast::<c_char>()).to_bytes().to_vec())
+}
+
 unsafe extern "C" fn cu_module_load_data(module: *mut CUmodule, image: *const c_void) -> CUresult {
     forwarded("cu_module_load_data", || {
         if module.is_null() || image.is_null() {
             return INVALID_VALUE;
         }
-        let head = std::slice::from_raw_parts(image.cast::<u8>(), 4);
-        if head == b"\x7fELF" || head == [0x50, 0xed, 0x55, 0xba] {
-            // Its length is not in the call; the manager refuses machine code anyway.
-            client::refused("cuModuleLoadData: machine code (no PTX) cannot be fenced yet");
+        let Some(bytes) = module_image(image) else {
+            client::refused("cuModuleLoadData: machine code (a cubin, no PTX) cannot be fenced yet");
             return NOT_SUPPORTED;
-        }
-        // SAFETY: a PTX image is NUL-terminated text.
-        let text = CStr::from_ptr(image.cast::<c_char>()).to_bytes().to_vec();
-        match call(&Request::ModuleLoad { image: text }) {
+        };
+        match call(&Request::ModuleLoad { image: bytes }) {
             Ok(Reply::Module(m)) => {
                 *module = m as CUmodule;
                 CUDA_SUCCESS
@@ -241,6 +269,21 @@ unsafe extern "C" fn cu_module_load_data(module: *mut CUmodule, image: *const c_
             Err(code) => code,
         }
     })
+}
+
+/// JIT options only tune the PTX compiler: the manager compiles with its own.
+unsafe extern "C" fn cu_module_load_data_ex(
+    module: *mut CUmodule,
+    image: *const c_void,
+    _n: c_uint,
+    _options: *mut c_void,
+    _values: *mut *mut c_void,
+) -> CUresult {
+    forwarded("cu_module_load_data_ex", || cu_module_load_data(module, image))
+}
+
+unsafe extern "C" fn cu_module_load_fat_binary(module: *mut CUmodule, image: *const c_void) -> CUresult {
+    forwarded("cu_module_load_fat_binary", || cu_module_load_data(module, image))
 }
 
 unsafe extern "C" fn cu_module_get_function(f: *mut CUfunction, module: CUmodule, name: *const c_char) -> CUresult {
