@@ -1,7 +1,7 @@
 //! `gpusan serve`: the manager of fenced tenants on one GPU (issue 18, `gpusan_serve`).
 //! It owns the GPU's context and serves tenants over a Unix socket; `--status` asks a
-//! running manager for its tenants. The tenants' side (`gpusan run --mode fence`) is not
-//! built yet: today a tenant is a program speaking `gpusan_serve::protocol`.
+//! running manager for its tenants. Tenants are programs run as `gpusan run --mode fence
+//! --server SOCKET -- ./app`.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -10,7 +10,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use gpusan_serve::driver::Driver;
 use gpusan_serve::protocol::{read_frame, write_frame, Reply, Request};
-use gpusan_serve::server::{Log, Server};
+use gpusan_serve::server::{Config, Log, Server};
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -26,6 +26,10 @@ pub struct ServeArgs {
     /// The GPU (ordinal) the manager serves.
     #[arg(long, default_value_t = 0)]
     device: i32,
+    /// Let a tenant alone on the GPU load machine code the fence cannot take (cubins,
+    /// fatbins without PTX), unfenced; no other tenant is admitted while it runs.
+    #[arg(long)]
+    allow_native: bool,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
@@ -36,7 +40,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
     let driver: &'static Driver = Box::leak(Box::new(driver));
     let log: Log = Arc::new(Mutex::new(Box::new(std::io::stderr())));
     let server = Server::bind(&args.socket, driver, log)
-        .with_context(|| format!("cannot listen at {}", args.socket.display()))?;
+        .with_context(|| format!("cannot listen at {}", args.socket.display()))?
+        .with_config(Config { allow_native: args.allow_native });
     server.run().context("the manager's socket failed")?;
     Ok(0)
 }
@@ -49,13 +54,13 @@ fn status(args: &ServeArgs) -> anyhow::Result<i32> {
     println!("{} tenant(s) at {}", tenants.len(), args.socket.display());
     if !tenants.is_empty() {
         println!(
-            "{:>6} {:16} {:>8} {:>18} {:>10} {:>12} {:>8} {:>10} {:>8}",
-            "tenant", "name", "pid", "partition", "MiB", "used bytes", "chunks", "launches", "refused"
+            "{:>6} {:16} {:>8} {:>18} {:>10} {:>12} {:>8} {:>10} {:>8} {:>8}",
+            "tenant", "name", "pid", "partition", "MiB", "used bytes", "chunks", "launches", "refused", "kernels"
         );
     }
     for t in tenants {
         println!(
-            "{:>6} {:16} {:>8} {:>#18x} {:>10} {:>12} {:>8} {:>10} {:>8}",
+            "{:>6} {:16} {:>8} {:>#18x} {:>10} {:>12} {:>8} {:>10} {:>8} {:>8}",
             t.tenant,
             t.name,
             t.pid,
@@ -64,7 +69,8 @@ fn status(args: &ServeArgs) -> anyhow::Result<i32> {
             t.used,
             t.real_chunks,
             t.launches,
-            t.refused
+            t.refused,
+            if t.native { "NATIVE" } else { "fenced" }
         );
     }
     Ok(0)

@@ -15,7 +15,7 @@ use thiserror::Error;
 
 /// Bumped at every change of a message: a tenant and a manager of different versions refuse
 /// each other at `Hello`.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// The largest frame either side accepts: a copy larger than this is split by the tenant.
 pub const MAX_FRAME: u32 = 64 << 20;
 /// Bytes of copy data one request carries at most (room left for the message around it).
@@ -178,6 +178,8 @@ pub struct TenantStatus {
     pub modules: u64,
     pub launches: u64,
     pub refused: u64,
+    /// Runs unfenced machine code (`gpusan serve --allow-native`): the GPU's only tenant.
+    pub native: bool,
 }
 
 /// Why a frame could not be read.

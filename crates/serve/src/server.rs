@@ -2,8 +2,11 @@
 //! requests in order (`tenant`). A tenant that disconnects, however it ends (exit, crash,
 //! SIGKILL), is cleaned up by its thread; the others never wait for it. The manager log
 //! (one line per event, to the writer given) says who came, what was refused, who left.
+//!
+//! With [`Config::allow_native`], a tenant alone on the GPU may load machine code unfenced;
+//! from then until it leaves, no other tenant is admitted (`Admission`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -17,11 +20,29 @@ use crate::tenant::Tenant;
 /// Where the manager log goes.
 pub type Log = Arc<Mutex<Box<dyn Write + Send>>>;
 
+/// What the operator allows.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Config {
+    /// A tenant alone on the GPU may load machine code the fence cannot take, unfenced; no
+    /// other tenant is admitted while it lives.
+    pub allow_native: bool,
+}
+
+/// Who is admitted, and who holds the GPU alone with unfenced machine code: one lock, so a
+/// tenant cannot join between the check that another is alone and its native load.
+#[derive(Default)]
+struct Admission {
+    present: BTreeSet<u32>,
+    native: Option<u32>,
+}
+
 pub struct Server {
     listener: UnixListener,
     path: PathBuf,
     driver: &'static Driver,
     tenants: Arc<Mutex<BTreeMap<u32, TenantStatus>>>,
+    admission: Arc<Mutex<Admission>>,
+    config: Config,
     next: AtomicU32,
     log: Log,
 }
@@ -45,9 +66,17 @@ impl Server {
             path: path.to_path_buf(),
             driver,
             tenants: Arc::new(Mutex::new(BTreeMap::new())),
+            admission: Arc::new(Mutex::new(Admission::default())),
+            config: Config::default(),
             next: AtomicU32::new(1),
             log,
         })
+    }
+
+    /// The server with `config`.
+    pub fn with_config(mut self, config: Config) -> Server {
+        self.config = config;
+        self
     }
 
     /// Serves connections until the listener fails.
@@ -56,22 +85,32 @@ impl Server {
         for conn in self.listener.incoming() {
             let conn = conn?;
             let id = self.next.fetch_add(1, Ordering::Relaxed);
-            let (driver, tenants, log) = (self.driver, self.tenants.clone(), self.log.clone());
+            let shared = Shared {
+                driver: self.driver,
+                tenants: self.tenants.clone(),
+                admission: self.admission.clone(),
+                config: self.config,
+                log: self.log.clone(),
+            };
             std::thread::Builder::new()
                 .name(format!("tenant-{id}"))
-                .spawn(move || serve_connection(conn, id, driver, &tenants, &log))?;
+                .spawn(move || serve_connection(conn, id, &shared))?;
         }
         Ok(())
     }
 }
 
-fn serve_connection(
-    mut conn: UnixStream,
-    id: u32,
+/// What every connection's thread shares.
+struct Shared {
     driver: &'static Driver,
-    tenants: &Mutex<BTreeMap<u32, TenantStatus>>,
-    log: &Log,
-) {
+    tenants: Arc<Mutex<BTreeMap<u32, TenantStatus>>>,
+    admission: Arc<Mutex<Admission>>,
+    config: Config,
+    log: Log,
+}
+
+fn serve_connection(mut conn: UnixStream, id: u32, shared: &Shared) {
+    let (driver, tenants, log) = (shared.driver, &*shared.tenants, &shared.log);
     if let Err(e) = driver.make_current() {
         say(log, format_args!("connection {id} refused: {e}"));
         return;
@@ -97,11 +136,38 @@ fn serve_connection(
         let _ = write_frame(&mut conn, &Reply::Status(all));
         return;
     }
+    let admitted = shared.admission.lock().map(|mut a| match a.native {
+        Some(holder) => Err(holder),
+        None => {
+            a.present.insert(id);
+            Ok(())
+        }
+    });
+    if let Ok(Err(holder)) = admitted {
+        let refusal = Reply::Error {
+            code: crate::tenant::NOT_SUPPORTED,
+            message: format!(
+                "the GPU is held by tenant {holder}, which runs unfenced machine code (gpusan serve --allow-native)"
+            ),
+        };
+        say(log, format_args!("tenant {id} refused: {refusal:?}"));
+        let _ = write_frame(&mut conn, &refusal);
+        return;
+    }
+    let leave = || {
+        if let Ok(mut a) = shared.admission.lock() {
+            a.present.remove(&id);
+            if a.native == Some(id) {
+                a.native = None;
+            }
+        }
+    };
     let (mut tenant, hello) = match Tenant::start(driver, id, first) {
         Ok(t) => t,
         Err(refusal) => {
             say(log, format_args!("tenant {id} refused: {refusal:?}"));
             let _ = write_frame(&mut conn, &refusal);
+            leave();
             return;
         }
     };
@@ -133,7 +199,12 @@ fn serve_connection(
                 Err(e) => break format!("its connection failed: {e}"),
             };
             let answered = request.answered();
-            let reply = tenant.handle(request);
+            let reply = match request {
+                Request::ModuleLoad { image } if tenant.is_machine_code(&image) => {
+                    native_load(&mut tenant, image, shared)
+                }
+                request => tenant.handle(request),
+            };
             if let Reply::Error { message, .. } = &reply {
                 say(log, format_args!("tenant {id}: refused: {message}"));
             }
@@ -149,6 +220,7 @@ fn serve_connection(
     let s = tenant.status();
     drop(tenant);
     tenants.lock().map(|mut t| t.remove(&id)).ok();
+    leave();
     say(
         log,
         format_args!(
@@ -156,4 +228,46 @@ fn serve_connection(
             s.launches, s.refused
         ),
     );
+}
+
+/// A machine-code module: loaded unfenced only with `--allow-native` and for a tenant alone
+/// on the GPU, which then holds it alone until it leaves; refused otherwise.
+fn native_load(tenant: &mut Tenant, image: Vec<u8>, shared: &Shared) -> Reply {
+    let id = tenant.id;
+    let mut refuse = |message: String| {
+        let r = Reply::Error { code: crate::tenant::NOT_SUPPORTED, message };
+        tenant.note_refusal(&r);
+        r
+    };
+    if !shared.config.allow_native {
+        return refuse(
+            "cuModuleLoadData: machine code (no PTX for this GPU) cannot be fenced; the manager does not allow \
+             unfenced machine code (gpusan serve --allow-native)"
+                .into(),
+        );
+    }
+    let held = shared.admission.lock().map(|mut a| {
+        let others = a.present.iter().filter(|&&t| t != id).count();
+        if others == 0 {
+            a.native = Some(id);
+        }
+        others
+    });
+    match held {
+        Ok(0) => {}
+        Ok(others) => {
+            return refuse(format!(
+                "cuModuleLoadData: unfenced machine code is for a tenant alone on the GPU; {others} other tenant(s) are here"
+            ))
+        }
+        Err(_) => return refuse("cuModuleLoadData: the manager's admission lock is poisoned".into()),
+    }
+    let reply = tenant.load_native(image);
+    if matches!(reply, Reply::Module(_)) {
+        say(
+            &shared.log,
+            format_args!("tenant {id} loaded unfenced machine code (--allow-native): it is the GPU's only tenant until it leaves"),
+        );
+    }
+    reply
 }

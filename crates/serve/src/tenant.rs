@@ -64,6 +64,8 @@ pub struct Tenant<'d> {
     modules: HashMap<Raw, ModuleInfo>,
     functions: HashMap<Raw, FunctionInfo>,
     events: HashSet<Raw>,
+    /// Loaded unfenced machine code (`--allow-native`): it must stay the GPU's only tenant.
+    native: bool,
     pub stats: Stats,
     /// The first refusal of an unanswered request (a launch) since the last
     /// synchronization: what the next one reports.
@@ -121,6 +123,7 @@ impl<'d> Tenant<'d> {
             modules: HashMap::new(),
             functions: HashMap::new(),
             events: HashSet::new(),
+            native: false,
             stats: Stats::default(),
             pending: None,
             log: Vec::new(),
@@ -145,10 +148,18 @@ impl<'d> Tenant<'d> {
             modules: self.stats.modules,
             launches: self.stats.launches,
             refused: self.stats.refused,
+            native: self.native,
         }
     }
 
-    /// Serves one request.
+    /// Counts and logs a refusal made for the tenant outside [`Tenant::handle`].
+    pub fn note_refusal(&mut self, reply: &Reply) {
+        if let Reply::Error { message, .. } = reply {
+            self.stats.refused += 1;
+            self.log.push(message.clone());
+        }
+    }
+
     /// Serves `request`. The reply of an unanswered request (a launch) is not sent: a
     /// refusal of one is kept for the next synchronization.
     pub fn handle(&mut self, request: Request) -> Reply {
@@ -364,6 +375,55 @@ impl<'d> Tenant<'d> {
                 "cuModuleLoadData: machine code (no PTX) cannot be fenced yet; only PTX modules and fatbins with PTX are loaded",
             )),
         }
+    }
+
+    /// Whether `image` is machine code the fence cannot take (a cubin, or a fatbin with no
+    /// PTX for this GPU): what only `--allow-native` loads, unfenced.
+    pub fn is_machine_code(&self, image: &[u8]) -> bool {
+        image.starts_with(b"\x7fELF")
+            || matches!(self.ptx_of(image), Err(Reply::Error { code, .. }) if code == NOT_SUPPORTED)
+                && image.get(..4) == Some(&gpusan_fatbin::FATBIN_MAGIC.to_le_bytes()[..])
+    }
+
+    /// Loads machine code unfenced (`--allow-native`, for the GPU's only tenant: the manager
+    /// checked), its kernels' parameter layouts from the cubin's `.nv.info`.
+    pub fn load_native(&mut self, image: Vec<u8>) -> Reply {
+        let cubin_bytes: std::borrow::Cow<[u8]> = if image.starts_with(b"\x7fELF") {
+            std::borrow::Cow::Borrowed(&image)
+        } else {
+            let parsed = gpusan_fatbin::Fatbin::parse(&image).and_then(|f| {
+                let elf = f.entries.iter().find(|e| e.kind == gpusan_fatbin::EntryKind::Elf).cloned();
+                elf.map(|e| e.contents().map(|c| c.into_owned())).transpose()
+            });
+            match parsed {
+                Ok(Some(c)) => std::borrow::Cow::Owned(c),
+                Ok(None) => return error(INVALID_IMAGE, "cuModuleLoadData: a fatbin with no cubin and no PTX"),
+                Err(e) => return error(INVALID_IMAGE, format!("cuModuleLoadData: the fatbin does not parse: {e}")),
+            }
+        };
+        let kernels: Vec<(String, FunctionInfo)> = match gpusan_fatbin::Cubin::parse(&cubin_bytes) {
+            Ok(c) => c
+                .functions
+                .iter()
+                .filter(|f| f.is_entry)
+                .map(|f| {
+                    let mut params = f.params.clone();
+                    params.sort_by_key(|p| p.ordinal);
+                    let layout: Vec<(u32, u32)> = params.iter().map(|p| (u32::from(p.offset), p.size)).collect();
+                    let end = layout.iter().map(|&(o, s)| o + s).max().unwrap_or(0);
+                    (f.name.to_string(), FunctionInfo { params: layout, buffer: f.param_size.unwrap_or(end).max(end) })
+                })
+                .collect(),
+            Err(e) => return error(INVALID_IMAGE, format!("cuModuleLoadData: the cubin does not parse: {e}")),
+        };
+        let handle = match self.driver.module_load(&image) {
+            Ok(m) => m,
+            Err(e) => return driver_error(e),
+        };
+        self.native = true;
+        self.stats.modules += 1;
+        self.modules.insert(handle, ModuleInfo { kernels, functions: Vec::new() });
+        Reply::Module(handle)
     }
 
     /// The GPU's SM (90 for sm_90), if the driver says.

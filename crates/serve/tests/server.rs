@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use gpusan_serve::driver::Driver;
 use gpusan_serve::protocol::{read_frame, write_frame, Reply, Request, VERSION};
-use gpusan_serve::server::{Log, Server};
+use gpusan_serve::server::{Config, Log, Server};
 use gpusan_serve::tenant::{INVALID_HANDLE, INVALID_VALUE, NOT_SUPPORTED};
 
 fn fake_driver() -> &'static Path {
@@ -61,13 +61,17 @@ impl std::io::Write for Captured {
 
 /// A manager on a fresh socket, serving in a thread; its log.
 fn manager() -> (PathBuf, Captured) {
+    manager_with(Config::default())
+}
+
+fn manager_with(config: Config) -> (PathBuf, Captured) {
     static DRIVER: OnceLock<&'static Driver> = OnceLock::new();
     let driver = *DRIVER.get_or_init(|| Box::leak(Box::new(Driver::open(fake_driver(), 0).unwrap())));
     let dir = tempfile::tempdir().unwrap().keep();
     let socket = dir.join("serve.sock");
     let captured = Captured::default();
     let log: Log = Arc::new(Mutex::new(Box::new(captured.clone())));
-    let server = Server::bind(&socket, driver, log).unwrap();
+    let server = Server::bind(&socket, driver, log).unwrap().with_config(config);
     std::thread::spawn(move || server.run());
     (socket, captured)
 }
@@ -485,5 +489,57 @@ fn a_fatbins_ptx_is_fenced_and_machine_code_alone_refused() {
     only_elf.extend_from_slice(&(entry.len() as u64).to_le_bytes());
     only_elf.extend_from_slice(entry);
     assert_eq!(gpusan_fatbin::Fatbin::parse(&only_elf).unwrap().entries.len(), 1);
-    refused(a.call(Request::ModuleLoad { image: only_elf }), NOT_SUPPORTED, "machine code only");
+    refused(a.call(Request::ModuleLoad { image: only_elf }), NOT_SUPPORTED, "no PTX for this GPU");
+}
+
+/// A cubin (no PTX): the fence cannot take it. With `--allow-native` a tenant alone on the
+/// GPU may load it unfenced (its kernels' layouts from the cubin), and holds the GPU alone
+/// until it leaves; without it, or with another tenant present, it is refused.
+#[test]
+fn machine_code_runs_unfenced_only_for_a_tenant_alone_that_the_operator_allows() {
+    let _s = serial();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fatbin/tests/fixtures");
+    let plain = std::fs::read(fixtures.join("plain.fatbin")).unwrap();
+    let fatbin = gpusan_fatbin::Fatbin::parse(&plain).unwrap();
+    let cubin = fatbin.entries.iter().find(|e| e.kind == gpusan_fatbin::EntryKind::Elf).unwrap().contents().unwrap();
+    let cubin = cubin.into_owned();
+
+    let (socket, _log) = manager();
+    let mut a = connect(&socket, "a", 22);
+    refused(a.call(Request::ModuleLoad { image: cubin.clone() }), NOT_SUPPORTED, "--allow-native");
+
+    let (socket, log) = manager_with(Config { allow_native: true });
+    let mut a = connect(&socket, "a", 22);
+    let b = connect(&socket, "b", 22);
+    refused(a.call(Request::ModuleLoad { image: cubin.clone() }), NOT_SUPPORTED, "1 other tenant(s) are here");
+    drop(b);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while status(&socket).len() != 1 {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let Reply::Module(module) = a.call(Request::ModuleLoad { image: cubin.clone() }) else { panic!() };
+    let Reply::Function { params, .. } = a.call(Request::GetFunction { module, name: "_Z5scalePfidc".into() }) else {
+        panic!()
+    };
+    assert_eq!(params, vec![(0, 8), (8, 4), (16, 8), (24, 1)], "from the cubin's .nv.info");
+    assert!(status(&socket)[0].native);
+    // Nobody joins while it holds the GPU.
+    let mut conn = UnixStream::connect(&socket).unwrap();
+    write_frame(&mut conn, &Request::Hello { version: VERSION, pid: 2, name: "c".into(), memory_log2: 22 }).unwrap();
+    refused(read_frame(&mut conn).unwrap(), NOT_SUPPORTED, "held by tenant");
+    drop(a);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut conn = UnixStream::connect(&socket).unwrap();
+        write_frame(&mut conn, &Request::Hello { version: VERSION, pid: 3, name: "d".into(), memory_log2: 22 })
+            .unwrap();
+        if matches!(read_frame(&mut conn).unwrap(), Reply::Hello { .. }) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the GPU was never given back");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    assert!(text.contains("loaded unfenced machine code"), "{text}");
 }

@@ -21,6 +21,7 @@ const NOT_SUPPORTED: CUresult = 801;
 const INVALID_DEVICE: CUresult = 101;
 const INVALID_HANDLE: CUresult = 400;
 const INVALID_CONTEXT: CUresult = 201;
+const INVALID_IMAGE: CUresult = 200;
 const UNKNOWN: CUresult = 999;
 /// The tenant's context: a token (the manager owns the one real context).
 const CONTEXT: usize = 0x6765_6e63_0000;
@@ -222,8 +223,9 @@ unsafe extern "C" fn cu_memset_d8(dst: CUdeviceptr, value: u8, count: usize) -> 
 }
 
 /// The bytes of a module image the driver would read: PTX text up to its NUL, a fatbin
-/// (or the registration wrapper pointing to one) as long as its header says. `None` for
-/// machine code alone (a cubin), which the manager cannot fence yet.
+/// (or the registration wrapper pointing to one) as long as its header says, a cubin as
+/// long as its ELF headers say (the manager loads machine code only for a tenant alone on
+/// the GPU, with `gpusan serve --allow-native`). `None` when the headers make no sense.
 unsafe fn module_image(image: *const c_void) -> Option<Vec<u8>> {
     const FATBIN_MAGIC: u32 = 0xBA55_ED50;
     const WRAPPER_MAGIC: u32 = 0x4662_43B1;
@@ -245,10 +247,31 @@ unsafe fn module_image(image: *const c_void) -> Option<Vec<u8>> {
         return Some(std::slice::from_raw_parts(p, len as usize).to_vec());
     }
     if std::slice::from_raw_parts(p, 4) == b"\x7fELF" {
-        return None;
+        return elf_len(p).map(|len| std::slice::from_raw_parts(p, len).to_vec());
     }
     // SAFETY: a PTX image is NUL-terminated text.
     Some(CStr::from_ptr(p.cast::<c_char>()).to_bytes().to_vec())
+}
+
+/// An ELF64 file's length: the end of its last section or header table (its headers say).
+unsafe fn elf_len(p: *const u8) -> Option<usize> {
+    let u16_at = |o: usize| u64::from(std::ptr::read_unaligned(p.add(o).cast::<u16>()));
+    let u64_at = |o: usize| std::ptr::read_unaligned(p.add(o).cast::<u64>());
+    if *p.add(4) != 2 {
+        return None; // not ELFCLASS64
+    }
+    let (phoff, phentsize, phnum) = (u64_at(0x20), u16_at(0x36), u16_at(0x38));
+    let (shoff, shentsize, shnum) = (u64_at(0x28), u16_at(0x3a), u16_at(0x3c));
+    let mut end = phoff.checked_add(phentsize * phnum)?.max(shoff.checked_add(shentsize * shnum)?);
+    for i in 0..shnum {
+        let sh = shoff.checked_add(i * shentsize)? as usize;
+        const SHT_NOBITS: u32 = 8;
+        if std::ptr::read_unaligned(p.add(sh + 4).cast::<u32>()) == SHT_NOBITS {
+            continue;
+        }
+        end = end.max(u64_at(sh + 0x18).checked_add(u64_at(sh + 0x20))?);
+    }
+    (end <= MAX_CHUNK).then_some(end as usize)
 }
 
 unsafe extern "C" fn cu_module_load_data(module: *mut CUmodule, image: *const c_void) -> CUresult {
@@ -257,8 +280,8 @@ unsafe extern "C" fn cu_module_load_data(module: *mut CUmodule, image: *const c_
             return INVALID_VALUE;
         }
         let Some(bytes) = module_image(image) else {
-            client::refused("cuModuleLoadData: machine code (a cubin, no PTX) cannot be fenced yet");
-            return NOT_SUPPORTED;
+            client::refused("cuModuleLoadData: an image whose headers give no length (not forwarded)");
+            return INVALID_IMAGE;
         };
         match call(&Request::ModuleLoad { image: bytes }) {
             Ok(Reply::Module(m)) => {
@@ -605,4 +628,24 @@ unsafe extern "C" fn cu_memset_d32(dst: CUdeviceptr, value: c_uint, count: usize
 
 unsafe extern "C" fn cu_memset_d32_async(dst: CUdeviceptr, value: c_uint, count: usize, _s: CUstream) -> CUresult {
     forwarded("cu_memset_d32_async", || cu_memset_d32(dst, value, count))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cubin is sent whole: its length is where its last section or table ends.
+    #[test]
+    fn a_cubins_length_comes_from_its_elf_headers() {
+        let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fatbin/tests/fixtures");
+        for name in ["vars.cubin", "vars-rdc.cubin"] {
+            let bytes = std::fs::read(fixtures.join(name)).unwrap();
+            let mut padded = bytes.clone();
+            padded.extend_from_slice(&[0xee; 64]); // what lies after it in the program's memory
+                                                   // SAFETY: a buffer of ours, longer than the ELF file in it.
+            assert_eq!(unsafe { elf_len(padded.as_ptr()) }, Some(bytes.len()), "{name}");
+            // SAFETY: as above.
+            assert_eq!(unsafe { module_image(padded.as_ptr().cast()) }, Some(bytes), "{name}");
+        }
+    }
 }
