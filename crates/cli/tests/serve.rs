@@ -132,6 +132,7 @@ fn a_driver_api_program_runs_as_a_fenced_tenant_in_its_partition() {
     assert!(stdout.contains("fatbin module ok"), "{stdout}");
     assert!(std::fs::read_to_string(&loaded).unwrap().contains("__gpusan_fence"), "the driver got an unfenced module");
     assert!(log.contains("left (disconnected)"), "{log}");
+    assert!(log.contains("gave a segment of 32 MiB for its copies"), "copies did not go through a segment: {log}");
     let report = std::fs::read_to_string(&report).unwrap();
     assert!(report.contains("a tenant of `gpusan serve`"), "{report}");
 }

@@ -77,6 +77,8 @@ type MemsetD8 = unsafe extern "C" fn(CUdeviceptr, u8, usize, *mut c_void) -> CUr
 type MemsetD32 = unsafe extern "C" fn(CUdeviceptr, c_uint, usize, *mut c_void) -> CUresult;
 type StreamCreate = unsafe extern "C" fn(*mut *mut c_void, c_uint) -> CUresult;
 type StreamQuery = unsafe extern "C" fn(*mut c_void) -> CUresult;
+type HostRegister = unsafe extern "C" fn(*mut c_void, usize, c_uint) -> CUresult;
+type HostUnregister = unsafe extern "C" fn(*mut c_void) -> CUresult;
 type EventCreate = unsafe extern "C" fn(*mut *mut c_void, c_uint) -> CUresult;
 type EventRecord = unsafe extern "C" fn(*mut c_void, *mut c_void) -> CUresult;
 type EventOne = unsafe extern "C" fn(*mut c_void) -> CUresult;
@@ -127,6 +129,8 @@ pub struct Driver {
     memset_d32: MemsetD32,
     stream_create: StreamCreate,
     stream_query: StreamQuery,
+    host_register: HostRegister,
+    host_unregister: HostUnregister,
     event_create: EventCreate,
     event_record: EventRecord,
     event_synchronize: EventOne,
@@ -198,6 +202,8 @@ impl Driver {
             memset_d32: sym!("cuMemsetD32Async", MemsetD32),
             stream_create: sym!("cuStreamCreate", StreamCreate),
             stream_query: sym!("cuStreamQuery", StreamQuery),
+            host_register: sym!("cuMemHostRegister_v2", HostRegister),
+            host_unregister: sym!("cuMemHostUnregister", HostUnregister),
             event_create: sym!("cuEventCreate", EventCreate),
             event_record: sym!("cuEventRecord", EventRecord),
             event_synchronize: sym!("cuEventSynchronize", EventOne),
@@ -356,6 +362,50 @@ impl Driver {
     pub fn memset_d8(&self, dst: CUdeviceptr, value: u8, count: u64, stream: Raw) -> Result<(), DriverError> {
         // SAFETY: as above.
         check("cuMemsetD8Async", unsafe { (self.memset_d8)(dst, value, count as usize, stream as *mut c_void) })
+    }
+
+    /// Pins `len` bytes at `at` for the GPU's copies (a tenant's shared segment).
+    ///
+    /// # Safety
+    /// `at..at + len` must stay mapped until [`Driver::host_unregister`].
+    pub unsafe fn host_register(&self, at: *mut u8, len: usize) -> Result<(), DriverError> {
+        check("cuMemHostRegister", (self.host_register)(at.cast(), len, 0))
+    }
+
+    /// Unpins what [`Driver::host_register`] pinned at `at`.
+    pub fn host_unregister(&self, at: *mut u8) -> Result<(), DriverError> {
+        // SAFETY: memory this driver registered.
+        check("cuMemHostUnregister", unsafe { (self.host_unregister)(at.cast()) })
+    }
+
+    /// Copies `len` bytes from host memory at `src` to `dst` on `stream`; returns when done.
+    ///
+    /// # Safety
+    /// `src..src + len` must be readable (pinned: the tenant's segment).
+    pub unsafe fn copy_htod_from(
+        &self,
+        dst: CUdeviceptr,
+        src: *const u8,
+        len: usize,
+        stream: Raw,
+    ) -> Result<(), DriverError> {
+        check("cuMemcpyHtoDAsync", (self.copy_htod)(dst, src.cast(), len, stream as *mut c_void))?;
+        self.stream_synchronize(stream)
+    }
+
+    /// Copies `len` bytes from `src` into host memory at `out` on `stream`; returns when done.
+    ///
+    /// # Safety
+    /// `out..out + len` must be writable (pinned: the tenant's segment).
+    pub unsafe fn copy_dtoh_into(
+        &self,
+        out: *mut u8,
+        src: CUdeviceptr,
+        len: usize,
+        stream: Raw,
+    ) -> Result<(), DriverError> {
+        check("cuMemcpyDtoHAsync", (self.copy_dtoh)(out.cast(), src, len, stream as *mut c_void))?;
+        self.stream_synchronize(stream)
     }
 
     /// Sets `count` 32-bit words at `dst` on `stream`, in order with the tenant's other work.

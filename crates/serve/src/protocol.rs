@@ -5,8 +5,9 @@
 //! messages are the manager's own values: the tenant holds them opaquely, and the manager
 //! accepts only those it gave that tenant.
 //!
-//! Bulk data travels inside the frames for now (copied through the socket); the shared
-//! segment the design calls for is not built.
+//! Bulk data travels through the tenant's shared segment when it gave one
+//! ([`Request::Segment`]: a `memfd` the manager maps and registers with the driver, so a
+//! copy is one `memcpy` in the tenant and a DMA), else inside the frames.
 
 use std::io::{self, Read, Write};
 
@@ -15,7 +16,7 @@ use thiserror::Error;
 
 /// Bumped at every change of a message: a tenant and a manager of different versions refuse
 /// each other at `Hello`.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 /// The largest frame either side accepts: a copy larger than this is split by the tenant.
 pub const MAX_FRAME: u32 = 64 << 20;
 /// Bytes of copy data one request carries at most (room left for the message around it).
@@ -43,6 +44,23 @@ pub enum Request {
     },
     CopyDtoH {
         src: u64,
+        bytes: u64,
+    },
+    /// The tenant's bulk segment, `bytes` long: the frame carries its descriptor
+    /// (`SCM_RIGHTS`, [`crate::fdpass`]). Sent once, after `Hello`.
+    Segment {
+        bytes: u64,
+    },
+    /// Copies `bytes` from the segment at `offset` to `dst`.
+    CopyHtoDShared {
+        dst: u64,
+        offset: u64,
+        bytes: u64,
+    },
+    /// Copies `bytes` from `src` into the segment at `offset`; `Done` once they are there.
+    CopyDtoHShared {
+        src: u64,
+        offset: u64,
         bytes: u64,
     },
     MemsetD8 {

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::driver::Driver;
+use crate::fdpass::FdReader;
 use crate::protocol::{read_frame, write_frame, FrameError, Reply, Request, TenantStatus};
 use crate::tenant::Tenant;
 
@@ -117,8 +118,9 @@ fn serve_connection(mut conn: UnixStream, id: u32, shared: &Shared) {
     }
     // Frames are read through a buffer: a tenant's launches arrive back to back, and one
     // system call then takes several of them (each read of a Unix socket wakes its writer).
+    // Through an `FdReader`: a frame may come with a descriptor (the tenant's segment).
     let mut incoming = match conn.try_clone() {
-        Ok(c) => BufReader::with_capacity(64 << 10, c),
+        Ok(c) => BufReader::with_capacity(64 << 10, FdReader::new(c)),
         Err(e) => {
             say(log, format_args!("connection {id} refused: {e}"));
             return;
@@ -202,6 +204,16 @@ fn serve_connection(mut conn: UnixStream, id: u32, shared: &Shared) {
             let reply = match request {
                 Request::ModuleLoad { image } if tenant.is_machine_code(&image) => {
                     native_load(&mut tenant, image, shared)
+                }
+                // The frame's bytes are read: the descriptor that came with them is kept.
+                Request::Segment { bytes } => {
+                    let fd = incoming.get_mut().take_fd();
+                    let r = tenant.attach_segment(fd, bytes);
+                    tenant.note_refusal(&r);
+                    if r == Reply::Done {
+                        say(log, format_args!("tenant {id} gave a segment of {} MiB for its copies", bytes >> 20));
+                    }
+                    r
                 }
                 request => tenant.handle(request),
             };

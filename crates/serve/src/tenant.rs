@@ -29,6 +29,15 @@ pub const UNKNOWN: i32 = 999;
 pub const MIN_LOG2: u32 = 21;
 pub const MAX_LOG2: u32 = 40;
 
+/// The largest bulk segment a tenant may give: 1 GiB.
+pub const MAX_SEGMENT: u64 = 1 << 30;
+
+/// A tenant's bulk segment as the manager maps it.
+struct Segment {
+    at: *mut u8,
+    len: usize,
+}
+
 /// A function of the tenant's: its parameters' (offset, size) in the packed buffer.
 #[derive(Clone)]
 struct FunctionInfo {
@@ -66,6 +75,8 @@ pub struct Tenant<'d> {
     events: HashSet<Raw>,
     /// Loaded unfenced machine code (`--allow-native`): it must stay the GPU's only tenant.
     native: bool,
+    /// The tenant's shared bulk segment, mapped here and pinned.
+    segment: Option<Segment>,
     pub stats: Stats,
     /// The first refusal of an unanswered request (a launch) since the last
     /// synchronization: what the next one reports.
@@ -124,6 +135,7 @@ impl<'d> Tenant<'d> {
             functions: HashMap::new(),
             events: HashSet::new(),
             native: false,
+            segment: None,
             stats: Stats::default(),
             pending: None,
             log: Vec::new(),
@@ -149,6 +161,62 @@ impl<'d> Tenant<'d> {
             launches: self.stats.launches,
             refused: self.stats.refused,
             native: self.native,
+        }
+    }
+
+    /// Maps the tenant's bulk segment (`fd`, `bytes` long) and pins it for the GPU's copies.
+    pub fn attach_segment(&mut self, fd: Option<std::os::fd::OwnedFd>, bytes: u64) -> Reply {
+        use std::os::fd::AsRawFd;
+        let Some(fd) = fd else { return error(INVALID_VALUE, "Segment: no descriptor came with it") };
+        if self.segment.is_some() {
+            return error(INVALID_VALUE, "Segment: the tenant has one already");
+        }
+        if bytes == 0 || bytes > MAX_SEGMENT {
+            return error(INVALID_VALUE, format!("Segment of {bytes} bytes: 1 to {MAX_SEGMENT} only"));
+        }
+        // The tenant's file must be as long as it says: a shorter one would fault the manager.
+        // SAFETY: fstat into a buffer of ours.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 || (st.st_size as u64) < bytes {
+            return error(INVALID_VALUE, "Segment: the descriptor is not a file that long");
+        }
+        let len = bytes as usize;
+        // SAFETY: a fresh shared mapping of the tenant's file; unmapped in `Drop`.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if at == libc::MAP_FAILED {
+            return error(OUT_OF_MEMORY, format!("Segment: mmap: {}", std::io::Error::last_os_error()));
+        }
+        let at = at.cast::<u8>();
+        // SAFETY: mapped above, until `Drop` unregisters then unmaps it.
+        if let Err(e) = unsafe { self.driver.host_register(at, len) } {
+            // SAFETY: our mapping.
+            unsafe { libc::munmap(at.cast(), len) };
+            return driver_error(e);
+        }
+        self.segment = Some(Segment { at, len });
+        Reply::Done
+    }
+
+    /// The segment's range `offset..offset + bytes`, if it lies inside.
+    fn in_segment(&self, call: &str, offset: u64, bytes: u64) -> Result<*mut u8, Reply> {
+        let Some(s) = &self.segment else {
+            return Err(error(INVALID_VALUE, format!("{call}: the tenant gave no segment")));
+        };
+        match offset.checked_add(bytes) {
+            // SAFETY: inside the mapping.
+            Some(end) if end <= s.len as u64 => Ok(unsafe { s.at.add(offset as usize) }),
+            _ => {
+                Err(error(INVALID_VALUE, format!("{call}: {bytes} bytes at {offset} run past the segment's {}", s.len)))
+            }
         }
     }
 
@@ -213,6 +281,27 @@ impl<'d> Tenant<'d> {
                     Err(e) => driver_error(e),
                 }
             }
+            Request::Segment { .. } => error(INVALID_VALUE, "Segment: only with its descriptor, from the socket"),
+            Request::CopyHtoDShared { dst, offset, bytes } => {
+                match self
+                    .in_live("cuMemcpyHtoD", dst, bytes)
+                    .and_then(|()| self.in_segment("cuMemcpyHtoD", offset, bytes))
+                {
+                    Err(r) => r,
+                    // SAFETY: inside the pinned segment.
+                    Ok(src) => self.done(unsafe { self.driver.copy_htod_from(dst, src, bytes as usize, self.stream) }),
+                }
+            }
+            Request::CopyDtoHShared { src, offset, bytes } => {
+                match self
+                    .in_live("cuMemcpyDtoH", src, bytes)
+                    .and_then(|()| self.in_segment("cuMemcpyDtoH", offset, bytes))
+                {
+                    Err(r) => r,
+                    // SAFETY: inside the pinned segment.
+                    Ok(out) => self.done(unsafe { self.driver.copy_dtoh_into(out, src, bytes as usize, self.stream) }),
+                }
+            }
             Request::MemsetD8 { dst, value, count } => match self.in_live("cuMemsetD8", dst, count) {
                 Err(r) => r,
                 Ok(()) => self.done(self.driver.memset_d8(dst, value, count, self.stream)),
@@ -247,6 +336,23 @@ impl<'d> Tenant<'d> {
                     Ok(()) => self.done(self.driver.memset_d32(dst, value, count, self.stream)),
                 }
             }
+            request @ (Request::Query
+            | Request::EventCreate { .. }
+            | Request::EventRecord { .. }
+            | Request::EventSynchronize { .. }
+            | Request::EventQuery { .. }
+            | Request::EventElapsed { .. }
+            | Request::EventDestroy { .. }
+            | Request::DeviceAttribute { .. }
+            | Request::DeviceName
+            | Request::DriverVersion
+            | Request::MemInfo) => self.serve_query(request),
+        }
+    }
+
+    /// Events, queries of the tenant's work and of the device.
+    fn serve_query(&mut self, request: Request) -> Reply {
+        match request {
             Request::Query => match self.driver.stream_query(self.stream) {
                 Ok(true) => Reply::Done,
                 Ok(false) => error(NOT_READY, "the tenant's work is still running"),
@@ -310,6 +416,7 @@ impl<'d> Tenant<'d> {
                 let p = self.memory.partition();
                 Reply::MemInfo { free: p.size() - p.used(), total: p.size() }
             }
+            _ => error(INVALID_VALUE, "not a query"),
         }
     }
 
@@ -561,6 +668,11 @@ impl Drop for Tenant<'_> {
     fn drop(&mut self) {
         let _ = self.driver.stream_synchronize(self.stream);
         let _ = self.driver.stream_destroy(self.stream);
+        if let Some(s) = self.segment.take() {
+            let _ = self.driver.host_unregister(s.at);
+            // SAFETY: our mapping, no longer used (the stream is done).
+            unsafe { libc::munmap(s.at.cast(), s.len) };
+        }
         for e in self.events.drain() {
             let _ = self.driver.event_destroy(e);
         }

@@ -543,3 +543,43 @@ fn machine_code_runs_unfenced_only_for_a_tenant_alone_that_the_operator_allows()
     let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
     assert!(text.contains("loaded unfenced machine code"), "{text}");
 }
+
+/// A tenant's bulk segment: a memfd sent with its frame, mapped by the manager, copies
+/// through it both ways; a piece past its end, or a segment without a descriptor, refused.
+#[test]
+fn copies_go_through_the_segment_a_tenant_gives() {
+    use std::os::fd::AsRawFd;
+    let _s = serial();
+    let (socket, log) = manager();
+    let mut a = connect(&socket, "a", 22);
+    refused(a.call(Request::Segment { bytes: 4096 }), INVALID_VALUE, "no descriptor");
+    let mut file = tempfile::tempfile().unwrap();
+    file.set_len(1 << 16).unwrap();
+    let mut frame = Vec::new();
+    write_frame(&mut frame, &Request::Segment { bytes: 1 << 16 }).unwrap();
+    gpusan_serve::fdpass::send_with_fd(&a.conn, &frame, file.as_raw_fd()).unwrap();
+    assert_eq!(read_frame::<Reply>(&mut a.conn).unwrap(), Reply::Done);
+    let p = a.alloc(8192);
+    use std::io::{Read, Seek, SeekFrom, Write};
+    file.seek(SeekFrom::Start(100)).unwrap();
+    file.write_all(&[7u8; 4096]).unwrap();
+    assert_eq!(a.call(Request::CopyHtoDShared { dst: p, offset: 100, bytes: 4096 }), Reply::Done);
+    match a.call(Request::CopyDtoH { src: p, bytes: 4096 }) {
+        Reply::Bytes(b) => assert!(b.iter().all(|&x| x == 7), "the device did not get the segment's bytes"),
+        r => panic!("{r:?}"),
+    }
+    assert_eq!(a.call(Request::CopyHtoD { dst: p + 4096, data: vec![9; 4096] }), Reply::Done);
+    assert_eq!(a.call(Request::CopyDtoHShared { src: p + 4096, offset: 0, bytes: 4096 }), Reply::Done);
+    let mut back = vec![0u8; 4096];
+    file.seek(SeekFrom::Start(0)).unwrap();
+    file.read_exact(&mut back).unwrap();
+    assert!(back.iter().all(|&x| x == 9), "the segment did not get the device's bytes");
+    refused(
+        a.call(Request::CopyHtoDShared { dst: p, offset: (1 << 16) - 10, bytes: 20 }),
+        INVALID_VALUE,
+        "past the segment",
+    );
+    refused(a.call(Request::CopyHtoDShared { dst: p + 8000, offset: 0, bytes: 4096 }), INVALID_VALUE, "outside");
+    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    assert!(text.contains("gave a segment of 0 MiB"), "{text}");
+}

@@ -135,6 +135,7 @@ CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags) {
     (void)p; (void)bytes; (void)flags;
     return 0;
 }
+CUresult cuMemHostUnregister(void *p) { (void)p; return 0; }
 CUresult cuMemHostGetDevicePointer_v2(uint64_t *dptr, void *p, unsigned flags) {
     (void)flags;
     *dptr = (uint64_t)(uintptr_t)p;

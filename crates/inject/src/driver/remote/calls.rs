@@ -186,6 +186,9 @@ unsafe extern "C" fn cu_memcpy_htod(dst: CUdeviceptr, src: *const c_void, bytes:
         }
         // SAFETY: the program's buffer of `bytes` bytes, as the driver would read it.
         let data = std::slice::from_raw_parts(src.cast::<u8>(), bytes);
+        if let Some(r) = client::copy_in(dst, data) {
+            return r.err().unwrap_or(CUDA_SUCCESS);
+        }
         for (i, piece) in data.chunks(MAX_CHUNK as usize).enumerate() {
             let at = dst + (i as u64) * MAX_CHUNK;
             if let Err(code) = call(&Request::CopyHtoD { dst: at, data: piece.to_vec() }) {
@@ -206,6 +209,9 @@ unsafe extern "C" fn cu_memcpy_dtoh(dst: *mut c_void, src: CUdeviceptr, bytes: u
         }
         // SAFETY: the program's buffer of `bytes` bytes, as the driver would write it.
         let out = std::slice::from_raw_parts_mut(dst.cast::<u8>(), bytes);
+        if let Some(r) = client::copy_out(src, out) {
+            return r.err().unwrap_or(CUDA_SUCCESS);
+        }
         for (i, piece) in out.chunks_mut(MAX_CHUNK as usize).enumerate() {
             let at = src + (i as u64) * MAX_CHUNK;
             match call(&Request::CopyDtoH { src: at, bytes: piece.len() as u64 }) {

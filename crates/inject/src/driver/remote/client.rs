@@ -24,10 +24,15 @@ pub struct Partition {
     pub size: u64,
 }
 
+/// The bulk segment's size: copies larger go through it in pieces.
+const SEGMENT: usize = 32 << 20;
+
 #[derive(Default)]
 struct Conn {
     stream: Option<UnixStream>,
     partition: Option<Partition>,
+    /// The shared bulk segment (address, length), mapped here and in the manager.
+    segment: Option<(usize, usize)>,
     /// Why the manager could not be reached, once tried.
     failed: Option<String>,
 }
@@ -87,6 +92,7 @@ fn connect(c: &mut Conn) -> Result<(), i32> {
     };
     match attempt() {
         Ok((s, p)) => {
+            c.segment = segment(&s);
             c.stream = Some(s);
             c.partition = Some(p);
             Ok(())
@@ -110,10 +116,95 @@ pub fn hello() -> Result<(u64, u64), i32> {
     Ok(c.partition.as_ref().map(|p| (p.base, p.size)).unwrap_or_default())
 }
 
+/// A shared segment for bulk data, given to the manager with its descriptor; `None` (copies
+/// then travel in the frames) if any step fails or the manager refuses it.
+fn segment(s: &UnixStream) -> Option<(usize, usize)> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    // SAFETY: plain system calls on a descriptor of ours; the mapping is checked.
+    unsafe {
+        let fd = libc::memfd_create(c"gpusan-fence-segment".as_ptr(), libc::MFD_CLOEXEC);
+        if fd < 0 {
+            return None;
+        }
+        let fd = OwnedFd::from_raw_fd(fd);
+        if libc::ftruncate(fd.as_raw_fd(), SEGMENT as libc::off_t) != 0 {
+            return None;
+        }
+        let at = libc::mmap(
+            std::ptr::null_mut(),
+            SEGMENT,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        );
+        if at == libc::MAP_FAILED {
+            return None;
+        }
+        let mut frame = Vec::new();
+        let sent = write_frame(&mut frame, &Request::Segment { bytes: SEGMENT as u64 })
+            .and_then(|()| gpusan_serve::fdpass::send_with_fd(s, &frame, fd.as_raw_fd()));
+        let mut reader = s;
+        match sent.ok().and_then(|()| read_frame::<Reply>(&mut reader).ok()) {
+            Some(Reply::Done) => Some((at as usize, SEGMENT)),
+            other => {
+                if let Some(Reply::Error { message, .. }) = other {
+                    note(format!("fence: copies go through the socket: the manager refused the segment: {message}"));
+                }
+                libc::munmap(at, SEGMENT);
+                None
+            }
+        }
+    }
+}
+
+/// Copies `data` to the device at `dst` through the shared segment, in pieces: `None` when
+/// there is no segment (the caller sends the bytes in frames).
+pub fn copy_in(dst: u64, data: &[u8]) -> Option<Result<(), i32>> {
+    let mut c = locks::lock(CONN.get());
+    if let Err(code) = connect(&mut c) {
+        return Some(Err(code));
+    }
+    let (at, len) = c.segment?;
+    for (i, piece) in data.chunks(len).enumerate() {
+        // SAFETY: the segment is ours, `len` bytes; the lock keeps other threads out of it
+        // until the manager has copied.
+        unsafe { std::ptr::copy_nonoverlapping(piece.as_ptr(), at as *mut u8, piece.len()) };
+        let r = Request::CopyHtoDShared { dst: dst + (i * len) as u64, offset: 0, bytes: piece.len() as u64 };
+        if let Err(code) = exchange(&mut c, &r) {
+            return Some(Err(code));
+        }
+    }
+    Some(Ok(()))
+}
+
+/// Copies from the device at `src` into `out` through the shared segment, in pieces: `None`
+/// when there is no segment.
+pub fn copy_out(src: u64, out: &mut [u8]) -> Option<Result<(), i32>> {
+    let mut c = locks::lock(CONN.get());
+    if let Err(code) = connect(&mut c) {
+        return Some(Err(code));
+    }
+    let (at, len) = c.segment?;
+    for (i, piece) in out.chunks_mut(len).enumerate() {
+        let r = Request::CopyDtoHShared { src: src + (i * len) as u64, offset: 0, bytes: piece.len() as u64 };
+        if let Err(code) = exchange(&mut c, &r) {
+            return Some(Err(code));
+        }
+        // SAFETY: as in `copy_in`; the manager wrote the piece there before it answered.
+        unsafe { std::ptr::copy_nonoverlapping(at as *const u8, piece.as_mut_ptr(), piece.len()) };
+    }
+    Some(Ok(()))
+}
+
 /// One request and its reply; a refusal is its CUDA error code (and a note).
 pub fn call(request: &Request) -> Result<Reply, i32> {
     let mut c = locks::lock(CONN.get());
     connect(&mut c)?;
+    exchange(&mut c, request)
+}
+
+fn exchange(c: &mut Conn, request: &Request) -> Result<Reply, i32> {
     let Some(s) = c.stream.as_mut() else { return Err(NO_MANAGER) };
     let reply =
         write_frame(s, request).map_err(|e| e.to_string()).and_then(|()| read_frame(s).map_err(|e| e.to_string()));
