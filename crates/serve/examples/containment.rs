@@ -1,7 +1,8 @@
 //! Fence containment on a real GPU (issue 18's first measurement): a manager in this
 //! process, on the machine's driver, with two tenants on its socket. Tenant B fills a buffer
 //! with a pattern; tenant A launches kernels that write at B's buffer (plain, atomic and
-//! generic stores), far outside any partition, and a `trap`. Every kernel is fenced by the
+//! generic stores), far outside any partition, and a `trap`; it reads B's buffer (loads and
+//! `cp.async`) into its own; and it asks for a module with a bulk (TMA) copy. Every kernel is fenced by the
 //! manager; after each, B's buffer is checksummed and the manager must still serve B.
 //! Also the round trip of a launch through the socket (the forwarding cost, before any
 //! batching). Prints one JSON document.
@@ -63,6 +64,62 @@ const PTX: &str = r#"
 }
 .visible .entry empty(.param .u64 p, .param .u32 v)
 {
+    ret;
+}
+.visible .entry wild_load(.param .u64 p, .param .u64 out)
+{
+    .reg .b64 %rd<6>;
+    .reg .b32 %r<4>;
+    ld.param.u64 %rd1, [p];
+    ld.param.u64 %rd4, [out];
+    mov.u32 %r2, %tid.x;
+    mul.wide.u32 %rd2, %r2, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    ld.global.u32 %r1, [%rd3];
+    add.s64 %rd5, %rd4, %rd2;
+    st.global.u32 [%rd5], %r1;
+    ret;
+}
+.visible .entry wild_cp_async(.param .u64 p, .param .u64 out)
+{
+    .shared .align 16 .b32 buf[256];
+    .reg .b64 %rd<8>;
+    .reg .b32 %r<6>;
+    ld.param.u64 %rd1, [p];
+    ld.param.u64 %rd4, [out];
+    mov.u32 %r2, %tid.x;
+    mul.wide.u32 %rd2, %r2, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    mov.u32 %r3, buf;
+    shl.b32 %r4, %r2, 2;
+    add.u32 %r3, %r3, %r4;
+    cp.async.ca.shared.global [%r3], [%rd3], 4;
+    cp.async.wait_all;
+    ld.shared.u32 %r1, [%r3];
+    add.s64 %rd5, %rd4, %rd2;
+    st.global.u32 [%rd5], %r1;
+    ret;
+}
+"#;
+
+/// A bulk (TMA-engine) copy from a global address: the fence cannot bound it yet, so the
+/// manager must refuse the module.
+const BULK_PTX: &str = r#"
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry wild_bulk(.param .u64 p, .param .u64 out)
+{
+    .shared .align 128 .b8 buf[1024];
+    .shared .align 8 .b64 bar;
+    .reg .b64 %rd<4>;
+    .reg .b32 %r<4>;
+    .reg .pred %q;
+    ld.param.u64 %rd1, [p];
+    mov.u32 %r1, buf;
+    mov.u32 %r2, bar;
+    mbarrier.init.shared.b64 [%r2], 1;
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1], 1024, [%r2];
     ret;
 }
 "#;
@@ -166,6 +223,35 @@ fn main() {
             }));
         }
     }
+    // Reads: A's fenced loads and cp.async of B's buffer, into A's own; what A got must not
+    // be B's bytes (a fenced read lands in A's partition).
+    let victim_words: Vec<u8> = pattern[..1024].to_vec();
+    for kernel in ["wild_load", "wild_cp_async"] {
+        let Reply::Function { handle, .. } = a.call(Request::GetFunction { module, name: kernel.into() }) else {
+            panic!("{kernel}")
+        };
+        assert_eq!(a.call(Request::CopyHtoD { dst: own, data: vec![0; 1024] }), Reply::Done);
+        let mut params = victim.to_le_bytes().to_vec();
+        params.extend_from_slice(&own.to_le_bytes());
+        a.call(Request::Launch { function: handle, grid: [1, 1, 1], block: [256, 1, 1], shared: 0, params });
+        let synced = a.call(Request::Synchronize);
+        let got = a.bytes(own, 1024);
+        cases.push(serde_json::json!({
+            "kernel": kernel,
+            "target": "victim's buffer (read into the attacker's own)",
+            "target_address": format!("{victim:#x}"),
+            "attacker_sync": format!("{synced:?}"),
+            "victim_bytes_leaked": got == victim_words,
+            "matching_bytes": got.iter().zip(&victim_words).filter(|(x, y)| x == y).count(),
+            "victim_intact": checksum(&b.bytes(victim, N)) == before,
+        }));
+    }
+    let bulk = a.call(Request::ModuleLoad { image: BULK_PTX.as_bytes().to_vec() });
+    cases.push(serde_json::json!({
+        "kernel": "wild_bulk (cp.async.bulk, the TMA engine)",
+        "module_load": format!("{bulk:?}"),
+        "refused": matches!(bulk, Reply::Error { .. }),
+    }));
     // The forwarding cost: launches of an empty kernel, sent without waiting (as the tenant
     // side sends them), then one synchronization.
     let Reply::Function { handle: empty, .. } = a.call(Request::GetFunction { module, name: "empty".into() }) else {
