@@ -77,6 +77,7 @@ type MemsetD8 = unsafe extern "C" fn(CUdeviceptr, u8, usize, *mut c_void) -> CUr
 type MemsetD32 = unsafe extern "C" fn(CUdeviceptr, c_uint, usize, *mut c_void) -> CUresult;
 type StreamCreate = unsafe extern "C" fn(*mut *mut c_void, c_uint) -> CUresult;
 type StreamQuery = unsafe extern "C" fn(*mut c_void) -> CUresult;
+type CopyDtoD = unsafe extern "C" fn(CUdeviceptr, CUdeviceptr, usize, *mut c_void) -> CUresult;
 type HostRegister = unsafe extern "C" fn(*mut c_void, usize, c_uint) -> CUresult;
 type HostUnregister = unsafe extern "C" fn(*mut c_void) -> CUresult;
 type EventCreate = unsafe extern "C" fn(*mut *mut c_void, c_uint) -> CUresult;
@@ -129,6 +130,7 @@ pub struct Driver {
     memset_d32: MemsetD32,
     stream_create: StreamCreate,
     stream_query: StreamQuery,
+    copy_dtod: CopyDtoD,
     host_register: HostRegister,
     host_unregister: HostUnregister,
     event_create: EventCreate,
@@ -202,6 +204,7 @@ impl Driver {
             memset_d32: sym!("cuMemsetD32Async", MemsetD32),
             stream_create: sym!("cuStreamCreate", StreamCreate),
             stream_query: sym!("cuStreamQuery", StreamQuery),
+            copy_dtod: sym!("cuMemcpyDtoDAsync_v2", CopyDtoD),
             host_register: sym!("cuMemHostRegister_v2", HostRegister),
             host_unregister: sym!("cuMemHostUnregister", HostUnregister),
             event_create: sym!("cuEventCreate", EventCreate),
@@ -362,6 +365,12 @@ impl Driver {
     pub fn memset_d8(&self, dst: CUdeviceptr, value: u8, count: u64, stream: Raw) -> Result<(), DriverError> {
         // SAFETY: as above.
         check("cuMemsetD8Async", unsafe { (self.memset_d8)(dst, value, count as usize, stream as *mut c_void) })
+    }
+
+    /// Copies `len` bytes from `src` to `dst` on `stream`, after the work queued there.
+    pub fn copy_dtod(&self, dst: CUdeviceptr, src: CUdeviceptr, len: u64, stream: Raw) -> Result<(), DriverError> {
+        // SAFETY: the caller checked both ranges are device memory it may copy.
+        check("cuMemcpyDtoDAsync", unsafe { (self.copy_dtod)(dst, src, len as usize, stream as *mut c_void) })
     }
 
     /// Pins `len` bytes at `at` for the GPU's copies (a tenant's shared segment).

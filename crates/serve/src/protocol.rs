@@ -16,7 +16,7 @@ use thiserror::Error;
 
 /// Bumped at every change of a message: a tenant and a manager of different versions refuse
 /// each other at `Hello`.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 /// The largest frame either side accepts: a copy larger than this is split by the tenant.
 pub const MAX_FRAME: u32 = 64 << 20;
 /// Bytes of copy data one request carries at most (room left for the message around it).
@@ -83,6 +83,11 @@ pub enum Request {
         module: u64,
     },
     GetFunction {
+        module: u64,
+        name: String,
+    },
+    /// A `.global` variable of a module: its copy in the partition (`Reply::Global`).
+    GetGlobal {
         module: u64,
         name: String,
     },
@@ -160,6 +165,10 @@ pub enum Reply {
     Bytes(Vec<u8>),
     Module(u64),
     Event(u64),
+    Global {
+        ptr: u64,
+        bytes: u64,
+    },
     Value(i64),
     Float(f32),
     Text(String),

@@ -50,6 +50,8 @@ struct FunctionInfo {
 struct ModuleInfo {
     kernels: Vec<(String, FunctionInfo)>,
     functions: Vec<Raw>,
+    /// Its `.global` variables' copies in the partition: (name, address, size).
+    variables: Vec<(String, u64, u64)>,
 }
 
 /// What the tenant did, for `gpusan serve --status` and the tenant's report.
@@ -316,10 +318,20 @@ impl<'d> Tenant<'d> {
                     if let Err(e) = self.driver.stream_synchronize(self.stream) {
                         return driver_error(e);
                     }
+                    for (_, at, _) in &info.variables {
+                        let _ = self.memory.free(*at);
+                    }
                     self.done(self.driver.module_unload(module))
                 }
             },
             Request::GetFunction { module, name } => self.function(module, &name),
+            Request::GetGlobal { module, name } => match self.modules.get(&module) {
+                None => error(INVALID_HANDLE, format!("cuModuleGetGlobal({module:#x}): not a module of the tenant's")),
+                Some(info) => match info.variables.iter().find(|(n, _, _)| *n == name) {
+                    Some(&(_, ptr, bytes)) => Reply::Global { ptr, bytes },
+                    None => error(NOT_FOUND, format!("cuModuleGetGlobal: no variable {name} in the module")),
+                },
+            },
             Request::Launch { function, grid, block, shared, params } => {
                 self.launch(function, grid, block, shared, params)
             }
@@ -529,7 +541,7 @@ impl<'d> Tenant<'d> {
         };
         self.native = true;
         self.stats.modules += 1;
-        self.modules.insert(handle, ModuleInfo { kernels, functions: Vec::new() });
+        self.modules.insert(handle, ModuleInfo { kernels, functions: Vec::new(), variables: Vec::new() });
         Reply::Module(handle)
     }
 
@@ -550,9 +562,7 @@ impl<'d> Tenant<'d> {
             Ok(m) => m,
             Err(e) => return error(INVALID_IMAGE, format!("cuModuleLoadData: the PTX does not parse: {e}")),
         };
-        if !fence::relocated_variables(&module).is_empty() {
-            return error(NOT_SUPPORTED, "cuModuleLoadData: modules with .global variables are not fenced yet");
-        }
+        let variables: Vec<String> = fence::relocated_variables(&module).iter().map(|v| v.to_string()).collect();
         let report = match fence::run(&mut module) {
             Ok(r) => r,
             Err(e) => return error(INVALID_IMAGE, format!("cuModuleLoadData: the fence pass failed: {e}")),
@@ -592,9 +602,53 @@ impl<'d> Tenant<'d> {
             let _ = self.driver.module_unload(handle);
             return driver_error(e);
         }
+        let variables = match self.relocate(handle, &variables) {
+            Ok(v) => v,
+            Err(r) => {
+                let _ = self.driver.module_unload(handle);
+                return r;
+            }
+        };
         self.stats.modules += 1;
-        self.modules.insert(handle, ModuleInfo { kernels: layouts, functions: Vec::new() });
+        self.modules.insert(handle, ModuleInfo { kernels: layouts, functions: Vec::new(), variables });
         Reply::Module(handle)
+    }
+
+    /// The module's `.global` variables moved into the partition: each gets an allocation
+    /// there with the driver's copy's initial bytes, and `__gpusan_vars` (which the fenced
+    /// code reads their addresses from) the allocations' addresses. Undone on failure.
+    fn relocate(&mut self, handle: Raw, names: &[String]) -> Result<Vec<(String, u64, u64)>, Reply> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut placed: Vec<(String, u64, u64)> = Vec::new();
+        let result = (|| {
+            for name in names {
+                let c = CString::new(name.as_str()).map_err(|_| error(INVALID_IMAGE, "a variable's name has a NUL"))?;
+                let (original, size) = self.driver.global(handle, &c).map_err(driver_error)?;
+                let at = self.memory.alloc(size.max(1)).map_err(|e| {
+                    error(OUT_OF_MEMORY, format!("cuModuleLoadData: variable {name} ({size} bytes): {e}"))
+                })?;
+                placed.push((name.clone(), at, size));
+                self.driver.copy_dtod(at, original, size, self.stream).map_err(driver_error)?;
+            }
+            let (table, size) = self.driver.global(handle, c"__gpusan_vars").map_err(driver_error)?;
+            if size < 8 * names.len() as u64 {
+                return Err(error(INVALID_IMAGE, "cuModuleLoadData: __gpusan_vars is shorter than its variables"));
+            }
+            let bytes: Vec<u8> = placed.iter().flat_map(|(_, at, _)| at.to_le_bytes()).collect();
+            self.driver.copy_htod(table, &bytes, self.stream).map_err(driver_error)
+        })();
+        match result {
+            Ok(()) => Ok(placed),
+            Err(r) => {
+                let _ = self.driver.stream_synchronize(self.stream);
+                for (_, at, _) in placed {
+                    let _ = self.memory.free(at);
+                }
+                Err(r)
+            }
+        }
     }
 
     fn function(&mut self, module: Raw, name: &str) -> Reply {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use gpusan_serve::driver::Driver;
 use gpusan_serve::protocol::{read_frame, write_frame, Reply, Request, VERSION};
 use gpusan_serve::server::{Config, Log, Server};
-use gpusan_serve::tenant::{INVALID_HANDLE, INVALID_VALUE, NOT_SUPPORTED};
+use gpusan_serve::tenant::{INVALID_HANDLE, INVALID_VALUE, NOT_FOUND, NOT_SUPPORTED};
 
 fn fake_driver() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
@@ -219,8 +219,10 @@ fn modules_the_fence_cannot_make_safe_are_refused() {
     let (socket, log) = manager();
     let mut a = connect(&socket, "a", 22);
     refused(a.call(Request::ModuleLoad { image: b"\x7fELF\x02\x01\x01".to_vec() }), NOT_SUPPORTED, "machine code");
-    let with_var = PTX.replace(".visible .entry", ".visible .global .u32 g;\n.visible .entry");
-    refused(a.call(Request::ModuleLoad { image: with_var.into_bytes() }), NOT_SUPPORTED, ".global variables");
+    // A variable whose address is taken in another's initializer: not relocated yet.
+    let in_init =
+        PTX.replace(".visible .entry", ".visible .global .u32 g;\n.visible .global .u64 pg = g;\n.visible .entry");
+    refused(a.call(Request::ModuleLoad { image: in_init.into_bytes() }), NOT_SUPPORTED, "cannot be fenced");
     // A 32-bit register used as an address: the fence counts it unfenced.
     let narrow = PTX.replace("st.global.u32 [%rd1], %r1;", "st.global.u32 [%r1], %r1;");
     refused(a.call(Request::ModuleLoad { image: narrow.into_bytes() }), NOT_SUPPORTED, "cannot be fenced");
@@ -582,4 +584,36 @@ fn copies_go_through_the_segment_a_tenant_gives() {
     refused(a.call(Request::CopyHtoDShared { dst: p + 8000, offset: 0, bytes: 4096 }), INVALID_VALUE, "outside");
     let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
     assert!(text.contains("gave a segment of 0 MiB"), "{text}");
+}
+
+/// A module's `.global` variable lives in the tenant's partition: the manager gives it an
+/// allocation there with the driver's copy's initial bytes, fills `__gpusan_vars` (where the
+/// fenced code reads its address), and answers `cuModuleGetGlobal` with it.
+#[test]
+fn a_modules_variables_are_moved_into_the_partition() {
+    let _s = serial();
+    let (socket, _log) = manager();
+    let mut a = connect(&socket, "a", 22);
+    // The fake driver's one module variable, `table` (64 bytes), with its initial bytes.
+    let variable: extern "C" fn() -> u64 = fake(b"fake_variable_address\0");
+    // SAFETY: the fake's variable is 64 bytes of its host memory.
+    unsafe { std::ptr::write_bytes(variable() as *mut u8, 0x5a, 64) };
+    let with_var = PTX
+        .replace(".visible .entry", ".visible .global .align 8 .b8 table[64];\n.visible .entry")
+        .replace("ld.param.u64 %rd1, [p];", "mov.u64 %rd1, table;");
+    let Reply::Module(module) = a.call(Request::ModuleLoad { image: with_var.into_bytes() }) else { panic!() };
+    let Reply::Global { ptr, bytes } = a.call(Request::GetGlobal { module, name: "table".into() }) else { panic!() };
+    assert_eq!(bytes, 64);
+    assert!((a.base..a.base + a.size).contains(&ptr), "{ptr:#x} outside the partition");
+    let vars: extern "C" fn() -> *const u64 = fake(b"fake_fence_vars\0");
+    // SAFETY: the fake's table of 16 words.
+    assert_eq!(unsafe { *vars() }, ptr, "__gpusan_vars[0] is not the copy's address");
+    match a.call(Request::CopyDtoH { src: ptr, bytes: 64 }) {
+        Reply::Bytes(b) => assert!(b.iter().all(|&x| x == 0x5a), "the initial bytes were not copied"),
+        r => panic!("{r:?}"),
+    }
+    refused(a.call(Request::GetGlobal { module, name: "nope".into() }), NOT_FOUND, "no variable nope");
+    let used = status(&socket)[0].used;
+    assert_eq!(a.call(Request::ModuleUnload { module }), Reply::Done);
+    assert!(status(&socket)[0].used < used, "the variable's copy was not freed with its module");
 }

@@ -243,6 +243,11 @@ static uint64_t heap_vars[2];
 static int fence_declared;
 static uint64_t fence_vars[3];
 const uint64_t *fake_fence_constants(void) { return fence_vars; }
+/* ...and its relocated variables' table (`__gpusan_vars`), which the manager fills with the
+ * addresses of the variables' copies in the partition; fake_fence_vars() for tests. */
+static int vars_declared;
+static uint64_t fence_var_table[16];
+const uint64_t *fake_fence_vars(void) { return fence_var_table; }
 /* The last PTX module loaded has gpusan's unchecked copies of its functions
  * (`__gpusan_unchecked_<name>`): only then does looking one up succeed. */
 static int copies_declared;
@@ -282,6 +287,7 @@ static CUresult load_image(void **module, const void *image) {
     copies_declared = strstr((const char *)image, "__gpusan_unchecked_") != 0;
     heap_declared = strstr((const char *)image, "__gpusan_canary_heap_errors") != 0;
     fence_declared = strstr((const char *)image, "__gpusan_fence") != 0;
+    vars_declared = strstr((const char *)image, "__gpusan_vars") != 0;
     *module = (void *)0x4000;
     return 0;
 }
@@ -315,6 +321,7 @@ static CUresult get_global(uint64_t *dptr, size_t *bytes, void *module, const ch
     if (heap_declared && !strcmp(name, "__gpusan_canary_heap_secret")) { *dptr = (uintptr_t)&heap_vars[0]; *bytes = 8; return 0; }
     if (heap_declared && !strcmp(name, "__gpusan_canary_heap_errors")) { *dptr = (uintptr_t)&heap_vars[1]; *bytes = 8; return 0; }
     if (fence_declared && !strcmp(name, "__gpusan_fence")) { *dptr = (uintptr_t)fence_vars; *bytes = sizeof fence_vars; return 0; }
+    if (vars_declared && !strcmp(name, "__gpusan_vars")) { *dptr = (uintptr_t)fence_var_table; *bytes = sizeof fence_var_table; return 0; }
     if (!strncmp(name, "__gpusan_", 9)) {
         if (!abi_declared) return 500; /* CUDA_ERROR_NOT_FOUND */
         if (!strcmp(name, "__gpusan_table")) { *dptr = (uintptr_t)&abi_table; *bytes = 8; return 0; }
@@ -532,6 +539,12 @@ CUresult cuMemcpyDtoHAsync_v2(void *dst, uint64_t src, size_t n, void *stream) {
     int captured;
     CUresult r = stream_work("cuMemcpyDtoHAsync", stream, &captured);
     if (!r && !captured) memcpy(dst, (void *)(uintptr_t)src, n);
+    return r;
+}
+CUresult cuMemcpyDtoDAsync_v2(uint64_t dst, uint64_t src, size_t n, void *stream) {
+    int captured;
+    CUresult r = stream_work("cuMemcpyDtoDAsync", stream, &captured);
+    if (!r && !captured) memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
     return r;
 }
 CUresult cuMemsetD32Async(uint64_t dst, unsigned v, size_t n, void *stream) {

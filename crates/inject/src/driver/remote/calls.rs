@@ -50,6 +50,7 @@ pub fn address(name: &[u8]) -> Option<usize> {
         b"cuModuleLoadDataEx" => cu_module_load_data_ex as *const () as usize,
         b"cuModuleLoadFatBinary" => cu_module_load_fat_binary as *const () as usize,
         b"cuModuleGetFunction" => cu_module_get_function as *const () as usize,
+        b"cuModuleGetGlobal_v2" => cu_module_get_global as *const () as usize,
         b"cuModuleUnload" => cu_module_unload as *const () as usize,
         b"cuLaunchKernel" => cu_launch_kernel as *const () as usize,
         b"cuDeviceGetAttribute" => cu_device_get_attribute as *const () as usize,
@@ -325,6 +326,34 @@ unsafe extern "C" fn cu_module_get_function(f: *mut CUfunction, module: CUmodule
             Ok(Reply::Function { handle, params }) => {
                 locks::lock(&LAYOUTS).get_or_insert_with(HashMap::new).insert(handle, params);
                 *f = handle as CUfunction;
+                CUDA_SUCCESS
+            }
+            Ok(_) => NOT_SUPPORTED,
+            Err(code) => code,
+        }
+    })
+}
+
+/// A variable's copy in the tenant's partition, where its fenced kernels use it.
+unsafe extern "C" fn cu_module_get_global(
+    ptr: *mut CUdeviceptr,
+    bytes: *mut usize,
+    module: CUmodule,
+    name: *const c_char,
+) -> CUresult {
+    forwarded("cu_module_get_global", || {
+        if name.is_null() {
+            return INVALID_VALUE;
+        }
+        let name = CStr::from_ptr(name).to_string_lossy().into_owned();
+        match call(&Request::GetGlobal { module: module as u64, name }) {
+            Ok(Reply::Global { ptr: p, bytes: n }) => {
+                if !ptr.is_null() {
+                    *ptr = p;
+                }
+                if !bytes.is_null() {
+                    *bytes = n as usize;
+                }
                 CUDA_SUCCESS
             }
             Ok(_) => NOT_SUPPORTED,

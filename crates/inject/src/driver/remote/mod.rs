@@ -7,7 +7,7 @@
 //! the manager gave it, its modules are fenced by the manager.
 //!
 //! Forwarded today ([`calls`]): what a driver-API program needs to allocate, copy, set,
-//! load PTX, launch (without waiting for the manager) and synchronize; device queries (its
+//! load PTX and fatbins (their variables: `cuModuleGetGlobal`), launch (without waiting for the manager) and synchronize; device queries (its
 //! partition is the memory it is told of); streams (tokens: all a tenant's streams are its
 //! one stream in the manager) and events. A function is forwarded where a stand-in of
 //! gpusan's or a door resolves it: a program linked against the driver reaches only those
