@@ -63,6 +63,11 @@ impl Read for FdReader {
                     for i in 0..count {
                         self.fds.push_back(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
                     }
+                    // A peer sending descriptors nobody asked for must not fill the
+                    // manager's table: only the newest few are kept (the rest closed).
+                    while self.fds.len() > MAX_FDS {
+                        self.fds.pop_front();
+                    }
                 }
                 c = libc::CMSG_NXTHDR(&msg, c);
             }

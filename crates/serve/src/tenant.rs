@@ -176,8 +176,14 @@ impl<'d> Tenant<'d> {
         if bytes == 0 || bytes > MAX_SEGMENT {
             return error(INVALID_VALUE, format!("Segment of {bytes} bytes: 1 to {MAX_SEGMENT} only"));
         }
-        // The tenant's file must be as long as it says: a shorter one would fault the manager.
-        // SAFETY: fstat into a buffer of ours.
+        // The tenant's file must be as long as it says, and stay so: a read of the mapping
+        // past a file the tenant shrank later would kill the manager (SIGBUS). A memfd
+        // sealed against shrinking is the only kind taken.
+        // SAFETY: fcntl and fstat on a descriptor of ours, into a buffer of ours.
+        let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+        if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+            return error(INVALID_VALUE, "Segment: the descriptor is not a memfd sealed against shrinking");
+        }
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 || (st.st_size as u64) < bytes {
             return error(INVALID_VALUE, "Segment: the descriptor is not a file that long");

@@ -550,13 +550,28 @@ fn machine_code_runs_unfenced_only_for_a_tenant_alone_that_the_operator_allows()
 /// through it both ways; a piece past its end, or a segment without a descriptor, refused.
 #[test]
 fn copies_go_through_the_segment_a_tenant_gives() {
-    use std::os::fd::AsRawFd;
+    use std::os::fd::{AsRawFd, FromRawFd};
     let _s = serial();
     let (socket, log) = manager();
     let mut a = connect(&socket, "a", 22);
     refused(a.call(Request::Segment { bytes: 4096 }), INVALID_VALUE, "no descriptor");
-    let mut file = tempfile::tempfile().unwrap();
-    file.set_len(1 << 16).unwrap();
+    // A plain file could shrink under the manager's mapping: refused.
+    let plain = tempfile::tempfile().unwrap();
+    plain.set_len(1 << 16).unwrap();
+    let mut frame = Vec::new();
+    write_frame(&mut frame, &Request::Segment { bytes: 1 << 16 }).unwrap();
+    gpusan_serve::fdpass::send_with_fd(&a.conn, &frame, plain.as_raw_fd()).unwrap();
+    refused(read_frame::<Reply>(&mut a.conn).unwrap(), INVALID_VALUE, "sealed against shrinking");
+    // A memfd sealed at its size, as the tenant side makes it.
+    // SAFETY: creating and sealing a memfd of ours.
+    let mut file = unsafe {
+        let fd = libc::memfd_create(c"segment".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING);
+        assert!(fd >= 0);
+        let file = std::fs::File::from_raw_fd(fd);
+        file.set_len(1 << 16).unwrap();
+        assert_eq!(libc::fcntl(fd, libc::F_ADD_SEALS, libc::F_SEAL_SHRINK | libc::F_SEAL_GROW), 0);
+        file
+    };
     let mut frame = Vec::new();
     write_frame(&mut frame, &Request::Segment { bytes: 1 << 16 }).unwrap();
     gpusan_serve::fdpass::send_with_fd(&a.conn, &frame, file.as_raw_fd()).unwrap();

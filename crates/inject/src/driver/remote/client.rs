@@ -122,12 +122,19 @@ fn segment(s: &UnixStream) -> Option<(usize, usize)> {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     // SAFETY: plain system calls on a descriptor of ours; the mapping is checked.
     unsafe {
-        let fd = libc::memfd_create(c"gpusan-fence-segment".as_ptr(), libc::MFD_CLOEXEC);
+        let fd = libc::memfd_create(c"gpusan-fence-segment".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING);
         if fd < 0 {
             return None;
         }
         let fd = OwnedFd::from_raw_fd(fd);
-        if libc::ftruncate(fd.as_raw_fd(), SEGMENT as libc::off_t) != 0 {
+        // Sealed at its size: the manager maps it, and takes no file that could shrink.
+        if libc::ftruncate(fd.as_raw_fd(), SEGMENT as libc::off_t) != 0
+            || libc::fcntl(
+                fd.as_raw_fd(),
+                libc::F_ADD_SEALS,
+                libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
+            ) != 0
+        {
             return None;
         }
         let at = libc::mmap(
