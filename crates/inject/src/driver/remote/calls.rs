@@ -22,6 +22,7 @@ const INVALID_DEVICE: CUresult = 101;
 const INVALID_HANDLE: CUresult = 400;
 const INVALID_CONTEXT: CUresult = 201;
 const INVALID_IMAGE: CUresult = 200;
+const NOT_FOUND: CUresult = 500;
 const UNKNOWN: CUresult = 999;
 /// The tenant's context: a token (the manager owns the one real context).
 const CONTEXT: usize = 0x6765_6e63_0000;
@@ -346,6 +347,11 @@ unsafe extern "C" fn cu_module_get_global(
             return INVALID_VALUE;
         }
         let name = CStr::from_ptr(name).to_string_lossy().into_owned();
+        if name.starts_with("__gpusan_") {
+            // gpusan's own bookkeeping asking for its device ABI's variables, which only
+            // modules of its other modes have: not the manager's business.
+            return NOT_FOUND;
+        }
         match call(&Request::GetGlobal { module: module as u64, name }) {
             Ok(Reply::Global { ptr: p, bytes: n }) => {
                 if !ptr.is_null() {
