@@ -144,3 +144,62 @@ fn fence_mode_needs_a_server_and_a_server_needs_fence_mode() {
     let out = gpusan().args(["run", "--server", "/tmp/x.sock", "--", "true"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("--server is for --mode fence"), "{out:?}");
 }
+
+/// A program that finds the driver with dlopen and dlsym (as Triton and cuda-python do) gets
+/// the forwarding functions too, also for the driver functions gpusan does not stand in for
+/// (`cuCtxGetCurrent`).
+#[test]
+fn a_program_finding_the_driver_by_dlsym_is_forwarded_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = fake_driver(dir.path());
+    let _ = std::os::unix::fs::symlink(&lib, dir.path().join("libcuda.so"));
+    let tenant = dir.path().join("tenant");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake_cuda/tenant.c");
+    let out = Command::new("cc")
+        .arg("-o")
+        .arg(&tenant)
+        .arg(&src)
+        .arg(format!("-L{}", dir.path().display()))
+        .arg(format!("-Wl,-rpath,{}", dir.path().display()))
+        .args(["-lcuda", "-ldl"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "cc: {}", String::from_utf8_lossy(&out.stderr));
+    let socket = dir.path().join("serve.sock");
+    let log = dir.path().join("manager.log");
+    let mut manager = gpusan()
+        .args(["serve", "--driver"])
+        .arg(&lib)
+        .arg("--socket")
+        .arg(&socket)
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !gpusan().args(["serve", "--status", "--socket"]).arg(&socket).output().unwrap().status.success() {
+        assert!(Instant::now() < deadline, "no manager");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let run = gpusan()
+        .args(["run", "--mode", "fence", "--fence-memory-log2", "25", "--server"])
+        .arg(&socket)
+        .arg("--")
+        .arg(&tenant)
+        .arg("dlsym")
+        .env("LD_LIBRARY_PATH", dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    manager.kill().unwrap();
+    manager.wait().unwrap();
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        stdout.contains("total=33554432 ctx=1"),
+        "{stdout}\n{}\nmanager: {log}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let (base, size) = partition_of(&log).unwrap_or_else(|| panic!("{log}"));
+    let pointer = stdout.split("pointer 0x").nth(1).and_then(|s| s.split(' ').next()).unwrap();
+    let pointer = u64::from_str_radix(pointer, 16).unwrap();
+    assert!((base..base + size).contains(&pointer), "{pointer:#x} outside {base:#x}+{size:#x}");
+}

@@ -62,7 +62,31 @@ static void *slurp(const char *path) {
     return n ? buf : NULL;
 }
 
+#include <dlfcn.h>
+
+/* The driver found as Triton and cuda-python find it: dlopen, then dlsym. */
+static int through_dlsym(void) {
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!h) return 1;
+    CUresult (*init)(unsigned) = (CUresult(*)(unsigned))dlsym(h, "cuInit");
+    CUresult (*alloc)(uint64_t *, size_t) = (CUresult(*)(uint64_t *, size_t))dlsym(h, "cuMemAlloc_v2");
+    CUresult (*total_mem)(size_t *, int) = (CUresult(*)(size_t *, int))dlsym(h, "cuDeviceTotalMem_v2");
+    CUresult (*get_current)(void **) = (CUresult(*)(void **))dlsym(h, "cuCtxGetCurrent");
+    CUresult (*primary)(void **, int) = (CUresult(*)(void **, int))dlsym(h, "cuDevicePrimaryCtxRetain");
+    uint64_t p = 0;
+    size_t total = 0;
+    void *ctx = 0, *current = 0;
+    CK(init(0));
+    CK(primary(&ctx, 0));
+    CK(alloc(&p, 4096));
+    CK(total_mem(&total, 0));
+    CK(get_current(&current));
+    printf("dlsym pointer %#llx total=%zu ctx=%d\n", (unsigned long long)p, total, current != 0);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "dlsym")) return through_dlsym();
     int dev;
     void *ctx, *mod, *f;
     uint64_t p;

@@ -71,6 +71,15 @@ unsafe fn stand_in_for(real: *mut c_void, symbol: *const c_char) -> *mut c_void 
         b"cuGetProcAddress" => return keep(&REAL_GETPROC_V1, cuGetProcAddress as *const () as usize),
         _ => {}
     }
+    if let Some(forwarded) = fenced(CStr::from_ptr(symbol)) {
+        return match families::by_name(name) {
+            Some(hook) => {
+                hook.real.set(forwarded);
+                hook.wrapper as *mut c_void
+            }
+            None => forwarded as *mut c_void,
+        };
+    }
     match families::by_name(name) {
         Some(hook) => keep(hook.real, hook.wrapper),
         None => real,
@@ -105,7 +114,18 @@ unsafe fn swap_answer(symbol: *const c_char, pfn: *mut *mut c_void) {
     }
     if let Some(hook) = families::by_real_address(got) {
         *pfn = hook.wrapper as *mut c_void;
+        return;
     }
+    // A fenced tenant's driver is the manager: a function gpusan does not stand in for but
+    // forwards is handed out as its forwarding function (a stand-in finds it itself).
+    if let Some(forwarded) = fenced(CStr::from_ptr(symbol)) {
+        *pfn = forwarded as *mut c_void;
+    }
+}
+
+/// In a fenced tenant, the forwarding function for driver function `name`.
+fn fenced(name: &CStr) -> Option<usize> {
+    crate::driver::remote::function(name)
 }
 
 /// The real resolver's answer, then gpusan's swap of it ([`swap_answer`]). Should gpusan
