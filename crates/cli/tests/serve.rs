@@ -135,6 +135,8 @@ fn a_driver_api_program_runs_as_a_fenced_tenant_in_its_partition() {
     assert!(log.contains("gave a segment of 32 MiB for its copies"), "copies did not go through a segment: {log}");
     let report = std::fs::read_to_string(&report).unwrap();
     assert!(report.contains("a tenant of `gpusan serve`"), "{report}");
+    assert!(!stdout.contains("hostalloc=0"), "an unforwarded call reached a driver: {stdout}");
+    assert!(report.contains("does not serve") && report.contains("cuMemHostAlloc"), "{report}");
 }
 
 #[test]

@@ -245,9 +245,15 @@ pub fn loaded_late(name: &CStr) -> bool {
 /// Real address of a driver export by its exact (versioned) name, or of an NVRTC or
 /// nvJitLink function in the loaded library of its kind.
 unsafe fn real_driver_symbol(name: &CStr) -> usize {
-    // A fenced tenant's driver is the manager, for the functions forwarded to it.
+    // A fenced tenant's driver is the manager, for the functions forwarded to it; the real
+    // driver (never initialised in a tenant) answers none of its other functions: they are
+    // not found, and the report names them.
     if let Some(p) = super::remote::function(name) {
         return p;
+    }
+    if super::remote::active() && super::remote::is_driver_function(name) {
+        super::remote::not_forwarded(name);
+        return 0;
     }
     let p = real_dlsym(libc::RTLD_NEXT, name.as_ptr());
     if !p.is_null() {

@@ -62,6 +62,8 @@ pub fn address(name: &[u8]) -> Option<usize> {
         b"cuCtxGetCurrent" => cu_ctx_get_current as *const () as usize,
         b"cuCtxSetCurrent" => cu_ctx_set_current as *const () as usize,
         b"cuCtxGetDevice" => cu_ctx_get_device as *const () as usize,
+        b"cuCtxPushCurrent_v2" => cu_ctx_push_current as *const () as usize,
+        b"cuCtxPopCurrent_v2" => cu_ctx_pop_current as *const () as usize,
         b"cuStreamCreate" => cu_stream_create as *const () as usize,
         b"cuStreamCreateWithPriority" => cu_stream_create_with_priority as *const () as usize,
         b"cuStreamDestroy_v2" => cu_stream_destroy as *const () as usize,
@@ -550,6 +552,20 @@ unsafe extern "C" fn cu_ctx_set_current(ctx: CUcontext) -> CUresult {
         } else {
             INVALID_CONTEXT
         }
+    })
+}
+
+/// A tenant has one context, the token: pushing it (or nothing) changes nothing.
+unsafe extern "C" fn cu_ctx_push_current(ctx: CUcontext) -> CUresult {
+    forwarded("cu_ctx_push_current", || cu_ctx_set_current(ctx))
+}
+
+unsafe extern "C" fn cu_ctx_pop_current(ctx: *mut CUcontext) -> CUresult {
+    forwarded("cu_ctx_pop_current", || {
+        if !ctx.is_null() {
+            *ctx = if client::connected() { CONTEXT as CUcontext } else { std::ptr::null_mut() };
+        }
+        CUDA_SUCCESS
     })
 }
 

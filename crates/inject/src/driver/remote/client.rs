@@ -54,6 +54,17 @@ pub fn notes() -> Vec<String> {
     if let Some(why) = &locks::lock(CONN.get()).failed {
         out.insert(0, format!("fence: the manager was not reached: {why}"));
     }
+    let missing = locks::lock(NOT_FORWARDED.get());
+    if !missing.is_empty() {
+        let shown: Vec<&str> = missing.iter().take(NOTES_KEPT).map(String::as_str).collect();
+        let more = missing.len().saturating_sub(NOTES_KEPT);
+        out.push(format!(
+            "fence: driver functions the tenant (or gpusan in it) looked up that the manager does not serve, so their \
+             calls failed as with no driver: {}{}",
+            shown.join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() }
+        ));
+    }
     out
 }
 
@@ -241,6 +252,17 @@ pub fn send(request: &Request) -> Result<(), i32> {
         return Err(NO_MANAGER);
     }
     Ok(())
+}
+
+/// Driver functions the tenant (or gpusan inside it) looked up that the manager does not
+/// serve, for the report.
+static NOT_FORWARDED: PerProcess<Mutex<Vec<String>>> = PerProcess::new(Default::default);
+
+pub fn not_forwarded(name: &str) {
+    let mut n = locks::lock(NOT_FORWARDED.get());
+    if !n.iter().any(|x| x == name) {
+        n.push(name.to_string());
+    }
 }
 
 /// A call refused by the tenant's side itself (what it cannot forward), noted for the report.

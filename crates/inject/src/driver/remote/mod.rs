@@ -28,6 +28,19 @@ pub fn active() -> bool {
     client::server().is_some()
 }
 
+/// Whether `name` is a driver function (not NVRTC's, nvJitLink's or CUPTI's, which run in
+/// the tenant's own process as they would anywhere).
+pub fn is_driver_function(name: &CStr) -> bool {
+    let n = name.to_bytes();
+    n.starts_with(b"cu") && !n.starts_with(b"cupti")
+}
+
+/// A driver function looked up in a tenant that is not forwarded: its calls fail (as with
+/// no driver), and the report says which.
+pub fn not_forwarded(name: &CStr) {
+    client::not_forwarded(&name.to_string_lossy());
+}
+
 /// The forwarding function standing for the driver function `name`, in a tenant.
 pub fn function(name: &CStr) -> Option<usize> {
     if !active() {
