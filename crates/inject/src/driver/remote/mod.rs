@@ -10,9 +10,12 @@
 //! load PTX and fatbins (their variables: `cuModuleGetGlobal`), launch (without waiting for the manager) and synchronize; device queries (its
 //! partition is the memory it is told of); streams (tokens: all a tenant's streams are its
 //! one stream in the manager) and events. A function is forwarded where a stand-in of
-//! gpusan's or a door resolves it: a program linked against the driver reaches only those
-//! gpusan stands in for. Other driver functions reach the real driver, uninitialised in a
-//! tenant, and fail there; the report names the manager's refusals ([`notes`]). cudart's
+//! gpusan's or a door (`dlsym`, `cuGetProcAddress`) resolves it: a program linked against
+//! the driver reaches only those gpusan stands in for. Other driver functions are not
+//! found through gpusan (the real driver is never asked: it is never initialised in a
+//! tenant), and the report names them and the manager's refusals ([`notes`]). A linked
+//! program's direct calls of functions gpusan does not stand in for reach the real,
+//! uninitialised driver and fail there. cudart's
 //! programs are not served yet: they ask the driver for 7 private export tables
 //! (`bench/results/fence/export-tables-call17.json`), which a tenant would have to emulate.
 
