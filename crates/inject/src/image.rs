@@ -2,13 +2,13 @@
 //! `cuLibraryLoadData` take a pointer and no length. Its first bytes say what it is (a
 //! fatbin as a `.fatbin` file holds it, a registration wrapper pointing to one, a cubin, or
 //! NUL-terminated PTX text) and its headers how long it is; every byte gpusan reads is
-//! checked readable first ([`crate::peek`]), so an image cut short or text without its NUL
+//! checked readable first ([`crate::driver::peek`]), so an image cut short or text without its NUL
 //! is refused with the reason rather than read past its end. The driver gets such an image
 //! unchanged, as the program gave it.
 
 use std::ffi::c_void;
 
-use crate::peek;
+use crate::driver::peek;
 
 /// The longest PTX text read: the limit of `gpusan`'s own inputs.
 const MAX_TEXT: usize = 1 << 30;

@@ -27,10 +27,11 @@
 //!                           patched through the Compute Sanitizer API), mirror (+ table_memory),
 //!                           canary (+ canary_device: canary mode's guard, no kernel touched)
 //! variables  capture  host_symbols   module variables; gpusan's own capture-safe driver calls
-//! state  probe  image  peek  options and Mode, registry and findings, `quietly`; the probe's data;
-//!   pyframes                a loaded image and how far it may be read; reads that cannot fault;
-//!                           the Python frames above a call (sites)
+//! state  probe  image       options and Mode, registry and findings, `quietly`; the probe's data;
+//!   pyframes                a loaded image and how far it may be read; the Python frames above
+//!                           a call (sites)
 //! driver/                   FFI types; real functions resolved once, typed (`real`); `hooks!`;
+//!                           peek: reads of the program's memory that cannot fault;
 //!                           remote/: --mode fence's forwarding functions, in place of the real ones
 //! ```
 //!
@@ -58,7 +59,7 @@ mod exit;
 mod families;
 mod host_symbols;
 mod image;
-mod peek;
+
 mod probe;
 mod pyframes;
 mod routes;

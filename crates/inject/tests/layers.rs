@@ -11,7 +11,7 @@ use gpusan_testkit::modules::{self, name, Module};
 /// Layers from the bottom; a module belongs to the layer of its first path segment.
 const LAYERS: &[&[&str]] = &[
     &["driver"],
-    &["state", "probe", "image", "peek", "pyframes"],
+    &["state", "probe", "image", "pyframes"],
     &["capture", "variables", "host_symbols"],
     &["routes"],
     &["families"],

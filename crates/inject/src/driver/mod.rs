@@ -8,6 +8,8 @@
 //! - [`real`]: every driver function gpusan calls for its own work, declared once with its
 //!   exact signature (`real::cuMemAlloc_v2()` is `Option<unsafe extern "C" fn(…)>`);
 //! - [`fault`]: where a GPU fault shows (every stand-in's result passes it);
+//! - [`peek`]: reads of the program's memory that cannot fault (an image of no stated
+//!   length, a buffer the driver may have unmapped);
 //! - [`fork`]: whether this process is a child forked once CUDA was initialised (its
 //!   stand-ins then only forward);
 //! - [`remote`]: `--mode fence`'s tenant side, the forwarding functions `resolve` hands
@@ -19,6 +21,7 @@ pub mod boundary;
 pub mod fault;
 pub mod fork;
 pub mod hook;
+pub mod peek;
 pub mod real;
 pub mod remote;
 pub mod resolve;

@@ -28,7 +28,7 @@ unsafe fn get_export_table(
             let (uuid, first) = unsafe {
                 let uuid = id.as_ref().map(|u| u.iter().map(|b| format!("{b:02x}")).collect::<String>());
                 let first = if r == CUDA_SUCCESS && !table.is_null() && !(*table).is_null() {
-                    crate::peek::readable(*table as *const u8, 8).then(|| *(*table as *const u64))
+                    crate::driver::peek::readable(*table as *const u8, 8).then(|| *(*table as *const u64))
                 } else {
                     None
                 };

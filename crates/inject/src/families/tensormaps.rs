@@ -174,7 +174,7 @@ fn judge(api: &'static str, address: u64, tensor: &Tensor) {
 /// The map's bytes, read without faulting (before a call: the pointer is the program's).
 fn bytes_at(tm: *mut c_void) -> Option<[u8; MAP_BYTES]> {
     let p = tm as *const u8;
-    if p.is_null() || !crate::peek::readable(p, MAP_BYTES) {
+    if p.is_null() || !crate::driver::peek::readable(p, MAP_BYTES) {
         return None;
     }
     let mut out = [0u8; MAP_BYTES];

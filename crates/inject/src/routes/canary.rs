@@ -256,7 +256,7 @@ fn cancel(commands: usize, at: Option<usize>) {
             at * gpusan_abi::canary::COMMAND_BYTES + std::mem::offset_of!(gpusan_abi::canary::Command, cancelled);
         let flag = (commands + offset) as *mut u32;
         // A context torn down behind gpusan's back took the buffer with it.
-        if crate::peek::readable(flag as *const u8, 4) {
+        if crate::driver::peek::readable(flag as *const u8, 4) {
             // SAFETY: the mapped command buffer of the batch in flight holds command `at`
             // (`Arrays::disarm` names only commands of that batch); the kernel reads it
             // volatile.

@@ -220,7 +220,7 @@ impl Device {
     pub fn take_records(&mut self) -> (Vec<ErrorRecord>, u64) {
         let p = self.errors.host as *mut u8;
         // A context torn down behind gpusan's back took the buffer with it.
-        if !crate::peek::readable(p, abi::ERRORS_BYTES) {
+        if !crate::driver::peek::readable(p, abi::ERRORS_BYTES) {
             self.broken = true;
             return (Vec::new(), 0);
         }

@@ -461,7 +461,7 @@ pub fn drain_at_exit() {
 enum Read {
     /// Straight from the mapping: its context is known to exist.
     InPlace,
-    /// Through [`crate::peek`]: the mapping may be gone.
+    /// Through [`crate::driver::peek`]: the mapping may be gone.
     Checked,
 }
 
@@ -579,7 +579,7 @@ fn drain_one(abi: &mut Abi, how: Read) -> Vec<ErrorRecord> {
             // buffer is read as in place (its context known to exist, as `InPlace` assumes).
             unsafe {
                 let dst = std::slice::from_raw_parts_mut(dst as *mut u8, n);
-                crate::peek::copy(dst, (host + offset as usize) as *const u8)
+                crate::driver::peek::copy(dst, (host + offset as usize) as *const u8)
             }
         }
         (None, _) => unsafe { dtoh(dst, abi.errors_ptr + offset, n) },

@@ -11,10 +11,10 @@ use gpusan_runtime::locks;
 use gpusan_serve::protocol::{Reply, Request, MAX_CHUNK};
 
 use super::client::{self, call};
-use crate::driver::boundary;
 use crate::driver::types::{
     CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUmodule, CUresult, CUstream, CUDA_SUCCESS,
 };
+use crate::driver::{boundary, peek};
 
 const INVALID_VALUE: CUresult = 1;
 const NOT_SUPPORTED: CUresult = 801;
@@ -235,51 +235,65 @@ unsafe extern "C" fn cu_memset_d8(dst: CUdeviceptr, value: u8, count: usize) -> 
 /// The bytes of a module image the driver would read: PTX text up to its NUL, a fatbin
 /// (or the registration wrapper pointing to one) as long as its header says, a cubin as
 /// long as its ELF headers say (the manager loads machine code only for a tenant alone on
-/// the GPU, with `gpusan serve --allow-native`). `None` when the headers make no sense.
+/// the GPU, with `gpusan serve --allow-native`). Every byte is checked readable first
+/// ([`peek`]): `None` for an image cut short or headers that make no sense, which the
+/// driver would refuse too.
 unsafe fn module_image(image: *const c_void) -> Option<Vec<u8>> {
     const FATBIN_MAGIC: u32 = 0xBA55_ED50;
     const WRAPPER_MAGIC: u32 = 0x4662_43B1;
     let mut p = image.cast::<u8>();
-    let mut magic = std::ptr::read_unaligned(p.cast::<u32>());
+    let mut magic = u32::from_le_bytes(bytes_at(p, 4)?.try_into().ok()?);
     if magic == WRAPPER_MAGIC {
         // __fatBinC_Wrapper_t: magic, version, then the fatbin's address.
-        p = std::ptr::read_unaligned(p.add(8).cast::<*const u8>());
-        if p.is_null() {
-            return None;
-        }
-        magic = std::ptr::read_unaligned(p.cast::<u32>());
+        p = usize::from_le_bytes(bytes_at(p.add(8), 8)?.try_into().ok()?) as *const u8;
+        magic = u32::from_le_bytes(bytes_at(p, 4)?.try_into().ok()?);
     }
     if magic == FATBIN_MAGIC {
         // Header: magic, u16 version, u16 header size, u64 size of the entries after it.
-        let header = u64::from(std::ptr::read_unaligned(p.add(6).cast::<u16>()));
-        let entries = std::ptr::read_unaligned(p.add(8).cast::<u64>());
+        let h = bytes_at(p, 16)?;
+        let header = u64::from(u16::from_le_bytes([h[6], h[7]]));
+        let entries = u64::from_le_bytes(h[8..16].try_into().ok()?);
         let len = header.checked_add(entries).filter(|&l| l <= MAX_CHUNK)?;
-        return Some(std::slice::from_raw_parts(p, len as usize).to_vec());
+        return bytes_at(p, len as usize);
     }
-    if std::slice::from_raw_parts(p, 4) == b"\x7fELF" {
-        return elf_len(p).map(|len| std::slice::from_raw_parts(p, len).to_vec());
+    if magic.to_le_bytes() == *b"\x7fELF" {
+        return bytes_at(p, elf_len(p)?);
     }
-    // SAFETY: a PTX image is NUL-terminated text.
-    Some(CStr::from_ptr(p.cast::<c_char>()).to_bytes().to_vec())
+    let len = peek::text_len(p, MAX_CHUNK as usize)?;
+    bytes_at(p, len)
+}
+
+/// `len` bytes at `p`, if every one is readable.
+unsafe fn bytes_at(p: *const u8, len: usize) -> Option<Vec<u8>> {
+    // SAFETY: checked readable just before; the program's image stays put during its call.
+    (!p.is_null() && peek::readable(p, len)).then(|| std::slice::from_raw_parts(p, len).to_vec())
 }
 
 /// An ELF64 file's length: the end of its last section or header table (its headers say).
 unsafe fn elf_len(p: *const u8) -> Option<usize> {
-    let u16_at = |o: usize| u64::from(std::ptr::read_unaligned(p.add(o).cast::<u16>()));
-    let u64_at = |o: usize| std::ptr::read_unaligned(p.add(o).cast::<u64>());
-    if *p.add(4) != 2 {
+    let h = bytes_at(p, 64)?;
+    if h[4] != 2 {
         return None; // not ELFCLASS64
     }
-    let (phoff, phentsize, phnum) = (u64_at(0x20), u16_at(0x36), u16_at(0x38));
-    let (shoff, shentsize, shnum) = (u64_at(0x28), u16_at(0x3a), u16_at(0x3c));
-    let mut end = phoff.checked_add(phentsize * phnum)?.max(shoff.checked_add(shentsize * shnum)?);
-    for i in 0..shnum {
-        let sh = shoff.checked_add(i * shentsize)? as usize;
+    let u16_at = |b: &[u8], o: usize| u64::from(u16::from_le_bytes([b[o], b[o + 1]]));
+    let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or_default());
+    let (phoff, phentsize, phnum) = (u64_at(&h, 0x20), u16_at(&h, 0x36), u16_at(&h, 0x38));
+    let (shoff, shentsize, shnum) = (u64_at(&h, 0x28), u16_at(&h, 0x3a), u16_at(&h, 0x3c));
+    if shnum > 0 && shentsize != 64 {
+        return None;
+    }
+    let tables = shoff.checked_add(shentsize * shnum)?;
+    let mut end = phoff.checked_add(phentsize * phnum)?.max(tables);
+    if end > MAX_CHUNK {
+        return None;
+    }
+    let sections = bytes_at(p.add(shoff as usize), (shentsize * shnum) as usize)?;
+    for sh in sections.chunks_exact(64) {
         const SHT_NOBITS: u32 = 8;
-        if std::ptr::read_unaligned(p.add(sh + 4).cast::<u32>()) == SHT_NOBITS {
+        if u32::from_le_bytes(sh[4..8].try_into().ok()?) == SHT_NOBITS {
             continue;
         }
-        end = end.max(u64_at(sh + 0x18).checked_add(u64_at(sh + 0x20))?);
+        end = end.max(u64_at(sh, 0x18).checked_add(u64_at(sh, 0x20))?);
     }
     (end <= MAX_CHUNK).then_some(end as usize)
 }
@@ -702,7 +716,27 @@ mod tests {
                                                    // SAFETY: a buffer of ours, longer than the ELF file in it.
             assert_eq!(unsafe { elf_len(padded.as_ptr()) }, Some(bytes.len()), "{name}");
             // SAFETY: as above.
-            assert_eq!(unsafe { module_image(padded.as_ptr().cast()) }, Some(bytes), "{name}");
+            assert_eq!(unsafe { module_image(padded.as_ptr().cast()) }, Some(bytes.clone()), "{name}");
+            // Cut short: its section table lies past what is readable.
+            let cut = bytes.len() / 2;
+            // SAFETY: a mapping of ours, its second page made unreadable.
+            unsafe {
+                let page = 4096usize;
+                let m = libc::mmap(
+                    std::ptr::null_mut(),
+                    2 * page,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                );
+                assert_ne!(m, libc::MAP_FAILED);
+                let at = (m as *mut u8).add(page - cut.min(page));
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), at, cut.min(page));
+                libc::mprotect((m as *mut u8).add(page).cast(), page, libc::PROT_NONE);
+                assert_eq!(module_image(at.cast()), None, "{name}: a cubin cut short was read past its end");
+                libc::munmap(m, 2 * page);
+            }
         }
     }
 }
