@@ -69,41 +69,68 @@ fn partition_of(log: &str) -> Option<(u64, u64)> {
     Some((base, mib << 20))
 }
 
+/// A manager on the fake driver and `tenant.c` built against it, in a folder of their own.
+struct Fixture {
+    dir: tempfile::TempDir,
+    tenant: PathBuf,
+    socket: PathBuf,
+    log: PathBuf,
+    manager: std::process::Child,
+}
+
+impl Fixture {
+    /// `FAKE_CUDA_LOADED` for the manager: where the fake driver writes the last module it
+    /// loaded.
+    fn start() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = fake_driver(dir.path());
+        let _ = std::os::unix::fs::symlink(&lib, dir.path().join("libcuda.so"));
+        let tenant = dir.path().join("tenant");
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake_cuda/tenant.c");
+        let out = Command::new("cc")
+            .arg("-o")
+            .arg(&tenant)
+            .arg(&src)
+            .arg(format!("-L{}", dir.path().display()))
+            .arg(format!("-Wl,-rpath,{}", dir.path().display()))
+            .args(["-lcuda", "-ldl"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "cc: {}", String::from_utf8_lossy(&out.stderr));
+        let socket = dir.path().join("serve.sock");
+        let log = dir.path().join("manager.log");
+        let manager = gpusan()
+            .args(["serve", "--driver"])
+            .arg(&lib)
+            .arg("--socket")
+            .arg(&socket)
+            .env("FAKE_CUDA_LOADED", dir.path().join("loaded.ptx"))
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !gpusan().args(["serve", "--status", "--socket"]).arg(&socket).output().unwrap().status.success() {
+            assert!(Instant::now() < deadline, "no manager");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Fixture { dir, tenant, socket, log, manager }
+    }
+
+    /// Stops the manager: its log.
+    fn stop(mut self) -> (tempfile::TempDir, String) {
+        self.manager.kill().unwrap();
+        self.manager.wait().unwrap();
+        let log = std::fs::read_to_string(&self.log).unwrap();
+        (self.dir, log)
+    }
+}
+
 #[test]
 fn a_driver_api_program_runs_as_a_fenced_tenant_in_its_partition() {
-    let dir = tempfile::tempdir().unwrap();
-    let lib = fake_driver(dir.path());
-    let _ = std::os::unix::fs::symlink(&lib, dir.path().join("libcuda.so"));
-    let tenant = dir.path().join("tenant");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake_cuda/tenant.c");
-    let out = Command::new("cc")
-        .arg("-o")
-        .arg(&tenant)
-        .arg(&src)
-        .arg(format!("-L{}", dir.path().display()))
-        .arg(format!("-Wl,-rpath,{}", dir.path().display()))
-        .arg("-lcuda")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "cc: {}", String::from_utf8_lossy(&out.stderr));
-    let socket = dir.path().join("serve.sock");
-    let loaded = dir.path().join("loaded.ptx");
-    let log = dir.path().join("manager.log");
-    let mut manager = gpusan()
-        .args(["serve", "--driver"])
-        .arg(&lib)
-        .arg("--socket")
-        .arg(&socket)
-        .env("FAKE_CUDA_LOADED", &loaded)
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !gpusan().args(["serve", "--status", "--socket"]).arg(&socket).output().unwrap().status.success() {
-        assert!(Instant::now() < deadline, "no manager");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let report = dir.path().join("report.json");
+    let f = Fixture::start();
+    let (tenant, socket) = (f.tenant.clone(), f.socket.clone());
+    let report = f.dir.path().join("report.json");
+    let loaded = f.dir.path().join("loaded.ptx");
     let run = gpusan()
         .args(["run", "--mode", "fence", "--fence-memory-log2", "26", "--server"])
         .arg(&socket)
@@ -116,9 +143,7 @@ fn a_driver_api_program_runs_as_a_fenced_tenant_in_its_partition() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
-    manager.kill().unwrap();
-    manager.wait().unwrap();
-    let log = std::fs::read_to_string(&log).unwrap();
+    let (_dir, log) = f.stop();
     assert!(stdout.contains("tenant ok"), "{stdout}\n{}\nmanager: {log}", String::from_utf8_lossy(&run.stderr));
     let (base, size) = partition_of(&log).unwrap_or_else(|| panic!("{log}"));
     assert_eq!(size, 1 << 26);
@@ -152,49 +177,18 @@ fn fence_mode_needs_a_server_and_a_server_needs_fence_mode() {
 /// (`cuCtxGetCurrent`).
 #[test]
 fn a_program_finding_the_driver_by_dlsym_is_forwarded_too() {
-    let dir = tempfile::tempdir().unwrap();
-    let lib = fake_driver(dir.path());
-    let _ = std::os::unix::fs::symlink(&lib, dir.path().join("libcuda.so"));
-    let tenant = dir.path().join("tenant");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake_cuda/tenant.c");
-    let out = Command::new("cc")
-        .arg("-o")
-        .arg(&tenant)
-        .arg(&src)
-        .arg(format!("-L{}", dir.path().display()))
-        .arg(format!("-Wl,-rpath,{}", dir.path().display()))
-        .args(["-lcuda", "-ldl"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "cc: {}", String::from_utf8_lossy(&out.stderr));
-    let socket = dir.path().join("serve.sock");
-    let log = dir.path().join("manager.log");
-    let mut manager = gpusan()
-        .args(["serve", "--driver"])
-        .arg(&lib)
-        .arg("--socket")
-        .arg(&socket)
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !gpusan().args(["serve", "--status", "--socket"]).arg(&socket).output().unwrap().status.success() {
-        assert!(Instant::now() < deadline, "no manager");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let f = Fixture::start();
     let run = gpusan()
         .args(["run", "--mode", "fence", "--fence-memory-log2", "25", "--server"])
-        .arg(&socket)
+        .arg(&f.socket)
         .arg("--")
-        .arg(&tenant)
+        .arg(&f.tenant)
         .arg("dlsym")
-        .env("LD_LIBRARY_PATH", dir.path())
+        .env("LD_LIBRARY_PATH", f.dir.path())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
-    manager.kill().unwrap();
-    manager.wait().unwrap();
-    let log = std::fs::read_to_string(&log).unwrap();
+    let (_dir, log) = f.stop();
     assert!(
         stdout.contains("total=33554432 ctx=1"),
         "{stdout}\n{}\nmanager: {log}",
