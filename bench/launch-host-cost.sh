@@ -22,7 +22,7 @@ import json, statistics, subprocess, sys
 gpusan, prog, out, rounds, commit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 tools = {"native": [], "canary": [gpusan, "run", "--mode", "canary", "--"], "api": [gpusan, "run", "--mode", "api", "--"]}
 cases = {"launches_1thread": ["launches", "200000", "1"], "launches_4threads": ["launches", "100000", "4"],
-         "blocks": ["blocks", "100000"]}
+         "blocks": ["blocks", "100000"], "blocks_8192_live": ["blocks", "50000", "8192"]}
 runs = {c: {t: [] for t in tools} for c in cases}
 for r in range(rounds):
     for c, args in cases.items():

@@ -4,10 +4,11 @@
  * bench/launch-host-cost.sh: the difference is gpusan's own work.
  *   launch_loop launches [N] [THREADS]   N launches of one kernel (each thread N, on its own
  *                                        stream, at once: what contention costs)
- *   launch_loop blocks [N]               N pool blocks handed out and taken back (a tensor's
+ *   launch_loop blocks [N] [LIVE]        N pool blocks handed out and taken back (a tensor's
  *                                        allocation and free in PyTorch's caching allocator,
  *                                        through gpusan's C ABI, gpusan_pools.h) in a 64 MiB
- *                                        segment; natively the ABI is absent: 0 ns
+ *                                        segment, LIVE (default 256) at once; natively the
+ *                                        ABI is absent: 0 ns
  * Prints one JSON line: {"what":..,"n":N,"threads":T,"ns_per_op":X}. */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -53,7 +54,10 @@ static void *loop(void *arg) {
 }
 
 /* Blocks as PyTorch's allocator hands them out: in a segment, each 4,000 bytes asked for at
- * a 4 KiB slot, some live at once. */
+ * a 4 KiB slot, `live` of them live at once. The slots start at a 4 KiB boundary, as the
+ * caching allocator's do (the fake driver's allocations need not): canary mode guards only
+ * blocks at the pool's alignment, so a misaligned segment would measure an unguarded path. */
+static long live = 256;
 static double blocks(void) {
     typedef int (*alloc_fn)(uint64_t, uint64_t, uint64_t, int, uint32_t);
     typedef int (*free_fn)(uint64_t, uint64_t, int, uint32_t);
@@ -65,11 +69,13 @@ static double blocks(void) {
         exit(1);
     }
     if (!block_alloc || !block_free) return 0;
-    enum { LIVE = 256, SOURCE_TORCH = 1 };
+    enum { SOURCE_TORCH = 1 };
+    seg = (seg + 4095) & ~(uint64_t)4095;
+    if (live < 1 || live > 8192) live = 256; /* 8192 slots fit the segment after its alignment */
     double t0 = now_ns();
     for (long i = 0; i < n; i++) {
-        uint64_t at = seg + (uint64_t)(i % LIVE) * 4096;
-        if (i >= LIVE) block_free(at, 0, 0, SOURCE_TORCH);
+        uint64_t at = seg + (uint64_t)(i % live) * 4096;
+        if (i >= live) block_free(at, 0, 0, SOURCE_TORCH);
         block_alloc(at, 4000, 0, 0, SOURCE_TORCH);
     }
     return (now_ns() - t0) / n;
@@ -87,6 +93,7 @@ int main(int argc, char **argv) {
     }
     double ns;
     if (!strcmp(what, "blocks")) {
+        if (argc > 3) live = atol(argv[3]);
         threads = 1;
         ns = blocks();
     } else {
