@@ -20,6 +20,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+/// The arrays' maps are keyed by slots and addresses and touched at every pool block's
+/// allocation and free: a fast hash, not SipHash.
+type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<ahash::AHasher>>;
+
 use gpusan_abi::canary::{self as abi, Command, Entry, ErrorRecord, COMMAND_WRITE_BYTES};
 
 /// Slots an array has at first.
@@ -78,7 +82,7 @@ pub struct StreamWaits<'a> {
 #[derive(Debug)]
 pub struct Arrays {
     slots: Vec<Slot>,
-    index: HashMap<u64, u32>,
+    index: FastMap<u64, u32>,
     /// Armed keys by their canary's first byte: memory given back, or a pool block handed
     /// out over others, disarms what lies in it.
     by_start: BTreeMap<u64, u64>,
@@ -88,14 +92,18 @@ pub struct Arrays {
     next_generation: u32,
     /// Commands for the next batch, by slot (a later command for a slot replaces an earlier
     /// one, since only the slot's last state matters).
-    pending: HashMap<u32, Command>,
+    pending: FastMap<u32, Command>,
     /// The streams pending arms must wait for ([`Tail::stream`]), by slot.
-    pending_streams: HashMap<u32, Waiting>,
+    pending_streams: FastMap<u32, Waiting>,
+    /// Arms a batch held back for their stream (their slot emptied on the device meanwhile),
+    /// by slot: looked at again each batch without being sorted and hashed with the new
+    /// commands (a training step's thousands of tensors wait for its synchronization).
+    deferred: FastMap<u32, Command>,
     /// Every slot must be written again (compaction moved them, or a new array replaces the
     /// old one).
     rewrite: bool,
     /// Arms of the batch handed out last, by generation: where their command sits in it.
-    in_flight: HashMap<u32, usize>,
+    in_flight: FastMap<u32, usize>,
     /// Slots of the device's array (0 before the first batch: allocated with it).
     device_capacity: u32,
     scans: u32,
@@ -106,6 +114,10 @@ pub struct Arrays {
     intact: BTreeMap<u64, u32>,
     /// The longest canary in `intact`.
     intact_longest: u32,
+    /// Empty slots, reused by the next arms: a pool's churn (a tensor freed, another handed
+    /// out, thousands of times a step) then keeps the array its size instead of growing it
+    /// until a compaction rewrites every slot.
+    free: Vec<u32>,
 }
 
 /// What the device must do before the next scan ([`Arrays::take_batch`]).
@@ -148,19 +160,21 @@ impl Default for Arrays {
     fn default() -> Self {
         Arrays {
             slots: Vec::new(),
-            index: HashMap::new(),
+            index: FastMap::default(),
             by_start: BTreeMap::new(),
             longest: 0,
             live: 0,
             next_generation: 1,
-            pending: HashMap::new(),
-            pending_streams: HashMap::new(),
+            pending: FastMap::default(),
+            pending_streams: FastMap::default(),
+            deferred: FastMap::default(),
             rewrite: false,
-            in_flight: HashMap::new(),
+            in_flight: FastMap::default(),
             device_capacity: 0,
             scans: 0,
             intact: BTreeMap::new(),
             intact_longest: 0,
+            free: Vec::new(),
         }
     }
 }
@@ -177,14 +191,26 @@ impl Arrays {
         // 0 never names an arm (an empty slot of a new array reads 0).
         self.next_generation = self.next_generation.wrapping_add(1).max(1);
         let entry = Entry { tail_start: tail.start, tail_len: tail.len, generation };
-        let i = self.slots.len() as u32;
-        self.slots.push(Slot { entry, key: tail.key });
+        // A slot emptied earlier takes it; its pending command, if any, is replaced below
+        // (only a slot's last state matters), and a scan's record of its old arm no longer
+        // counts (the generation differs).
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Slot { entry, key: tail.key };
+                i
+            }
+            None => {
+                self.slots.push(Slot { entry, key: tail.key });
+                self.slots.len() as u32 - 1
+            }
+        };
         self.index.insert(tail.key, i);
         self.by_start.insert(tail.start, tail.key);
         self.longest = self.longest.max(tail.len);
         self.live += 1;
         let flags = if written { 0 } else { COMMAND_WRITE_BYTES };
         let command = Command { index: i, flags, entry, ..Command::default() };
+        self.deferred.remove(&i);
         self.pending.insert(i, command);
         if let (Some(stream), false) = (tail.stream, written) {
             self.pending_streams.insert(i, Waiting { stream, at: tail.at, since: self.scans });
@@ -199,12 +225,14 @@ impl Arrays {
         let slot = self.slots.get_mut(i as usize)?;
         let entry = slot.entry;
         slot.entry = Entry::default();
+        self.free.push(i);
         self.live -= 1;
         if self.by_start.get(&entry.tail_start) == Some(&key) {
             self.by_start.remove(&entry.tail_start);
         }
         let cancel = self.in_flight.remove(&entry.generation);
-        let pending_bytes = self.pending.get(&i).is_some_and(|c| c.flags & COMMAND_WRITE_BYTES != 0);
+        let pending_bytes = self.pending.get(&i).is_some_and(|c| c.flags & COMMAND_WRITE_BYTES != 0)
+            || self.deferred.remove(&i).is_some();
         self.pending.insert(i, Command { index: i, entry: Entry::default(), ..Command::default() });
         self.pending_streams.remove(&i);
         Some(Disarmed { entry, cancel, written: !pending_bytes && cancel.is_none() })
@@ -299,19 +327,42 @@ impl Arrays {
         let mut commands: Vec<Command> = if self.rewrite {
             // Every slot from its host copy; an arm still pending keeps its bytes to write.
             let pending = std::mem::take(&mut self.pending);
+            let deferred = std::mem::take(&mut self.deferred);
             let all = self.slots.iter().enumerate().map(|(i, s)| {
                 let i = i as u32;
-                let written = pending.get(&i).is_none_or(|c| c.flags & COMMAND_WRITE_BYTES == 0);
+                let written = pending.get(&i).or(deferred.get(&i)).is_none_or(|c| c.flags & COMMAND_WRITE_BYTES == 0);
                 let flags = if written || s.entry.tail_len == 0 { 0 } else { COMMAND_WRITE_BYTES };
                 Command { index: i, flags, entry: s.entry, ..Command::default() }
             });
             // Empty slots too: a new array's memory is not zeroed.
             all.collect()
         } else {
-            std::mem::take(&mut self.pending).into_values().collect()
+            // Drained, not taken: the map keeps its capacity for the next batch's commands.
+            self.pending.drain().map(|(_, c)| c).collect()
         };
-        commands.sort_by_key(|c| c.index);
         let mut streams = Vec::new();
+        // Held-back arms first: those whose stream was synchronized since, or whose
+        // patience ran out, join this batch.
+        let mut ready = Vec::new();
+        let (pending_streams, scans) = (&mut self.pending_streams, self.scans);
+        self.deferred.retain(|i, c| {
+            let Some(&w) = pending_streams.get(i) else {
+                ready.push(*c);
+                return false;
+            };
+            if (waits.synced)(w.stream, w.at) {
+                pending_streams.remove(i);
+            } else if waits.capturing || scans.wrapping_sub(w.since) < waits.patience {
+                return true;
+            } else {
+                pending_streams.remove(i);
+                if !streams.contains(&w.stream) {
+                    streams.push(w.stream);
+                }
+            }
+            ready.push(*c);
+            false
+        });
         for c in &mut commands {
             let Some(&w) = self.pending_streams.get(&c.index) else { continue };
             if c.flags & COMMAND_WRITE_BYTES == 0 {
@@ -320,7 +371,8 @@ impl Arrays {
             if (waits.synced)(w.stream, w.at) {
                 self.pending_streams.remove(&c.index);
             } else if waits.capturing || self.scans.wrapping_sub(w.since) < waits.patience {
-                self.pending.insert(c.index, *c);
+                // Held back: its slot is emptied on the device until it is written.
+                self.deferred.insert(c.index, *c);
                 *c = Command { index: c.index, ..Command::default() };
             } else {
                 self.pending_streams.remove(&c.index);
@@ -329,6 +381,8 @@ impl Arrays {
                 }
             }
         }
+        commands.extend(ready);
+        commands.sort_by_key(|c| c.index);
         for (at, c) in commands.iter().enumerate() {
             if c.flags & COMMAND_WRITE_BYTES != 0 {
                 self.in_flight.insert(c.entry.generation, at);
@@ -344,22 +398,28 @@ impl Arrays {
     /// or compaction waits): only a scan of the same canaries.
     pub fn unchanged(&self) -> bool {
         let empty = self.slots.len() - self.live;
-        self.pending.is_empty() && !self.rewrite && !(self.slots.len() >= COMPACT_MIN && empty * 4 >= self.slots.len())
+        self.pending.is_empty()
+            && self.deferred.is_empty()
+            && !self.rewrite
+            && !(self.slots.len() >= COMPACT_MIN && empty * 4 >= self.slots.len())
     }
 
     /// Moves the live slots to the front, in their order: every slot is written again.
     fn compact(&mut self) {
         // Pending arms (bytes still to write) by generation, with the stream each waits for:
         // their commands named old slots.
-        let arms: HashMap<u32, Option<Waiting>> = self
+        let arms: FastMap<u32, Option<Waiting>> = self
             .pending
             .values()
+            .chain(self.deferred.values())
             .filter(|c| c.flags & COMMAND_WRITE_BYTES != 0)
             .map(|c| (c.entry.generation, self.pending_streams.get(&c.index).copied()))
             .collect();
         self.pending.clear();
+        self.deferred.clear();
         self.pending_streams.clear();
         self.slots.retain(|s| s.entry.tail_len != 0);
+        self.free.clear();
         self.index.clear();
         for (i, s) in self.slots.iter().enumerate() {
             let i = i as u32;
@@ -616,6 +676,35 @@ mod tests {
         assert!(a.unchanged(), "nothing left to write");
     }
 
+    /// An arm held back for its stream costs a batch nothing after its first: its slot is
+    /// emptied once, then it waits outside the commands until its stream is synchronized;
+    /// a disarm meanwhile drops it.
+    #[test]
+    fn an_arm_held_back_is_emptied_once_then_waits_outside_the_batches() {
+        let not_yet = |_: u64, _: u64| false;
+        let synced = |_: u64, _: u64| true;
+        fn held(synced: &dyn Fn(u64, u64) -> bool) -> StreamWaits<'_> {
+            StreamWaits { capturing: false, synced, patience: 100 }
+        }
+        let mut a = Arrays::default();
+        a.arm(Tail { stream: Some(0x77), at: 1, ..tail(1) }, false);
+        a.arm(Tail { stream: Some(0x77), at: 1, ..tail(2) }, false);
+        let b = a.take_batch_with(held(&not_yet));
+        assert_eq!(b.commands.len(), 2);
+        assert!(b.commands.iter().all(|c| c.entry.tail_len == 0), "slots emptied: {:?}", b.commands);
+        for _ in 0..5 {
+            assert!(a.take_batch_with(held(&not_yet)).commands.is_empty(), "a held arm came back into a batch");
+        }
+        assert!(!a.unchanged(), "held arms are work left");
+        let d = a.disarm(2).unwrap();
+        assert!(!d.written, "its bytes were never written");
+        let b = a.take_batch_with(held(&synced));
+        let written: Vec<u64> =
+            b.commands.iter().filter(|c| c.flags == COMMAND_WRITE_BYTES).map(|c| c.entry.tail_start).collect();
+        assert_eq!(written, vec![tail(1).start], "the arm still armed, written once its stream is synchronized");
+        assert!(a.take_batch_with(held(&synced)).commands.is_empty());
+    }
+
     #[test]
     fn compaction_keeps_pending_arms_and_the_streams_they_wait_for() {
         let mut a = Arrays::default();
@@ -623,10 +712,12 @@ mod tests {
             a.arm(tail(k), false);
         }
         a.take_batch(false);
+        // Armed before the disarms: it takes a new slot (an empty one is reused), which the
+        // compaction moves.
+        a.arm(Tail { stream: Some(0x55), ..tail(1000) }, false);
         for k in 0..200 {
             a.disarm(k);
         }
-        a.arm(Tail { stream: Some(0x55), ..tail(1000) }, false);
         let b = a.take_batch(false);
         assert_eq!(b.count, 201);
         assert_eq!(b.streams, vec![0x55]);
@@ -634,6 +725,28 @@ mod tests {
         assert_eq!((arm.index, arm.flags), (200, COMMAND_WRITE_BYTES), "moved, bytes still to write");
         let moved = b.commands.iter().find(|c| c.entry.tail_start == tail(200).start).unwrap();
         assert_eq!((moved.index, moved.flags), (0, 0), "written already: the entry only");
+    }
+
+    /// A pool's churn: a canary disarmed, another armed, many times over. The emptied slot
+    /// is reused, so the array keeps its size and no batch rewrites every slot; a scan's
+    /// record of the slot's old arm does not count for the new one.
+    #[test]
+    fn churn_reuses_emptied_slots_and_never_rewrites_the_array() {
+        let mut a = Arrays::default();
+        for k in 0..400 {
+            a.arm(tail(k), false);
+        }
+        a.take_batch(false);
+        for round in 0..10u64 {
+            for k in 0..300 {
+                a.disarm(round * 1000 + k);
+                a.arm(tail(round * 1000 + 1000 + k), false);
+            }
+            let b = a.take_batch(false);
+            assert_eq!(b.count, 400, "round {round}: the array grew");
+            assert!(b.commands.len() <= 300, "round {round}: every slot rewritten ({})", b.commands.len());
+        }
+        assert_eq!(a.live(), 400);
     }
 
     #[test]
