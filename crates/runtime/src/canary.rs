@@ -676,6 +676,89 @@ mod tests {
         assert!(a.unchanged(), "nothing left to write");
     }
 
+    /// The device as the batches leave it, against the host's arms, over any sequence of
+    /// arms (written or not, waiting for a stream or not), disarms and batches: no slot the
+    /// scan reads ever holds a canary that is not armed (a stale one would be reported as
+    /// overwritten), an armed canary's bytes are written before its entry is scanned, and
+    /// after a batch with every stream synchronized every armed canary is on the device.
+    #[test]
+    fn the_device_never_scans_a_canary_that_is_not_armed() {
+        use proptest::prelude::*;
+        #[derive(Debug, Clone)]
+        enum Op {
+            Arm { key: u64, stream: bool, written: bool },
+            Disarm { key: u64 },
+            Batch { synced: bool },
+        }
+        let op = prop_oneof![
+            (0u64..40, any::<bool>(), any::<bool>()).prop_map(|(key, stream, written)| Op::Arm {
+                key,
+                stream,
+                written
+            }),
+            (0u64..40).prop_map(|key| Op::Disarm { key }),
+            any::<bool>().prop_map(|synced| Op::Batch { synced }),
+        ];
+        let garbage = Entry { tail_start: 1, tail_len: 1, generation: u32::MAX };
+        proptest!(ProptestConfig::with_cases(300), |(ops in proptest::collection::vec(op, 1..300))| {
+            let mut a = Arrays::default();
+            let mut device: Vec<Entry> = Vec::new();
+            let mut bytes_written: std::collections::HashSet<u32> = Default::default();
+            // key -> (entry generation, bytes known written by the caller)
+            let mut armed: HashMap<u64, u32> = HashMap::new();
+            for op in ops {
+                match op {
+                    Op::Arm { key, stream, written } => {
+                        let t = Tail { stream: stream.then_some(0x77), at: 1, ..tail(key) };
+                        let g = a.arm(t, written);
+                        if written {
+                            bytes_written.insert(g);
+                        }
+                        armed.insert(key, g);
+                    }
+                    Op::Disarm { key } => {
+                        a.disarm(key);
+                        armed.remove(&key);
+                    }
+                    Op::Batch { synced } => {
+                        let yes = |_: u64, _: u64| true;
+                        let no = |_: u64, _: u64| false;
+                        let b = a.take_batch_with(StreamWaits {
+                            capturing: false,
+                            synced: if synced { &yes } else { &no },
+                            patience: 3,
+                        });
+                        if b.capacity as usize != device.len() {
+                            device = vec![garbage; b.capacity as usize]; // a new array: not zeroed
+                        }
+                        for c in &b.commands {
+                            if c.flags & COMMAND_WRITE_BYTES != 0 {
+                                bytes_written.insert(c.entry.generation);
+                            }
+                            device[c.index as usize] = c.entry;
+                        }
+                        a.batch_done();
+                        let live: std::collections::HashSet<u32> = armed.values().copied().collect();
+                        for (slot, e) in device.iter().enumerate().take(b.count as usize) {
+                            if e.tail_len == 0 {
+                                continue;
+                            }
+                            prop_assert!(live.contains(&e.generation), "slot {slot} scans a canary not armed: {e:?}");
+                            prop_assert!(bytes_written.contains(&e.generation), "slot {slot} scanned before its bytes: {e:?}");
+                        }
+                        if synced {
+                            let on_device: std::collections::HashSet<u32> =
+                                device.iter().take(b.count as usize).map(|e| e.generation).collect();
+                            for (key, g) in &armed {
+                                prop_assert!(on_device.contains(g), "armed key {key} (generation {g}) not on the device");
+                            }
+                        }
+                    }
+                }
+            }
+        });
+    }
+
     /// An arm held back for its stream costs a batch nothing after its first: its slot is
     /// emptied once, then it waits outside the commands until its stream is synchronized;
     /// a disarm meanwhile drops it.
