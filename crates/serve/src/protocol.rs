@@ -74,8 +74,9 @@ pub enum Request {
         value: u32,
         count: u64,
     },
-    /// A module image: PTX text (fenced by the manager before it is loaded). Machine code
-    /// is refused until the binary route can fence it.
+    /// A module image: PTX text or a fatbin with PTX (fenced by the manager before it is
+    /// loaded). Machine code alone is refused until the binary route can fence it, unless
+    /// the manager allows it unfenced for a tenant alone on the GPU (`--allow-native`).
     ModuleLoad {
         image: Vec<u8>,
     },
