@@ -116,12 +116,22 @@ impl Fixture {
         Fixture { dir, tenant, socket, log, manager }
     }
 
-    /// Stops the manager: its log.
+    /// Stops the manager: its folder and log.
     fn stop(mut self) -> (tempfile::TempDir, String) {
-        self.manager.kill().unwrap();
-        self.manager.wait().unwrap();
+        let _ = self.manager.kill();
+        let _ = self.manager.wait();
         let log = std::fs::read_to_string(&self.log).unwrap();
-        (self.dir, log)
+        let dir = tempfile::tempdir().unwrap();
+        (std::mem::replace(&mut self.dir, dir), log)
+    }
+}
+
+impl Drop for Fixture {
+    /// A test that fails midway must not leave its manager running (holding the test's
+    /// output open).
+    fn drop(&mut self) {
+        let _ = self.manager.kill();
+        let _ = self.manager.wait();
     }
 }
 
@@ -198,4 +208,32 @@ fn a_program_finding_the_driver_by_dlsym_is_forwarded_too() {
     let pointer = stdout.split("pointer 0x").nth(1).and_then(|s| s.split(' ').next()).unwrap();
     let pointer = u64::from_str_radix(pointer, 16).unwrap();
     assert!((base..base + size).contains(&pointer), "{pointer:#x} outside {base:#x}+{size:#x}");
+}
+
+/// The pass-through stand-ins that exist for fenced tenants are handed out by the doors only
+/// in a tenant: elsewhere a program that finds `cuEventRecord` by dlsym gets the driver's
+/// own (no stand-in frame on a call gpusan does nothing with), while `cuMemAlloc_v2`, which
+/// gpusan watches, is gpusan's in every mode.
+#[test]
+fn tenant_only_stand_ins_are_handed_out_only_to_tenants() {
+    let f = Fixture::start();
+    let lookup = |args: &[&str]| {
+        let out = gpusan()
+            .arg("run")
+            .args(args)
+            .arg("--")
+            .arg(&f.tenant)
+            .arg("lookup")
+            .env("LD_LIBRARY_PATH", f.dir.path())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let api = lookup(&["--mode", "api"]);
+    assert!(api.contains("cuEventRecord from libcuda.so.1"), "{api}");
+    assert!(api.contains("cuMemAlloc_v2 from libgpusan_inject.so"), "{api}");
+    let server = f.socket.to_string_lossy().into_owned();
+    let fenced = lookup(&["--mode", "fence", "--server", &server]);
+    assert!(!fenced.contains("cuEventRecord from libcuda.so.1"), "a tenant got the real driver's: {fenced}");
+    f.stop();
 }

@@ -23,6 +23,8 @@
 //!   memory copies modules launches graphs streams contexts   (judge: what they share)
 //!   tensormaps              TMA descriptors bounded where they are made
 //!   nvrtc link jitlink      the other doors PTX comes through: NVRTC, cuLink*, nvJitLink
+//!   tenant                  pass-through stand-ins only a fenced tenant is handed (driver queries,
+//!                           streams, events: forwarded to the manager below them)
 //! routes/                   how a kernel is checked: substitute (+ passes), built, binary (machine code
 //!                           patched through the Compute Sanitizer API), mirror (+ table_memory),
 //!                           canary (+ canary_device: canary mode's guard, no kernel touched)

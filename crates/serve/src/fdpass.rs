@@ -59,7 +59,8 @@ impl Read for FdReader {
             while !c.is_null() {
                 if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
                     let data = libc::CMSG_DATA(c).cast::<RawFd>();
-                    let count = ((*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<RawFd>();
+                    let count = ((*c).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize)
+                        / std::mem::size_of::<RawFd>();
                     for i in 0..count {
                         self.fds.push_back(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
                     }

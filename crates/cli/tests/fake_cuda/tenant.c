@@ -3,6 +3,7 @@
  * synchronizes, tries a copy past its allocation, frees; then what programs do around their
  * launches: device queries, memory info, a stream and events, asynchronous copies and sets.
  * Prints its pointer and the copy's result, the queries' answers, then "tenant ok". */
+#define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -86,8 +87,22 @@ static int through_dlsym(void) {
     return 0;
 }
 
+/* Which library the functions dlsym hands out live in. */
+static int lookup(void) {
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    const char *names[] = {"cuEventRecord", "cuMemAlloc_v2"};
+    for (int i = 0; i < 2; i++) {
+        Dl_info info;
+        void *f = h ? dlsym(h, names[i]) : 0;
+        const char *lib = f && dladdr(f, &info) && info.dli_fname ? strrchr(info.dli_fname, '/') : 0;
+        printf("%s from %s\n", names[i], lib ? lib + 1 : "?");
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "dlsym")) return through_dlsym();
+    if (argc > 1 && !strcmp(argv[1], "lookup")) return lookup();
     int dev;
     void *ctx, *mod, *f;
     uint64_t p;

@@ -81,8 +81,8 @@ unsafe fn stand_in_for(real: *mut c_void, symbol: *const c_char) -> *mut c_void 
         };
     }
     match families::by_name(name) {
-        Some(hook) => keep(hook.real, hook.wrapper),
-        None => real,
+        Some(hook) if families::tenant::handed_out(hook.name) => keep(hook.real, hook.wrapper),
+        _ => real,
     }
 }
 
@@ -112,7 +112,7 @@ unsafe fn swap_answer(symbol: *const c_char, pfn: *mut *mut c_void) {
         *pfn = if got == v2 { cuGetProcAddress_v2 as *mut c_void } else { cuGetProcAddress as *mut c_void };
         return;
     }
-    if let Some(hook) = families::by_real_address(got) {
+    if let Some(hook) = families::by_real_address(got).filter(|h| families::tenant::handed_out(h.name)) {
         *pfn = hook.wrapper as *mut c_void;
         return;
     }

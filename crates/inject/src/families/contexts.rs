@@ -4,7 +4,7 @@
 //! which nothing of it may be: the driver freed its memory and modules with it).
 
 use crate::driver::hook::hooks;
-use crate::driver::{fork, real, CUcontext, CUdevice, CUevent, CUresult, CUstream, CUDA_SUCCESS};
+use crate::driver::{fork, real, CUcontext, CUdevice, CUresult, CUDA_SUCCESS};
 use crate::routes::{after_context_sync, before_sync, before_teardown};
 use crate::state::quietly;
 
@@ -20,31 +20,6 @@ hooks! {
     fn cuDevicePrimaryCtxRelease(dev: CUdevice) => |real| primary_ctx_release(real, dev);
     fn cuDevicePrimaryCtxReset(dev: CUdevice) => |real| primary_ctx_reset(real, dev);
     fn cuCtxDestroy_v2(ctx: CUcontext) => |real| ctx_destroy(real, ctx);
-    // Passed through as they are, except in a fenced tenant, whose driver below them is the
-    // manager (`crate::driver::remote`): a program linked against the driver reaches them here.
-    fn cuDeviceGet(device: *mut CUdevice, ordinal: i32);
-    fn cuDeviceGetCount(count: *mut i32);
-    fn cuDevicePrimaryCtxRetain(ctx: *mut CUcontext, dev: CUdevice);
-    fn cuCtxCreate_v2(ctx: *mut CUcontext, flags: u32, dev: CUdevice);
-    // CUDA 13's `cuCtxCreate` (cuda.h maps the name to it), with its creation parameters.
-    fn cuCtxCreate_v4(ctx: *mut CUcontext, params: *mut std::ffi::c_void, flags: u32, dev: CUdevice);
-    // The same, for what driver-API programs ask around their launches. Only calls made at
-    // start or now and then: a pass-through stand-in costs each call its frame, so the
-    // calls a program makes around every kernel (cuCtxGetCurrent, cuCtxSetCurrent) are not
-    // stood in for (a fenced tenant reaches their forwarding functions through the doors).
-    fn cuDeviceGetAttribute(value: *mut i32, attribute: i32, dev: CUdevice);
-    fn cuDeviceGetName(name: *mut std::ffi::c_char, len: i32, dev: CUdevice);
-    fn cuDriverGetVersion(version: *mut i32);
-    fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice);
-    fn cuCtxGetDevice(dev: *mut CUdevice);
-    fn cuStreamCreate(stream: *mut CUstream, flags: u32);
-    fn cuStreamCreateWithPriority(stream: *mut CUstream, flags: u32, priority: i32);
-    fn cuStreamWaitEvent(stream: CUstream, event: CUevent, flags: u32);
-    fn cuEventCreate(event: *mut CUevent, flags: u32);
-    fn cuEventRecord(event: CUevent, stream: CUstream);
-    fn cuEventDestroy_v2(event: CUevent);
-    fn cuEventElapsedTime(ms: *mut f32, start: CUevent, end: CUevent);
-    fn cuEventElapsedTime_v2(ms: *mut f32, start: CUevent, end: CUevent);
 }
 
 unsafe fn init(real: unsafe extern "C" fn(u32) -> CUresult, flags: u32) -> CUresult {

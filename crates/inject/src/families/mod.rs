@@ -23,6 +23,7 @@ pub mod nvrtc;
 pub mod ordered;
 pub mod pools;
 pub mod streams;
+pub mod tenant;
 pub mod tensormaps;
 
 use std::collections::BTreeMap;
@@ -44,6 +45,7 @@ pub fn hooks() -> Vec<Hook> {
     all.extend(link::hooks());
     all.extend(jitlink::hooks());
     all.extend(export_tables::hooks());
+    all.extend(tenant::hooks());
     all
 }
 
