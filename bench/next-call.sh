@@ -25,12 +25,12 @@ part() {
   OUT=$out timeout "$limit" "$@" >> "$log" 2>&1
   echo "== rc=$? after $(( $(date +%s) - t0 ))s" >> "$log"
 }
-part 80 "$repo/bench/canary/launch-cost.sh" "$dir" 5
+part 100 "$repo/bench/canary/launch-cost.sh" "$dir" 5
 part 70 "$repo/bench/fence/many.sh" "$dir" 16 5
 part 45 "$repo/bench/fence/tenants.sh" "$dir" 4
 part 75 "$repo/bench/fence/mps.sh" "$dir" 3
-GPUSAN_CANARY_ONLY='torch_mlp|torch_transformer' GPUSAN_CANARY_ROUNDS=3 GPUSAN_CANARY_BUDGET_S=175 \
-  part 200 "$repo/bench/canary-overhead.sh" "$dir"
+GPUSAN_CANARY_ONLY='torch_mlp|torch_transformer' GPUSAN_CANARY_ROUNDS=3 GPUSAN_CANARY_BUDGET_S=160 \
+  part 185 "$repo/bench/canary-overhead.sh" "$dir"
 GPUSAN_RELIABILITY_CASE_S=45 GPUSAN_RELIABILITY_ONLY='canary_programs|canary_torch' \
   part 85 "$repo/bench/reliability.sh" "$dir"
 ls -la "$out" >> "$log"

@@ -3,7 +3,8 @@
 # tiny_launches workload (cudart, 1000 launches of a one-warp kernel per run) and a
 # driver-API loop of empty launches (bench/fence/cotenants.cpp `nops`), natively, under
 # --mode canary, under --mode api, and under canary with the guard launching no kernels
-# (GPUSAN_CANARY_DIAG=no_kernels); ROUNDS rounds, alternating. Then one canary run of each
+# (GPUSAN_CANARY_DIAG=no_kernels) and with launches going straight from the stand-in to the
+# driver (GPUSAN_CANARY_DIAG=bare_launch: the stand-in's frame alone); ROUNDS rounds, alternating. Then one canary run of each
 # with $GPUSAN_PROBE_OUT: which of gpusan's stand-ins ran how often (per launch).
 # Writes $OUT/launch-cost.json.
 #
@@ -23,7 +24,8 @@ import json, os, re, statistics, subprocess, sys, glob
 gpusan, work, rounds, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 tools = {"native": [], "canary": [gpusan, "run", "--mode", "canary", "--"],
          "api": [gpusan, "run", "--mode", "api", "--"],
-         "canary_no_kernels": [gpusan, "run", "--mode", "canary", "--"]}
+         "canary_no_kernels": [gpusan, "run", "--mode", "canary", "--"],
+         "canary_bare_launch": [gpusan, "run", "--mode", "canary", "--"]}
 programs = {"tiny": [os.path.join(work, "tiny")], "nops": [os.path.join(work, "cot"), "nops", "200000"]}
 res = {p: {t: [] for t in tools} for p in programs}
 def metric(prog, text):
@@ -39,6 +41,8 @@ for r in range(rounds):
             env = dict(os.environ)
             if t == "canary_no_kernels":
                 env["GPUSAN_CANARY_DIAG"] = "no_kernels"
+            if t == "canary_bare_launch":
+                env["GPUSAN_CANARY_DIAG"] = "bare_launch"
             p = subprocess.run(tools[t] + cmd, capture_output=True, text=True, timeout=120, env=env)
             res[prog][t].append(metric(prog, p.stdout))
 probes = {}

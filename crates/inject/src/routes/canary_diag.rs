@@ -7,6 +7,9 @@
 //! - `no_wait`: no event of the guard's in the program's streams (a pool block's canary
 //!   may be written under its last user);
 //! - `no_blocks`: pool blocks are recorded and padded but not armed;
+//! - `bare_launch`: kernel launches (`cuLaunchKernel`, `cuLaunchKernelEx`, their `_ptsz` twins) go straight to
+//!   the driver from the stand-in, none of gpusan's bookkeeping (the stand-in's own cost
+//!   measured apart from `routes::launching`'s);
 //! - `timing`: the host time of the pool hooks, of the launch path, of the program's waits
 //!   for the guard's lock, of the guard's hold of it and of its rounds, as counters
 //!   `canary_diag_*` of the report (two clock reads per timed section).
@@ -21,6 +24,7 @@ pub struct Diag {
     pub no_wait: bool,
     pub no_blocks: bool,
     pub timing: bool,
+    pub bare_launch: bool,
 }
 
 impl Diag {
@@ -33,6 +37,7 @@ impl Diag {
                 "no_wait" => d.no_wait = true,
                 "no_blocks" => d.no_blocks = true,
                 "timing" => d.timing = true,
+                "bare_launch" => d.bare_launch = true,
                 _ => {}
             }
         }
@@ -116,6 +121,7 @@ mod tests {
         let d = Diag::parse("timing, no_blocks,bogus");
         assert_eq!(d, Diag { timing: true, no_blocks: true, ..Diag::default() });
         assert_eq!(Diag::parse("no_kernels"), Diag { no_kernels: true, ..Diag::default() });
+        assert_eq!(Diag::parse("bare_launch"), Diag { bare_launch: true, ..Diag::default() });
         assert_eq!(Diag::parse(""), Diag::default());
     }
 }
