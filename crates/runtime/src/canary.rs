@@ -31,6 +31,25 @@ pub const INITIAL_CAPACITY: u32 = 1024;
 /// Arrays shorter than this are never compacted (not worth a rewrite).
 const COMPACT_MIN: usize = 256;
 
+/// What a slot waits for from the next batches ([`Arrays::state`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct SlotState {
+    /// The slot's command for the next batch: a later one replaces it, since only the
+    /// slot's last state matters. Listed in `pending_slots` while set.
+    pending: Option<Command>,
+    /// The program's stream its arm (pending or held back) waits for ([`Tail::stream`]).
+    waiting: Option<Waiting>,
+    /// An arm a batch held back for its stream (the slot emptied on the device meanwhile):
+    /// looked at again each batch without being sorted with the new commands (a training
+    /// step's thousands of tensors wait for its synchronization).
+    deferred: Option<Command>,
+    /// In `deferred_slots`.
+    listed_deferred: bool,
+    /// The generation of its arm in the batch handed out last, and where its command sits
+    /// in it.
+    in_flight: Option<(u32, usize)>,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Slot {
     /// `tail_len == 0`: empty.
@@ -78,9 +97,25 @@ pub struct StreamWaits<'a> {
     pub patience: u32,
 }
 
+/// When an array grows and is compacted ([`Arrays::with_sizes`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Sizes {
+    /// Slots an array has at first.
+    pub initial_capacity: u32,
+    /// Arrays shorter than this are never compacted.
+    pub compact_min: usize,
+}
+
+impl Default for Sizes {
+    fn default() -> Self {
+        Sizes { initial_capacity: INITIAL_CAPACITY, compact_min: COMPACT_MIN }
+    }
+}
+
 /// One context's entry array, as the host keeps it.
 #[derive(Debug)]
 pub struct Arrays {
+    sizes: Sizes,
     slots: Vec<Slot>,
     index: FastMap<u64, u32>,
     /// Armed keys by their canary's first byte: memory given back, or a pool block handed
@@ -90,20 +125,23 @@ pub struct Arrays {
     longest: u32,
     live: usize,
     next_generation: u32,
-    /// Commands for the next batch, by slot (a later command for a slot replaces an earlier
-    /// one, since only the slot's last state matters).
-    pending: FastMap<u32, Command>,
-    /// The streams pending arms must wait for ([`Tail::stream`]), by slot.
-    pending_streams: FastMap<u32, Waiting>,
-    /// Arms a batch held back for their stream (their slot emptied on the device meanwhile),
-    /// by slot: looked at again each batch without being sorted and hashed with the new
-    /// commands (a training step's thousands of tensors wait for its synchronization).
-    deferred: FastMap<u32, Command>,
+    /// What each slot waits for from the next batches (as long as `slots`): its command,
+    /// the stream its arm waits for, an arm held back, its place in the batch in flight.
+    /// Kept beside the slot rather than in maps keyed by it: a pool block's allocation and
+    /// free touch all of them, thousands of times a training step.
+    state: Vec<SlotState>,
+    /// Slots with a command for the next batch, each once.
+    pending_slots: Vec<u32>,
+    /// Slots that held an arm back (some may have been rearmed or disarmed since: their
+    /// `deferred` is empty then), each once.
+    deferred_slots: Vec<u32>,
+    /// Slots holding an arm back now.
+    deferred_live: usize,
     /// Every slot must be written again (compaction moved them, or a new array replaces the
     /// old one).
     rewrite: bool,
-    /// Arms of the batch handed out last, by generation: where their command sits in it.
-    in_flight: FastMap<u32, usize>,
+    /// Slots with an arm in the batch handed out last.
+    in_flight_slots: Vec<u32>,
     /// Slots of the device's array (0 before the first batch: allocated with it).
     device_capacity: u32,
     scans: u32,
@@ -158,18 +196,28 @@ pub enum Verdict {
 
 impl Default for Arrays {
     fn default() -> Self {
+        Arrays::with_sizes(Sizes::default())
+    }
+}
+
+impl Arrays {
+    /// Arrays that grow from `sizes.initial_capacity` slots and are compacted from
+    /// `sizes.compact_min` (small sizes let tests reach growth and compaction).
+    pub fn with_sizes(sizes: Sizes) -> Arrays {
         Arrays {
+            sizes,
             slots: Vec::new(),
             index: FastMap::default(),
             by_start: BTreeMap::new(),
             longest: 0,
             live: 0,
             next_generation: 1,
-            pending: FastMap::default(),
-            pending_streams: FastMap::default(),
-            deferred: FastMap::default(),
+            state: Vec::new(),
+            pending_slots: Vec::new(),
+            deferred_slots: Vec::new(),
+            deferred_live: 0,
             rewrite: false,
-            in_flight: FastMap::default(),
+            in_flight_slots: Vec::new(),
             device_capacity: 0,
             scans: 0,
             intact: BTreeMap::new(),
@@ -177,9 +225,6 @@ impl Default for Arrays {
             free: Vec::new(),
         }
     }
-}
-
-impl Arrays {
     /// Arms a canary: its entry (and its bytes, unless `written`: the caller wrote them
     /// already, before any later scan) is written by the next batch, before the next scan.
     /// A key armed already is disarmed first.
@@ -201,6 +246,7 @@ impl Arrays {
             }
             None => {
                 self.slots.push(Slot { entry, key: tail.key });
+                self.state.push(SlotState::default());
                 self.slots.len() as u32 - 1
             }
         };
@@ -210,11 +256,12 @@ impl Arrays {
         self.live += 1;
         let flags = if written { 0 } else { COMMAND_WRITE_BYTES };
         let command = Command { index: i, flags, entry, ..Command::default() };
-        self.deferred.remove(&i);
-        self.pending.insert(i, command);
-        if let (Some(stream), false) = (tail.stream, written) {
-            self.pending_streams.insert(i, Waiting { stream, at: tail.at, since: self.scans });
-        }
+        self.take_deferred(i);
+        self.set_pending(i, command);
+        self.state[i as usize].waiting = match (tail.stream, written) {
+            (Some(stream), false) => Some(Waiting { stream, at: tail.at, since: self.scans }),
+            _ => None,
+        };
         generation
     }
 
@@ -230,12 +277,57 @@ impl Arrays {
         if self.by_start.get(&entry.tail_start) == Some(&key) {
             self.by_start.remove(&entry.tail_start);
         }
-        let cancel = self.in_flight.remove(&entry.generation);
-        let pending_bytes = self.pending.get(&i).is_some_and(|c| c.flags & COMMAND_WRITE_BYTES != 0)
-            || self.deferred.remove(&i).is_some();
-        self.pending.insert(i, Command { index: i, entry: Entry::default(), ..Command::default() });
-        self.pending_streams.remove(&i);
-        Some(Disarmed { entry, cancel, written: !pending_bytes && cancel.is_none() })
+        let st = &mut self.state[i as usize];
+        let cancel = match st.in_flight {
+            Some((generation, at)) if generation == entry.generation => {
+                st.in_flight = None;
+                Some(at)
+            }
+            _ => None,
+        };
+        st.waiting = None;
+        let pending_bytes = st.pending.is_some_and(|c| c.flags & COMMAND_WRITE_BYTES != 0);
+        let held_back = self.take_deferred(i).is_some();
+        self.set_pending(i, Command { index: i, entry: Entry::default(), ..Command::default() });
+        Some(Disarmed { entry, cancel, written: !pending_bytes && !held_back && cancel.is_none() })
+    }
+
+    /// Sets slot `i`'s command for the next batch.
+    fn set_pending(&mut self, i: u32, command: Command) {
+        let st = &mut self.state[i as usize];
+        if st.pending.replace(command).is_none() {
+            self.pending_slots.push(i);
+        }
+    }
+
+    /// Holds slot `i`'s arm back for its stream.
+    fn set_deferred(&mut self, i: u32, command: Command) {
+        let st = &mut self.state[i as usize];
+        if st.deferred.replace(command).is_none() {
+            self.deferred_live += 1;
+        }
+        if !st.listed_deferred {
+            st.listed_deferred = true;
+            self.deferred_slots.push(i);
+        }
+    }
+
+    /// Slot `i`'s arm held back, if any, no longer held (its list entry goes at the next batch).
+    fn take_deferred(&mut self, i: u32) -> Option<Command> {
+        let c = self.state[i as usize].deferred.take();
+        if c.is_some() {
+            self.deferred_live -= 1;
+        }
+        c
+    }
+
+    /// No arm of the batch handed out last can be cancelled any more.
+    fn clear_in_flight(&mut self) {
+        for i in self.in_flight_slots.drain(..) {
+            if let Some(st) = self.state.get_mut(i as usize) {
+                st.in_flight = None;
+            }
+        }
     }
 
     /// Disarms every canary with a byte in `[lo, hi)`: memory given back to the driver
@@ -314,78 +406,95 @@ impl Arrays {
     /// `waits.patience` batches before it is written after an event in the stream (which
     /// costs the program: an event of another thread's in its stream).
     pub fn take_batch_with(&mut self, waits: StreamWaits) -> Batch {
-        self.in_flight.clear();
+        self.clear_in_flight();
         let empty = self.slots.len() - self.live;
-        if self.slots.len() >= COMPACT_MIN && empty * 4 >= self.slots.len() {
+        if self.slots.len() >= self.sizes.compact_min && empty * 4 >= self.slots.len() {
             self.compact();
         }
-        let needed = (self.slots.len() as u32).max(INITIAL_CAPACITY);
+        let needed = (self.slots.len() as u32).max(self.sizes.initial_capacity);
         let capacity = if needed > self.device_capacity { needed.next_power_of_two() } else { self.device_capacity };
         if capacity != self.device_capacity {
             self.rewrite = true;
         }
         let mut commands: Vec<Command> = if self.rewrite {
-            // Every slot from its host copy; an arm still pending keeps its bytes to write.
-            let pending = std::mem::take(&mut self.pending);
-            let deferred = std::mem::take(&mut self.deferred);
-            let all = self.slots.iter().enumerate().map(|(i, s)| {
-                let i = i as u32;
-                let written = pending.get(&i).or(deferred.get(&i)).is_none_or(|c| c.flags & COMMAND_WRITE_BYTES == 0);
+            // Every slot from its host copy; an arm still pending or held back keeps its
+            // bytes to write. Empty slots too: a new array's memory is not zeroed.
+            let mut all = Vec::with_capacity(self.slots.len());
+            for (i, (s, st)) in self.slots.iter().zip(self.state.iter_mut()).enumerate() {
+                let held = st.pending.take().or(st.deferred.take());
+                st.listed_deferred = false;
+                let written = held.is_none_or(|c| c.flags & COMMAND_WRITE_BYTES == 0);
                 let flags = if written || s.entry.tail_len == 0 { 0 } else { COMMAND_WRITE_BYTES };
-                Command { index: i, flags, entry: s.entry, ..Command::default() }
-            });
-            // Empty slots too: a new array's memory is not zeroed.
-            all.collect()
+                all.push(Command { index: i as u32, flags, entry: s.entry, ..Command::default() });
+            }
+            self.pending_slots.clear();
+            self.deferred_slots.clear();
+            self.deferred_live = 0;
+            all
         } else {
-            // Drained, not taken: the map keeps its capacity for the next batch's commands.
-            self.pending.drain().map(|(_, c)| c).collect()
+            let state = &mut self.state;
+            self.pending_slots.drain(..).filter_map(|i| state[i as usize].pending.take()).collect()
         };
         let mut streams = Vec::new();
+        let mut wait_for = |stream: u64| {
+            if !streams.contains(&stream) {
+                streams.push(stream);
+            }
+        };
+        // Whether an arm waiting for `w` is held back another batch (else it is written
+        // now, after an event in its stream where `wait_for` is told of it).
+        let scans = self.scans;
+        let hold = |w: Waiting, wait_for: &mut dyn FnMut(u64)| {
+            if (waits.synced)(w.stream, w.at) {
+                false
+            } else if waits.capturing || scans.wrapping_sub(w.since) < waits.patience {
+                true
+            } else {
+                wait_for(w.stream);
+                false
+            }
+        };
         // Held-back arms first: those whose stream was synchronized since, or whose
         // patience ran out, join this batch.
         let mut ready = Vec::new();
-        let (pending_streams, scans) = (&mut self.pending_streams, self.scans);
-        self.deferred.retain(|i, c| {
-            let Some(&w) = pending_streams.get(i) else {
-                ready.push(*c);
-                return false;
+        let mut still = Vec::new();
+        for i in std::mem::take(&mut self.deferred_slots) {
+            let st = &mut self.state[i as usize];
+            let Some(c) = st.deferred else {
+                st.listed_deferred = false;
+                continue;
             };
-            if (waits.synced)(w.stream, w.at) {
-                pending_streams.remove(i);
-            } else if waits.capturing || scans.wrapping_sub(w.since) < waits.patience {
-                return true;
-            } else {
-                pending_streams.remove(i);
-                if !streams.contains(&w.stream) {
-                    streams.push(w.stream);
-                }
+            if st.waiting.is_some_and(|w| hold(w, &mut wait_for)) {
+                still.push(i);
+                continue;
             }
-            ready.push(*c);
-            false
-        });
+            st.waiting = None;
+            st.deferred = None;
+            st.listed_deferred = false;
+            self.deferred_live -= 1;
+            ready.push(c);
+        }
+        self.deferred_slots = still;
         for c in &mut commands {
-            let Some(&w) = self.pending_streams.get(&c.index) else { continue };
             if c.flags & COMMAND_WRITE_BYTES == 0 {
-                continue; // a rewrite of an arm written already
+                continue; // an empty slot, or a rewrite of an arm written already
             }
-            if (waits.synced)(w.stream, w.at) {
-                self.pending_streams.remove(&c.index);
-            } else if waits.capturing || self.scans.wrapping_sub(w.since) < waits.patience {
+            let i = c.index;
+            let Some(w) = self.state[i as usize].waiting else { continue };
+            if hold(w, &mut wait_for) {
                 // Held back: its slot is emptied on the device until it is written.
-                self.deferred.insert(c.index, *c);
-                *c = Command { index: c.index, ..Command::default() };
+                let held = std::mem::replace(c, Command { index: i, ..Command::default() });
+                self.set_deferred(i, held);
             } else {
-                self.pending_streams.remove(&c.index);
-                if !streams.contains(&w.stream) {
-                    streams.push(w.stream);
-                }
+                self.state[i as usize].waiting = None;
             }
         }
         commands.extend(ready);
         commands.sort_by_key(|c| c.index);
         for (at, c) in commands.iter().enumerate() {
             if c.flags & COMMAND_WRITE_BYTES != 0 {
-                self.in_flight.insert(c.entry.generation, at);
+                self.state[c.index as usize].in_flight = Some((c.entry.generation, at));
+                self.in_flight_slots.push(c.index);
             }
         }
         self.rewrite = false;
@@ -398,38 +507,37 @@ impl Arrays {
     /// or compaction waits): only a scan of the same canaries.
     pub fn unchanged(&self) -> bool {
         let empty = self.slots.len() - self.live;
-        self.pending.is_empty()
-            && self.deferred.is_empty()
+        self.pending_slots.is_empty()
+            && self.deferred_live == 0
             && !self.rewrite
-            && !(self.slots.len() >= COMPACT_MIN && empty * 4 >= self.slots.len())
+            && !(self.slots.len() >= self.sizes.compact_min && empty * 4 >= self.slots.len())
     }
 
     /// Moves the live slots to the front, in their order: every slot is written again.
     fn compact(&mut self) {
-        // Pending arms (bytes still to write) by generation, with the stream each waits for:
-        // their commands named old slots.
-        let arms: FastMap<u32, Option<Waiting>> = self
-            .pending
-            .values()
-            .chain(self.deferred.values())
-            .filter(|c| c.flags & COMMAND_WRITE_BYTES != 0)
-            .map(|c| (c.entry.generation, self.pending_streams.get(&c.index).copied()))
-            .collect();
-        self.pending.clear();
-        self.deferred.clear();
-        self.pending_streams.clear();
-        self.slots.retain(|s| s.entry.tail_len != 0);
+        let slots = std::mem::take(&mut self.slots);
+        let state = std::mem::take(&mut self.state);
         self.free.clear();
         self.index.clear();
-        for (i, s) in self.slots.iter().enumerate() {
-            let i = i as u32;
+        self.pending_slots.clear();
+        self.deferred_slots.clear();
+        self.deferred_live = 0;
+        self.in_flight_slots.clear();
+        for (s, st) in slots.into_iter().zip(state) {
+            if s.entry.tail_len == 0 {
+                continue;
+            }
+            let i = self.slots.len() as u32;
             self.index.insert(s.key, i);
-            if let Some(stream) = arms.get(&s.entry.generation) {
-                self.pending
-                    .insert(i, Command { index: i, flags: COMMAND_WRITE_BYTES, entry: s.entry, ..Default::default() });
-                if let Some(stream) = stream {
-                    self.pending_streams.insert(i, *stream);
-                }
+            self.slots.push(s);
+            self.state.push(SlotState::default());
+            // An arm whose bytes are still to write (pending or held back) stays so, at its
+            // new slot, waiting for the same stream.
+            let unwritten =
+                st.pending.or(st.deferred).is_some_and(|c| c.flags & COMMAND_WRITE_BYTES != 0);
+            if unwritten {
+                self.set_pending(i, Command { index: i, flags: COMMAND_WRITE_BYTES, entry: s.entry, ..Default::default() });
+                self.state[i as usize].waiting = st.waiting;
             }
         }
         self.rewrite = true;
@@ -437,7 +545,7 @@ impl Arrays {
 
     /// The last batch ran (its scan is done): its arms are written, nothing to cancel.
     pub fn batch_done(&mut self) {
-        self.in_flight.clear();
+        self.clear_in_flight();
     }
 
     /// What a record of the last batch's scan means now (the layout has not changed since:
@@ -459,6 +567,7 @@ impl Arrays {
     /// slots): what canary mode costs beside the canaries themselves.
     pub fn bytes(&self) -> (u64, u64) {
         let host = self.slots.capacity() * std::mem::size_of::<Slot>()
+            + self.state.capacity() * std::mem::size_of::<SlotState>()
             + self.index.capacity() * (std::mem::size_of::<(u64, u32)>() + 1);
         (host as u64, u64::from(self.device_capacity) * abi::ENTRY_BYTES as u64)
     }
@@ -701,7 +810,8 @@ mod tests {
         ];
         let garbage = Entry { tail_start: 1, tail_len: 1, generation: u32::MAX };
         proptest!(ProptestConfig::with_cases(300), |(ops in proptest::collection::vec(op, 1..300))| {
-            let mut a = Arrays::default();
+            // Small arrays: the sequences grow and compact them.
+            let mut a = Arrays::with_sizes(Sizes { initial_capacity: 4, compact_min: 8 });
             let mut device: Vec<Entry> = Vec::new();
             let mut bytes_written: std::collections::HashSet<u32> = Default::default();
             // key -> (entry generation, bytes known written by the caller)
@@ -730,6 +840,10 @@ mod tests {
                         });
                         if b.capacity as usize != device.len() {
                             device = vec![garbage; b.capacity as usize]; // a new array: not zeroed
+                        }
+                        let mut named = std::collections::HashSet::new();
+                        for c in &b.commands {
+                            prop_assert!(named.insert(c.index), "slot {} named twice in one batch", c.index);
                         }
                         for c in &b.commands {
                             if c.flags & COMMAND_WRITE_BYTES != 0 {
