@@ -196,6 +196,32 @@ fn main() {
     };
     let mut cases = Vec::new();
     let targets = [("victim's buffer", victim), ("far outside every partition", 0x7f00_dead_0000u64)];
+    // Reads: A's fenced loads and cp.async of B's buffer, into A's own; what A got must not
+    // be B's bytes (a fenced read lands in A's partition). Before the writes and the trap:
+    // a trap stops the attacker (its abort flag stays set, its later synchronizations
+    // answer 710), and a read that did not run would prove nothing.
+    let victim_words: Vec<u8> = pattern[..1024].to_vec();
+    for kernel in ["wild_load", "wild_cp_async"] {
+        let Reply::Function { handle, .. } = a.call(Request::GetFunction { module, name: kernel.into() }) else {
+            panic!("{kernel}")
+        };
+        assert_eq!(a.call(Request::CopyHtoD { dst: own, data: vec![0; 1024] }), Reply::Done);
+        let mut params = victim.to_le_bytes().to_vec();
+        params.extend_from_slice(&own.to_le_bytes());
+        let launched = a.call(Request::Launch { function: handle, grid: [1, 1, 1], block: [256, 1, 1], shared: 0, params });
+        let synced = a.call(Request::Synchronize);
+        let got = a.bytes(own, 1024);
+        cases.push(serde_json::json!({
+            "kernel": kernel,
+            "target": "victim's buffer (read into the attacker's own)",
+            "target_address": format!("{victim:#x}"),
+            "launch": format!("{launched:?}"),
+            "attacker_sync": format!("{synced:?}"),
+            "victim_bytes_leaked": got == victim_words,
+            "matching_bytes": got.iter().zip(&victim_words).filter(|(x, y)| x == y).count(),
+            "victim_intact": checksum(&b.bytes(victim, N)) == before,
+        }));
+    }
     for kernel in ["wild_store", "wild_atomic", "wild_generic", "trapper"] {
         let Reply::Function { handle, .. } = a.call(Request::GetFunction { module, name: kernel.into() }) else {
             panic!("{kernel}")
@@ -222,29 +248,6 @@ fn main() {
                 "attacker_own_first_bytes": format!("{:02x?}", &own_bytes[..8]),
             }));
         }
-    }
-    // Reads: A's fenced loads and cp.async of B's buffer, into A's own; what A got must not
-    // be B's bytes (a fenced read lands in A's partition).
-    let victim_words: Vec<u8> = pattern[..1024].to_vec();
-    for kernel in ["wild_load", "wild_cp_async"] {
-        let Reply::Function { handle, .. } = a.call(Request::GetFunction { module, name: kernel.into() }) else {
-            panic!("{kernel}")
-        };
-        assert_eq!(a.call(Request::CopyHtoD { dst: own, data: vec![0; 1024] }), Reply::Done);
-        let mut params = victim.to_le_bytes().to_vec();
-        params.extend_from_slice(&own.to_le_bytes());
-        a.call(Request::Launch { function: handle, grid: [1, 1, 1], block: [256, 1, 1], shared: 0, params });
-        let synced = a.call(Request::Synchronize);
-        let got = a.bytes(own, 1024);
-        cases.push(serde_json::json!({
-            "kernel": kernel,
-            "target": "victim's buffer (read into the attacker's own)",
-            "target_address": format!("{victim:#x}"),
-            "attacker_sync": format!("{synced:?}"),
-            "victim_bytes_leaked": got == victim_words,
-            "matching_bytes": got.iter().zip(&victim_words).filter(|(x, y)| x == y).count(),
-            "victim_intact": checksum(&b.bytes(victim, N)) == before,
-        }));
     }
     let bulk = a.call(Request::ModuleLoad { image: BULK_PTX.as_bytes().to_vec() });
     cases.push(serde_json::json!({
