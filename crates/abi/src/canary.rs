@@ -32,6 +32,11 @@
 //!   [`EDGE_BYTES`]) differ from the canary, claims a record
 //!   (`atomicAdd` on the count, written only below [`ERROR_CAPACITY`]) and writes it
 //!   ([`ErrorRecord`], with the `%globaltimer` it read once the bad bytes were seen).
+//! - [`BATCH_KERNEL`]`(secret: u64, entries: *mut Entry, commands: *const Command,
+//!   ncommands: u32, count: u32, errors: *mut u8, scan: u32)`: the update of `ncommands`
+//!   commands then the scan of `count` entries, in one block of [`BLOCK_THREADS`]
+//!   (the block's barrier between them): a batch of at most [`BATCH_MAX_COMMANDS`] commands
+//!   and [`BATCH_MAX_ENTRIES`] entries in one launch instead of two.
 
 /// The kernel that writes one allocation's canary bytes when it is made (`write(secret:
 /// u64, start: u64, len: u32)`), before the program's next kernel can overflow into them.
@@ -40,6 +45,14 @@ pub const WRITE_KERNEL: &str = "gpusan_canary_write";
 pub const UPDATE_KERNEL: &str = "gpusan_canary_update";
 /// The kernel that checks armed entries' canaries.
 pub const SCAN_KERNEL: &str = "gpusan_canary_scan";
+/// The kernel that does a small batch's update and scan in one block.
+pub const BATCH_KERNEL: &str = "gpusan_canary_batch";
+/// A batch with at most this many commands, and at most [`BATCH_MAX_ENTRIES`] entries to
+/// scan, runs as one [`BATCH_KERNEL`] launch: 8 commands per warp of the block, each a few
+/// reads of mapped host memory, against the update kernel's 64 blocks.
+pub const BATCH_MAX_COMMANDS: usize = 64;
+/// See [`BATCH_MAX_COMMANDS`]: 16 entries per thread of the block.
+pub const BATCH_MAX_ENTRIES: u32 = 16 * BLOCK_THREADS;
 
 /// The scan checks a canary's first and last this many bytes (all of a shorter one): an
 /// overflow past an allocation's end meets the first, an underflow below the next

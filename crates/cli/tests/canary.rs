@@ -26,6 +26,12 @@ fn run_with(options: &[&str], scenario: &str, env: &[(&str, &Path)]) -> Outcome 
     o
 }
 
+/// A line of the fake driver's canary log for a launch that scans: the scan kernel, or the
+/// batch kernel (a small batch's update and scan in one launch).
+fn is_scan(line: &str) -> bool {
+    line.starts_with("gpusan_canary_scan ") || line.starts_with("gpusan_canary_batch ")
+}
+
 fn run(scenario: &str) -> Outcome {
     run_with(&[], scenario, &[])
 }
@@ -103,6 +109,35 @@ fn an_idle_program_is_scanned_less_and_less_often() {
     assert!((3..=20).contains(&scans), "{scans} scans in 300 ms idle: {:#}", o.report["counters"]);
 }
 
+/// A small batch (most programs' rounds) is one launch, its update and scan in one block;
+/// with `GPUSAN_CANARY_DIAG=two_kernels` they are launched apart. Either way the overflow
+/// is found, as the same finding.
+#[test]
+fn a_small_batch_is_one_launch_and_finds_the_overflow_two_launches_find() {
+    let mut findings = Vec::new();
+    for (diag, one) in [("", true), ("two_kernels", false)] {
+        let log = dir().join(format!("canary-batch-{one}.log"));
+        let _ = std::fs::remove_file(&log);
+        let o = run_with(&[], "overflow", &[("FAKE_CUDA_CANARY_LOG", &log), ("GPUSAN_CANARY_DIAG", Path::new(diag))]);
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let (batches, scans) = (
+            text.lines().filter(|l| l.starts_with("gpusan_canary_batch ")).count(),
+            text.lines().filter(|l| l.starts_with("gpusan_canary_scan ")).count(),
+        );
+        if one {
+            assert!(batches > 0, "no batch kernel: {text}");
+            assert_eq!(scans, 0, "a small batch launched apart: {text}");
+        } else {
+            assert_eq!(batches, 0, "{text}");
+            assert!(scans > 0, "{text}");
+        }
+        assert_eq!(o.kinds(), vec!["canary_overwrite"], "{diag}: {:#}", o.report);
+        let d = details(&o);
+        findings.push((d["allocation"]["size"].clone(), d["offset_past_end"].clone()));
+    }
+    assert_eq!(findings[0], findings[1]);
+}
+
 #[test]
 fn the_guard_scans_on_a_non_blocking_stream_of_the_lowest_priority() {
     let log = dir().join("canary-launches.log");
@@ -110,7 +145,7 @@ fn the_guard_scans_on_a_non_blocking_stream_of_the_lowest_priority() {
     run_with(&[], "clean", &[("FAKE_CUDA_CANARY_LOG", &log)]);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(text.contains("gpusan_canary_write"), "{text}");
-    assert!(text.contains("gpusan_canary_scan"), "{text}");
+    assert!(text.lines().any(is_scan), "{text}");
     for line in text.lines() {
         assert!(line.contains("stream_flags=1 priority=0 "), "{line}");
     }
@@ -323,7 +358,7 @@ fn a_pool_blocks_canary_in_a_stream_never_synchronized_waits_for_an_event_of_gpu
     let update = lines.iter().position(|l| l.starts_with("gpusan_canary_update_bytes")).expect(&text);
     assert!(record < update && lines[record..update].iter().any(|l| l.starts_with("wait ")), "{text}");
     // Before it, 32 rounds held the arm back: slots written empty, no bytes.
-    let scans_before = lines[..record].iter().filter(|l| l.starts_with("gpusan_canary_scan")).count();
+    let scans_before = lines[..record].iter().filter(|l| is_scan(l)).count();
     assert!(scans_before >= 30, "{scans_before} scans before the event: {text}");
 }
 
@@ -401,7 +436,10 @@ fn a_stream_ordered_release_waits_for_the_guards_scan_on_the_gpu() {
     run_with(&["--quarantine-bytes", "1500"], "async_evict", &env);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
-    let guard = lines.iter().find_map(|l| l.strip_prefix("gpusan_canary_scan ")).expect(&text);
+    let guard = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("gpusan_canary_scan ").or_else(|| l.strip_prefix("gpusan_canary_batch ")))
+        .expect(&text);
     let guard = guard.split("stream=").nth(1).unwrap();
     let free = lines.iter().position(|l| l.starts_with("freeasync ")).expect(&text);
     // The guard's event: the last recorded on its stream before the free.

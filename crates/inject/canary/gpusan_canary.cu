@@ -64,14 +64,12 @@ extern "C" __global__ void gpusan_canary_write(uint64_t secret, uint64_t start, 
 // One warp per command: the canary's bytes (when asked and not cancelled), then the entry.
 // The cancel flag is the host's, in mapped memory: read just before writing, so an arm the
 // program's pool already took back is not written over the block's next owner.
-extern "C" __global__ void gpusan_canary_update(uint64_t secret, Entry *entries, const Command *commands,
-                                                uint32_t count) {
+// The commands `warp`, `warp + warps`, … : a warp each (its lanes write the canary's bytes).
+__device__ __forceinline__ void update_commands(uint64_t secret, Entry *entries, const Command *commands,
+                                                uint32_t count, uint32_t warp, uint32_t warps) {
     uint32_t lane = threadIdx.x & 31;
-    uint32_t warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    uint32_t warps = (gridDim.x * blockDim.x) >> 5;
     for (uint32_t c = warp; c < count; c += warps) {
         const volatile Command *cmd = commands + c;
-        // One read of the flag for the whole warp: its lanes must agree.
         uint32_t cancelled = lane == 0 ? cmd->cancelled : 0;
         cancelled = __shfl_sync(0xffffffffu, cancelled, 0);
         Entry e;
@@ -79,7 +77,6 @@ extern "C" __global__ void gpusan_canary_update(uint64_t secret, Entry *entries,
         e.tail_len = cmd->entry.tail_len;
         e.generation = cmd->entry.generation;
         uint32_t index = cmd->index;
-        // Cancelled: the slot is left empty (never stale), and nothing else is written.
         if (cancelled) {
             if (lane == 0) entries[index] = Entry{0, 0, 0};
             continue;
@@ -93,8 +90,12 @@ extern "C" __global__ void gpusan_canary_update(uint64_t secret, Entry *entries,
     }
 }
 
-// Bytes [lo, hi) of the canary starting at `start`, compared in whole words (the first and
-// last masked to the range); counts the bad ones and keeps the first.
+extern "C" __global__ void gpusan_canary_update(uint64_t secret, Entry *entries, const Command *commands,
+                                                uint32_t count) {
+    update_commands(secret, entries, commands, count, (blockIdx.x * blockDim.x + threadIdx.x) >> 5,
+                    (gridDim.x * blockDim.x) >> 5);
+}
+
 __device__ __forceinline__ void check_range(uint64_t secret, uint64_t start, uint64_t lo, uint64_t hi, uint32_t &bad,
                                             uint64_t &first_bad, uint8_t &expected, uint8_t &found) {
     for (uint64_t w = lo & ~7ull; w < hi; w += 8) {
@@ -116,11 +117,11 @@ __device__ __forceinline__ void check_range(uint64_t secret, uint64_t start, uin
 
 // One thread per entry (entries are read coalesced; what is checked of a canary is at most
 // 2 × GPUSAN_CANARY_EDGE_BYTES: its first and last bytes, gpusan_abi::canary::checked); a
-// bad one claims and writes a record, stamped with %globaltimer.
-extern "C" __global__ void gpusan_canary_scan(uint64_t secret, const Entry *entries, uint32_t count,
-                                              uint8_t *errors, uint32_t scan) {
-    uint32_t threads = gridDim.x * blockDim.x;
-    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += threads) {
+// bad one claims and writes a record, stamped with %globaltimer. The entries `first`,
+// `first + stride`, …: a thread each.
+__device__ __forceinline__ void scan_entries(uint64_t secret, const Entry *entries, uint32_t count, uint8_t *errors,
+                                             uint32_t scan, uint32_t first, uint32_t stride) {
+    for (uint32_t i = first; i < count; i += stride) {
         Entry e = entries[i];
         if (e.tail_len == 0) continue;
         uint64_t start = e.tail_start, end = start + e.tail_len;
@@ -152,4 +153,19 @@ extern "C" __global__ void gpusan_canary_scan(uint64_t secret, const Entry *entr
         r->gpu_ns = now;
         __threadfence_system();
     }
+}
+
+extern "C" __global__ void gpusan_canary_scan(uint64_t secret, const Entry *entries, uint32_t count,
+                                              uint8_t *errors, uint32_t scan) {
+    scan_entries(secret, entries, count, errors, scan, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
+}
+
+// A small batch whole, in one block: its commands, then, once every warp of the block is
+// past them (their entries and bytes visible to the block), the scan. One launch a round
+// instead of two for the batches most programs make (gpusan_abi::canary::BATCH_KERNEL).
+extern "C" __global__ void gpusan_canary_batch(uint64_t secret, Entry *entries, const Command *commands,
+                                               uint32_t ncommands, uint32_t count, uint8_t *errors, uint32_t scan) {
+    update_commands(secret, entries, commands, ncommands, threadIdx.x >> 5, blockDim.x >> 5);
+    __syncthreads();
+    scan_entries(secret, entries, count, errors, scan, threadIdx.x, blockDim.x);
 }

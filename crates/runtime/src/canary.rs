@@ -533,10 +533,12 @@ impl Arrays {
             self.state.push(SlotState::default());
             // An arm whose bytes are still to write (pending or held back) stays so, at its
             // new slot, waiting for the same stream.
-            let unwritten =
-                st.pending.or(st.deferred).is_some_and(|c| c.flags & COMMAND_WRITE_BYTES != 0);
+            let unwritten = st.pending.or(st.deferred).is_some_and(|c| c.flags & COMMAND_WRITE_BYTES != 0);
             if unwritten {
-                self.set_pending(i, Command { index: i, flags: COMMAND_WRITE_BYTES, entry: s.entry, ..Default::default() });
+                self.set_pending(
+                    i,
+                    Command { index: i, flags: COMMAND_WRITE_BYTES, entry: s.entry, ..Default::default() },
+                );
                 self.state[i as usize].waiting = st.waiting;
             }
         }

@@ -208,7 +208,8 @@ fn main() {
         assert_eq!(a.call(Request::CopyHtoD { dst: own, data: vec![0; 1024] }), Reply::Done);
         let mut params = victim.to_le_bytes().to_vec();
         params.extend_from_slice(&own.to_le_bytes());
-        let launched = a.call(Request::Launch { function: handle, grid: [1, 1, 1], block: [256, 1, 1], shared: 0, params });
+        let launched =
+            a.call(Request::Launch { function: handle, grid: [1, 1, 1], block: [256, 1, 1], shared: 0, params });
         let synced = a.call(Request::Synchronize);
         let got = a.bytes(own, 1024);
         cases.push(serde_json::json!({

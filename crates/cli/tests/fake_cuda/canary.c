@@ -3,6 +3,8 @@
  * update and scan kernels (crates/inject/canary/gpusan_canary.cu, layouts in
  * gpusan_abi::canary) are recognized by name at cuLaunchKernel and done here with the same
  * hash: a test plants an overflow byte with a plain store and sees the finding end to end.
+ * The batch kernel (a small batch's update and scan in one launch) logs one line, named
+ * gpusan_canary_batch with the scan's count.
  * Also the priority streams the guard makes (refused under FAKE_CUDA_NO_PRIORITY_STREAMS). FAKE_CUDA_CANARY_LOG names a file each of
  * those launches appends a line to: `KERNEL stream_flags=F priority=P n=N stream=S`. A record
  * is stamped with CLOCK_REALTIME in nanoseconds, where the real scan reads %globaltimer. */
@@ -104,6 +106,22 @@ static void canary_scan(uint64_t secret, const struct canary_entry *entries, uin
     }
 }
 
+/* The update kernel's work (its parameters first in the batch kernel's too). */
+static void canary_update(void *stream, void **params) {
+    uint64_t secret = *(uint64_t *)params[0];
+    struct canary_entry *entries = (struct canary_entry *)(uintptr_t)*(uint64_t *)params[1];
+    const struct canary_command *c = (const struct canary_command *)(uintptr_t)*(uint64_t *)params[2];
+    uint32_t n = *(uint32_t *)params[3];
+    uint32_t bytes = 0;
+    for (uint32_t k = 0; k < n; k++) bytes += !c[k].cancelled && (c[k].flags & 1);
+    /* Which updates write canary bytes (others only write entries). */
+    if (bytes) canary_log("gpusan_canary_update_bytes", stream, bytes);
+    for (uint32_t k = 0; k < n; k++) {
+        if (c[k].cancelled) { entries[c[k].index] = (struct canary_entry){0, 0, 0}; continue; }
+        if (c[k].flags & 1) canary_write(secret, c[k].e.start, c[k].e.len);
+        entries[c[k].index] = c[k].e;
+    }
+}
 /* gpusan's canary kernels, by name: done here, and 1 returned; 0 for any other kernel. */
 static int canary_launch(void *f, void *stream, void **params) {
     uintptr_t p = (uintptr_t)f, i = (p - 0x4100) / 0x10;
@@ -115,20 +133,16 @@ static int canary_launch(void *f, void *stream, void **params) {
         return 1;
     }
     if (!strcmp(name, "gpusan_canary_update")) {
-        uint64_t secret = *(uint64_t *)params[0];
-        struct canary_entry *entries = (struct canary_entry *)(uintptr_t)*(uint64_t *)params[1];
-        const struct canary_command *c = (const struct canary_command *)(uintptr_t)*(uint64_t *)params[2];
-        uint32_t n = *(uint32_t *)params[3];
-        canary_log(name, stream, n);
-        uint32_t bytes = 0;
-        for (uint32_t k = 0; k < n; k++) bytes += !c[k].cancelled && (c[k].flags & 1);
-        /* Which updates write canary bytes (others only write entries). */
-        if (bytes) canary_log("gpusan_canary_update_bytes", stream, bytes);
-        for (uint32_t k = 0; k < n; k++) {
-            if (c[k].cancelled) { entries[c[k].index] = (struct canary_entry){0, 0, 0}; continue; }
-            if (c[k].flags & 1) canary_write(secret, c[k].e.start, c[k].e.len);
-            entries[c[k].index] = c[k].e;
-        }
+        canary_log(name, stream, *(uint32_t *)params[3]);
+        canary_update(stream, params);
+        return 1;
+    }
+    if (!strcmp(name, "gpusan_canary_batch")) {
+        /* The update's first four parameters, then the scan's count, errors and number. */
+        canary_log(name, stream, *(uint32_t *)params[4]);
+        canary_update(stream, params);
+        canary_scan(*(uint64_t *)params[0], (const struct canary_entry *)(uintptr_t)*(uint64_t *)params[1],
+                    *(uint32_t *)params[4], (uint8_t *)(uintptr_t)*(uint64_t *)params[5], *(uint32_t *)params[6]);
         return 1;
     }
     if (!strcmp(name, "gpusan_canary_scan")) {

@@ -76,6 +76,8 @@ pub struct Device {
     write: usize,
     update: usize,
     scan: usize,
+    /// The update and scan of a small batch in one launch ([`one_launch`]).
+    batch: usize,
     pub stream: usize,
     event: usize,
     /// Recorded before a batch's first kernel: with [`Device::event`], the batch's GPU time.
@@ -111,6 +113,16 @@ fn function(module: usize, name: &str) -> Option<usize> {
     (unsafe { get(&mut f, module as *mut c_void, name.as_ptr()) } == CUDA_SUCCESS).then_some(f as usize)
 }
 
+/// Whether a batch of `commands` commands and `count` entries runs as one launch of the
+/// batch kernel (`GPUSAN_CANARY_DIAG=two_kernels`: never, for comparison): the guard's
+/// rounds then cost the program's GPU one kernel each, and its thread one launch.
+fn one_launch(commands: usize, count: u32) -> bool {
+    count != 0
+        && commands <= abi::BATCH_MAX_COMMANDS
+        && count <= abi::BATCH_MAX_ENTRIES
+        && !super::canary_diag::diag().two_kernels
+}
+
 impl Device {
     /// Loads the module and makes the stream, event and buffers, in the current context.
     pub fn create() -> Option<Device> {
@@ -122,6 +134,7 @@ impl Device {
         let module = module as usize;
         let write = function(module, abi::WRITE_KERNEL)?;
         let (update, scan) = (function(module, abi::UPDATE_KERNEL)?, function(module, abi::SCAN_KERNEL)?);
+        let batch = function(module, abi::BATCH_KERNEL)?;
         let (mut least, mut greatest): (c_int, c_int) = (0, 0);
         // SAFETY: out-parameters of ours. The lowest priority is the range's "least" value.
         unsafe { real::cuCtxGetStreamPriorityRange().map(|f| f(&mut least, &mut greatest)) };
@@ -156,6 +169,7 @@ impl Device {
             write,
             update,
             scan,
+            batch,
             stream: stream as usize,
             event: event as usize,
             start: start as usize,
@@ -343,8 +357,9 @@ impl Device {
     }
 
     /// Writes the `commands` staged ([`Device::stage_commands`]: this many) then scans `count`
-    /// entries; the event marks the end. `timed`: the batch's GPU time is measured (an event
-    /// more, so not every batch: [`Device::batch_us`]).
+    /// entries, in one launch when the batch is small ([`one_launch`]); the event marks the
+    /// end. `timed`: the batch's GPU time is measured (an event more, so not every batch:
+    /// [`Device::batch_us`]).
     pub fn run_batch(&mut self, secret: u64, commands: usize, count: u32, scan: u32, timed: bool) -> bool {
         if timed {
             // SAFETY: our event and stream.
@@ -353,6 +368,20 @@ impl Device {
                 self.broken = true;
                 return false;
             }
+        }
+        if one_launch(commands, count) {
+            let (mut s, mut e, mut c) = (secret, self.entries, self.commands.dev);
+            let (mut n, mut k, mut errors, mut sc) = (commands as u32, count, self.errors.dev, scan);
+            let mut params: [*mut c_void; 7] = [
+                &mut s as *mut u64 as _,
+                &mut e as *mut u64 as _,
+                &mut c as *mut u64 as _,
+                &mut n as *mut u32 as _,
+                &mut k as *mut u32 as _,
+                &mut errors as *mut u64 as _,
+                &mut sc as *mut u32 as _,
+            ];
+            return self.launch(self.batch, 1, &mut params) && self.record();
         }
         if commands != 0 {
             let (mut s, mut e, mut c, mut n) = (secret, self.entries, self.commands.dev, commands as u32);

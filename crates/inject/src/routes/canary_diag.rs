@@ -10,6 +10,8 @@
 //! - `bare_launch`: kernel launches (`cuLaunchKernel`, `cuLaunchKernelEx`, their `_ptsz` twins) go straight to
 //!   the driver from the stand-in, none of gpusan's bookkeeping (the stand-in's own cost
 //!   measured apart from `routes::launching`'s);
+//! - `two_kernels`: every batch is launched as an update and a scan kernel, never as the
+//!   one-block batch kernel (its cost compared with the one launch's);
 //! - `timing`: the host time of the pool hooks, of the launch path, of the program's waits
 //!   for the guard's lock, of the guard's hold of it and of its rounds, as counters
 //!   `canary_diag_*` of the report (two clock reads per timed section).
@@ -25,6 +27,7 @@ pub struct Diag {
     pub no_blocks: bool,
     pub timing: bool,
     pub bare_launch: bool,
+    pub two_kernels: bool,
 }
 
 impl Diag {
@@ -38,6 +41,7 @@ impl Diag {
                 "no_blocks" => d.no_blocks = true,
                 "timing" => d.timing = true,
                 "bare_launch" => d.bare_launch = true,
+                "two_kernels" => d.two_kernels = true,
                 _ => {}
             }
         }
@@ -122,6 +126,7 @@ mod tests {
         assert_eq!(d, Diag { timing: true, no_blocks: true, ..Diag::default() });
         assert_eq!(Diag::parse("no_kernels"), Diag { no_kernels: true, ..Diag::default() });
         assert_eq!(Diag::parse("bare_launch"), Diag { bare_launch: true, ..Diag::default() });
+        assert_eq!(Diag::parse("two_kernels"), Diag { two_kernels: true, ..Diag::default() });
         assert_eq!(Diag::parse(""), Diag::default());
     }
 }
