@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# One GPU call for issues 17 and 18, in order of what matters most, each part under its own
+# The next GPU call for issue 17, in order of what matters most, each part under its own
 # time limit so a slow part cannot starve the rest. Writes everything under $OUT and a log,
-# $OUT/next-call.log. Fits the 600 s a call may take (about 555 s in all).
+# $OUT/next-call.log. Fits the 600 s a call may take (about 540 s in all).
 #
 #   bench/next-call.sh DIR    DIR: gpusan, libgpusan_inject.so, containment (release, stripped)
 #
-# 1. bench/canary/launch-cost.sh: where canary's 0.8 µs per launch goes (issue 17)     ~70 s
-# 2. bench/fence/many.sh 16: 16 tenants, one faulting, gpusan serve and MPS, recovery   ~60 s
-# 3. bench/fence/tenants.sh 4: 4 tenants, containment with reads and a TMA copy         ~40 s
-# 4. bench/fence/mps.sh 3: a faulting neighbour, time-slicing, MPS, gpusan serve       ~70 s
-# 5. bench/canary-overhead.sh: PyTorch steps, 3 rounds, native and canary             ~200 s
-# 6. bench/reliability.sh, canary cases: no false positive came back                   ~85 s
+# 1. reliability, canary cases: the one-launch batch kernel finds what it must, and no
+#    false positive on the clean programs (its first run on a GPU)                 ~150 s
+# 2. the Transformer's guard cost (call 19: the guard's kernels): native, canary, the two
+#    kernels of before, intervals of 2 and 4 ms, no guard kernels; 4 rounds, 100 steps ~270 s
+# 3. bench/canary/launch-cost.sh, 9 rounds: the launch cost against the spread between
+#    processes                                                                      ~90 s
 set -uo pipefail
 dir=${1:?usage: bench/next-call.sh DIR}
 out=${OUT:-/tmp/out}
@@ -25,13 +25,14 @@ part() {
   OUT=$out timeout "$limit" "$@" >> "$log" 2>&1
   echo "== rc=$? after $(( $(date +%s) - t0 ))s" >> "$log"
 }
-part 100 "$repo/bench/canary/launch-cost.sh" "$dir" 5
-part 70 "$repo/bench/fence/many.sh" "$dir" 16 5
-part 45 "$repo/bench/fence/tenants.sh" "$dir" 4
-part 75 "$repo/bench/fence/mps.sh" "$dir" 3
-GPUSAN_CANARY_ONLY='torch_mlp|torch_transformer' GPUSAN_CANARY_ROUNDS=3 GPUSAN_CANARY_BUDGET_S=160 \
-  part 185 "$repo/bench/canary-overhead.sh" "$dir"
-GPUSAN_RELIABILITY_CASE_S=45 GPUSAN_RELIABILITY_ONLY='canary_programs|canary_torch' \
-  part 85 "$repo/bench/reliability.sh" "$dir"
+GPUSAN_RELIABILITY_CASE_S=60 GPUSAN_RELIABILITY_ONLY='canary_gmod|canary_programs|canary_torch' \
+  part 160 "$repo/bench/reliability.sh" "$dir"
+# The reliability logs are large: the call brings back a limited number of files.
+rm -f "$out"/reliability-logs.tar.gz
+GPUSAN_CANARY_ONLY='torch_transformer' GPUSAN_CANARY_ROUNDS=4 GPUSAN_CANARY_TORCH_STEPS=100 GPUSAN_CANARY_BUDGET_S=270 \
+  GPUSAN_CANARY_VARIANTS='two=GPUSAN_CANARY_DIAG=two_kernels;i2=--canary-interval-ms 2;i4=--canary-interval-ms 4;nok=GPUSAN_CANARY_DIAG=no_kernels' \
+  part 285 "$repo/bench/canary-overhead.sh" "$dir"
+rm -f "$out"/canary-overhead-logs.tar.gz
+part 95 "$repo/bench/canary/launch-cost.sh" "$dir" 9
 ls -la "$out" >> "$log"
-tail -60 "$log"
+tail -40 "$log"
