@@ -237,3 +237,49 @@ fn tenant_only_stand_ins_are_handed_out_only_to_tenants() {
     assert!(!fenced.contains("cuEventRecord from libcuda.so.1"), "a tenant got the real driver's: {fenced}");
     f.stop();
 }
+
+/// A tenant's launches sent back to back are queued on its side and written together; the
+/// queue still reaches the manager while the program makes no further call (it sleeps after
+/// its launches): the manager's status counts every launch before the program's next call,
+/// and the program then finishes right.
+#[test]
+fn launches_queued_by_a_tenant_reach_the_manager_while_it_makes_no_call() {
+    use std::io::BufRead;
+    let f = Fixture::start();
+    let mut run = gpusan()
+        .args(["run", "--mode", "fence", "--server"])
+        .arg(&f.socket)
+        .arg("--")
+        .arg(&f.tenant)
+        .args(["burst", "200", "4"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(run.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("burst sent") {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "the tenant stopped before its launches");
+    }
+    // The tenant sleeps 4 s now, calling nothing.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let launches = loop {
+        let status = gpusan().args(["serve", "--status", "--socket"]).arg(&f.socket).output().unwrap();
+        let status = String::from_utf8_lossy(&status.stdout).into_owned();
+        let launches = status
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|t| t.get(1) == Some(&"tenant"))
+            .and_then(|t| t.get(7).and_then(|n| n.parse::<u64>().ok()));
+        if launches == Some(200) || Instant::now() > deadline {
+            break (launches, status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(launches.0, Some(200), "launches the manager got while the tenant made no call: {}", launches.1);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert!(run.wait().unwrap().success(), "{rest}");
+    assert!(rest.contains("burst ok"), "{rest}");
+}

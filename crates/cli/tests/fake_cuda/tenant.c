@@ -6,7 +6,9 @@
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef int CUresult;
 CUresult cuInit(unsigned);
@@ -100,7 +102,36 @@ static int lookup(void) {
     return 0;
 }
 
+/* `burst N SECONDS`: N launches back to back, then SECONDS with no driver call at all, then
+ * a synchronization: launches queued on the tenant's side must reach the manager without
+ * waiting for the program's next call. */
+static int burst(int n, int seconds) {
+    int dev;
+    void *ctx, *mod, *f;
+    uint64_t p;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuCtxCreate_v2(&ctx, 0, dev));
+    CK(cuMemAlloc_v2(&p, 1 << 20));
+    CK(cuModuleLoadData(&mod, ptx));
+    CK(cuModuleGetFunction(&f, mod, "store"));
+    for (int i = 0; i < n; i++) {
+        unsigned v = (unsigned)i;
+        void *params[] = {&p, &v};
+        CK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, params, 0));
+    }
+    printf("burst sent\n");
+    fflush(stdout);
+    sleep((unsigned)seconds);
+    CK(cuCtxSynchronize());
+    unsigned last = 0;
+    CK(cuMemcpyDtoH_v2(&last, p, sizeof last));
+    printf("burst ok last=%u\n", last);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 3 && !strcmp(argv[1], "burst")) return burst(atoi(argv[2]), atoi(argv[3]));
     if (argc > 1 && !strcmp(argv[1], "dlsym")) return through_dlsym();
     if (argc > 1 && !strcmp(argv[1], "lookup")) return lookup();
     int dev;

@@ -1,10 +1,18 @@
 //! The tenant's connection to its manager: made at the first forwarded call, one request at
 //! a time (the manager serves a tenant's calls in order; launches are sent without waiting), made again in a forked child (a
 //! socket shared by two processes would interleave their frames).
+//!
+//! Launches that follow each other closely are queued and written together (one system
+//! call for many: a program launching back to back pays a frame's encoding per launch, not
+//! a write), in front of the next request that waits for an answer, or once the queue is
+//! full, or by the flusher thread at most [`BATCH_GAP`] after the first was queued, so a
+//! launch never waits for the program's next call. A launch after a pause is written at
+//! once.
 
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
@@ -27,6 +35,13 @@ pub struct Partition {
 /// The bulk segment's size: copies larger go through it in pieces.
 const SEGMENT: usize = 32 << 20;
 
+/// A launch sent within this long of the last write is queued; a queued launch is written
+/// at most this long after it was queued.
+pub const BATCH_GAP: Duration = Duration::from_micros(50);
+/// A queue this many launches long, or this many bytes, is written at once.
+const BATCH_LAUNCHES: usize = 64;
+const BATCH_BYTES: usize = 64 << 10;
+
 #[derive(Default)]
 struct Conn {
     stream: Option<UnixStream>,
@@ -35,6 +50,50 @@ struct Conn {
     segment: Option<(usize, usize)>,
     /// Why the manager could not be reached, once tried.
     failed: Option<String>,
+    /// Launch frames not written yet, how many, and since when.
+    queued: Vec<u8>,
+    queued_launches: usize,
+    queued_since: Option<Instant>,
+    /// The last write to the manager.
+    last_write: Option<Instant>,
+}
+
+impl Conn {
+    /// Writes what is queued followed by `frame` (either may be empty) in one write.
+    fn write(&mut self, frame: &[u8]) -> Result<(), i32> {
+        use std::io::Write;
+        let Some(s) = self.stream.as_mut() else { return Err(NO_MANAGER) };
+        let written = if self.queued.is_empty() {
+            s.write_all(frame)
+        } else {
+            self.queued.extend_from_slice(frame);
+            s.write_all(&self.queued)
+        };
+        self.queued.clear();
+        self.queued_launches = 0;
+        self.queued_since = None;
+        self.last_write = Some(Instant::now());
+        written.map_err(|why| {
+            self.stream = None;
+            self.failed = Some(format!("the connection failed: {why}"));
+            NO_MANAGER
+        })
+    }
+}
+
+/// CUDA_ERROR_INVALID_VALUE: a request too large for a frame.
+const TOO_LARGE: i32 = 1;
+
+/// `request`'s frame (writing into a vector fails only for a message too large).
+fn frame_of(request: &Request) -> Result<Vec<u8>, i32> {
+    let mut frame = Vec::new();
+    match write_frame(&mut frame, request) {
+        Ok(()) => Ok(frame),
+        Err(why) => {
+            note(format!("fence: not sent: {why}"));
+            Err(TOO_LARGE)
+        }
+    }
 }
 
 static CONN: PerProcess<Mutex<Conn>> = PerProcess::new(Default::default);
@@ -223,9 +282,10 @@ pub fn call(request: &Request) -> Result<Reply, i32> {
 }
 
 fn exchange(c: &mut Conn, request: &Request) -> Result<Reply, i32> {
+    // The launches queued go first, in the same write: the manager serves them in order.
+    c.write(&frame_of(request)?)?;
     let Some(s) = c.stream.as_mut() else { return Err(NO_MANAGER) };
-    let reply =
-        write_frame(s, request).map_err(|e| e.to_string()).and_then(|()| read_frame(s).map_err(|e| e.to_string()));
+    let reply = read_frame(s).map_err(|e| e.to_string());
     match reply {
         Ok(Reply::Error { code, message }) => {
             note(format!("fence: the manager refused: {message}"));
@@ -242,16 +302,89 @@ fn exchange(c: &mut Conn, request: &Request) -> Result<Reply, i32> {
 
 /// A request the manager does not answer (a launch): sent, not waited for. The manager's
 /// refusal of it comes back at the next synchronization.
+/// Queued behind a launch sent just before it (see the module's comment).
 pub fn send(request: &Request) -> Result<(), i32> {
     let mut c = locks::lock(CONN.get());
     connect(&mut c)?;
-    let Some(s) = c.stream.as_mut() else { return Err(NO_MANAGER) };
-    if let Err(why) = write_frame(s, request) {
-        c.stream = None;
-        c.failed = Some(format!("the connection failed: {why}"));
-        return Err(NO_MANAGER);
+    let frame = frame_of(request)?;
+    let close = c.last_write.is_some_and(|t| t.elapsed() < BATCH_GAP);
+    if !close && c.queued.is_empty() {
+        return c.write(&frame);
+    }
+    c.queued.extend_from_slice(&frame);
+    c.queued_launches += 1;
+    if c.queued_launches >= BATCH_LAUNCHES || c.queued.len() >= BATCH_BYTES {
+        return c.write(&[]);
+    }
+    if c.queued_since.is_none() {
+        c.queued_since = Some(Instant::now());
+        drop(c);
+        wake_flusher();
     }
     Ok(())
+}
+
+/// Writes the launches queued, if any.
+fn flush() {
+    let mut c = locks::lock(CONN.get());
+    if !c.queued.is_empty() {
+        let _ = c.write(&[]);
+    }
+}
+
+/// The flusher thread of this process (a forked child starts its own).
+static FLUSHER: PerProcess<OnceLock<Option<std::thread::Thread>>> = PerProcess::new(OnceLock::new);
+
+/// Wakes the flusher (started on first use): a launch was queued.
+fn wake_flusher() {
+    let flusher = FLUSHER.get().get_or_init(|| {
+        // SAFETY: a function of ours with the signature atexit takes.
+        unsafe { libc::atexit(flush_at_exit) };
+        std::thread::Builder::new().name("gpusan-fence-flush".into()).spawn(flusher).ok().map(|h| h.thread().clone())
+    });
+    match flusher {
+        Some(t) => t.unpark(),
+        // No thread: nothing would write the queue later, so it is written now.
+        None => flush(),
+    }
+}
+
+/// A program that launches and exits at once still has its launches made: what is queued
+/// is written (unless another thread holds the connection now: exit must not wait).
+extern "C" fn flush_at_exit() {
+    crate::driver::boundary::enter("fence flush at exit", || {
+        if let Ok(mut c) = CONN.get().try_lock() {
+            if !c.queued.is_empty() {
+                let _ = c.write(&[]);
+            }
+        }
+    });
+}
+
+/// Writes each queue [`BATCH_GAP`] after its first launch was queued, unless a request or a
+/// full queue wrote it first; parked while nothing is queued.
+fn flusher() {
+    crate::driver::boundary::enter("fence flusher", flush_loop);
+}
+
+fn flush_loop() {
+    loop {
+        let since = locks::lock(CONN.get()).queued_since;
+        match since {
+            None => std::thread::park(),
+            Some(t) => {
+                let due = t + BATCH_GAP;
+                let now = Instant::now();
+                if now < due {
+                    std::thread::sleep(due - now);
+                }
+                let mut c = locks::lock(CONN.get());
+                if c.queued_since == Some(t) {
+                    let _ = c.write(&[]);
+                }
+            }
+        }
+    }
 }
 
 /// Driver functions the tenant (or gpusan inside it) looked up that the manager does not
