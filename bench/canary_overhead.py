@@ -93,7 +93,9 @@ def guard_facts(rep):
 
 
 def summarize(entry):
-    """Per metric: the medians of the rounds per tool and the ratio canary / native."""
+    """Per metric: the medians of the rounds per tool and the ratio canary / native; and per
+    round, the ratio of each tool to native in that round (`paired_TOOL`): the rounds'
+    spread, which a ratio of medians hides (machines vary by 10-25 % between processes)."""
     good = {t: [r for r in entry["runs"] if r["tool"] == t and r.get("ok")] for t in TOOLS}
     names = []
     for r in entry["runs"]:
@@ -112,6 +114,14 @@ def summarize(entry):
         for v in VARIANTS:
             if row["native"] and row[v] is not None:
                 row["ratio_" + v] = round(row[v] / row["native"], 4)
+        native_by_round = {r["round"]: r["metrics"][k] for r in good["native"] if k in (r.get("metrics") or {})}
+        for t in TOOLS:
+            if t == "native":
+                continue
+            paired = [round(r["metrics"][k] / native_by_round[r["round"]], 4) for r in good[t]
+                      if k in (r.get("metrics") or {}) and native_by_round.get(r["round"])]
+            if paired:
+                row["paired_" + t] = paired
         table[k] = row
     entry["metrics"] = table
     entry["headline"] = names[0] if names else None
@@ -231,6 +241,9 @@ def table_text(doc):
                 continue
             f = lambda v: "-" if v is None else f"{v:.4f}"  # noqa: E731
             variants = "".join(f" {v}={f(m.get('ratio_' + v))}" for v in VARIANTS)
+            paired = m.get("paired_canary") or []
+            if len(paired) > 1:
+                variants += f" (canary/native by round {min(paired):.3f}-{max(paired):.3f})"
             lines.append(f"{name:16s} {k:32s} {f(m['native']):>10s} {f(m['canary']):>10s} {f(m.get('ratio')):>8s} "
                          f"{len(m['native_rounds'])}/{len(m['canary_rounds'])}{variants}")
     s = doc.get("summary", {})

@@ -320,6 +320,9 @@ class CasesTest(unittest.TestCase):
         self.assertEqual(set(s["ratios"]), {"saxpy", "stencil2d", "sgemm", "reduction", "histogram", "gather",
                                             "tiny_launches", "many_allocs", "torch_compile", "torch_mlp",
                                             "torch_transformer"})
+        row = doc["workloads"]["saxpy"]["metrics"][doc["workloads"]["saxpy"]["headline"]]
+        self.assertEqual(row["paired_canary"], [1.0] * len(row["native_rounds"]), row)
+        self.assertIn("canary/native by round 1.000-1.000", (out / "canary-overhead-table.txt").read_text())
         self.assertEqual(doc["memory"]["extra_bytes"], 1 << 19)
         self.assertTrue(s["pass"]["memory"])
         self.assertEqual(doc["memory"]["reported"]["bytes_per_live_allocation"], 42.21)
@@ -345,7 +348,21 @@ class CasesTest(unittest.TestCase):
         self.assertEqual(sorted({x["tool"] for x in e["runs"]}), ["canary", "diag", "native", "slow"])
         row = e["metrics"][e["headline"]]
         self.assertEqual((row["ratio_slow"], row["ratio_diag"]), (1.0, 1.0), row)
+        self.assertEqual((row["paired_slow"], row["paired_diag"]), ([1.0, 1.0], [1.0, 1.0]), row)
         self.assertIn("slow=", (out / "canary-overhead-table.txt").read_text())
+
+
+class PairedTest(unittest.TestCase):
+    def test_each_round_is_compared_with_natives_run_of_the_same_round(self):
+        sys.path.insert(0, str(REPO / "bench"))
+        import canary_overhead as co
+        runs = [{"tool": t, "round": r, "ok": True, "wall_s": 1.0, "metrics": {"ms": v}}
+                for t, r, v in [("native", 0, 10.0), ("canary", 0, 12.0), ("native", 1, 20.0), ("canary", 1, 21.0)]]
+        entry = {"runs": runs}
+        co.summarize(entry)
+        row = entry["metrics"]["ms"]
+        self.assertEqual(row["ratio"], 1.1, row)  # 16.5 / 15: the medians hide the spread
+        self.assertEqual(row["paired_canary"], [1.2, 1.05], row)
 
 
 if __name__ == "__main__":
