@@ -29,7 +29,7 @@
 //! that overflows before the canary was written is not seen.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -566,6 +566,10 @@ fn scans_when_quiet(quiet: u32) -> bool {
     }
 }
 
+/// The context the guard thread set current last (0: none known; forgotten when a context
+/// goes away, since a new one may get its handle).
+static CURRENT: AtomicU64 = AtomicU64::new(0);
+
 /// Every context's round; a context's device resources are made at its first.
 fn tick_all(g: &Guard) {
     // Contexts with something to scan (a context whose blocks all went unguarded needs no
@@ -576,9 +580,13 @@ fn tick_all(g: &Guard) {
     for context in contexts {
         let mut devices = locks::lock(&g.devices);
         // The guard thread is gpusan's: it keeps the context it scans current, rather than
-        // pushing and popping it every round (two driver calls less per round).
-        // SAFETY: a context the program made, set on gpusan's own thread.
-        unsafe { real::cuCtxSetCurrent().map(|f| f(context as crate::driver::CUcontext)) };
+        // pushing and popping it every round (two driver calls less per round), and sets it
+        // only when it scans another (a process with one context: once).
+        if CURRENT.load(Ordering::Acquire) != context {
+            // SAFETY: a context the program made, set on gpusan's own thread.
+            let set = unsafe { real::cuCtxSetCurrent().map(|f| f(context as crate::driver::CUcontext)) };
+            CURRENT.store(if set == Some(crate::driver::CUDA_SUCCESS) { context } else { 0 }, Ordering::Release);
+        }
         let found = real::in_context(context, || {
             if let std::collections::hash_map::Entry::Vacant(v) = devices.entry(context) {
                 match Device::create() {
@@ -691,6 +699,7 @@ pub fn around_teardown<R>(context: Option<u64>, destroy: impl FnOnce() -> R) -> 
 
 /// Forgets `context` (the driver destroyed it with everything of gpusan's in it).
 pub fn context_gone(context: u64) {
+    CURRENT.store(0, Ordering::Release);
     let g = guard();
     let dev = locks::lock(&g.devices).remove(&context);
     // The driver freed its memory: nothing to give back, nothing to read.
