@@ -11,8 +11,8 @@
 #    kernels of before, intervals of 2 and 4 ms, no guard kernels; 3 rounds, 100 steps ~210 s
 # 3. bench/fence/throughput.sh 16: 16 tenants' throughput and memory under time-slicing,
 #    MPS and gpusan serve (issue 18; with the tenant's launch queue)                 ~40 s
-# 4. bench/canary/launch-cost.sh, 7 rounds: the launch cost against the spread between
-#    processes                                                                      ~70 s
+# 4. bench/canary/launch-cost.sh, 13 rounds of native, canary and bare_launch only: the
+#    launch cost against the spread between processes                               ~75 s
 set -uo pipefail
 dir=${1:?usage: bench/next-call.sh DIR}
 out=${OUT:-/tmp/out}
@@ -36,6 +36,6 @@ GPUSAN_CANARY_ONLY='torch_transformer' GPUSAN_CANARY_ROUNDS=3 GPUSAN_CANARY_TORC
   part 265 "$repo/bench/canary-overhead.sh" "$dir"
 rm -f "$out"/canary-overhead-logs.tar.gz
 part 60 "$repo/bench/fence/throughput.sh" "$dir" 16 5
-part 80 "$repo/bench/canary/launch-cost.sh" "$dir" 7
+LAUNCH_COST_TOOLS=canary,canary_bare_launch part 80 "$repo/bench/canary/launch-cost.sh" "$dir" 13
 ls -la "$out" >> "$log"
 tail -40 "$log"

@@ -6,7 +6,8 @@
 # (GPUSAN_CANARY_DIAG=no_kernels) and with launches going straight from the stand-in to the
 # driver (GPUSAN_CANARY_DIAG=bare_launch: the stand-in's frame alone); ROUNDS rounds, alternating. Then one canary run of each
 # with $GPUSAN_PROBE_OUT: which of gpusan's stand-ins ran how often (per launch).
-# Writes $OUT/launch-cost.json.
+# $LAUNCH_COST_TOOLS (comma-separated) runs only those tools: more rounds of fewer tools
+# resolve a smaller cost against the spread between processes. Writes $OUT/launch-cost.json.
 #
 #   bench/canary/launch-cost.sh DIR [ROUNDS]    DIR: gpusan, libgpusan_inject.so
 set -uo pipefail
@@ -27,6 +28,9 @@ tools = {"native": [], "canary": [gpusan, "run", "--mode", "canary", "--"],
          "canary_no_kernels": [gpusan, "run", "--mode", "canary", "--"],
          "canary_bare_launch": [gpusan, "run", "--mode", "canary", "--"]}
 programs = {"tiny": [os.path.join(work, "tiny")], "nops": [os.path.join(work, "cot"), "nops", "200000"]}
+only = [t for t in os.environ.get("LAUNCH_COST_TOOLS", "").split(",") if t]
+if only:
+    tools = {t: c for t, c in tools.items() if t in only or t == "native"}
 res = {p: {t: [] for t in tools} for p in programs}
 def metric(prog, text):
     if prog == "tiny":
