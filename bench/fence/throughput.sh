@@ -15,6 +15,7 @@ secs=${3:-5}
 out=${OUT:-/tmp/out}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
+mkdir -p "$out"
 export PATH=/usr/local/cuda/bin:$PATH
 nvcc -O2 -o "$work/cot" "$repo/bench/fence/cotenants.cpp" -lcuda || exit 1
 
@@ -86,7 +87,8 @@ for name in ("timeslice", "mps", "fence"):
     r = {"tenants": len(outs), "all_ok": all(i is not None for i in iters), "iterations": iters,
          "iterations_total": sum(i for i in iters if i), "gpu_memory_mib_before": before, "gpu_memory_mib_during": during,
          "gpu_memory_mib_per_tenant": round((during - before) / len(outs), 1) if before is not None and during is not None else None,
-         "failures": [o[-200:] for o, i in zip(outs, iters) if i is None][:3]}
+         "failures": [next((l for l in o.splitlines() if l.startswith("VICTIM")), o[-200:])
+                      for o, i in zip(outs, iters) if i is None][:3]}
     rss = num(os.path.join(work, f"{name}-server-rss.txt"))
     if rss is not None:
         r["manager_rss_kib"] = rss  # gpusan serve's, or the MPS server's
