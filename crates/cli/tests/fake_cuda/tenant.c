@@ -102,17 +102,25 @@ static int lookup(void) {
     return 0;
 }
 
+/* The driver started, device 0 in *dev, a context made and 1 MiB allocated at *p: 0, or 1
+ * (said why). */
+static int start(int *dev, uint64_t *p) {
+    void *ctx;
+    CK(cuInit(0));
+    CK(cuDeviceGet(dev, 0));
+    CK(cuCtxCreate_v2(&ctx, 0, *dev));
+    CK(cuMemAlloc_v2(p, 1 << 20));
+    return 0;
+}
+
 /* `burst N SECONDS`: N launches back to back, then SECONDS with no driver call at all, then
  * a synchronization: launches queued on the tenant's side must reach the manager without
  * waiting for the program's next call. */
 static int burst(int n, int seconds) {
     int dev;
-    void *ctx, *mod, *f;
+    void *mod, *f;
     uint64_t p;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuCtxCreate_v2(&ctx, 0, dev));
-    CK(cuMemAlloc_v2(&p, 1 << 20));
+    if (start(&dev, &p)) return 1;
     CK(cuModuleLoadData(&mod, ptx));
     CK(cuModuleGetFunction(&f, mod, "store"));
     for (int i = 0; i < n; i++) {
@@ -135,12 +143,9 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "dlsym")) return through_dlsym();
     if (argc > 1 && !strcmp(argv[1], "lookup")) return lookup();
     int dev;
-    void *ctx, *mod, *f;
+    void *mod, *f;
     uint64_t p;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuCtxCreate_v2(&ctx, 0, dev));
-    CK(cuMemAlloc_v2(&p, 1 << 20));
+    if (start(&dev, &p)) return 1;
     char buf[256], back[256] = {0};
     memset(buf, 7, sizeof buf);
     CK(cuMemcpyHtoD_v2(p, buf, sizeof buf));
