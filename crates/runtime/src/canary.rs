@@ -436,21 +436,19 @@ impl Arrays {
             self.pending_slots.drain(..).filter_map(|i| state[i as usize].pending.take()).collect()
         };
         let mut streams = Vec::new();
-        let mut wait_for = |stream: u64| {
-            if !streams.contains(&stream) {
-                streams.push(stream);
-            }
-        };
-        // Whether an arm waiting for `w` is held back another batch (else it is written
-        // now, after an event in its stream where `wait_for` is told of it).
+        // Whether an arm waiting for `w` is held back another batch. Written now, it waits
+        // for an event in its stream (named in `streams`) unless the program synchronized
+        // the stream since.
         let scans = self.scans;
-        let hold = |w: Waiting, wait_for: &mut dyn FnMut(u64)| {
+        let hold = |w: Waiting, streams: &mut Vec<u64>| {
             if (waits.synced)(w.stream, w.at) {
                 false
             } else if waits.capturing || scans.wrapping_sub(w.since) < waits.patience {
                 true
             } else {
-                wait_for(w.stream);
+                if !streams.contains(&w.stream) {
+                    streams.push(w.stream);
+                }
                 false
             }
         };
@@ -464,7 +462,7 @@ impl Arrays {
                 st.listed_deferred = false;
                 continue;
             };
-            if st.waiting.is_some_and(|w| hold(w, &mut wait_for)) {
+            if st.waiting.is_some_and(|w| hold(w, &mut streams)) {
                 still.push(i);
                 continue;
             }
@@ -481,7 +479,7 @@ impl Arrays {
             }
             let i = c.index;
             let Some(w) = self.state[i as usize].waiting else { continue };
-            if hold(w, &mut wait_for) {
+            if hold(w, &mut streams) {
                 // Held back: its slot is emptied on the device until it is written.
                 let held = std::mem::replace(c, Command { index: i, ..Command::default() });
                 self.set_deferred(i, held);

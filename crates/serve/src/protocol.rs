@@ -227,17 +227,40 @@ pub enum FrameError {
 
 /// Writes `message` as one frame.
 pub fn write_frame<T: Serialize>(w: &mut impl Write, message: &T) -> io::Result<()> {
-    let body = postcard::to_stdvec(message).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
-    let len = u32::try_from(body.len())
-        .ok()
-        .filter(|&l| l <= MAX_FRAME)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("a message of {} bytes", body.len())))?;
     // One write: a frame is never interleaved with another writer's, and costs one system call.
-    let mut frame = Vec::with_capacity(4 + body.len());
-    frame.extend_from_slice(&len.to_le_bytes());
-    frame.extend_from_slice(&body);
+    let mut frame = Vec::new();
+    append_frame(&mut frame, message)?;
     w.write_all(&frame)?;
     w.flush()
+}
+
+/// Appends `message` as one frame to `buf` (a sender gathering frames to write at once);
+/// on an error `buf` is left as it was.
+pub fn append_frame<T: Serialize>(buf: &mut Vec<u8>, message: &T) -> io::Result<()> {
+    /// `buf`, extended in place by the encoder (which takes its writer by value).
+    struct Tail<'a>(&'a mut Vec<u8>);
+    impl Extend<u8> for Tail<'_> {
+        fn extend<I: IntoIterator<Item = u8>>(&mut self, bytes: I) {
+            self.0.extend(bytes);
+        }
+    }
+    let at = buf.len();
+    buf.extend_from_slice(&[0; 4]);
+    let encoded = postcard::to_extend(message, Tail(buf)).map(|_| ()).map_err(|e| e.to_string());
+    let body = buf.len() - at - 4;
+    let len = encoded.and_then(|()| {
+        u32::try_from(body).ok().filter(|&l| l <= MAX_FRAME).ok_or_else(|| format!("a message of {body} bytes"))
+    });
+    match len {
+        Ok(len) => {
+            buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
+            Ok(())
+        }
+        Err(why) => {
+            buf.truncate(at);
+            Err(io::Error::new(io::ErrorKind::InvalidInput, why))
+        }
+    }
 }
 
 /// Reads one frame and decodes it.
@@ -306,6 +329,25 @@ mod tests {
         for r in &all {
             assert_eq!(&round_trip(r), r);
         }
+    }
+
+    /// Frames gathered in one buffer (a tenant's queued launches) read back one by one, in
+    /// order; one too large to send leaves the buffer as it was.
+    #[test]
+    fn frames_appended_to_one_buffer_read_back_in_order_and_a_refused_one_adds_nothing() {
+        let a = Request::Launch { function: 4, grid: [1, 1, 1], block: [32, 1, 1], shared: 0, params: vec![1; 8] };
+        let b = Request::Synchronize;
+        let mut buf = Vec::new();
+        append_frame(&mut buf, &a).unwrap();
+        append_frame(&mut buf, &b).unwrap();
+        let before = buf.clone();
+        let huge = Request::CopyHtoD { dst: 0, data: vec![0; MAX_FRAME as usize + 1] };
+        assert!(append_frame(&mut buf, &huge).is_err());
+        assert_eq!(buf, before);
+        let mut r = buf.as_slice();
+        assert_eq!(read_frame::<Request>(&mut r).unwrap(), a);
+        assert_eq!(read_frame::<Request>(&mut r).unwrap(), b);
+        assert!(matches!(read_frame::<Request>(&mut r), Err(FrameError::Closed)));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
-use gpusan_serve::protocol::{read_frame, write_frame, Reply, Request, VERSION};
+use gpusan_serve::protocol::{append_frame, read_frame, write_frame, Reply, Request, VERSION};
 
 /// The partition asked for when `GPUSAN_FENCE_MEMORY_LOG2` says nothing: 1 GiB.
 const DEFAULT_LOG2: u32 = 30;
@@ -75,27 +75,26 @@ impl Conn {
         self.queued_launches = 0;
         self.queued_since = None;
         self.last_write = Some(Instant::now());
-        written.map_err(|why| {
-            self.stream = None;
-            self.failed = Some(format!("the connection failed: {why}"));
-            NO_MANAGER
-        })
+        written.map_err(|why| self.lost(why))
+    }
+
+    /// The connection failed: every later call answers [`NO_MANAGER`].
+    fn lost(&mut self, why: impl std::fmt::Display) -> i32 {
+        self.stream = None;
+        self.failed = Some(format!("the connection failed: {why}"));
+        NO_MANAGER
     }
 }
 
 /// CUDA_ERROR_INVALID_VALUE: a request too large for a frame.
 const TOO_LARGE: i32 = 1;
 
-/// `request`'s frame (writing into a vector fails only for a message too large).
-fn frame_of(request: &Request) -> Result<Vec<u8>, i32> {
-    let mut frame = Vec::new();
-    match write_frame(&mut frame, request) {
-        Ok(()) => Ok(frame),
-        Err(why) => {
-            note(format!("fence: not sent: {why}"));
-            Err(TOO_LARGE)
-        }
-    }
+/// Appends `request`'s frame to `buf` (which an error leaves as it was).
+fn append(buf: &mut Vec<u8>, request: &Request) -> Result<(), i32> {
+    append_frame(buf, request).map_err(|why| {
+        note(format!("fence: not sent: {why}"));
+        TOO_LARGE
+    })
 }
 
 static CONN: PerProcess<Mutex<Conn>> = PerProcess::new(Default::default);
@@ -285,35 +284,34 @@ pub fn call(request: &Request) -> Result<Reply, i32> {
 
 fn exchange(c: &mut Conn, request: &Request) -> Result<Reply, i32> {
     // The launches queued go first, in the same write: the manager serves them in order.
-    c.write(&frame_of(request)?)?;
+    let mut frame = Vec::new();
+    append(&mut frame, request)?;
+    c.write(&frame)?;
     let Some(s) = c.stream.as_mut() else { return Err(NO_MANAGER) };
-    let reply = read_frame(s).map_err(|e| e.to_string());
-    match reply {
+    match read_frame(s) {
         Ok(Reply::Error { code, message }) => {
             note(format!("fence: the manager refused: {message}"));
             Err(code)
         }
         Ok(r) => Ok(r),
-        Err(why) => {
-            c.stream = None;
-            c.failed = Some(format!("the connection failed: {why}"));
-            Err(NO_MANAGER)
-        }
+        Err(why) => Err(c.lost(why)),
     }
 }
 
-/// A request the manager does not answer (a launch): sent, not waited for. The manager's
-/// refusal of it comes back at the next synchronization.
-/// Queued behind a launch sent just before it (see the module's comment).
+/// A request the manager does not answer (a launch): sent, not waited for, or queued
+/// behind one sent just before it (see the module's comment). The manager's refusal of it
+/// comes back at the next synchronization.
 pub fn send(request: &Request) -> Result<(), i32> {
     let mut c = locks::lock(CONN.get());
     connect(&mut c)?;
-    let frame = frame_of(request)?;
     let close = c.last_write.is_some_and(|t| t.elapsed() < BATCH_GAP);
     if !close && c.queued.is_empty() {
+        let mut frame = Vec::new();
+        append(&mut frame, request)?;
         return c.write(&frame);
     }
-    c.queued.extend_from_slice(&frame);
+    // Encoded straight into the queue: a launch costs no buffer of its own.
+    append(&mut c.queued, request)?;
     c.queued_launches += 1;
     if c.queued_launches >= BATCH_LAUNCHES || c.queued.len() >= BATCH_BYTES {
         return c.write(&[]);
