@@ -117,10 +117,12 @@ fn function(module: usize, name: &str) -> Option<usize> {
 /// batch kernel (`GPUSAN_CANARY_DIAG=two_kernels`: never, for comparison): the guard's
 /// rounds then cost the program's GPU one kernel each, and its thread one launch.
 fn one_launch(commands: usize, count: u32) -> bool {
-    count != 0
+    let diag = super::canary_diag::diag();
+    // `empty_kernels` launches the batch kernel with nothing in it (its driver calls alone).
+    (count != 0 || diag.empty_kernels)
         && commands <= abi::BATCH_MAX_COMMANDS
         && count <= abi::BATCH_MAX_ENTRIES
-        && !super::canary_diag::diag().two_kernels
+        && !diag.two_kernels
 }
 
 impl Device {

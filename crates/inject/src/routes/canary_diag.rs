@@ -10,6 +10,9 @@
 //! - `bare_launch`: kernel launches (`cuLaunchKernel`, `cuLaunchKernelEx`, their `_ptsz` twins) go straight to
 //!   the driver from the stand-in, none of gpusan's bookkeeping (the stand-in's own cost
 //!   measured apart from `routes::launching`'s);
+//! - `empty_kernels`: every batch is launched as the one-block batch kernel with no command
+//!   and no entry (the guard's driver calls and waits as in a real round, none of its GPU
+//!   work: which of the two costs the program);
 //! - `two_kernels`: every batch is launched as an update and a scan kernel, never as the
 //!   one-block batch kernel (its cost compared with the one launch's);
 //! - `timing`: the host time of the pool hooks, of the launch path, of the program's waits
@@ -28,6 +31,7 @@ pub struct Diag {
     pub timing: bool,
     pub bare_launch: bool,
     pub two_kernels: bool,
+    pub empty_kernels: bool,
 }
 
 impl Diag {
@@ -42,6 +46,7 @@ impl Diag {
                 "timing" => d.timing = true,
                 "bare_launch" => d.bare_launch = true,
                 "two_kernels" => d.two_kernels = true,
+                "empty_kernels" => d.empty_kernels = true,
                 _ => {}
             }
         }
@@ -127,6 +132,7 @@ mod tests {
         assert_eq!(Diag::parse("no_kernels"), Diag { no_kernels: true, ..Diag::default() });
         assert_eq!(Diag::parse("bare_launch"), Diag { bare_launch: true, ..Diag::default() });
         assert_eq!(Diag::parse("two_kernels"), Diag { two_kernels: true, ..Diag::default() });
+        assert_eq!(Diag::parse("empty_kernels"), Diag { empty_kernels: true, ..Diag::default() });
         assert_eq!(Diag::parse(""), Diag::default());
     }
 }
