@@ -700,15 +700,14 @@ impl<'d> Tenant<'d> {
     }
 
     fn synchronize(&mut self) -> Reply {
-        if let Err(e) = self.driver.stream_synchronize(self.stream) {
+        // The flag's copy is queued behind the tenant's work and waited for: one wait for
+        // both (a synchronization, then a copy, would be two round trips to the GPU).
+        let mut flag = [0u8; 8];
+        if let Err(e) = self.driver.copy_dtoh(&mut flag, self.abort, self.stream) {
             return driver_error(e);
         }
         if let Some(refused) = self.pending.take() {
             return refused;
-        }
-        let mut flag = [0u8; 8];
-        if let Err(e) = self.driver.copy_dtoh(&mut flag, self.abort, self.stream) {
-            return driver_error(e);
         }
         if flag != [0; 8] {
             // 710: CUDA_ERROR_ASSERT, what a trap or a failed assert gives natively.
