@@ -34,9 +34,12 @@
 //!   ([`ErrorRecord`], with the `%globaltimer` it read once the bad bytes were seen).
 //! - [`BATCH_KERNEL`]`(secret: u64, entries: *mut Entry, commands: *const Command,
 //!   ncommands: u32, count: u32, errors: *mut u8, scan: u32)`: the update of `ncommands`
-//!   commands then the scan of `count` entries, in one block of [`BLOCK_THREADS`]
-//!   (the block's barrier between them): a batch of at most [`BATCH_MAX_COMMANDS`] commands
-//!   and [`BATCH_MAX_ENTRIES`] entries in one launch instead of two.
+//!   commands then the scan of `count` entries in one launch, of one block or more: block
+//!   `b` of `n` owns entries `b * per .. (b + 1) * per` (`per = ceil(count / n)`) and the
+//!   commands naming them, copies the commands to shared memory in one read, applies its
+//!   own, then (the block's barrier between them) scans its entries; no block waits for
+//!   another. For a batch of at most [`BATCH_MAX_COMMANDS`] commands and
+//!   [`BATCH_MAX_ENTRIES`] entries, in place of two launches.
 
 /// The kernel that writes one allocation's canary bytes when it is made (`write(secret:
 /// u64, start: u64, len: u32)`), before the program's next kernel can overflow into them.
@@ -227,6 +230,7 @@ pub fn c_header() -> String {
     def("ERROR_CAPACITY", ERROR_CAPACITY as u64);
     def("ERROR_RECORD_BYTES", ERROR_RECORD_BYTES as u64);
     def("EDGE_BYTES", EDGE_BYTES.into());
+    def("BATCH_MAX_COMMANDS", BATCH_MAX_COMMANDS as u64);
     h.push_str("#define GPUSAN_CANARY_VECTORS \\\n");
     for (secret, word, end) in VECTORS {
         h.push_str(&format!(

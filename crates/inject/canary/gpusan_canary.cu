@@ -160,12 +160,44 @@ extern "C" __global__ void gpusan_canary_scan(uint64_t secret, const Entry *entr
     scan_entries(secret, entries, count, errors, scan, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
 }
 
-// A small batch whole, in one block: its commands, then, once every warp of the block is
-// past them (their entries and bytes visible to the block), the scan. One launch a round
-// instead of two for the batches most programs make (gpusan_abi::canary::BATCH_KERNEL).
+// A small batch (at most GPUSAN_CANARY_BATCH_MAX_COMMANDS commands) in one launch, over
+// any number of blocks: block b owns a run of `per` entries and the commands naming them.
+// Each block copies the batch's commands from mapped host memory into shared memory in one
+// coalesced read (a read of host memory costs about a microsecond: one per field, command
+// after command, is what made a round long), applies its own, a warp each, then, once
+// every warp of the block is past them, scans its entries. No block waits for another, so
+// with one block per BLOCK_THREADS entries each holds its SM for a few microseconds only:
+// a kernel of the program's that needs every SM is not held up for the whole batch. The
+// cancel flag is read with the rest, just before the block writes
+// (gpusan_abi::canary::BATCH_KERNEL).
 extern "C" __global__ void gpusan_canary_batch(uint64_t secret, Entry *entries, const Command *commands,
                                                uint32_t ncommands, uint32_t count, uint8_t *errors, uint32_t scan) {
-    update_commands(secret, entries, commands, ncommands, threadIdx.x >> 5, blockDim.x >> 5);
+    __shared__ Command staged[GPUSAN_CANARY_BATCH_MAX_COMMANDS];
+    if (ncommands > GPUSAN_CANARY_BATCH_MAX_COMMANDS) ncommands = GPUSAN_CANARY_BATCH_MAX_COMMANDS;
+    uint32_t per = (count + gridDim.x - 1) / gridDim.x;
+    uint32_t lo = blockIdx.x * per, hi = min(lo + per, count);
+    const volatile uint64_t *src = (const volatile uint64_t *)commands;
+    uint64_t *dst = (uint64_t *)staged;
+    uint32_t words = ncommands * (uint32_t)(sizeof(Command) / 8);
+    for (uint32_t w = threadIdx.x; w < words; w += blockDim.x) dst[w] = src[w];
     __syncthreads();
-    scan_entries(secret, entries, count, errors, scan, threadIdx.x, blockDim.x);
+    uint32_t lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    for (uint32_t c = threadIdx.x >> 5; c < ncommands; c += warps) {
+        const Command &cmd = staged[c];
+        uint32_t index = cmd.index;
+        if (index < lo || index >= hi) continue;
+        if (cmd.cancelled) {
+            if (lane == 0) entries[index] = Entry{0, 0, 0};
+            continue;
+        }
+        Entry e = cmd.entry;
+        if (cmd.flags & GPUSAN_CANARY_WRITE_BYTES) {
+            volatile uint8_t *p = (volatile uint8_t *)e.tail_start;
+            for (uint32_t i = lane; i < e.tail_len; i += 32) p[i] = canary_byte(secret, e.tail_start + i, e.tail_start);
+        }
+        __syncwarp();
+        if (lane == 0) entries[index] = e;
+    }
+    __syncthreads();
+    scan_entries(secret, entries, hi, errors, scan, lo + threadIdx.x, blockDim.x);
 }

@@ -8,6 +8,7 @@
 #define GPUSAN_CANARY_ERROR_CAPACITY 256ull
 #define GPUSAN_CANARY_ERROR_RECORD_BYTES 40ull
 #define GPUSAN_CANARY_EDGE_BYTES 32ull
+#define GPUSAN_CANARY_BATCH_MAX_COMMANDS 64ull
 #define GPUSAN_CANARY_VECTORS \
     static_assert(canary_word(0x0ull, 0x0ull, 0x0ull) == 0x0ull, "canary_word"); \
     static_assert(canary_word(0x123456789abcdefull, 0x7f0000001000ull, 0x7f0000001003ull) == 0xf5859f32db3da797ull, "canary_word"); \

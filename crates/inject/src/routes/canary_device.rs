@@ -383,7 +383,8 @@ impl Device {
                 &mut errors as *mut u64 as _,
                 &mut sc as *mut u32 as _,
             ];
-            return self.launch(self.batch, 1, &mut params) && self.record();
+            let blocks = if super::canary_diag::diag().wide_batch { count.div_ceil(abi::BLOCK_THREADS) } else { 1 };
+            return self.launch(self.batch, blocks, &mut params) && self.record();
         }
         if commands != 0 {
             let (mut s, mut e, mut c, mut n) = (secret, self.entries, self.commands.dev, commands as u32);

@@ -13,6 +13,8 @@
 //! - `empty_kernels`: every batch is launched as the one-block batch kernel with no command
 //!   and no entry (the guard's driver calls and waits as in a real round, none of its GPU
 //!   work: which of the two costs the program);
+//! - `wide_batch`: the one-launch batch kernel runs as one block per `BLOCK_THREADS`
+//!   entries, not one block (the time a block holds its SM against the launches' count);
 //! - `two_kernels`: every batch is launched as an update and a scan kernel, never as the
 //!   one-block batch kernel (its cost compared with the one launch's);
 //! - `timing`: the host time of the pool hooks, of the launch path, of the program's waits
@@ -32,6 +34,7 @@ pub struct Diag {
     pub bare_launch: bool,
     pub two_kernels: bool,
     pub empty_kernels: bool,
+    pub wide_batch: bool,
 }
 
 impl Diag {
@@ -47,6 +50,7 @@ impl Diag {
                 "bare_launch" => d.bare_launch = true,
                 "two_kernels" => d.two_kernels = true,
                 "empty_kernels" => d.empty_kernels = true,
+                "wide_batch" => d.wide_batch = true,
                 _ => {}
             }
         }
@@ -133,6 +137,7 @@ mod tests {
         assert_eq!(Diag::parse("bare_launch"), Diag { bare_launch: true, ..Diag::default() });
         assert_eq!(Diag::parse("two_kernels"), Diag { two_kernels: true, ..Diag::default() });
         assert_eq!(Diag::parse("empty_kernels"), Diag { empty_kernels: true, ..Diag::default() });
+        assert_eq!(Diag::parse("wide_batch"), Diag { wide_batch: true, ..Diag::default() });
         assert_eq!(Diag::parse(""), Diag::default());
     }
 }
