@@ -32,10 +32,48 @@ pub const MAX_LOG2: u32 = 40;
 /// The largest bulk segment a tenant may give: 1 GiB.
 pub const MAX_SEGMENT: u64 = 1 << 30;
 
-/// A tenant's bulk segment as the manager maps it.
+/// Host memory the manager mapped and pinned: a tenant's bulk segment, or the page its
+/// abort flag is copied into.
 struct Segment {
     at: *mut u8,
     len: usize,
+}
+
+impl Segment {
+    /// A fresh page of the manager's own, pinned: a copy from the GPU into it is one DMA,
+    /// where a copy into pageable memory is staged and waited for apart.
+    fn pinned_page(driver: &Driver) -> Result<Segment, Reply> {
+        let len = 4096;
+        // SAFETY: a fresh private mapping; unmapped in `release`.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if at == libc::MAP_FAILED {
+            return Err(error(OUT_OF_MEMORY, format!("mmap: {}", std::io::Error::last_os_error())));
+        }
+        let at = at.cast::<u8>();
+        // SAFETY: mapped above, until `release` unregisters then unmaps it.
+        if let Err(e) = unsafe { driver.host_register(at, len) } {
+            // SAFETY: our mapping.
+            unsafe { libc::munmap(at.cast(), len) };
+            return Err(driver_error(e));
+        }
+        Ok(Segment { at, len })
+    }
+
+    /// Unpins and unmaps it; no copy may use it any more (the tenant's stream is done).
+    fn release(self, driver: &Driver) {
+        let _ = driver.host_unregister(self.at);
+        // SAFETY: our mapping, no longer used.
+        unsafe { libc::munmap(self.at.cast(), self.len) };
+    }
 }
 
 /// A function of the tenant's: its parameters' (offset, size) in the packed buffer.
@@ -79,6 +117,8 @@ pub struct Tenant<'d> {
     native: bool,
     /// The tenant's shared bulk segment, mapped here and pinned.
     segment: Option<Segment>,
+    /// Where a synchronization copies the abort flag (pinned, the manager's own).
+    flag_page: Option<Segment>,
     pub stats: Stats,
     /// The first refusal of an unanswered request (a launch) since the last
     /// synchronization: what the next one reports.
@@ -115,9 +155,17 @@ impl<'d> Tenant<'d> {
         }
         let mut memory = TenantMemory::new(driver, memory_log2).map_err(|e| error(OUT_OF_MEMORY, e.to_string()))?;
         let abort = memory.alloc(8).map_err(|e| error(OUT_OF_MEMORY, e.to_string()))?;
-        let stream = driver.stream_create().map_err(driver_error)?;
+        let flag_page = Segment::pinned_page(driver)?;
+        let stream = match driver.stream_create() {
+            Ok(s) => s,
+            Err(e) => {
+                flag_page.release(driver);
+                return Err(driver_error(e));
+            }
+        };
         if let Err(e) = driver.memset_d8(abort, 0, 8, stream).and_then(|()| driver.stream_synchronize(stream)) {
             let _ = driver.stream_destroy(stream);
+            flag_page.release(driver);
             return Err(driver_error(e));
         }
         let reply = Reply::Hello {
@@ -138,6 +186,7 @@ impl<'d> Tenant<'d> {
             events: HashSet::new(),
             native: false,
             segment: None,
+            flag_page: Some(flag_page),
             stats: Stats::default(),
             pending: None,
             log: Vec::new(),
@@ -700,12 +749,16 @@ impl<'d> Tenant<'d> {
     }
 
     fn synchronize(&mut self) -> Reply {
-        // The flag's copy is queued behind the tenant's work and waited for: one wait for
-        // both (a synchronization, then a copy, would be two round trips to the GPU).
-        let mut flag = [0u8; 8];
-        if let Err(e) = self.driver.copy_dtoh(&mut flag, self.abort, self.stream) {
+        // The flag's copy is queued behind the tenant's work, into pinned memory, and waited
+        // for: one wait for both (a synchronization, then a copy, would be two round trips
+        // to the GPU).
+        let Some(page) = &self.flag_page else { return error(UNKNOWN, "the tenant's flag page is gone") };
+        // SAFETY: our pinned page holds 8 bytes; the copy is waited for before it is read.
+        if let Err(e) = unsafe { self.driver.copy_dtoh_into(page.at, self.abort, 8, self.stream) } {
             return driver_error(e);
         }
+        // SAFETY: as above, the copy is done.
+        let flag = unsafe { std::ptr::read_volatile(page.at.cast::<[u8; 8]>()) };
         if let Some(refused) = self.pending.take() {
             return refused;
         }
@@ -727,10 +780,9 @@ impl Drop for Tenant<'_> {
     fn drop(&mut self) {
         let _ = self.driver.stream_synchronize(self.stream);
         let _ = self.driver.stream_destroy(self.stream);
-        if let Some(s) = self.segment.take() {
-            let _ = self.driver.host_unregister(s.at);
-            // SAFETY: our mapping, no longer used (the stream is done).
-            unsafe { libc::munmap(s.at.cast(), s.len) };
+        // The stream is done: no copy uses them any more.
+        for s in [self.segment.take(), self.flag_page.take()].into_iter().flatten() {
+            s.release(self.driver);
         }
         for e in self.events.drain() {
             let _ = self.driver.event_destroy(e);

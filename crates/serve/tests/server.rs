@@ -632,3 +632,24 @@ fn a_modules_variables_are_moved_into_the_partition() {
     assert_eq!(a.call(Request::ModuleUnload { module }), Reply::Done);
     assert!(status(&socket)[0].used < used, "the variable's copy was not freed with its module");
 }
+
+/// A fenced kernel that meets a `trap` sets its tenant's abort flag and exits: the next
+/// synchronization reports 710 (as a trap does natively) to that tenant alone, read from
+/// the flag after the tenant's work is done.
+#[test]
+fn a_set_abort_flag_fails_the_tenants_synchronization_alone() {
+    let _s = serial();
+    let (socket, _log) = manager();
+    let mut a = connect(&socket, "a", 22);
+    let mut b = connect(&socket, "b", 22);
+    let Reply::Module(_) = a.call(Request::ModuleLoad { image: PTX.as_bytes().to_vec() }) else { panic!() };
+    let constants: extern "C" fn() -> *const u64 = fake(b"fake_fence_constants\0");
+    // SAFETY: the fake's three words.
+    let flag = unsafe { std::slice::from_raw_parts(constants(), 3) }[2];
+    assert_eq!(a.call(Request::Synchronize), Reply::Done, "the flag is clear at the start");
+    // The fake driver's device memory is the manager's own: what a trapping kernel writes.
+    // SAFETY: the flag's 8 bytes, in the partition the fake mapped.
+    unsafe { std::ptr::write_volatile(flag as *mut u64, 1) };
+    refused(a.call(Request::Synchronize), 710, "abort flag");
+    assert_eq!(b.call(Request::Synchronize), Reply::Done, "the other tenant is not told");
+}
