@@ -550,8 +550,7 @@ fn tick(g: &Guard, context: u64, dev: &mut Device) -> Found {
         return found;
     }
     let launched_unix_us = unix_us();
-    let (commands, count) =
-        if diag().empty_kernels { (0, 0) } else { (batch.commands.len(), batch.count) };
+    let (commands, count) = if diag().empty_kernels { (0, 0) } else { (batch.commands.len(), batch.count) };
     if dev.run_batch(g.secret, commands, count, batch.scan, timed) {
         dev.in_flight = Some(InFlight { scan: batch.scan, timed, upto, at: Instant::now(), launched_unix_us });
         locks::lock(&g.host).scans += 1;
