@@ -69,8 +69,11 @@ pub const CANARY_INTERVAL_MS: &str = "GPUSAN_CANARY_INTERVAL_MS";
 /// while the block's last user still runs). For measuring where canary mode's cost lies
 /// (bench/canary-overhead.sh's variants), never for use.
 pub const CANARY_DIAG: &str = "GPUSAN_CANARY_DIAG";
-/// The default interval, 1 ms, in microseconds.
-pub const CANARY_INTERVAL_US_DEFAULT: u64 = 1_000;
+/// The default interval, 4 ms, in microseconds. At 1 ms the guard's rounds cost a PyTorch
+/// Transformer step 6–35 % on the H100, in every round of three calls; at 4 ms and longer
+/// they cost less than the rounds' spread (bench/results/h100-issue17, calls 11, 12, 20).
+/// Each round's driver calls, not its GPU work, are the cost (call 20's `empty_kernels`).
+pub const CANARY_INTERVAL_US_DEFAULT: u64 = 4_000;
 /// The shortest interval taken, 0.05 ms: GMOD's detection latency (0.01–0.016 ms) needs
 /// scans well under a millisecond apart, and the guard thread must still leave the CPU to
 /// the program.

@@ -203,8 +203,8 @@ pub struct RunArgs {
     redzone: Option<u64>,
     /// `--mode canary`: milliseconds between two scans of the canaries, from 0.05 to 60000,
     /// fractions included (`0.1`: every 100 µs; a scan is launched only once the previous
-    /// one finished). [default: 1]
-    #[arg(long = "canary-interval-ms", value_name = "MS", default_value = "1", hide_default_value = true,
+    /// one finished). [default: 4]
+    #[arg(long = "canary-interval-ms", value_name = "MS", default_value = "4", hide_default_value = true,
           allow_negative_numbers = true, value_parser = gpusan_abi::env::canary_interval_us)]
     canary_interval_us: u64,
     /// `--mode fence`: the socket of the `gpusan serve` manager the program is a tenant of.

@@ -263,7 +263,8 @@ fn the_arrays_grow_and_compact_and_still_find_an_overflow() {
 fn order_log(scenario: &str) -> Vec<String> {
     let log = dir().join(format!("canary-order-{scenario}.log"));
     let _ = std::fs::remove_file(&log);
-    run_with(&[], scenario, &[("FAKE_CUDA_CANARY_LOG", &log), ("FAKE_CUDA_ORDER", &log)]);
+    // Rounds 1 ms apart: the fake programs' waits hold the 32 rounds a held-back arm waits.
+    run_with(&["--canary-interval-ms", "1"], scenario, &[("FAKE_CUDA_CANARY_LOG", &log), ("FAKE_CUDA_ORDER", &log)]);
     std::fs::read_to_string(&log).unwrap_or_default().lines().map(str::to_string).collect()
 }
 
@@ -387,7 +388,7 @@ fn threads_that_stay_in_bounds_report_nothing() {
 fn a_capture_is_not_disturbed_and_its_block_is_guarded_after_it() {
     let log = dir().join("canary-capture.log");
     let _ = std::fs::remove_file(&log);
-    let o = run_with(&[], "capture", &[("FAKE_CUDA_ORDER", &log)]);
+    let o = run_with(&["--canary-interval-ms", "1"], "capture", &[("FAKE_CUDA_ORDER", &log)]);
     assert!(o.stdout.contains("invalidations=0"), "{}", o.stdout);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     let end = text.lines().position(|l| l.starts_with("endcapture ")).expect(&text);
@@ -527,14 +528,14 @@ fn a_finding_carries_absolute_detection_times_to_the_microsecond() {
 
 /// `--canary-interval-ms` takes fractions of a millisecond (GMOD's latency needs scans
 /// well under one apart): 0.1 is 100 µs, which the guard uses (the report says its
-/// interval); the default stays 1 ms.
+/// interval); the default is 4 ms.
 #[test]
 fn a_fractional_scan_interval_is_taken_and_used() {
     let o = run_with(&["--canary-interval-ms", "0.1"], "overflow", &[]);
     assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
     assert_eq!(o.report["canary"]["interval_us"], 100, "{:#}", o.report["canary"]);
     let o = run("clean");
-    assert_eq!(o.report["canary"]["interval_us"], 1000, "the default: {:#}", o.report["canary"]);
+    assert_eq!(o.report["canary"]["interval_us"], 4000, "the default: {:#}", o.report["canary"]);
 }
 
 /// An interval of zero, below 0.05 ms or negative is refused before the program runs, with
