@@ -167,7 +167,7 @@ fn a_driver_api_program_runs_as_a_fenced_tenant_in_its_partition() {
     assert!(stdout.contains("fatbin module ok"), "{stdout}");
     assert!(std::fs::read_to_string(&loaded).unwrap().contains("__gpusan_fence"), "the driver got an unfenced module");
     assert!(log.contains("left (disconnected)"), "{log}");
-    assert!(log.contains("gave a segment of 32 MiB for its copies"), "copies did not go through a segment: {log}");
+    assert!(log.contains("gave a segment of 8 MiB for its copies"), "copies did not go through a segment: {log}");
     let report = std::fs::read_to_string(&report).unwrap();
     assert!(report.contains("a tenant of `gpusan serve`"), "{report}");
     assert!(!stdout.contains("hostalloc=0"), "an unforwarded call reached a driver: {stdout}");
@@ -282,4 +282,24 @@ fn launches_queued_by_a_tenant_reach_the_manager_while_it_makes_no_call() {
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
     assert!(run.wait().unwrap().success(), "{rest}");
     assert!(rest.contains("burst ok"), "{rest}");
+}
+
+/// A copy larger than the tenant's shared segment goes through it in pieces, each piece at
+/// its own place on the device: 20 MiB in and back, and a part from an offset that is no
+/// piece boundary, come back byte for byte.
+#[test]
+fn copies_larger_than_the_segment_go_through_it_in_pieces() {
+    let f = Fixture::start();
+    let run = gpusan()
+        .args(["run", "--mode", "fence", "--server"])
+        .arg(&f.socket)
+        .arg("--")
+        .arg(&f.tenant)
+        .arg("bigcopy")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    let (_dir, log) = f.stop();
+    assert!(stdout.contains("bigcopy ok"), "{stdout}\n{}\nmanager: {log}", String::from_utf8_lossy(&run.stderr));
+    assert!(log.contains("gave a segment of 8 MiB"), "{log}");
 }

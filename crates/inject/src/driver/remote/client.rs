@@ -32,8 +32,11 @@ pub struct Partition {
     pub size: u64,
 }
 
-/// The bulk segment's size: copies larger go through it in pieces.
-const SEGMENT: usize = 32 << 20;
+/// The bulk segment's size: copies larger go through it in pieces. The manager pins it, so
+/// it counts whole in the manager's resident memory: at 32 MiB that was 38 MB of the
+/// manager's per tenant on the H100 (bench/results/fence, call 20); a piece costs a round
+/// trip (tens of µs) against a millisecond of copying 8 MiB.
+const SEGMENT: usize = 8 << 20;
 
 /// A launch sent within this long of the last write is queued; a queued launch is written
 /// about this long after it was queued (the flusher's timer slack is cut to 1 µs): a burst
