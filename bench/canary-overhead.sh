@@ -19,7 +19,8 @@
 # GPUSAN_CANARY_ONLY (regex of workload names), GPUSAN_CANARY_VARIANTS ('NAME=OPTIONS;...': more
 # canary-mode runs with these gpusan options, each a tool with its own ratio to native), GPUSAN_CANARY_INTERVAL_MS (passed as
 # --canary-interval-ms; default: gpusan's), GPUSAN_CANARY_TORCH_STEPS (30),
-# GPUSAN_CANARY_THIRD_PARTY=1 (also the third-party programs of bench/work/third_party,
+# GPUSAN_BENCH_CPUS (the taskset -c list every run is pinned to; default 4 CPUs of GPU 0's
+# affinity, 'none' unpinned), GPUSAN_CANARY_THIRD_PARTY=1 (also the third-party programs of bench/work/third_party,
 # when carried), NVCC, GPUSAN_CANARY_DRY=1 (no GPU: the plan only), GPUSAN_CANARY_PYTHON (the
 # PyTorch workloads' python; default python3).
 set -uo pipefail

@@ -30,13 +30,57 @@ import json
 import os
 import re
 import shlex
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check_overhead as co  # noqa: E402  (workload list, builds, environment, geomean)
 from benchproc import parse_bench, run  # noqa: E402
+
+
+def cpu_list(spec):
+    """The CPUs of a list as taskset and nvidia-smi write it ("0-3,8,10-11")."""
+    cpus = []
+    for part in spec.split(","):
+        part = part.strip()
+        if re.fullmatch(r"\d+", part):
+            cpus.append(int(part))
+        elif m := re.fullmatch(r"(\d+)-(\d+)", part):
+            cpus.extend(range(int(m[1]), int(m[2]) + 1))
+    return cpus
+
+
+def gpu_affinity(topo):
+    """GPU 0's CPU affinity in `nvidia-smi topo -m`'s table (its header names the columns,
+    tab-separated, the rows' first column the device), or [] when the table has none."""
+    lines = topo.splitlines()
+    header = next((l for l in lines if "CPU Affinity" in l), None)
+    row = next((l for l in lines if l.split("\t")[0].strip() == "GPU0"), None)
+    if header is None or row is None:
+        return []
+    cols, vals = [c.strip() for c in header.split("\t")], [c.strip() for c in row.split("\t")]
+    i = cols.index("CPU Affinity")
+    return cpu_list(vals[i]) if i < len(vals) else []
+
+
+def pinned_cpus(spec, n=4):
+    """Where every run goes (taskset -c): `spec` when given, else the first `n` CPUs of GPU 0's
+    affinity that this process may use. Each run of a round landing on other cores (another
+    NUMA node, a core the guard thread shares) moved the same native PyTorch step by 10-30 %
+    between processes on the H100 (bench/results/h100-issue17, calls 18-21): with all runs on
+    the same cores, the rounds compare the tools rather than the placement. "" when unknown."""
+    if spec:
+        return spec
+    try:
+        topo = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, ValueError, subprocess.SubprocessError):
+        topo = ""
+    allowed = os.sched_getaffinity(0)
+    near = [c for c in gpu_affinity(topo) if c in allowed] or sorted(allowed)
+    return ",".join(str(c) for c in near[:n]) if len(near) >= n else ""
 
 REPO = co.REPO
 TOOLS = ["native", "canary"]
@@ -272,6 +316,8 @@ def main():
                     help="also run canary mode with these extra gpusan options (shell words), as tool NAME")
     ap.add_argument("--table-out", default="")
     ap.add_argument("--dry", action="store_true", help="write the plan, run nothing")
+    ap.add_argument("--cpus", default=os.environ.get("GPUSAN_BENCH_CPUS", ""),
+                    help="taskset -c list every run is pinned to (default: 4 CPUs near GPU 0; 'none': unpinned)")
     args = ap.parse_args()
     for v in args.variant:
         name, _, opts = v.partition("=")
@@ -318,6 +364,9 @@ def main():
     doc["environment"] = co.environment(argparse.Namespace(nvcc=args.nvcc, gpusan=args.gpusan,
                                                            compute_sanitizer="true"))
     errors = co.build_all(ws, argparse.Namespace(nvcc=args.nvcc), logs)
+    cpus = "" if args.cpus == "none" else pinned_cpus(args.cpus)
+    pin = ["taskset", "-c", cpus] if cpus and shutil.which("taskset") else []
+    doc["pinned_cpus"] = cpus if pin else None
     for w in ws:
         if errors.get(w["name"]):
             doc["workloads"][w["name"]]["build_error"] = errors[w["name"]]
@@ -348,7 +397,7 @@ def main():
                 report = os.path.join(logs, f"{w['name']}-{tool}-{rnd}.json")
                 if os.path.exists(report):
                     os.unlink(report)
-                cmd = w["cmd"] if tool == "native" else canary_cmd(args, report, w["cmd"], tool)
+                cmd = pin + (w["cmd"] if tool == "native" else canary_cmd(args, report, w["cmd"], tool))
                 r = run(cmd, min(args.timeout, left()), env={**env, **VARIANT_ENV.get(tool, {})}, cwd=w["cwd"])
                 took[(w["name"], tool)] = r["wall_s"]
                 with open(os.path.join(logs, f"{w['name']}-{tool}-{rnd}.log"), "w") as f:

@@ -365,5 +365,27 @@ class PairedTest(unittest.TestCase):
         self.assertEqual(row["paired_canary"], [1.2, 1.05], row)
 
 
+
+class PinTest(unittest.TestCase):
+    """Every run of the overhead suite goes to the same CPUs near the GPU."""
+
+    TOPO = ("\tGPU0\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+            "GPU0\t X \tSYS\t16-31,48-63\t1\t\tN/A\n"
+            "NIC0\tSYS\t X \t\t\t\t\n")
+
+    def test_gpu0s_affinity_is_read_from_nvidia_smis_table(self):
+        sys.path.insert(0, str(REPO / "bench"))
+        import canary_overhead as co
+        self.assertEqual(co.gpu_affinity(self.TOPO)[:3], [16, 17, 18])
+        self.assertEqual(len(co.gpu_affinity(self.TOPO)), 32)
+        self.assertEqual(co.gpu_affinity("no table here"), [])
+        self.assertEqual(co.cpu_list("0-2,5"), [0, 1, 2, 5])
+
+    def test_a_given_list_is_used_as_it_is(self):
+        sys.path.insert(0, str(REPO / "bench"))
+        import canary_overhead as co
+        self.assertEqual(co.pinned_cpus("2-5"), "2-5")
+
+
 if __name__ == "__main__":
     unittest.main()

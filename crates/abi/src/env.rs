@@ -69,10 +69,11 @@ pub const CANARY_INTERVAL_MS: &str = "GPUSAN_CANARY_INTERVAL_MS";
 /// while the block's last user still runs). For measuring where canary mode's cost lies
 /// (bench/canary-overhead.sh's variants), never for use.
 pub const CANARY_DIAG: &str = "GPUSAN_CANARY_DIAG";
-/// The default interval, 4 ms, in microseconds. At 1 ms the guard's rounds cost a PyTorch
-/// Transformer step 6–35 % on the H100, in every round of three calls; at 4 ms and longer
-/// they cost less than the rounds' spread (bench/results/h100-issue17, calls 11, 12, 20).
-/// Each round's driver calls, not its GPU work, are the cost (call 20's `empty_kernels`).
+/// The default interval, 4 ms, in microseconds. At 1 ms canary mode cost a PyTorch
+/// Transformer step 5–35 % on the H100 in every round of calls 19–20; at 4 ms and longer
+/// less in calls 10–12 and 20 (0.94–1.00), though 4–37 % in call 21's three rounds
+/// (bench/results/h100-issue17). The guard's GPU work made no difference there (call 20's
+/// `empty_kernels`).
 pub const CANARY_INTERVAL_US_DEFAULT: u64 = 4_000;
 /// The shortest interval taken, 0.05 ms: GMOD's detection latency (0.01–0.016 ms) needs
 /// scans well under a millisecond apart, and the guard thread must still leave the CPU to
