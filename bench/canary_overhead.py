@@ -125,8 +125,12 @@ def guard_facts(rep):
     """Counters and coverage of the report that speak of the guard and canaries."""
     ctr = rep.get("counters") or {}
     c = {k: v for k, v in ctr.items() if re.search(r"canar|guard|scan|drop|arm|entr|redzone|pad", k, re.I)}
-    scans = sum(v for k, v in c.items() if isinstance(v, (int, float)) and re.search(r"scan", k, re.I)
-                and not re.search(r"drop|fail|skip", k, re.I))
+    # The guard's scan count: `canary_scans` (a sum of every counter named "scan" once added
+    # the GPU microseconds in: call 21's "9,534 scans" were 455 and 4,994 µs).
+    scans = ctr.get("canary_scans")
+    if not isinstance(scans, int):
+        scans = sum(v for k, v in c.items() if isinstance(v, (int, float)) and re.search(r"scan", k, re.I)
+                    and not re.search(r"drop|fail|skip|_us|bytes", k, re.I))
     cov = rep.get("coverage") or {}
     g = {k: v for k, v in cov.items() if re.search(r"canar|guard|alloc", k, re.I)} if isinstance(cov, dict) else {}
     section = rep.get("canary")
