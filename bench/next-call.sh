@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The next GPU call for issues 17 and 18, in order of what matters most, each part under its
 # own time limit so a slow part cannot starve the rest. Writes everything under $OUT and a
-# log, $OUT/next-call.log. Fits the 600 s a call may take (about 560 s in all).
+# log, $OUT/next-call.log. Fits the 600 s a call may take (about 480 s in all).
 #
 #   bench/next-call.sh DIR    DIR: gpusan, libgpusan_inject.so, containment (release, stripped)
 #
-# 1. The Transformer and MLP steps at the 4 ms default, every run pinned to the same CPUs
-#    (bench/canary_overhead.py's --cpus): 6 rounds of 50 steps, against 1 ms, no guard
-#    kernels and no pool hooks; more processes with fewer steps, since the spread is
-#    between processes (calls 18-21)                                               ~330 s
+# 1. The Transformer step at the 4 ms default, every run pinned to the same CPUs
+#    (bench/canary_overhead.py's --cpus): 6 rounds of 50 steps, against 1 ms and no guard
+#    kernels; more processes with fewer steps, since the spread is between processes
+#    (calls 18-21)                                                                 ~240 s
 # 2. bench/fence/throughput.sh 16: the manager's memory with 8 MiB segments, throughput
 #    against MPS and time-slicing                                                  ~40 s
 # 3. bench/fence/mps.sh 3: the faulting neighbour, the victim's rate, host µs/launch ~40 s
@@ -27,9 +27,9 @@ part() {
   OUT=${PART_OUT:-$out} timeout "$limit" "$@" >> "$log" 2>&1
   echo "== rc=$? after $(( $(date +%s) - t0 ))s" >> "$log"
 }
-GPUSAN_CANARY_ONLY='torch_transformer|torch_mlp' GPUSAN_CANARY_ROUNDS=6 GPUSAN_CANARY_TORCH_STEPS=50 GPUSAN_CANARY_BUDGET_S=320 \
-  GPUSAN_CANARY_VARIANTS='i1=--canary-interval-ms 1;nok=GPUSAN_CANARY_DIAG=no_kernels;nohooks=--python-hooks off' \
-  part 330 "$repo/bench/canary-overhead.sh" "$dir"
+GPUSAN_CANARY_ONLY='torch_transformer' GPUSAN_CANARY_ROUNDS=6 GPUSAN_CANARY_TORCH_STEPS=50 GPUSAN_CANARY_BUDGET_S=240 \
+  GPUSAN_CANARY_VARIANTS='i1=--canary-interval-ms 1;nok=GPUSAN_CANARY_DIAG=no_kernels' \
+  part 250 "$repo/bench/canary-overhead.sh" "$dir"
 rm -f "$out"/canary-overhead-logs.tar.gz
 part 45 "$repo/bench/fence/throughput.sh" "$dir" 16 5
 part 45 "$repo/bench/fence/mps.sh" "$dir" 3
