@@ -844,6 +844,9 @@ mod tests {
                         let mut named = std::collections::HashSet::new();
                         for c in &b.commands {
                             prop_assert!(named.insert(c.index), "slot {} named twice in one batch", c.index);
+                            // The batch kernel's blocks each apply the commands of the slots
+                            // they scan: one past the scanned slots would be applied by none.
+                            prop_assert!(c.index < b.count, "slot {} past the {} scanned", c.index, b.count);
                         }
                         for c in &b.commands {
                             if c.flags & COMMAND_WRITE_BYTES != 0 {
