@@ -163,12 +163,12 @@ extern "C" __global__ void gpusan_canary_scan(uint64_t secret, const Entry *entr
 // A small batch (at most GPUSAN_CANARY_BATCH_MAX_COMMANDS commands) in one launch, over
 // any number of blocks: block b owns a run of `per` entries and the commands naming them.
 // Each block copies the batch's commands from mapped host memory into shared memory in one
-// coalesced read (a read of host memory costs about a microsecond: one per field, command
-// after command, is what made a round long), applies its own, a warp each, then, once
-// every warp of the block is past them, scans its entries. No block waits for another, so
-// with one block per BLOCK_THREADS entries each holds its SM for a few microseconds only:
-// a kernel of the program's that needs every SM is not held up for the whole batch. The
-// cancel flag is read with the rest, just before the block writes
+// coalesced read (rather than a read of host memory per field, command after command),
+// applies its own, a warp each, then, once every warp of the block is past them, scans its
+// entries; no block waits for another. The guard launches one block
+// (`GPUSAN_CANARY_DIAG=wide_batch`: one per BLOCK_THREADS entries, so that no block holds
+// an SM long; no faster for a PyTorch step on the H100, bench/results/h100-issue17 call
+// 20). The cancel flag is read with the rest, just before the block writes
 // (gpusan_abi::canary::BATCH_KERNEL).
 extern "C" __global__ void gpusan_canary_batch(uint64_t secret, Entry *entries, const Command *commands,
                                                uint32_t ncommands, uint32_t count, uint8_t *errors, uint32_t scan) {
