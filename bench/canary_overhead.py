@@ -62,6 +62,8 @@ def gpu_affinity(topo):
     if header is None or row is None:
         return []
     cols, vals = [c.strip() for c in header.split("\t")], [c.strip() for c in row.split("\t")]
+    if "CPU Affinity" not in cols:
+        return []  # not the tab-separated table this reads
     i = cols.index("CPU Affinity")
     return cpu_list(vals[i]) if i < len(vals) else []
 

@@ -379,6 +379,7 @@ class PinTest(unittest.TestCase):
         self.assertEqual(co.gpu_affinity(self.TOPO)[:3], [16, 17, 18])
         self.assertEqual(len(co.gpu_affinity(self.TOPO)), 32)
         self.assertEqual(co.gpu_affinity("no table here"), [])
+        self.assertEqual(co.gpu_affinity("GPU0  X  CPU Affinity 0-3\nGPU0  X  0-3\n"), [], "spaces, not tabs")
         self.assertEqual(co.cpu_list("0-2,5"), [0, 1, 2, 5])
 
     def test_a_given_list_is_used_as_it_is(self):

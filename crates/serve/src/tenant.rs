@@ -40,23 +40,19 @@ struct Segment {
 }
 
 impl Segment {
-    /// A fresh page of the manager's own, pinned: a copy from the GPU into it is one DMA,
-    /// where a copy into pageable memory is staged and waited for apart.
-    fn pinned_page(driver: &Driver) -> Result<Segment, Reply> {
-        let len = 4096;
-        // SAFETY: a fresh private mapping; unmapped in `release`.
-        let at = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
+    /// Maps `len` bytes, the tenant's file `fd` shared or (with `None`) a fresh private
+    /// mapping of the manager's, and pins them for the GPU's copies; `call` names what asked
+    /// in an error. A copy from the GPU into pinned memory is one DMA, where a copy into
+    /// pageable memory is staged and waited for apart.
+    fn map(driver: &Driver, len: usize, fd: Option<std::os::fd::RawFd>, call: &str) -> Result<Segment, Reply> {
+        let (flags, fd) = match fd {
+            Some(fd) => (libc::MAP_SHARED, fd),
+            None => (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1),
         };
+        // SAFETY: a fresh mapping; unmapped in `release`.
+        let at = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, fd, 0) };
         if at == libc::MAP_FAILED {
-            return Err(error(OUT_OF_MEMORY, format!("mmap: {}", std::io::Error::last_os_error())));
+            return Err(error(OUT_OF_MEMORY, format!("{call}: mmap: {}", std::io::Error::last_os_error())));
         }
         let at = at.cast::<u8>();
         // SAFETY: mapped above, until `release` unregisters then unmaps it.
@@ -155,7 +151,7 @@ impl<'d> Tenant<'d> {
         }
         let mut memory = TenantMemory::new(driver, memory_log2).map_err(|e| error(OUT_OF_MEMORY, e.to_string()))?;
         let abort = memory.alloc(8).map_err(|e| error(OUT_OF_MEMORY, e.to_string()))?;
-        let flag_page = Segment::pinned_page(driver)?;
+        let flag_page = Segment::map(driver, 4096, None, "the abort flag's page")?;
         let stream = match driver.stream_create() {
             Ok(s) => s,
             Err(e) => {
@@ -237,29 +233,11 @@ impl<'d> Tenant<'d> {
         if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 || (st.st_size as u64) < bytes {
             return error(INVALID_VALUE, "Segment: the descriptor is not a file that long");
         }
-        let len = bytes as usize;
-        // SAFETY: a fresh shared mapping of the tenant's file; unmapped in `Drop`.
-        let at = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
+        let segment = match Segment::map(self.driver, bytes as usize, Some(fd.as_raw_fd()), "Segment") {
+            Ok(s) => s,
+            Err(refusal) => return refusal,
         };
-        if at == libc::MAP_FAILED {
-            return error(OUT_OF_MEMORY, format!("Segment: mmap: {}", std::io::Error::last_os_error()));
-        }
-        let at = at.cast::<u8>();
-        // SAFETY: mapped above, until `Drop` unregisters then unmaps it.
-        if let Err(e) = unsafe { self.driver.host_register(at, len) } {
-            // SAFETY: our mapping.
-            unsafe { libc::munmap(at.cast(), len) };
-            return driver_error(e);
-        }
-        self.segment = Some(Segment { at, len });
+        self.segment = Some(segment);
         Reply::Done
     }
 
