@@ -118,10 +118,13 @@ pub struct Arrays {
     sizes: Sizes,
     slots: Vec<Slot>,
     index: FastMap<u64, u32>,
-    /// Armed keys by their canary's first byte: memory given back, or a pool block handed
-    /// out over others, disarms what lies in it.
-    by_start: BTreeMap<u64, u64>,
-    /// The longest canary armed (how far below a range a canary reaching into it starts).
+    /// Canaries by their first byte, armed ones and those kept intact: memory given back,
+    /// or a pool block handed out over others, disarms or forgets what lies in it. One map
+    /// for both: a pool block's free turns its entry from armed to intact in place, and its
+    /// next allocation looks there once (a training step's tensors, thousands a step).
+    starts: BTreeMap<u64, AtStart>,
+    /// The longest canary in `starts` (how far below a range a canary reaching into it
+    /// starts).
     longest: u32,
     live: usize,
     next_generation: u32,
@@ -145,17 +148,22 @@ pub struct Arrays {
     /// Slots of the device's array (0 before the first batch: allocated with it).
     device_capacity: u32,
     scans: u32,
-    /// Canaries of pool blocks taken back, their bytes last known written and not
-    /// overwritten, by first byte: a block handed out again at the same place and size (a
-    /// training loop's tensors, step after step) has its canary in memory already, armed at
-    /// once with nothing to write and no stream to wait for.
-    intact: BTreeMap<u64, u32>,
-    /// The longest canary in `intact`.
-    intact_longest: u32,
     /// Empty slots, reused by the next arms: a pool's churn (a tensor freed, another handed
     /// out, thousands of times a step) then keeps the array its size instead of growing it
     /// until a compaction rewrites every slot.
     free: Vec<u32>,
+}
+
+/// What starts at an address ([`Arrays::starts`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AtStart {
+    /// The canary of this key, armed.
+    Armed(u64),
+    /// The canary of a pool block taken back, this long, its bytes last known written and
+    /// not overwritten: a block handed out again at the same place and size (a training
+    /// loop's tensors, step after step) has its canary in memory already, armed at once
+    /// with nothing to write and no stream to wait for.
+    Intact(u32),
 }
 
 /// What the device must do before the next scan ([`Arrays::take_batch`]).
@@ -208,7 +216,7 @@ impl Arrays {
             sizes,
             slots: Vec::new(),
             index: FastMap::default(),
-            by_start: BTreeMap::new(),
+            starts: BTreeMap::new(),
             longest: 0,
             live: 0,
             next_generation: 1,
@@ -220,8 +228,6 @@ impl Arrays {
             in_flight_slots: Vec::new(),
             device_capacity: 0,
             scans: 0,
-            intact: BTreeMap::new(),
-            intact_longest: 0,
             free: Vec::new(),
         }
     }
@@ -251,7 +257,8 @@ impl Arrays {
             }
         };
         self.index.insert(tail.key, i);
-        self.by_start.insert(tail.start, tail.key);
+        // An intact canary starting there is forgotten: this arm's bytes are what counts.
+        self.starts.insert(tail.start, AtStart::Armed(tail.key));
         self.longest = self.longest.max(tail.len);
         self.live += 1;
         let flags = if written { 0 } else { COMMAND_WRITE_BYTES };
@@ -268,15 +275,39 @@ impl Arrays {
     /// Disarms the canary of `key`, if armed: the device's entry is emptied by the next
     /// batch, and an arm not yet written is not written at all.
     pub fn disarm(&mut self, key: u64) -> Option<Disarmed> {
+        let d = self.disarm_slot(key)?;
+        if self.starts.get(&d.entry.tail_start) == Some(&AtStart::Armed(key)) {
+            self.starts.remove(&d.entry.tail_start);
+        }
+        Some(d)
+    }
+
+    /// A pool took the block of `key` back: disarmed as [`Arrays::disarm`] does, and its
+    /// canary kept intact where its bytes are known written ([`Arrays::take_intact`] finds
+    /// it when the block is handed out again there).
+    pub fn take_back(&mut self, key: u64) -> Option<Disarmed> {
+        let d = self.disarm_slot(key)?;
+        let start = d.entry.tail_start;
+        if let std::collections::btree_map::Entry::Occupied(mut o) = self.starts.entry(start) {
+            if *o.get() == AtStart::Armed(key) {
+                if d.written && d.entry.tail_len != 0 {
+                    o.insert(AtStart::Intact(d.entry.tail_len));
+                } else {
+                    o.remove();
+                }
+            }
+        }
+        Some(d)
+    }
+
+    /// Empties `key`'s slot (its entry in `starts` is the caller's).
+    fn disarm_slot(&mut self, key: u64) -> Option<Disarmed> {
         let i = self.index.remove(&key)?;
         let slot = self.slots.get_mut(i as usize)?;
         let entry = slot.entry;
         slot.entry = Entry::default();
         self.free.push(i);
         self.live -= 1;
-        if self.by_start.get(&entry.tail_start) == Some(&key) {
-            self.by_start.remove(&entry.tail_start);
-        }
         let st = &mut self.state[i as usize];
         let cancel = match st.in_flight {
             Some((generation, at)) if generation == entry.generation => {
@@ -330,51 +361,60 @@ impl Arrays {
         }
     }
 
-    /// Disarms every canary with a byte in `[lo, hi)`: memory given back to the driver
-    /// (no scan may read it after), or handed out again by a pool. The keys and their
-    /// disarms.
+    /// Disarms every canary with a byte in `[lo, hi)`, and forgets the intact ones there:
+    /// memory given back to the driver (no scan may read it after), or handed out again by
+    /// a pool, which the program may write. The keys and their disarms.
     pub fn disarm_range(&mut self, lo: u64, hi: u64) -> Vec<(u64, Disarmed)> {
-        self.forget_intact(lo, hi);
         let from = lo.saturating_sub(u64::from(self.longest));
-        let keys: Vec<u64> = self
-            .by_start
-            .range(from..hi)
-            .filter(|(start, key)| {
-                let len = self.index.get(key).and_then(|&i| self.slots.get(i as usize)).map_or(0, |s| s.entry.tail_len);
-                **start + u64::from(len) > lo
-            })
-            .map(|(_, key)| *key)
-            .collect();
-        keys.into_iter().filter_map(|k| self.disarm(k).map(|d| (k, d))).collect()
+        let mut armed = Vec::new();
+        let mut intact = Vec::new();
+        for (&start, at) in self.starts.range(from..hi) {
+            match *at {
+                AtStart::Armed(key) => {
+                    let len =
+                        self.index.get(&key).and_then(|&i| self.slots.get(i as usize)).map_or(0, |s| s.entry.tail_len);
+                    if start + u64::from(len) > lo {
+                        armed.push(key);
+                    }
+                }
+                AtStart::Intact(len) => {
+                    if start + u64::from(len) > lo {
+                        intact.push(start);
+                    }
+                }
+            }
+        }
+        for start in intact {
+            self.starts.remove(&start);
+        }
+        armed.into_iter().filter_map(|k| self.disarm(k).map(|d| (k, d))).collect()
     }
 
-    /// The canary `entry`, disarmed with its bytes known written ([`Disarmed::written`]) and
-    /// not reported overwritten, stays in memory after its pool block was taken back.
+    /// Keeps the canary `entry`, disarmed with its bytes known written ([`Disarmed::written`])
+    /// and not reported overwritten, as in memory (unless another canary is armed there).
     pub fn keep_intact(&mut self, entry: Entry) {
         if entry.tail_len != 0 {
-            self.intact.insert(entry.tail_start, entry.tail_len);
-            self.intact_longest = self.intact_longest.max(entry.tail_len);
+            let at = self.starts.entry(entry.tail_start).or_insert(AtStart::Intact(entry.tail_len));
+            if let AtStart::Intact(len) = at {
+                *len = entry.tail_len;
+            }
+            self.longest = self.longest.max(entry.tail_len);
         }
     }
 
-    /// Whether a canary of exactly `len` bytes at `start` is in memory ([`Arrays::keep_intact`]);
-    /// it is forgotten either way (the caller arms it, or the memory is another's now).
+    /// Whether a canary of exactly `len` bytes at `start` is in memory ([`Arrays::take_back`],
+    /// [`Arrays::keep_intact`]); it is forgotten either way (the caller arms it, or the
+    /// memory is another's now).
     pub fn take_intact(&mut self, start: u64, len: u32) -> bool {
-        self.intact.remove(&start) == Some(len)
-    }
-
-    /// Forgets the kept canaries with a byte in `[lo, hi)`: memory handed out or given back,
-    /// which the program may write.
-    fn forget_intact(&mut self, lo: u64, hi: u64) {
-        let from = lo.saturating_sub(u64::from(self.intact_longest));
-        let gone: Vec<u64> = self
-            .intact
-            .range(from..hi)
-            .filter(|(start, len)| **start + u64::from(**len) > lo)
-            .map(|(start, _)| *start)
-            .collect();
-        for start in gone {
-            self.intact.remove(&start);
+        match self.starts.entry(start) {
+            std::collections::btree_map::Entry::Occupied(o) => match *o.get() {
+                AtStart::Intact(kept) => {
+                    o.remove();
+                    kept == len
+                }
+                AtStart::Armed(_) => false,
+            },
+            std::collections::btree_map::Entry::Vacant(_) => false,
         }
     }
 
@@ -1074,9 +1114,9 @@ mod tests {
         a.arm(t, false);
         a.take_batch(false);
         a.take_batch(false); // the arm's batch ran
-        let d = a.disarm(1).unwrap();
+        let d = a.take_back(1).unwrap();
         assert!(d.written);
-        a.keep_intact(d.entry);
+        assert!(!a.is_armed(1));
         assert!(!a.take_intact(t.start, 16), "another length: not the canary in memory");
         a.keep_intact(d.entry);
         assert!(a.take_intact(t.start, t.len));
@@ -1088,5 +1128,30 @@ mod tests {
         a.keep_intact(d.entry);
         a.disarm_range(t.start + u64::from(t.len), t.start + 1000);
         assert!(a.take_intact(t.start, t.len), "a range past it leaves it");
+    }
+
+    #[test]
+    fn a_block_taken_back_before_its_canary_was_written_keeps_nothing() {
+        let mut a = Arrays::default();
+        let t = Tail { stream: Some(0x77), ..tail(1) };
+        a.arm(t, false);
+        let d = a.take_back(1).unwrap();
+        assert!(!d.written, "its batch never ran");
+        assert!(!a.take_intact(t.start, t.len), "bytes never written are not in memory");
+        assert_eq!(a.take_back(1), None, "taken back once");
+    }
+
+    #[test]
+    fn an_arm_where_a_canary_was_kept_intact_replaces_it_and_reaches_ranges() {
+        let mut a = Arrays::default();
+        a.arm(tail(1), true);
+        a.take_back(1).unwrap();
+        // Another allocation's canary armed at the same first byte (its bytes are its own).
+        a.arm(Tail { key: 2, ..tail(1) }, true);
+        assert!(!a.take_intact(tail(1).start, tail(1).len), "the arm replaced what was kept");
+        assert!(a.is_armed(2), "take_intact leaves an armed canary alone");
+        let gone = a.disarm_range(tail(1).start + 1, tail(1).start + 2);
+        assert_eq!(gone.iter().map(|(k, _)| *k).collect::<Vec<_>>(), vec![2], "a canary reaching into the range");
+        assert_eq!(a.live(), 0);
     }
 }

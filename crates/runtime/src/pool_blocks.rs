@@ -138,9 +138,21 @@ pub struct Blocks {
 }
 
 impl Blocks {
-    /// Adds `block`, displacing (and returning) every block it overlaps.
-    pub fn insert(&mut self, block: Block) -> Vec<Block> {
-        let displaced = self.remove_range(block.base, block.end());
+    /// Adds `block`, displacing every block it overlaps; how many it displaced.
+    pub fn insert(&mut self, block: Block) -> usize {
+        // A pool's churn hands a block out where one was before: one search then. Blocks
+        // are disjoint, so when the last block starting below the new one's end starts at
+        // its base, it is the only one the new block overlaps.
+        if let Some((&base, old)) = self.by_base.range_mut(..block.end()).next_back() {
+            if base == block.base {
+                let old = std::mem::replace(old, block);
+                if old.freed_at.is_some() {
+                    self.live += 1;
+                }
+                return 1;
+            }
+        }
+        let displaced = self.remove_range(block.base, block.end()).len();
         self.by_base.insert(block.base, block);
         self.live += 1;
         displaced

@@ -41,6 +41,8 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         5 => (0..=SEGMENTS, 0u64..0xa00, 1u64..0x300).prop_map(|(seg, offset, size)| Op::Alloc { seg, offset, size }),
+        // A pool's churn: blocks handed out again where blocks were.
+        3 => (0..=SEGMENTS, 0u64..8, 1u64..0x300).prop_map(|(seg, slot, size)| Op::Alloc { seg, offset: slot * 0x100, size }),
         3 => (0usize..64).prop_map(|n| Op::Free { n }),
         1 => (0..SEGMENTS).prop_map(|seg| Op::FreeSegment { seg }),
     ]
@@ -136,6 +138,8 @@ proptest! {
         // One entry per block, the segments with no block one each: at most 32 bytes a tensor.
         let holding = m.segments.iter().filter(|&&(_, b, s, _)| m.blocks.iter().any(|&(_, bb, bs, _)| bb < b + s && bb + bs > b)).count();
         prop_assert_eq!(e.len(), m.blocks.len() + m.segments.len() - holding);
+        let live = m.blocks.iter().filter(|b| !b.3).count() as u64;
+        prop_assert_eq!(r.block_counts(), (m.blocks.len() as u64, live), "blocks kept and live");
         for x in (SEG_BASE - 0x10..SEG_BASE + (SEGMENTS + 1) * SEG_STRIDE).step_by(7) {
             let device = match device_lookup(e, x) {
                 Some(d) if d.is_freed() => Verdict::Freed(d.id),

@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::state::FastMap;
 use gpusan_abi::canary::{Entry, ErrorRecord};
 use gpusan_abi::Mode;
 use gpusan_runtime::canary::{self as host, Arrays, StreamWaits, Tail, Verdict};
@@ -91,7 +92,7 @@ struct Context {
 
 #[derive(Default)]
 struct Host {
-    contexts: HashMap<u64, Context>,
+    contexts: FastMap<u64, Context>,
     /// As [`Context::synced_at`], per stream (the legacy stream's handles as one).
     stream_synced_at: HashMap<u64, u64>,
     guarded: BTreeMap<String, u64>,
@@ -304,11 +305,10 @@ pub fn block_freed(id: u64, base: u64) {
     let mut h = program_lock(g);
     let reported = h.reported.contains(&(BLOCK | id));
     if let Some(ctx) = h.contexts.get_mut(&context) {
-        if let Some(d) = ctx.arrays.disarm(BLOCK | id) {
+        // A canary reported overwritten is not what memory holds: not kept.
+        let d = if reported { ctx.arrays.disarm(BLOCK | id) } else { ctx.arrays.take_back(BLOCK | id) };
+        if let Some(d) = d {
             cancel(ctx.commands, d.cancel);
-            if d.written && !reported {
-                ctx.arrays.keep_intact(d.entry);
-            }
         }
     }
 }
