@@ -12,7 +12,9 @@
 # 2. bench/fence/throughput.sh 16: the manager's memory with 8 MiB segments, throughput
 #    against MPS and time-slicing                                                  ~40 s
 # 3. bench/fence/mps.sh 3: the faulting neighbour, the victim's rate, host µs/launch ~40 s
-# 4. the canary reliability cases at the 4 ms default                              ~140 s
+# 4. the containment example: fenced bulk copies and a tensor copy (TMA) through a map the
+#    manager made, at first run on a GPU; maps on another tenant's memory refused    ~10 s
+# 5. the canary reliability cases at the 4 ms default                              ~140 s
 set -uo pipefail
 dir=${1:?usage: bench/next-call.sh DIR}
 out=${OUT:-/tmp/out}
@@ -33,6 +35,9 @@ GPUSAN_CANARY_ONLY='torch_transformer' GPUSAN_CANARY_ROUNDS=6 GPUSAN_CANARY_TORC
 rm -f "$out"/canary-overhead-logs.tar.gz
 part 45 "$repo/bench/fence/throughput.sh" "$dir" 16 5
 part 45 "$repo/bench/fence/mps.sh" "$dir" 3
+echo "== containment (limit 60s)" >> "$log"
+timeout 60 "$dir/containment" > "$out/containment.json" 2>> "$log"
+echo "== rc=$?" >> "$log"
 GPUSAN_RELIABILITY_CASE_S=60 GPUSAN_RELIABILITY_ONLY='canary_gmod|canary_programs|canary_torch' \
   part 140 "$repo/bench/reliability.sh" "$dir"
 # The reliability logs are large: the call brings back a limited number of files.

@@ -303,3 +303,25 @@ fn copies_larger_than_the_segment_go_through_it_in_pieces() {
     assert!(stdout.contains("bigcopy ok"), "{stdout}\n{}\nmanager: {log}", String::from_utf8_lossy(&run.stderr));
     assert!(log.contains("gave a segment of 8 MiB"), "{log}");
 }
+
+/// A program's own `cuTensorMapEncodeTiled` reaches the manager, which makes the map on the
+/// tenant's memory; its kernel's tensor copy runs with that map, and not with one the
+/// program wrote itself.
+#[test]
+fn a_tenants_tensor_copies_run_with_the_maps_the_manager_made() {
+    let f = Fixture::start();
+    let run = gpusan()
+        .args(["run", "--mode", "fence", "--fence-memory-log2", "26", "--server"])
+        .arg(&f.socket)
+        .arg("--")
+        .arg(&f.tenant)
+        .arg("tma")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+    let (_dir, log) = f.stop();
+    // 1: CUDA_ERROR_INVALID_VALUE, for the map past the partition and the made-up map's launch.
+    assert!(stdout.contains("tma made=ok past=1 forged_sync=1"), "{stdout}\n{stderr}\nmanager: {log}");
+    assert!(log.contains("holds no map the manager made"), "{log}");
+}

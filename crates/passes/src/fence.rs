@@ -25,14 +25,22 @@
 //! taken from the symbol: `mov.u64 %rd, var` becomes `ld.const.u64 %rd, [__gpusan_vars+8i]`,
 //! and `[var+8]` becomes `[%__gf_v+8]` after such a load, fenced then like any address.
 //!
-//! Not fenced yet, and counted in the report as `unfenced` (a module with any is not fit for
-//! a shared tenant):
+//! Bulk copies (`cp.async.bulk`, `cp.reduce.async.bulk`, `cp.async.bulk.prefetch`: a run-time
+//! size) are fenced to 16 bytes, their size clamped to the partition's and their offset to
+//! where the copy still ends inside it. A tensor copy (TMA) is bounded by its map: the map
+//! must be a 128-byte kernel parameter, whose address the copy gets anew right before it
+//! ([`FenceReport::maps`] names the parameters; the manager launches the kernel only with
+//! maps it made on the tenant's partition there).
+//!
+//! Not fenced, and counted in the report as `unfenced` (a module with any is not fit for a
+//! shared tenant):
 //! - a variable's address in another form (a constant expression, another variable's
 //!   initializer), and `.extern` variables (another module's);
-//! - accesses whose width is known only at run time (bulk copies), and the global side of
-//!   bulk and tensor copies, `multimem`, mbarriers: every instruction whose access is not a
-//!   plain `ld`/`st`/`atom`/`red`/`ldu`/`prefetch` or a `cp.async`'s source (fenced to its
-//!   copy size).
+//! - a tensor map from anywhere but a kernel parameter; textures and surfaces (handles into
+//!   the context's one table, which other tenants' handles index too);
+//! - accesses whose width is known only at run time outside the bulk copies (`st.bulk`),
+//!   `multimem`, mbarriers through global addresses: every instruction whose access is not
+//!   a plain `ld`/`st`/`atom`/`red`/`ldu`/`prefetch`, a `cp.async`'s source or a bulk copy.
 //!
 //! - An indirect branch (`brx.idx`) gets its index clamped to its table's last entry
 //!   (`min.u32`): the index is a register, and an entry past the table is no label.
@@ -61,6 +69,17 @@ const MASK: &str = "%__gf_m";
 const IS_GLOBAL: &str = "%__gf_p";
 const VAR: &str = "%__gf_v";
 const INDEX: &str = "%__gf_i";
+/// A bulk copy's size, clamped to the partition (64 and 32 bits), and the highest offset
+/// its copy may start at.
+const SIZE: &str = "%__gf_s";
+const SIZE32: &str = "%__gf_z";
+const LIMIT: &str = "%__gf_l";
+/// A tensor map's address, taken from its kernel parameter again right before its use.
+const MAP: &str = "%__gf_tm";
+/// Bytes of a `CUtensorMap`.
+const MAP_BYTES: u64 = 128;
+/// Bulk copies move whole 16-byte units from 16-byte aligned addresses.
+const BULK_UNIT: u32 = 16;
 
 /// The pass as a [`Pass`] object, for [`crate::instrument`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -86,6 +105,10 @@ pub struct FenceReport {
     pub relocated: u32,
     /// `trap`s and `brkpt`s made to set the abort flag and exit.
     pub trapped: u32,
+    /// Per function, the kernel parameters its tensor-map copies (TMA) read their map from:
+    /// the manager lets such a kernel run only with maps it bound (made through
+    /// `cuTensorMapEncode*` on the tenant's own partition) in those parameters.
+    pub maps: Vec<(Name, Vec<Name>)>,
 }
 
 /// Fences every plain global and generic access of `module`'s functions.
@@ -125,6 +148,10 @@ pub fn run(module: &mut Module) -> Result<FenceReport, PassError> {
             continue;
         }
         let mut site = Sites { regs: RegWidths::collect(f), ..Sites::default() };
+        site.map_params = map_params(f);
+        if !site.map_params.is_empty() {
+            site.map_regs = map_registers(f, &site.map_params);
+        }
         let Some(body) = f.body.as_mut() else { continue };
         let mut tables = Vec::new();
         branch_tables(body, &mut tables);
@@ -133,8 +160,11 @@ pub fn run(module: &mut Module) -> Result<FenceReport, PassError> {
         report.unfenced += site.unfenced;
         report.relocated += site.relocated;
         report.trapped += site.trapped;
-        if site.fenced > 0 || site.relocated > 0 || site.trapped > 0 || site.clamped > 0 {
+        if site.fenced > 0 || site.relocated > 0 || site.trapped > 0 || site.clamped > 0 || !site.maps.is_empty() {
             prepend_setup(body, &site.widths);
+        }
+        if !site.maps.is_empty() {
+            report.maps.push((f.name, site.maps.clone()));
         }
         report.pass.functions.push(function_report(f, &site));
     }
@@ -184,6 +214,123 @@ struct Sites {
     inserted: u32,
     /// The access widths met (bytes, powers of two): one mask register each.
     widths: Vec<u32>,
+    /// The kernel's parameters a tensor map fits in (128 bytes).
+    map_params: Vec<Name>,
+    /// Registers every definition of which takes the address of one such parameter: the
+    /// parameter, and whether the address is generic (`cvta.param`).
+    map_regs: std::collections::HashMap<Name, (Name, bool)>,
+    /// The parameters tensor-map copies use, each once.
+    maps: Vec<Name>,
+}
+
+/// The kernel parameters of `f` a `CUtensorMap` fits in: 128 bytes.
+fn map_params(f: &Function) -> Vec<Name> {
+    use gpusan_ptx::ast::FunctionKind;
+    if f.kind != FunctionKind::Entry {
+        return Vec::new();
+    }
+    f.params
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .filter(|p| {
+            let elem =
+                gpusan_ptx::ast::type_width(&p.ty).map(u64::from).unwrap_or(0) * u64::from(p.vector.unwrap_or(1));
+            let size = p.array.iter().try_fold(elem, |n, d| d.and_then(|d| n.checked_mul(d)));
+            p.space == StateSpace::Param && size == Some(MAP_BYTES)
+        })
+        .map(|p| p.name)
+        .collect()
+}
+
+/// How a register is defined, as far as tensor maps go.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum MapDef {
+    /// `mov.b64 %r, PARAM`: the parameter's address (param space).
+    Param(Name),
+    /// `cvta.param.u64 %r, PARAM`: its generic address.
+    Generic(Name),
+    /// `cvta.param.u64 %r, %s`: the generic address of what `%s` holds.
+    CvtaOf(Name),
+    Other,
+}
+
+/// The registers of `f` every definition of which (anywhere in its body, guarded or not)
+/// takes the address of the same map parameter: the parameter, and whether generic. The
+/// fence does not rely on this to be safe (the use gets the parameter's address anew); it
+/// names which parameter the program meant.
+fn map_registers(f: &Function, params: &[Name]) -> std::collections::HashMap<Name, (Name, bool)> {
+    use std::collections::HashMap;
+    fn walk(stmts: &[Statement], params: &[Name], defs: &mut HashMap<Name, Vec<MapDef>>) {
+        for s in stmts {
+            match s {
+                Statement::Inst(i) if gpusan_ptx::semantics::has_destination(i) => {
+                    let def = match (i.opcode.as_str(), i.operands.get(1)) {
+                        ("mov", Some(Operand::Name(p))) if i.operands.len() == 2 && params.contains(p) => {
+                            MapDef::Param(*p)
+                        }
+                        ("cvta", Some(Operand::Name(x)))
+                            if i.operands.len() == 2 && i.has_modifier("param") && !i.has_modifier("to") =>
+                        {
+                            if params.contains(x) {
+                                MapDef::Generic(*x)
+                            } else {
+                                MapDef::CvtaOf(*x)
+                            }
+                        }
+                        _ => MapDef::Other,
+                    };
+                    match i.operands.first() {
+                        Some(Operand::Name(r)) => defs.entry(*r).or_default().push(def),
+                        Some(other) => {
+                            // Every register a vector or paired destination names is
+                            // defined otherwise.
+                            let mut names = Vec::new();
+                            other.for_each_name(&mut |n| names.push(n));
+                            for n in names {
+                                defs.entry(n).or_default().push(MapDef::Other);
+                            }
+                        }
+                        None => {}
+                    }
+                }
+                Statement::Block(b) => walk(b, params, defs),
+                _ => {}
+            }
+        }
+    }
+    let mut defs: HashMap<Name, Vec<MapDef>> = HashMap::new();
+    if let Some(body) = &f.body {
+        walk(body, params, &mut defs);
+    }
+    let direct = |r: &Name| -> Option<Name> {
+        let d = defs.get(r)?;
+        let first = match d.first()? {
+            MapDef::Param(p) => *p,
+            _ => return None,
+        };
+        d.iter().all(|x| *x == MapDef::Param(first)).then_some(first)
+    };
+    let mut out = HashMap::new();
+    for (r, d) in &defs {
+        let meant: Option<Vec<(Name, bool)>> = d
+            .iter()
+            .map(|x| match x {
+                MapDef::Param(p) => Some((*p, false)),
+                MapDef::Generic(p) => Some((*p, true)),
+                MapDef::CvtaOf(s) => direct(s).map(|p| (p, true)),
+                MapDef::Other => None,
+            })
+            .collect();
+        if let Some(m) = meant {
+            if m.windows(2).all(|w| w[0] == w[1]) {
+                if let Some(first) = m.first() {
+                    out.insert(*r, *first);
+                }
+            }
+        }
+    }
+    out
 }
 
 fn const_decl(symbol: Name, entries: u64) -> VarDecl {
@@ -210,7 +357,7 @@ fn mask_reg(width: u32) -> String {
 /// The registers and the loads of base and mask, at the top of a fenced function.
 fn prepend_setup(body: &mut Vec<Statement>, widths: &[u32]) {
     let mut head: Vec<Statement> = Vec::new();
-    for r in [ADDR, FENCED, BASE, MASK, VAR] {
+    for r in [ADDR, FENCED, BASE, MASK, VAR, SIZE, LIMIT, MAP] {
         head.push(Statement::Decl(Box::new(VarDecl::reg("b64", r))));
     }
     for w in widths {
@@ -218,6 +365,7 @@ fn prepend_setup(body: &mut Vec<Statement>, widths: &[u32]) {
     }
     head.push(Statement::Decl(Box::new(VarDecl::reg("pred", IS_GLOBAL))));
     head.push(Statement::Decl(Box::new(VarDecl::reg("b32", INDEX))));
+    head.push(Statement::Decl(Box::new(VarDecl::reg("b32", SIZE32))));
     let fence = Name::from(FENCE_SYMBOL);
     let at = |offset: i32| Operand::Address { base: Some(fence), offset, offset_written: offset != 0 };
     head.push(Statement::Inst(Instruction::new("ld", &["const", "u64"], vec![Operand::reg(BASE), at(0)])));
@@ -411,6 +559,24 @@ fn relocate(inst: &mut Instruction, vars: &[Name], site: &mut Sites) -> Vec<Inst
 fn fence_inst(inst: &mut Instruction, site: &mut Sites) -> Vec<Instruction> {
     let accesses = memory_accesses(inst);
     let mut before = Vec::new();
+    if inst.opcode.as_str() == "cp" && inst.has_modifier("bulk") {
+        for a in &accesses {
+            let done = match a.space {
+                Space::Tex => bind_map(inst, a.operand, site),
+                Space::Global => fence_bulk(inst, a.operand, site),
+                Space::Generic => None,
+                _ => continue,
+            };
+            match done {
+                Some(b) => before.extend(b),
+                None => site.unfenced += 1,
+            }
+        }
+        return before;
+    }
+    // Textures and surfaces: handles into the context's one descriptor table, which
+    // another tenant's handles also index.
+    site.unfenced += accesses.iter().filter(|a| a.space == Space::Tex).count() as u32;
     for a in accesses.iter().filter(|a| matches!(a.space, Space::Global | Space::Generic)) {
         // `cp.async [dst], [src], cp-size{, src-size}`: the source is aligned to cp-size
         // and read for at most that many bytes, whatever src-size says.
@@ -433,43 +599,11 @@ fn fence_inst(inst: &mut Instruction, site: &mut Sites) -> Vec<Instruction> {
             site.unfenced += 1;
             continue;
         }
-        let (base, offset) = match &inst.operands[a.operand] {
-            Operand::Address { base, offset, .. } => (*base, *offset),
-            _ => {
-                site.unfenced += 1;
-                continue;
-            }
+        let Some(load) = address_into_addr(&inst.operands[a.operand], site) else {
+            site.unfenced += 1;
+            continue;
         };
-        // The address into ADDR: a register (plus its offset), or an absolute address.
-        match base {
-            // A 32-bit register as an address (what a mutated or hand-written module may
-            // hold): not fenced.
-            Some(b) if b.as_str().starts_with('%') && !(site.regs.is_64(b) || b.as_str() == VAR) => {
-                site.unfenced += 1;
-                continue;
-            }
-            Some(b) if b.as_str().starts_with('%') => {
-                if offset == 0 {
-                    before.push(Instruction::new("mov", &["b64"], vec![Operand::reg(ADDR), Operand::Name(b)]));
-                } else {
-                    before.push(Instruction::new(
-                        "add",
-                        &["s64"],
-                        vec![Operand::reg(ADDR), Operand::Name(b), Operand::int(i64::from(offset))],
-                    ));
-                }
-            }
-            // A symbol that is no variable of this module (an `.extern` one): not fenced.
-            Some(_) => {
-                site.unfenced += 1;
-                continue;
-            }
-            None => before.push(Instruction::new(
-                "mov",
-                &["b64"],
-                vec![Operand::reg(ADDR), Operand::int(i64::from(offset))],
-            )),
-        }
+        before.push(load);
         before.push(Instruction::new(
             "and",
             &["b64"],
@@ -499,6 +633,100 @@ fn fence_inst(inst: &mut Instruction, site: &mut Sites) -> Vec<Instruction> {
         break;
     }
     before
+}
+
+/// The instruction putting the address of memory operand `op` into ADDR: a 64-bit
+/// register (plus its offset), or an absolute address. `None` for what the fence cannot
+/// take: a 32-bit register as an address (what a mutated or hand-written module may hold),
+/// or a symbol that is no variable of this module (an `.extern` one).
+fn address_into_addr(op: &Operand, site: &Sites) -> Option<Instruction> {
+    let Operand::Address { base, offset, .. } = op else { return None };
+    match base {
+        Some(b) if b.as_str().starts_with('%') && !(site.regs.is_64(*b) || b.as_str() == VAR) => None,
+        Some(b) if b.as_str().starts_with('%') => Some(if *offset == 0 {
+            Instruction::new("mov", &["b64"], vec![Operand::reg(ADDR), Operand::Name(*b)])
+        } else {
+            Instruction::new(
+                "add",
+                &["s64"],
+                vec![Operand::reg(ADDR), Operand::Name(*b), Operand::int(i64::from(*offset))],
+            )
+        }),
+        Some(_) => None,
+        None => Some(Instruction::new("mov", &["b64"], vec![Operand::reg(ADDR), Operand::int(i64::from(*offset))])),
+    }
+}
+
+/// A bulk copy's global side (`cp.async.bulk`, `cp.reduce.async.bulk`,
+/// `cp.async.bulk.prefetch`: its size is a run-time value): the size cleared to whole
+/// 16-byte units and clamped to the partition's, the address fenced to 16 bytes and its
+/// offset clamped so that the copy ends inside the partition. A copy that lies inside
+/// already is left as it was. The instructions to put before it; `None` if it cannot be
+/// fenced.
+fn fence_bulk(inst: &mut Instruction, operand: usize, site: &mut Sites) -> Option<Vec<Instruction>> {
+    let size_at = if inst.has_modifier("prefetch") { 1 } else { 2 };
+    let size = match inst.operands.get(size_at)? {
+        Operand::Int(n) if !n.negative => Instruction::new("mov", &["b64"], vec![Operand::reg(SIZE), Operand::Int(*n)]),
+        Operand::Name(r) if r.as_str().starts_with('%') => {
+            if site.regs.is_64(*r) {
+                Instruction::new("mov", &["b64"], vec![Operand::reg(SIZE), Operand::Name(*r)])
+            } else {
+                Instruction::new("cvt", &["u64", "u32"], vec![Operand::reg(SIZE), Operand::Name(*r)])
+            }
+        }
+        _ => return None,
+    };
+    let load = address_into_addr(inst.operands.get(operand)?, site)?;
+    let unit = mask_reg(BULK_UNIT);
+    let op = |opcode: &str, mods: &[&str], ops: Vec<Operand>| Instruction::new(opcode, mods, ops);
+    let out = vec![
+        size,
+        op("and", &["b64"], vec![Operand::reg(SIZE), Operand::reg(SIZE), Operand::int(-i64::from(BULK_UNIT))]),
+        // The partition's size, then the last offset a copy of SIZE bytes may start at.
+        op("add", &["s64"], vec![Operand::reg(LIMIT), Operand::reg(MASK), Operand::int(1)]),
+        op("min", &["u64"], vec![Operand::reg(SIZE), Operand::reg(SIZE), Operand::reg(LIMIT)]),
+        op("sub", &["s64"], vec![Operand::reg(LIMIT), Operand::reg(LIMIT), Operand::reg(SIZE)]),
+        load,
+        op("and", &["b64"], vec![Operand::reg(FENCED), Operand::reg(ADDR), Operand::reg(&unit)]),
+        op("min", &["u64"], vec![Operand::reg(FENCED), Operand::reg(FENCED), Operand::reg(LIMIT)]),
+        op("or", &["b64"], vec![Operand::reg(FENCED), Operand::reg(FENCED), Operand::reg(BASE)]),
+        op("cvt", &["u32", "u64"], vec![Operand::reg(SIZE32), Operand::reg(SIZE)]),
+    ];
+    inst.operands[operand] = Operand::Address { base: Some(Name::from(FENCED)), offset: 0, offset_written: false };
+    inst.operands[size_at] = Operand::reg(SIZE32);
+    if !site.widths.contains(&BULK_UNIT) {
+        site.widths.push(BULK_UNIT);
+    }
+    site.fenced += 1;
+    Some(out)
+}
+
+/// A tensor-map copy (TMA): the hardware keeps its accesses inside the tensor its map
+/// declares, so the map is what must be the tenant's. The map must come from a kernel
+/// parameter: the operand is made to hold that parameter's address, taken again right
+/// before the copy (whatever a path through the kernel left in the register), and the
+/// manager checks at each launch that the parameter holds a map it bound. The instructions
+/// to put before it; `None` for a map from anywhere else (global or shared memory, which
+/// the kernel could write).
+fn bind_map(inst: &mut Instruction, operand: usize, site: &mut Sites) -> Option<Vec<Instruction>> {
+    let Some(Operand::AddressList(ops)) = inst.operands.get_mut(operand) else { return None };
+    let (param, before) = match ops.first()? {
+        Operand::Name(p) if site.map_params.contains(p) => (*p, Vec::new()),
+        Operand::Name(r) if r.as_str().starts_with('%') => {
+            let &(p, generic) = site.map_regs.get(r)?;
+            let mut before = vec![Instruction::new("mov", &["b64"], vec![Operand::reg(MAP), Operand::Name(p)])];
+            if generic {
+                before.push(Instruction::new("cvta", &["param", "u64"], vec![Operand::reg(MAP), Operand::reg(MAP)]));
+            }
+            ops[0] = Operand::reg(MAP);
+            (p, before)
+        }
+        _ => return None,
+    };
+    if !site.maps.contains(&param) {
+        site.maps.push(param);
+    }
+    Some(before)
 }
 
 #[cfg(test)]
@@ -551,13 +779,80 @@ mod tests {
         assert!(out.ptx.contains("ld.param.u64 \t%rd1, [p];"), "{}", out.ptx);
     }
 
+    /// A bulk copy's size is a run-time value: the copy is fenced to 16 bytes, its size
+    /// clamped to the partition's and its offset to where a copy of that size still ends
+    /// inside it.
     #[test]
-    fn a_bulk_copy_is_counted_unfenced() {
-        let mut m =
-            gpusan_ptx::parse(&kernel("\tcp.async.bulk.global.shared::cta.bulk_group [%rd1], [sh], %r1;\n")).unwrap();
+    fn a_bulk_copys_global_side_is_fenced_and_its_size_clamped() {
+        let out = crate::instrument(
+            &kernel("\tcp.async.bulk.global.shared::cta.bulk_group [%rd1+32], [sh], %r1;\n\tcp.async.bulk.prefetch.L2.global [%rd1], 64;\n"),
+            &Fence,
+        )
+        .unwrap();
+        let p = &out.ptx;
+        let expected = [
+            "cvt.u64.u32 \t%__gf_s, %r1;",
+            "and.b64 \t%__gf_s, %__gf_s, -16;",
+            "add.s64 \t%__gf_l, %__gf_m, 1;",
+            "min.u64 \t%__gf_s, %__gf_s, %__gf_l;",
+            "sub.s64 \t%__gf_l, %__gf_l, %__gf_s;",
+            "add.s64 \t%__gf_a, %rd1, 32;",
+            "and.b64 \t%__gf_t, %__gf_a, %__gf_m16;",
+            "min.u64 \t%__gf_t, %__gf_t, %__gf_l;",
+            "or.b64 \t%__gf_t, %__gf_t, %__gf_b;",
+            "cvt.u32.u64 \t%__gf_z, %__gf_s;",
+            "cp.async.bulk.global.shared::cta.bulk_group \t[%__gf_t], [sh], %__gf_z;",
+        ];
+        let mut at = 0;
+        for e in expected {
+            at = at + p[at..].find(e).unwrap_or_else(|| panic!("{e:?} not in order in:\n{p}")) + e.len();
+        }
+        assert!(p.contains("mov.b64 \t%__gf_s, 64;"), "an immediate size: {p}");
+        assert!(p.contains("cp.async.bulk.prefetch.L2.global \t[%__gf_t], %__gf_z;"), "{p}");
+        assert_eq!(out.report.functions[0].sites, 2);
+    }
+
+    /// A tensor map is the tenant's only if it is a kernel parameter the manager checked:
+    /// the copy gets the parameter's address anew right before it.
+    #[test]
+    fn a_tensor_copy_takes_its_map_from_its_parameter_anew() {
+        let src = ".version 8.0\n.target sm_90\n.address_size 64\n.shared .align 128 .b8 sh[4096];\n\
+                   .visible .entry k(.param .align 64 .b8 k_map[128], .param .u32 k_x)\n{\n\
+                   \t.reg .b64 %rd<4>;\n\t.reg .b32 %r<4>;\n\tmov.b64 %rd1, k_map;\n\tld.param.u32 %r1, [k_x];\n\
+                   \tcvta.param.u64 %rd2, %rd1;\n\tmov.u32 %r2, sh;\n\
+                   \tcp.async.bulk.tensor.1d.global.shared::cta.bulk_group [%rd2, {%r1}], [%r2];\n\tret;\n}\n";
+        let mut m = gpusan_ptx::parse(src).unwrap();
         let r = run(&mut m).unwrap();
-        assert_eq!(r.unfenced, 1);
-        assert_eq!(r.pass.functions[0].sites, 0);
+        assert_eq!(r.unfenced, 0);
+        assert_eq!(r.maps, vec![(Name::from("k"), vec![Name::from("k_map")])]);
+        let p = gpusan_ptx::print(&m);
+        let anew = "mov.b64 \t%__gf_tm, k_map;\n\tcvta.param.u64 \t%__gf_tm, %__gf_tm;\n\tcp.async.bulk.tensor.1d.global.shared::cta.bulk_group \t[%__gf_tm, {%r1}], [%r2];";
+        assert!(p.contains(anew), "{p}");
+        crate::verify(&gpusan_ptx::parse(&p).unwrap()).unwrap();
+    }
+
+    /// A map the kernel reads from memory, or whose register is also set otherwise, could
+    /// be one the kernel wrote: not the tenant's for sure.
+    #[test]
+    fn a_tensor_map_from_anywhere_else_is_counted_unfenced() {
+        let copy = "\tcp.async.bulk.tensor.1d.global.shared::cta.bulk_group [%rd1, {%r1}], [sh];\n";
+        // %rd1 is loaded from a parameter's value: a pointer the kernel was given.
+        let mut m = gpusan_ptx::parse(&kernel(copy)).unwrap();
+        let r = run(&mut m).unwrap();
+        assert_eq!((r.unfenced, r.maps.len()), (1, 0));
+        let src = ".version 8.0\n.target sm_90\n.address_size 64\n.shared .align 128 .b8 sh[4096];\n\
+                   .visible .entry k(.param .align 64 .b8 k_map[128], .param .u64 k_p)\n{\n\
+                   \t.reg .b64 %rd<4>;\n\t.reg .b32 %r<4>;\n\t.reg .pred %q;\n\tmov.b64 %rd1, k_map;\n\
+                   \tsetp.eq.u32 %q, %r1, 0;\n\t@%q ld.param.u64 %rd1, [k_p];\n\
+                   \tcp.async.bulk.tensor.1d.global.shared::cta.bulk_group [%rd1, {%r1}], [sh];\n\tret;\n}\n";
+        let mut m = gpusan_ptx::parse(src).unwrap();
+        assert_eq!(run(&mut m).unwrap().unfenced, 1, "one definition of the register is a load");
+    }
+
+    #[test]
+    fn a_texture_or_surface_access_is_counted_unfenced() {
+        let mut m = gpusan_ptx::parse(&kernel("\tsust.b.1d.b32.trap [%rd1, {%r1}], {%r2};\n")).unwrap();
+        assert_eq!(run(&mut m).unwrap().unfenced, 1);
     }
 
     /// The module's variables are read through `__gpusan_vars`, in declaration order: their

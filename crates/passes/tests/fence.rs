@@ -88,3 +88,82 @@ fn async_copies_are_fenced_and_assemble() {
         }
     }
 }
+
+/// The corpus's Hopper bulk copies and TMA (optimized and debug builds): every bulk copy's
+/// global side fenced, every tensor copy's map taken anew from the `__grid_constant__`
+/// parameter it came from (and named for the manager's check at launch), nothing left
+/// unfenced, and the module still assembles.
+#[test]
+fn bulk_and_tensor_copies_are_fenced_and_assemble() {
+    let dir = common::scratch("fence-tma");
+    for name in ["tma_bulk.O3", "tma_bulk.G"] {
+        let path = gpusan_testkit::repo_root().join(format!("tests/corpus/ptx/{name}.ptx"));
+        let src = std::fs::read_to_string(path).unwrap();
+        let starts = |l: &str, p: &str| l.trim_start().starts_with(p);
+        let bulk = src
+            .lines()
+            .filter(|l| {
+                starts(l, "cp.async.bulk.")
+                    && !l.contains("commit_group")
+                    && !l.contains("wait_group")
+                    && !l.contains(".tensor")
+            })
+            .count();
+        let tensor = src.lines().filter(|l| starts(l, "cp.async.bulk.tensor")).count();
+        assert!(bulk > 0 && tensor > 0, "{name}: {bulk} bulk, {tensor} tensor copies");
+        let mut module = gpusan_ptx::parse(&src).unwrap();
+        let report = fence::run(&mut module).unwrap();
+        assert_eq!(report.unfenced, 0, "{name}");
+        let maps: Vec<(String, Vec<String>)> =
+            report.maps.iter().map(|(f, p)| (f.to_string(), p.iter().map(|n| n.to_string()).collect())).collect();
+        assert_eq!(
+            maps,
+            vec![(
+                "tma_tile_2d".to_string(),
+                vec!["tma_tile_2d_param_0".to_string(), "tma_tile_2d_param_1".to_string()]
+            )],
+            "{name}"
+        );
+        let printed = gpusan_ptx::print(&module);
+        let fenced_bulk = printed
+            .lines()
+            .filter(|l| {
+                starts(l, "cp.async.bulk.")
+                    && !l.contains(".tensor")
+                    && l.contains("[%__gf_t]")
+                    && l.contains("%__gf_z")
+            })
+            .count();
+        assert_eq!(fenced_bulk, bulk, "{name}: every bulk copy fenced, its size clamped");
+        let anew = printed.lines().filter(|l| starts(l, "cp.async.bulk.tensor") && l.contains("[%__gf_tm, {")).count();
+        assert_eq!(anew, tensor, "{name}: every tensor copy reads its map from its parameter");
+        gpusan_passes::verify(&gpusan_ptx::parse(&printed).unwrap()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let (ptx, cubin) = (dir.join(format!("{name}.fenced.ptx")), dir.join(format!("{name}.cubin")));
+        std::fs::write(&ptx, &printed).unwrap();
+        if let Err(e) = gpusan_testkit::assemble(&gpusan_testkit::ptxas(), &ptx, &cubin) {
+            panic!("{name}: ptxas refused the fenced module:\n{e}");
+        }
+    }
+}
+
+/// The bulk and tensor copies `gpusan-serve`'s containment example (`crates/serve/examples/
+/// containment.rs`) launches on the GPU: fenced with nothing left over, and assembled, so
+/// that a GPU call does not find out.
+#[test]
+fn the_containment_examples_copies_are_fenced_and_assemble() {
+    let dir = common::scratch("fence-containment");
+    for name in ["containment_bulk", "containment_tma"] {
+        let path = gpusan_testkit::repo_root().join(format!("crates/serve/tests/ptx/{name}.ptx"));
+        let mut module = gpusan_ptx::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let report = fence::run(&mut module).unwrap();
+        assert_eq!(report.unfenced, 0, "{name}");
+        if name.ends_with("tma") {
+            assert_eq!(report.maps.len(), 1, "{name}: the map parameter named");
+        }
+        let (ptx, cubin) = (dir.join(format!("{name}.fenced.ptx")), dir.join(format!("{name}.cubin")));
+        std::fs::write(&ptx, gpusan_ptx::print(&module)).unwrap();
+        if let Err(e) = gpusan_testkit::assemble(&gpusan_testkit::ptxas(), &ptx, &cubin) {
+            panic!("{name}: ptxas refused the fenced module:\n{e}");
+        }
+    }
+}

@@ -2,8 +2,10 @@
 //! process, on the machine's driver, with two tenants on its socket. Tenant B fills a buffer
 //! with a pattern; tenant A launches kernels that write at B's buffer (plain, atomic and
 //! generic stores), far outside any partition, and a `trap`; it reads B's buffer (loads and
-//! `cp.async`) into its own; and it asks for a module with a bulk (TMA) copy. Every kernel is fenced by the
-//! manager; after each, B's buffer is checksummed and the manager must still serve B.
+//! `cp.async`, bulk copies) into its own; it writes at B's buffer with bulk copies, and asks
+//! for tensor maps (TMA) on B's buffer and launches a tensor copy with one it made up.
+//! Every kernel is fenced by the manager; after each, B's buffer is checksummed and the
+//! manager must still serve B.
 //! Also the round trip of a launch through the socket (the forwarding cost, before any
 //! batching). Prints one JSON document.
 //!
@@ -102,27 +104,18 @@ const PTX: &str = r#"
 }
 "#;
 
-/// A bulk (TMA-engine) copy from a global address: the fence cannot bound it yet, so the
-/// manager must refuse the module.
-const BULK_PTX: &str = r#"
-.version 8.0
-.target sm_90
-.address_size 64
-.visible .entry wild_bulk(.param .u64 p, .param .u64 out)
-{
-    .shared .align 128 .b8 buf[1024];
-    .shared .align 8 .b64 bar;
-    .reg .b64 %rd<4>;
-    .reg .b32 %r<4>;
-    .reg .pred %q;
-    ld.param.u64 %rd1, [p];
-    mov.u32 %r1, buf;
-    mov.u32 %r2, bar;
-    mbarrier.init.shared.b64 [%r2], 1;
-    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1], 1024, [%r2];
-    ret;
-}
-"#;
+/// Bulk copies (the TMA engine, run-time sizes) at a global address: the fence clamps the
+/// copy into the partition. `wild_bulk` writes 1 KiB of `v` words at `p`;
+/// `wild_bulk_read` copies 1 KiB from `p` into shared memory and stores it at `out`. Its
+/// wait on the mbarrier gives up after a bound, so a copy that never lands cannot hang
+/// the run.
+const BULK_PTX: &str = include_str!("../tests/ptx/containment_bulk.ptx");
+
+/// A tensor copy (TMA) through a `__grid_constant__` map parameter: 32 words of `v` from
+/// shared memory into the tensor the map declares, at element `x`. The fence makes the
+/// copy read the map from its parameter; the manager makes maps only on the tenant's own
+/// memory and launches only with such a map there.
+const TMA_PTX: &str = include_str!("../tests/ptx/containment_tma.ptx");
 
 struct Tenant {
     conn: UnixStream,
@@ -223,10 +216,16 @@ fn main() {
             "victim_intact": checksum(&b.bytes(victim, N)) == before,
         }));
     }
-    for kernel in ["wild_store", "wild_atomic", "wild_generic", "trapper"] {
-        let Reply::Function { handle, .. } = a.call(Request::GetFunction { module, name: kernel.into() }) else {
-            panic!("{kernel}")
-        };
+    // The writes' handles first: a driver may look a name up in the module loaded last.
+    let writes: Vec<(&str, u64)> = ["wild_store", "wild_atomic", "wild_generic", "trapper", "empty"]
+        .into_iter()
+        .map(|kernel| match a.call(Request::GetFunction { module, name: kernel.into() }) {
+            Reply::Function { handle, .. } => (kernel, handle),
+            r => panic!("{kernel}: {r:?}"),
+        })
+        .collect();
+    bulk_and_tma_cases(&mut a, &mut b, victim, own, before, &mut cases);
+    for &(kernel, handle) in &writes[..4] {
         for (what, target) in targets {
             if kernel == "trapper" && what != targets[0].0 {
                 continue;
@@ -250,17 +249,9 @@ fn main() {
             }));
         }
     }
-    let bulk = a.call(Request::ModuleLoad { image: BULK_PTX.as_bytes().to_vec() });
-    cases.push(serde_json::json!({
-        "kernel": "wild_bulk (cp.async.bulk, the TMA engine)",
-        "module_load": format!("{bulk:?}"),
-        "refused": matches!(bulk, Reply::Error { .. }),
-    }));
     // The forwarding cost: launches of an empty kernel, sent without waiting (as the tenant
     // side sends them), then one synchronization.
-    let Reply::Function { handle: empty, .. } = a.call(Request::GetFunction { module, name: "empty".into() }) else {
-        panic!()
-    };
+    let empty = writes[4].1;
     let mut params = own.to_le_bytes().to_vec();
     params.extend_from_slice(&0u32.to_le_bytes());
     let n = 20_000;
@@ -297,4 +288,114 @@ fn main() {
         "manager_log": log.lines().collect::<Vec<_>>(),
     });
     println!("{doc:#}");
+}
+
+/// Bulk copies and tensor copies (the TMA engine), before the trap sets A's abort flag (its
+/// synchronizations answer 710 after that). Each write: B's buffer checksummed after it;
+/// each read: whether B's bytes reached A's buffer.
+fn bulk_and_tma_cases(
+    a: &mut Tenant,
+    b: &mut Tenant,
+    victim: u64,
+    own: u64,
+    before: u64,
+    cases: &mut Vec<serde_json::Value>,
+) {
+    const N: u64 = 1 << 20;
+    let bulk = a.call(Request::ModuleLoad { image: BULK_PTX.as_bytes().to_vec() });
+    let Reply::Module(bulk) = bulk else {
+        cases.push(serde_json::json!({ "kernel": "wild_bulk", "module_load": format!("{bulk:?}") }));
+        return;
+    };
+    let function =
+        |a: &mut Tenant, module: u64, name: &str| match a.call(Request::GetFunction { module, name: name.into() }) {
+            Reply::Function { handle, .. } => handle,
+            r => panic!("{name}: {r:?}"),
+        };
+    let f = function(a, bulk, "wild_bulk");
+    let mut params = victim.to_le_bytes().to_vec();
+    params.extend_from_slice(&0xdeadu32.to_le_bytes());
+    let launched = a.call(Request::Launch { function: f, grid: [1; 3], block: [256, 1, 1], shared: 0, params });
+    let synced = a.call(Request::Synchronize);
+    cases.push(serde_json::json!({
+        "kernel": "wild_bulk (cp.async.bulk.global.shared::cta, 1 KiB)",
+        "target": "victim's buffer",
+        "target_address": format!("{victim:#x}"),
+        "launch": format!("{launched:?}"),
+        "attacker_sync": format!("{synced:?}"),
+        "victim_intact": checksum(&b.bytes(victim, N)) == before,
+    }));
+    let f = function(a, bulk, "wild_bulk_read");
+    assert_eq!(a.call(Request::CopyHtoD { dst: own, data: vec![0; 1024] }), Reply::Done);
+    let mut params = victim.to_le_bytes().to_vec();
+    params.extend_from_slice(&own.to_le_bytes());
+    let launched = a.call(Request::Launch { function: f, grid: [1; 3], block: [256, 1, 1], shared: 0, params });
+    let synced = a.call(Request::Synchronize);
+    let got = a.bytes(own, 1024);
+    let victim_words: Vec<u8> = (0..1024u64).map(|i| (i * 7 % 251) as u8).collect();
+    cases.push(serde_json::json!({
+        "kernel": "wild_bulk_read (cp.async.bulk.shared::cluster.global, 1 KiB)",
+        "target": "victim's buffer (read into the attacker's own)",
+        "launch": format!("{launched:?}"),
+        "attacker_sync": format!("{synced:?}"),
+        "victim_bytes_leaked": got == victim_words,
+        "matching_bytes": got.iter().zip(&victim_words).filter(|(x, y)| x == y).count(),
+    }));
+    // TMA: a map on A's own buffer is made and its copy lands there; a map on B's buffer is
+    // not made; a map A made up is not launched.
+    let tma = a.call(Request::ModuleLoad { image: TMA_PTX.as_bytes().to_vec() });
+    let Reply::Module(tma) = tma else {
+        cases.push(serde_json::json!({ "kernel": "tma_put", "module_load": format!("{tma:?}") }));
+        return;
+    };
+    let f = function(a, tma, "tma_put");
+    let map_on = |address: u64| {
+        Request::TensorMapEncodeTiled(gpusan_serve::protocol::TiledMap {
+            data_type: 7, // FLOAT32
+            address,
+            dims: vec![1024],
+            strides: vec![],
+            box_dim: vec![32],
+            element_strides: vec![1],
+            interleave: 0,
+            swizzle: 0,
+            l2_promotion: 0,
+            oob_fill: 0,
+        })
+    };
+    let own_map = a.call(map_on(own));
+    let victim_map = a.call(map_on(victim));
+    let launch = |map: &[u8]| {
+        let mut params = map.to_vec();
+        params.extend_from_slice(&0x7a7au32.to_le_bytes());
+        params.extend_from_slice(&0u32.to_le_bytes());
+        Request::Launch { function: f, grid: [1; 3], block: [32, 1, 1], shared: 0, params }
+    };
+    let (own_ran, forged_sync) = match &own_map {
+        Reply::Bytes(map) => {
+            assert_eq!(a.call(Request::CopyHtoD { dst: own, data: vec![0; 128] }), Reply::Done);
+            a.call(launch(map));
+            let synced = a.call(Request::Synchronize);
+            let got = a.bytes(own, 128);
+            let ran = got.chunks(4).all(|w| w == 0x7a7au32.to_le_bytes());
+            let mut forged = map.clone();
+            for x in &mut forged[..16] {
+                *x ^= 0x5a;
+            }
+            a.call(launch(&forged));
+            (
+                serde_json::json!({ "sync": format!("{synced:?}"), "tile_landed": ran }),
+                format!("{:?}", a.call(Request::Synchronize)),
+            )
+        }
+        r => (serde_json::json!(format!("{r:?}")), String::new()),
+    };
+    cases.push(serde_json::json!({
+        "kernel": "tma_put (cp.async.bulk.tensor.1d through a __grid_constant__ map)",
+        "own_map": own_ran,
+        "victim_map_refused": matches!(victim_map, Reply::Error { .. }),
+        "victim_map": format!("{victim_map:?}"),
+        "forged_map_sync": forged_sync,
+        "victim_intact": checksum(&b.bytes(victim, N)) == before,
+    }));
 }

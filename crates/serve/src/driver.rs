@@ -89,6 +89,20 @@ type DeviceName = unsafe extern "C" fn(*mut c_char, c_int, CUdevice) -> CUresult
 type DriverVersion = unsafe extern "C" fn(*mut c_int) -> CUresult;
 type StreamDestroy = unsafe extern "C" fn(*mut c_void) -> CUresult;
 type StreamSynchronize = unsafe extern "C" fn(*mut c_void) -> CUresult;
+type TensorMapEncodeTiled = unsafe extern "C" fn(
+    *mut c_void,
+    c_uint,
+    c_uint,
+    *mut c_void,
+    *const u64,
+    *const u64,
+    *const c_uint,
+    *const c_uint,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+) -> CUresult;
 type LaunchKernel = unsafe extern "C" fn(
     *mut c_void,
     c_uint,
@@ -145,6 +159,8 @@ pub struct Driver {
     stream_destroy: StreamDestroy,
     stream_synchronize: StreamSynchronize,
     launch_kernel: LaunchKernel,
+    /// `None` with a driver before CUDA 12 (no tensor maps).
+    tensor_map_encode_tiled: Option<TensorMapEncodeTiled>,
     // Last: the functions above point into it.
     _lib: libloading::Library,
 }
@@ -219,6 +235,10 @@ impl Driver {
             stream_destroy: sym!("cuStreamDestroy_v2", StreamDestroy),
             stream_synchronize: sym!("cuStreamSynchronize", StreamSynchronize),
             launch_kernel: sym!("cuLaunchKernel", LaunchKernel),
+            // SAFETY: the symbol has this signature in cuda.h.
+            tensor_map_encode_tiled: unsafe { lib.get::<TensorMapEncodeTiled>(b"cuTensorMapEncodeTiled\0") }
+                .ok()
+                .map(|s| *s),
             _lib: lib,
         };
         // SAFETY: out-parameters of ours; the functions are the driver's.
@@ -470,6 +490,41 @@ impl Driver {
             (self.event_elapsed)(&mut ms, start as *mut c_void, end as *mut c_void)
         })?;
         Ok(ms)
+    }
+
+    /// `cuTensorMapEncodeTiled` on `m`: the 128-byte map. The lengths of `m`'s arrays are
+    /// the caller's to have checked against its rank (`dims`' length).
+    pub fn tensor_map_encode_tiled(&self, m: &crate::protocol::TiledMap) -> Result<[u8; 128], DriverError> {
+        const NAME: &str = "cuTensorMapEncodeTiled";
+        // 801: CUDA_ERROR_NOT_SUPPORTED.
+        let f = self.tensor_map_encode_tiled.ok_or(DriverError::Call { call: NAME, code: 801 })?;
+        let rank = m.dims.len();
+        if rank == 0 || m.strides.len() + 1 != rank || m.box_dim.len() != rank || m.element_strides.len() != rank {
+            // 1: CUDA_ERROR_INVALID_VALUE.
+            return Err(DriverError::Call { call: NAME, code: 1 });
+        }
+        // The driver writes a CUtensorMap: 128 bytes, 64-byte aligned.
+        #[repr(C, align(64))]
+        struct Map([u8; 128]);
+        let mut out = Map([0; 128]);
+        // SAFETY: a map of ours; arrays of the lengths the rank says, checked above.
+        check(NAME, unsafe {
+            f(
+                out.0.as_mut_ptr().cast(),
+                m.data_type,
+                rank as c_uint,
+                m.address as *mut c_void,
+                m.dims.as_ptr(),
+                m.strides.as_ptr(),
+                m.box_dim.as_ptr(),
+                m.element_strides.as_ptr(),
+                m.interleave,
+                m.swizzle,
+                m.l2_promotion,
+                m.oob_fill,
+            )
+        })?;
+        Ok(out.0)
     }
 
     pub fn device_attribute(&self, attribute: i32) -> Result<i64, DriverError> {

@@ -16,7 +16,7 @@ use thiserror::Error;
 
 /// Bumped at every change of a message: a tenant and a manager of different versions refuse
 /// each other at `Hello`.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 /// The largest frame either side accepts: a copy larger than this is split by the tenant.
 pub const MAX_FRAME: u32 = 64 << 20;
 /// Bytes of copy data one request carries at most (room left for the message around it).
@@ -145,6 +145,28 @@ pub enum Request {
     MemInfo,
     /// Instead of `Hello`, from `gpusan serve --status`: the tenants now.
     Status,
+    /// `cuTensorMapEncodeTiled`: a map made by the manager's driver, if the tensor it
+    /// declares lies in the tenant's partition (`Reply::Bytes`, the 128-byte map). The
+    /// manager remembers it: a kernel whose tensor copies read a map from a parameter runs
+    /// only with maps so made there.
+    TensorMapEncodeTiled(TiledMap),
+}
+
+/// The arguments of `cuTensorMapEncodeTiled` (cuda.h), by value.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct TiledMap {
+    pub data_type: u32,
+    pub address: u64,
+    /// `globalDim`: `tensorRank` entries.
+    pub dims: Vec<u64>,
+    /// `globalStrides`: `tensorRank - 1` entries.
+    pub strides: Vec<u64>,
+    pub box_dim: Vec<u32>,
+    pub element_strides: Vec<u32>,
+    pub interleave: i32,
+    pub swizzle: i32,
+    pub l2_promotion: i32,
+    pub oob_fill: i32,
 }
 
 impl Request {

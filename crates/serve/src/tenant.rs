@@ -77,7 +77,14 @@ impl Segment {
 struct FunctionInfo {
     params: Vec<(u32, u32)>,
     buffer: u32,
+    /// The parameters its tensor copies read their map from (`fence::FenceReport::maps`):
+    /// at each launch they must hold a map of `Tenant::maps`.
+    maps: Vec<usize>,
 }
+
+/// Tensor maps a tenant may have made and kept at once: each is 128 bytes of the
+/// manager's memory.
+const MAX_MAPS: usize = 1 << 16;
 
 /// A module of the tenant's: its kernels' parameter layouts (from its PTX) and the
 /// function handles given out of it.
@@ -121,6 +128,9 @@ pub struct Tenant<'d> {
     pending: Option<Reply>,
     /// Every refusal, in words.
     pub log: Vec<String>,
+    /// The tensor maps the manager made for the tenant, each on a tensor inside its
+    /// partition: what its kernels' map parameters may hold.
+    maps: HashSet<[u8; 128]>,
 }
 
 fn error(code: i32, message: impl Into<String>) -> Reply {
@@ -186,6 +196,7 @@ impl<'d> Tenant<'d> {
             stats: Stats::default(),
             pending: None,
             log: Vec::new(),
+            maps: HashSet::new(),
         };
         Ok((tenant, reply))
     }
@@ -381,6 +392,7 @@ impl<'d> Tenant<'d> {
                     Ok(()) => self.done(self.driver.memset_d32(dst, value, count, self.stream)),
                 }
             }
+            Request::TensorMapEncodeTiled(m) => self.encode_map(m),
             request @ (Request::Query
             | Request::EventCreate { .. }
             | Request::EventRecord { .. }
@@ -563,7 +575,10 @@ impl<'d> Tenant<'d> {
                     params.sort_by_key(|p| p.ordinal);
                     let layout: Vec<(u32, u32)> = params.iter().map(|p| (u32::from(p.offset), p.size)).collect();
                     let end = layout.iter().map(|&(o, s)| o + s).max().unwrap_or(0);
-                    (f.name.to_string(), FunctionInfo { params: layout, buffer: f.param_size.unwrap_or(end).max(end) })
+                    (
+                        f.name.to_string(),
+                        FunctionInfo { params: layout, buffer: f.param_size.unwrap_or(end).max(end), maps: Vec::new() },
+                    )
                 })
                 .collect(),
             Err(e) => return error(INVALID_IMAGE, format!("cuModuleLoadData: the cubin does not parse: {e}")),
@@ -603,7 +618,7 @@ impl<'d> Tenant<'d> {
         if report.unfenced > 0 {
             return error(
                 NOT_SUPPORTED,
-                format!("cuModuleLoadData: {} accesses of the module cannot be fenced (bulk or tensor copies, 32-bit addresses, variables' addresses in initializers)", report.unfenced),
+                format!("cuModuleLoadData: {} accesses of the module cannot be fenced (tensor maps not from a kernel parameter, textures or surfaces, 32-bit addresses, variables' addresses in initializers)", report.unfenced),
             );
         }
         let layouts: Vec<(String, FunctionInfo)> = module
@@ -611,7 +626,14 @@ impl<'d> Tenant<'d> {
             .iter()
             .filter_map(|i| match i {
                 Item::Function(f) if f.kind == FunctionKind::Entry && f.body.is_some() => {
-                    param_layout(f).map(|(params, buffer)| (f.name.to_string(), FunctionInfo { params, buffer }))
+                    let maps = report
+                        .maps
+                        .iter()
+                        .filter(|(k, _)| *k == f.name)
+                        .flat_map(|(_, params)| params)
+                        .filter_map(|n| f.params.as_deref().unwrap_or_default().iter().position(|p| p.name == *n))
+                        .collect();
+                    param_layout(f).map(|(params, buffer)| (f.name.to_string(), FunctionInfo { params, buffer, maps }))
                 }
                 _ => None,
             })
@@ -704,6 +726,44 @@ impl<'d> Tenant<'d> {
         }
     }
 
+    /// A tensor map, made by the manager's driver if the whole tensor it declares (every
+    /// byte a copy through it can reach: the hardware clips boxes to the tensor) lies in
+    /// the tenant's partition.
+    fn encode_map(&mut self, m: crate::protocol::TiledMap) -> Reply {
+        use gpusan_runtime::tensormap::{reach, Layout};
+        const CALL: &str = "cuTensorMapEncodeTiled";
+        let layout = Layout { data_type: m.data_type, dims: &m.dims, strides: &m.strides };
+        let Some(bytes) = reach(&layout) else {
+            return error(
+                INVALID_VALUE,
+                format!(
+                    "{CALL}: a tensor of {} dimension(s), data type {}, that gpusan cannot bound",
+                    m.dims.len(),
+                    m.data_type
+                ),
+            );
+        };
+        if !self.memory.partition().contains(m.address, bytes) {
+            return error(
+                INVALID_VALUE,
+                format!(
+                    "{CALL}: the tensor at {:#x} ({bytes} bytes) does not lie in the tenant's partition",
+                    m.address
+                ),
+            );
+        }
+        if self.maps.len() >= MAX_MAPS {
+            return error(OUT_OF_MEMORY, format!("{CALL}: the tenant has made {MAX_MAPS} tensor maps already"));
+        }
+        match self.driver.tensor_map_encode_tiled(&m) {
+            Ok(map) => {
+                self.maps.insert(map);
+                Reply::Bytes(map.to_vec())
+            }
+            Err(e) => driver_error(e),
+        }
+    }
+
     fn launch(&mut self, function: Raw, grid: [u32; 3], block: [u32; 3], shared: u32, mut params: Vec<u8>) -> Reply {
         let Some(info) = self.functions.get(&function) else {
             return error(INVALID_HANDLE, format!("cuLaunchKernel({function:#x}): not a function of the tenant's"));
@@ -713,6 +773,21 @@ impl<'d> Tenant<'d> {
                 INVALID_VALUE,
                 format!("cuLaunchKernel: {} bytes of parameters for a kernel that takes {}", params.len(), info.buffer),
             );
+        }
+        for &i in &info.maps {
+            let bound = info.params.get(i).and_then(|&(offset, size)| {
+                let map: &[u8; 128] = params.get(offset as usize..(offset + size) as usize)?.try_into().ok()?;
+                self.maps.contains(map).then_some(())
+            });
+            if bound.is_none() {
+                return error(
+                    INVALID_VALUE,
+                    format!(
+                        "cuLaunchKernel: parameter {i} is the tensor map of the kernel's tensor copies, and it holds no \
+                         map the manager made for the tenant (cuTensorMapEncodeTiled)"
+                    ),
+                );
+            }
         }
         let base = params.as_mut_ptr();
         // SAFETY: every (offset, size) lies inside the buffer (`param_layout` made them so,

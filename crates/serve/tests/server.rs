@@ -653,3 +653,91 @@ fn a_set_abort_flag_fails_the_tenants_synchronization_alone() {
     refused(a.call(Request::Synchronize), 710, "abort flag");
     assert_eq!(b.call(Request::Synchronize), Reply::Done, "the other tenant is not told");
 }
+
+/// A kernel whose tensor copies (TMA) read their map from a parameter: that copy is as
+/// fenced as the map is, so the manager makes maps only on tensors inside the tenant's
+/// partition, and launches the kernel only with such a map in that parameter.
+#[test]
+fn tensor_copies_run_only_with_maps_the_manager_made_on_the_partition() {
+    use gpusan_serve::protocol::TiledMap;
+    const TMA: &str = "
+.version 8.0
+.target sm_90
+.address_size 64
+.shared .align 128 .b8 tile[4096];
+.visible .entry put(.param .align 64 .b8 put_map[128], .param .u32 put_x)
+{
+    .reg .b64 %rd<3>;
+    .reg .b32 %r<3>;
+    mov.b64 %rd1, put_map;
+    ld.param.u32 %r1, [put_x];
+    cvta.param.u64 %rd2, %rd1;
+    mov.u32 %r2, tile;
+    cp.async.bulk.tensor.1d.global.shared::cta.bulk_group [%rd2, {%r1}], [%r2];
+    ret;
+}
+";
+    let _s = serial();
+    let (socket, log) = manager();
+    let mut a = connect(&socket, "a", 22);
+    let mut b = connect(&socket, "b", 22);
+    let Reply::Module(module) = a.call(Request::ModuleLoad { image: TMA.as_bytes().to_vec() }) else { panic!() };
+    let Reply::Function { handle, params } = a.call(Request::GetFunction { module, name: "put".into() }) else {
+        panic!()
+    };
+    assert_eq!(params, vec![(0, 128), (128, 4)]);
+    let floats = |address: u64, n: u64| TiledMap {
+        data_type: 7, // CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+        address,
+        dims: vec![n],
+        strides: vec![],
+        box_dim: vec![32],
+        element_strides: vec![1],
+        interleave: 0,
+        swizzle: 0,
+        l2_promotion: 0,
+        oob_fill: 0,
+    };
+    let mine = a.alloc(4096);
+    let theirs = b.alloc(4096);
+    let map = match a.call(Request::TensorMapEncodeTiled(floats(mine, 1024))) {
+        Reply::Bytes(m) => m,
+        r => panic!("a map on the tenant's own memory: {r:?}"),
+    };
+    assert_eq!(map.len(), 128);
+    // On another tenant's memory, or running past the partition's end: no map.
+    refused(
+        a.call(Request::TensorMapEncodeTiled(floats(theirs, 1024))),
+        INVALID_VALUE,
+        "does not lie in the tenant's partition",
+    );
+    let past_end = (a.base + a.size - 64) / 16 * 16;
+    refused(
+        a.call(Request::TensorMapEncodeTiled(floats(past_end, 1024))),
+        INVALID_VALUE,
+        "does not lie in the tenant's partition",
+    );
+    let launch = |map: &[u8]| {
+        let mut params = map.to_vec();
+        params.extend_from_slice(&0u32.to_le_bytes());
+        Request::Launch { function: handle, grid: [1; 3], block: [32, 1, 1], shared: 0, params }
+    };
+    a.call(launch(&map));
+    assert_eq!(a.call(Request::Synchronize), Reply::Done, "a map the manager made");
+    // The same bytes with the address moved to the other tenant's memory: not a map made here.
+    let mut forged = map.clone();
+    forged[..8].copy_from_slice(&theirs.to_le_bytes());
+    a.call(launch(&forged));
+    refused(a.call(Request::Synchronize), INVALID_VALUE, "holds no map the manager made");
+    // Maps are the tenant's own: b cannot launch with a's map either (nor a's function).
+    let Reply::Module(bm) = b.call(Request::ModuleLoad { image: TMA.as_bytes().to_vec() }) else { panic!() };
+    let Reply::Function { handle: bf, .. } = b.call(Request::GetFunction { module: bm, name: "put".into() }) else {
+        panic!()
+    };
+    let mut params = map.clone();
+    params.extend_from_slice(&0u32.to_le_bytes());
+    b.call(Request::Launch { function: bf, grid: [1; 3], block: [32, 1, 1], shared: 0, params });
+    refused(b.call(Request::Synchronize), INVALID_VALUE, "holds no map the manager made");
+    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    assert!(!text.contains("tenant 1: refused cuModuleLoadData"), "{text}");
+}

@@ -2,7 +2,9 @@
  * crates/cli/tests/serve.rs: allocates, copies both ways, loads a PTX module, launches,
  * synchronizes, tries a copy past its allocation, frees; then what programs do around their
  * launches: device queries, memory info, a stream and events, asynchronous copies and sets.
- * Prints its pointer and the copy's result, the queries' answers, then "tenant ok". */
+ * Prints its pointer and the copy's result, the queries' answers, then "tenant ok".
+ * `tenant tma`: a kernel whose tensor copy reads its map from a parameter, launched with a
+ * map made on its own allocation, then with one it made up. */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -40,6 +42,8 @@ CUresult cuEventDestroy_v2(void *);
 CUresult cuMemcpyHtoDAsync_v2(uint64_t, const void *, size_t, void *);
 CUresult cuMemcpyDtoHAsync_v2(void *, uint64_t, size_t, void *);
 CUresult cuMemsetD32Async(uint64_t, unsigned, size_t, void *);
+CUresult cuTensorMapEncodeTiled(void *, unsigned, unsigned, void *, const uint64_t *, const uint64_t *,
+                                const unsigned *, const unsigned *, int, int, int, int);
 
 static const char ptx[] =
     ".version 8.0\n.target sm_90\n.address_size 64\n"
@@ -160,11 +164,48 @@ static int bigcopy(void) {
     return 0;
 }
 
+static const char tma_ptx[] =
+    ".version 8.0\n.target sm_90\n.address_size 64\n.shared .align 128 .b8 tile[4096];\n"
+    ".visible .entry put(.param .align 64 .b8 put_map[128], .param .u32 put_x)\n{\n"
+    "  .reg .b64 %rd<3>;\n  .reg .b32 %r<3>;\n  mov.b64 %rd1, put_map;\n  ld.param.u32 %r1, [put_x];\n"
+    "  cvta.param.u64 %rd2, %rd1;\n  mov.u32 %r2, tile;\n"
+    "  cp.async.bulk.tensor.1d.global.shared::cta.bulk_group [%rd2, {%r1}], [%r2];\n  ret;\n}\n";
+
+/* `tma`: a map on the tenant's own allocation is made and runs; a map past the partition is
+ * refused; a launch with a map the tenant wrote itself fails its synchronization. */
+static int tma(void) {
+    int dev;
+    uint64_t p;
+    void *mod, *f;
+    if (start(&dev, &p)) return 1;
+    CK(cuModuleLoadData(&mod, tma_ptx));
+    CK(cuModuleGetFunction(&f, mod, "put"));
+    _Alignas(64) unsigned char map[128];
+    uint64_t dims[1] = {1024};
+    unsigned box[1] = {32}, estrides[1] = {1};
+    CK(cuTensorMapEncodeTiled(map, 7, 1, (void *)(uintptr_t)p, dims, 0, box, estrides, 0, 0, 0, 0));
+    unsigned x = 0;
+    void *args[] = {map, &x};
+    CK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, args, 0));
+    CK(cuCtxSynchronize());
+    uint64_t far_dims[1] = {1ull << 40};
+    CUresult past = cuTensorMapEncodeTiled(map, 7, 1, (void *)(uintptr_t)p, far_dims, 0, box, estrides, 0, 0, 0, 0);
+    _Alignas(64) unsigned char forged[128];
+    memcpy(forged, map, sizeof forged);
+    forged[7] ^= 0x40; /* the address moved far away */
+    void *forged_args[] = {forged, &x};
+    CK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, forged_args, 0));
+    CUresult sync = cuCtxSynchronize();
+    printf("tma made=ok past=%d forged_sync=%d\n", past, sync);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "bigcopy")) return bigcopy();
     if (argc > 3 && !strcmp(argv[1], "burst")) return burst(atoi(argv[2]), atoi(argv[3]));
     if (argc > 1 && !strcmp(argv[1], "dlsym")) return through_dlsym();
     if (argc > 1 && !strcmp(argv[1], "lookup")) return lookup();
+    if (argc > 1 && !strcmp(argv[1], "tma")) return tma();
     int dev;
     void *mod, *f;
     uint64_t p;

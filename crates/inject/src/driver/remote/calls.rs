@@ -80,6 +80,7 @@ pub fn address(name: &[u8]) -> Option<usize> {
         b"cuMemsetD8Async" => cu_memset_d8_async as *const () as usize,
         b"cuMemsetD32_v2" => cu_memset_d32 as *const () as usize,
         b"cuMemsetD32Async" => cu_memset_d32_async as *const () as usize,
+        b"cuTensorMapEncodeTiled" => cu_tensor_map_encode_tiled as *const () as usize,
         _ => return None,
     })
 }
@@ -699,6 +700,57 @@ unsafe extern "C" fn cu_memset_d32(dst: CUdeviceptr, value: c_uint, count: usize
 
 unsafe extern "C" fn cu_memset_d32_async(dst: CUdeviceptr, value: c_uint, count: usize, _s: CUstream) -> CUresult {
     forwarded("cu_memset_d32_async", || cu_memset_d32(dst, value, count))
+}
+
+/// `cuTensorMapEncodeTiled`: the manager makes the map (a tensor inside the tenant's
+/// partition only) and remembers it; a kernel's tensor copies run with no other map.
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn cu_tensor_map_encode_tiled(
+    tm: *mut c_void,
+    data_type: c_uint,
+    rank: c_uint,
+    address: *mut c_void,
+    dims: *const u64,
+    strides: *const u64,
+    box_dim: *const c_uint,
+    element_strides: *const c_uint,
+    interleave: c_int,
+    swizzle: c_int,
+    l2_promotion: c_int,
+    oob_fill: c_int,
+) -> CUresult {
+    forwarded("cu_tensor_map_encode_tiled", || {
+        // The driver's own limit on the rank; arrays of what the rank says, as it reads them.
+        let rank = rank as usize;
+        if tm.is_null() || rank == 0 || rank > 5 || dims.is_null() || box_dim.is_null() || element_strides.is_null() {
+            return INVALID_VALUE;
+        }
+        if rank > 1 && strides.is_null() {
+            return INVALID_VALUE;
+        }
+        let read = |p: *const u64, n: usize| -> Vec<u64> { std::slice::from_raw_parts(p, n).to_vec() };
+        let read32 = |p: *const c_uint, n: usize| -> Vec<u32> { std::slice::from_raw_parts(p, n).to_vec() };
+        let m = gpusan_serve::protocol::TiledMap {
+            data_type,
+            address: address as u64,
+            dims: read(dims, rank),
+            strides: if rank > 1 { read(strides, rank - 1) } else { Vec::new() },
+            box_dim: read32(box_dim, rank),
+            element_strides: read32(element_strides, rank),
+            interleave,
+            swizzle,
+            l2_promotion,
+            oob_fill,
+        };
+        match call(&Request::TensorMapEncodeTiled(m)) {
+            Ok(Reply::Bytes(b)) if b.len() == 128 => {
+                std::ptr::copy_nonoverlapping(b.as_ptr(), tm.cast::<u8>(), 128);
+                CUDA_SUCCESS
+            }
+            Ok(_) => NOT_SUPPORTED,
+            Err(code) => code,
+        }
+    })
 }
 
 #[cfg(test)]
