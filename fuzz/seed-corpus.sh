@@ -19,6 +19,7 @@
 # - report: fuzz/seeds/report/ (documents and events files as `gpusan run` merges them).
 # - records: error buffers as kernels write them (crates/abi/src/record.rs), with the
 #   allocations they are judged against.
+# - trace: the trace format's fixtures (crates/trace/tests/fixtures).
 # - every target: the inputs that once broke it, saved in
 #   crates/*/tests/fixtures/fuzz-regressions/<target>/ (and crates/ptx's, for parse and lex).
 # - fatbin: crates/fatbin/tests/fixtures (executables, libraries, objects, compressed and
@@ -151,6 +152,10 @@ recs = [
 add(("records",), struct.pack("<II", 0, len(recs)) + allocs + b"".join(recs))
 add(("records",), struct.pack("<II", 2, 5) + allocs + b"".join(recs))
 add(("records",), struct.pack("<II", 4090, 4100) + struct.pack("<B", 0) + b"".join(recs))
+
+# Traces (docs/trace-format.md): the format's fixtures.
+for p in sorted((root / "crates/trace/tests/fixtures").glob("*.gstrace")):
+    add(("trace",), p.read_bytes())
 
 # Inputs that once broke a target, saved beside the test that replays them.
 for d in sorted(root.glob("crates/*/tests/fixtures/fuzz-regressions/*")):

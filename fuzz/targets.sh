@@ -3,7 +3,7 @@
 # this is plain bash).
 
 # Every target of fuzz/Cargo.toml.
-FUZZ_ALL_TARGETS=(parse lex fatbin check count rewrite meta report records)
+FUZZ_ALL_TARGETS=(parse lex fatbin check count rewrite meta report records trace)
 
 # Options of every run: an input running past 10 s is a hang and a resident size past
 # 2 GiB (checked every second; the malloc limit acts only under a sanitizer's allocator) is
@@ -18,7 +18,7 @@ fuzz_options() {
     parse | lex | check | count | rewrite) echo "-max_len=262144 -dict=$2/ptx.dict" ;;
     meta) echo "-max_len=65536 -dict=$2/ptx.dict" ;;
     report) echo "-max_len=65536 -dict=$2/report.dict" ;;
-    records) echo "-max_len=65536" ;;
+    records | trace) echo "-max_len=65536" ;;
     fatbin) echo "-max_len=262144" ;;
     *)
       echo "fuzz: unknown target $1" >&2

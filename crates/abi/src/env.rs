@@ -144,6 +144,9 @@ pub const PTX_CORPUS: &str = "GPUSAN_PTX_CORPUS";
 /// numba's, PyTorch's) at folders of gpusan's: a child process keeps its parent's folders.
 pub const PROGRAM_CACHES: &str = "GPUSAN_PROGRAM_CACHES";
 
+/// `gpusan trace`, `gpusan run --trace` (issue 19): where the process writes its trace
+/// (`docs/trace-format.md`); another process of the run writes at this path `.PID`.
+pub const TRACE_OUT: &str = "GPUSAN_TRACE_OUT";
 /// Fence mode's tenant (issue 18): the socket of the `gpusan serve` manager its driver
 /// calls are forwarded to.
 pub const SERVER: &str = "GPUSAN_SERVER";

@@ -1,5 +1,5 @@
 //! The `gpusan` command: one binary for every mode (`gpusan run`, `gpusan instrument`,
-//! `gpusan report show`, `gpusan ptx …`), and NVIDIA's `ptxas` in front of the real one
+//! `gpusan report show`, `gpusan ptx …`, `gpusan sim …`), and NVIDIA's `ptxas` in front of the real one
 //! when it is invoked by that name (see `ptxas.rs`).
 
 mod cs_compat;
@@ -17,6 +17,7 @@ mod run;
 mod sarif;
 mod schema;
 mod serve;
+mod sim;
 mod stream;
 mod supervise;
 mod toolkit;
@@ -70,6 +71,13 @@ enum Command {
     /// Manage several fenced tenants on one GPU, each in its own memory partition (issue 18:
     /// the manager only; tenants speak its protocol), or show them (`--status`).
     Serve(serve::ServeArgs),
+    /// Trace-driven simulators of proposed memory-safety hardware (issue 19): `gpusan sim
+    /// mlb TRACE` (GPUArmor's Metadata Lookaside Buffer), `characterize`, `synth`.
+    #[command(subcommand)]
+    Sim(sim::SimCommand),
+    /// Run a program and write its trace for `gpusan sim` (issue 19): `gpusan run --mode api
+    /// --trace FILE`. The device's accesses are not traced yet.
+    Trace(sim::TraceArgs),
 }
 
 fn main() -> ExitCode {
@@ -87,6 +95,8 @@ fn main() -> ExitCode {
         Command::Report(cmd) => report::run(cmd).map(|()| 0),
         Command::Ptx(cmd) => ptx::run(cmd).map(|()| 0),
         Command::Serve(args) => serve::run(args),
+        Command::Sim(command) => sim::run(command),
+        Command::Trace(args) => sim::trace(args),
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),

@@ -207,6 +207,11 @@ pub struct RunArgs {
     #[arg(long = "canary-interval-ms", value_name = "MS", default_value = "4", hide_default_value = true,
           allow_negative_numbers = true, value_parser = gpusan_abi::env::canary_interval_us)]
     canary_interval_us: u64,
+    /// Write the run's trace to FILE (`docs/trace-format.md`; `gpusan sim` reads it): every
+    /// allocation, pool block, free and launch, per process (another process of the run
+    /// writes FILE.PID). The device's accesses are not traced yet.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<std::path::PathBuf>,
     /// `--mode fence`: the socket of the `gpusan serve` manager the program is a tenant of.
     #[arg(long, value_name = "SOCKET")]
     server: Option<std::path::PathBuf>,
@@ -572,6 +577,11 @@ pub fn run(a: RunArgs) -> Result<i32> {
         .env(env::POOL_SITES, if a.pool_sites { env::POOL_SITES_ON } else { "0" })
         .env(env::BINARY_KINDS, binary_kinds.name())
         .env(env::CHECK_COUNT, count_checks);
+    if let Some(trace) = &a.trace {
+        // A trace of an earlier run at the same path is replaced, not appended to.
+        let _ = std::fs::remove_file(trace);
+        cmd.env(env::TRACE_OUT, std::path::absolute(trace)?);
+    }
     if !selection.is_all() {
         cmd.env(env::KERNEL_SELECTION, selection.to_env());
     }

@@ -132,6 +132,7 @@ fn more(st: &State, doc: &mut Document) {
         doc.notes.push(crate::routes::canary::NOT_GUARDED.into());
     }
     doc.notes.extend(crate::routes::canary::failure_note());
+    doc.notes.extend(quietly(crate::routes::trace::notes).unwrap_or_default());
     doc.notes.extend(quietly(crate::routes::canary::heap_notes).unwrap_or_default());
     if crate::driver::remote::active() {
         doc.notes.push(

@@ -120,8 +120,12 @@ impl State {
             name.push(".events");
             append_no_follow(std::path::Path::new(&name))
         });
+        let registry = Registry::new(options.registry);
+        if let Some(t) = crate::routes::trace::get() {
+            registry.observe(Box::new(crate::routes::trace::TraceObserver(t)));
+        }
         State {
-            registry: Registry::new(options.registry),
+            registry,
             collector: Mutex::new(Collector::new(CollectorConfig::default())),
             events: Mutex::new(events),
             label: Mutex::new(None),

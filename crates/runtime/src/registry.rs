@@ -389,9 +389,20 @@ pub struct Stats {
 pub struct Registry {
     config: Config,
     inner: Lock<Inner>,
+    /// Told of every allocation and free as they are registered (`gpusan trace`).
+    observer: std::sync::OnceLock<Box<dyn Observer>>,
     /// Some pool block's free may wait to be shown to kernels (`blocks`): read at every
     /// launch without the lock.
     pending_hint: std::sync::atomic::AtomicBool,
+}
+
+/// What is told of the registry's changes ([`Registry::observe`]): called under its write
+/// lock, so it must be quick and must not call the registry.
+pub trait Observer: Send + Sync {
+    /// An allocation or a pool block (its kind [`AllocKind::PoolBlock`]) registered.
+    fn allocated(&self, a: &Allocation);
+    /// One freed (its state now [`AllocState::Freed`]).
+    fn freed(&self, a: &Allocation);
 }
 
 /// `std`'s reader–writer lock, whose whole state is the lock itself (see `per_process` for
@@ -433,12 +444,26 @@ impl Registry {
         Registry {
             config,
             inner: Lock(RwLock::new(Inner { next_id: 1, ..Inner::default() })),
+            observer: std::sync::OnceLock::new(),
             pending_hint: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
     pub fn config(&self) -> Config {
         self.config
+    }
+
+    /// Has `observer` told of every allocation, pool block and free from now on, under the
+    /// registry's lock (so in the order they were registered). One observer per registry:
+    /// false if there is one already.
+    pub fn observe(&self, observer: Box<dyn Observer>) -> bool {
+        self.observer.set(observer).is_ok()
+    }
+
+    fn tell(&self, f: impl FnOnce(&dyn Observer)) {
+        if let Some(o) = self.observer.get() {
+            f(o.as_ref());
+        }
     }
 
     /// Registers an allocation the driver has just made. Entries overlapping its range are
@@ -490,6 +515,7 @@ impl Registry {
             redzone,
         };
         inner.by_base.insert(new.base, alloc);
+        self.tell(|o| o.allocated(&alloc));
         // Blocks of a pool whose memory the driver took back unseen: not the new range's.
         inner.blocks.remove_range(new.base, end);
         inner.stats.live += 1;
@@ -518,6 +544,7 @@ impl Registry {
         } else {
             let freed = Allocation { state: AllocState::Freed { site }, ..alloc };
             inner.by_base.insert(freed.base, freed);
+            self.tell(|o| o.freed(&freed));
             inner.stats.live -= 1;
             inner.stats.live_bytes -= freed.size;
             inner.stats.quarantined += 1;

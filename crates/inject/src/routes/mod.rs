@@ -43,6 +43,7 @@ pub mod pool_frees;
 pub mod redzones;
 pub mod substitute;
 pub mod table_memory;
+pub mod trace;
 pub mod window;
 
 use std::ffi::c_void;
@@ -238,6 +239,7 @@ pub fn launching(f: CUfunction, grid: [u32; 3], block: [u32; 3], stream: CUstrea
         }
         let counted = coverage::launched(f, captured);
         faults::launched(f as usize, grid, block, stream as usize, counted);
+        trace::launched(f as usize, grid, block);
         window::launching(f, captured)
     });
     register_late_exit();

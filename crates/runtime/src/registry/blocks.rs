@@ -71,6 +71,7 @@ impl Registry {
         };
         inner.blocks.insert(block);
         inner.version += 1;
+        self.tell(|o| o.allocated(&inner.block_allocation(&block)));
         Ok(id)
     }
 
@@ -81,6 +82,9 @@ impl Registry {
     pub fn free_block(&self, ptr: u64, site: SiteId, stream: u64, show: Show) -> BlockFree {
         let mut inner = self.inner.write();
         let outcome = inner.blocks.free(ptr, site.raw(), stream, show == Show::Now);
+        if let BlockFree::Freed(b) = outcome {
+            self.tell(|o| o.freed(&inner.block_allocation(&b)));
+        }
         match (outcome, show) {
             (BlockFree::Freed(_), Show::Now) => inner.version += 1,
             (BlockFree::Freed(_), Show::Later) => self.pending_hint.store(true, std::sync::atomic::Ordering::Relaxed),

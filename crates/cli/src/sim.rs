@@ -1,0 +1,284 @@
+//! `gpusan sim`: the trace-driven simulators of `gpusan_sim` (issue 19) on a trace
+//! (`docs/trace-format.md`): `mlb` sweeps GPUArmor's Metadata Lookaside Buffer and metadata
+//! tables; `characterize` gives GPUArmor §3's workload tables; `synth` writes a synthetic
+//! trace (for the simulator's own tests and speed, never a workload's result).
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::{Args, Subcommand, ValueEnum};
+use gpusan_sim::mlb::{Policy, Shape};
+use gpusan_sim::run::{Config, Mode, Timing};
+use gpusan_sim::table::Organisation;
+use gpusan_trace::Reader;
+
+#[derive(Subcommand)]
+pub enum SimCommand {
+    /// Sweep GPUArmor's Metadata Lookaside Buffer (entries per SM) and metadata table
+    /// organisations over a trace: hit rates, metadata traffic, estimated slowdown.
+    Mlb(MlbArgs),
+    /// GPUArmor §3's characterization of a trace: allocations, sizes, live allocations,
+    /// per kernel the accesses by space and the allocation working set.
+    Characterize(CharacterizeArgs),
+    /// Write a synthetic trace shaped like GPUArmor's workloads.
+    Synth(SynthArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OrgArg {
+    List,
+    Bst,
+    Oracle,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum PolicyArg {
+    Lru,
+    Fifo,
+    Random,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ModeArg {
+    /// The trace's LOADMETA and MEMCHECK events (a hardened binary).
+    Compiled,
+    /// Every global access looks its metadata up (GPUArmor-HWOnly, no recompilation).
+    HwOnly,
+}
+
+#[derive(Args)]
+pub struct MlbArgs {
+    trace: PathBuf,
+    /// Buffer sizes (entries per SM; 0: none).
+    #[arg(long, value_delimiter = ',', default_values_t = [0u32, 1, 2, 4, 8, 16, 32, 64])]
+    entries: Vec<u32>,
+    /// Entries per set (0: fully associative).
+    #[arg(long, default_value_t = 0)]
+    ways: u32,
+    #[arg(long, value_enum, default_value = "lru")]
+    policy: PolicyArg,
+    #[arg(long, value_enum, value_delimiter = ',', default_values = ["list", "bst", "oracle"])]
+    orgs: Vec<OrgArg>,
+    #[arg(long, value_enum, default_value = "compiled")]
+    mode: ModeArg,
+    /// Cycles of one metadata load.
+    #[arg(long, default_value_t = Timing::default().load_cycles)]
+    load_cycles: f64,
+    /// Cycles of a MEMCHECK's check.
+    #[arg(long, default_value_t = Timing::default().check_cycles)]
+    check_cycles: f64,
+    /// Warp instructions an SM issues a cycle (its own time).
+    #[arg(long, default_value_t = Timing::default().ipc)]
+    ipc: f64,
+    /// How much of the extra cycles the SM hides (1: none).
+    #[arg(long, default_value_t = Timing::default().hiding)]
+    hiding: f64,
+    /// Threads (the results do not depend on it).
+    #[arg(long, default_value_t = std::thread::available_parallelism().map_or(1, |n| n.get()))]
+    threads: usize,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Draw the sweep as an SVG chart here.
+    #[arg(long)]
+    svg: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct CharacterizeArgs {
+    trace: PathBuf,
+    /// Global accesses per working-set window.
+    #[arg(long, default_value_t = 64)]
+    window: usize,
+    /// Write the characterization as JSON here (else to standard output).
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct SynthArgs {
+    out: PathBuf,
+    #[arg(long, default_value_t = gpusan_sim::synth::Shape::default().allocations)]
+    allocations: u32,
+    #[arg(long, default_value_t = gpusan_sim::synth::Shape::default().kernels)]
+    kernels: u32,
+    #[arg(long, default_value_t = gpusan_sim::synth::Shape::default().sms)]
+    sms: u32,
+    #[arg(long, default_value_t = gpusan_sim::synth::Shape::default().warps_per_kernel)]
+    warps: u32,
+    #[arg(long, default_value_t = gpusan_sim::synth::Shape::default().accesses_per_warp)]
+    accesses: u32,
+    #[arg(long, default_value_t = gpusan_sim::synth::Shape::default().working_set)]
+    working_set: u32,
+    #[arg(long, default_value_t = gpusan_sim::synth::Shape::default().churn)]
+    churn: u32,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+pub fn run(command: SimCommand) -> anyhow::Result<i32> {
+    match command {
+        SimCommand::Mlb(a) => mlb(a),
+        SimCommand::Characterize(a) => characterize(a),
+        SimCommand::Synth(a) => synth(a),
+    }
+}
+
+fn open(path: &Path) -> anyhow::Result<Reader<BufReader<File>>> {
+    let f = File::open(path).with_context(|| format!("{}", path.display()))?;
+    Reader::new(BufReader::with_capacity(1 << 20, f)).with_context(|| format!("{}", path.display()))
+}
+
+fn org(o: OrgArg) -> Organisation {
+    match o {
+        OrgArg::List => Organisation::List,
+        OrgArg::Bst => Organisation::Bst,
+        OrgArg::Oracle => Organisation::Oracle,
+    }
+}
+
+fn mlb(a: MlbArgs) -> anyhow::Result<i32> {
+    let policy = match a.policy {
+        PolicyArg::Lru => Policy::Lru,
+        PolicyArg::Fifo => Policy::Fifo,
+        PolicyArg::Random => Policy::Random,
+    };
+    let mode = match a.mode {
+        ModeArg::Compiled => Mode::Compiled,
+        ModeArg::HwOnly => Mode::HwOnly,
+    };
+    let timing = Timing {
+        load_cycles: a.load_cycles,
+        check_cycles: a.check_cycles,
+        ipc: a.ipc,
+        hiding: a.hiding,
+        ..Timing::default()
+    };
+    let mut configs = Vec::new();
+    for &o in &a.orgs {
+        for &entries in &a.entries {
+            configs.push(Config { mlb: Shape { entries, ways: a.ways, policy }, org: org(o), mode, timing });
+        }
+    }
+    let mut reader = open(&a.trace)?;
+    let meta = reader.meta().clone();
+    let started = Instant::now();
+    let (stats, events) =
+        gpusan_sim::sweep(&mut reader, &configs, a.threads).with_context(|| format!("{}", a.trace.display()))?;
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "{} events, {} configurations, {:.2} s ({:.1} M events/s per configuration)",
+        events,
+        configs.len(),
+        seconds,
+        events as f64 / seconds.max(1e-9) / 1e6 * configs.len() as f64 / configs.len().max(1) as f64
+    );
+    println!(
+        "{:7} {:>7} {:>10} {:>9} {:>12} {:>10}",
+        "table", "entries", "lookups", "hit rate", "md loads", "slowdown"
+    );
+    let mut rows = Vec::new();
+    for (c, s) in configs.iter().zip(&stats) {
+        let slow = s.est_slowdown.map_or("-".to_string(), |x| format!("{x:.4}"));
+        println!(
+            "{:7} {:>7} {:>10} {:>8.2}% {:>12} {:>10}",
+            c.org.name(),
+            c.mlb.entries,
+            s.loadmeta + s.memcheck,
+            s.hit_rate * 100.0,
+            s.metadata_loads,
+            slow
+        );
+        rows.push(serde_json::json!({ "config": c, "stats": s }));
+    }
+    if let Some(path) = &a.json {
+        let doc = serde_json::json!({
+            "what": "gpusan sim mlb: GPUArmor's metadata path over a trace (crates/sim/src/run.rs says the model)",
+            "trace": a.trace.display().to_string(),
+            "meta": { "program": meta.program, "device": meta.device, "sms": meta.sms, "sample_warps": meta.sample_warps, "source": meta.source },
+            "events": events,
+            "seconds": seconds,
+            "threads": a.threads,
+            "results": rows,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&doc)?).with_context(|| format!("{}", path.display()))?;
+    }
+    if let Some(path) = &a.svg {
+        let with_time = stats.iter().all(|s| s.est_slowdown.is_some());
+        let points: Vec<gpusan_sim::chart::Point> = configs
+            .iter()
+            .zip(&stats)
+            .map(|(c, s)| gpusan_sim::chart::Point {
+                series: c.org.name(),
+                entries: c.mlb.entries,
+                value: if with_time {
+                    s.est_slowdown.unwrap_or(1.0)
+                } else {
+                    s.metadata_loads as f64 / (s.loadmeta + s.memcheck).max(1) as f64
+                },
+            })
+            .collect();
+        let what = if with_time { "estimated slowdown" } else { "metadata loads per lookup" };
+        let title =
+            format!("MLB sweep: {}", a.trace.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned()));
+        let svg = gpusan_sim::chart::svg(&title, what, &points).map_err(anyhow::Error::msg)?;
+        std::fs::write(path, svg).with_context(|| format!("{}", path.display()))?;
+    }
+    Ok(0)
+}
+
+fn characterize(a: CharacterizeArgs) -> anyhow::Result<i32> {
+    let mut reader = open(&a.trace)?;
+    let c = gpusan_sim::characterize(&mut reader, a.window).with_context(|| format!("{}", a.trace.display()))?;
+    let text = serde_json::to_string_pretty(&c)?;
+    match &a.json {
+        Some(path) => std::fs::write(path, text).with_context(|| format!("{}", path.display()))?,
+        None => println!("{text}"),
+    }
+    Ok(0)
+}
+
+fn synth(a: SynthArgs) -> anyhow::Result<i32> {
+    let shape = gpusan_sim::synth::Shape {
+        allocations: a.allocations,
+        kernels: a.kernels,
+        sms: a.sms,
+        warps_per_kernel: a.warps,
+        accesses_per_warp: a.accesses,
+        working_set: a.working_set,
+        churn: a.churn,
+        seed: a.seed,
+    };
+    let f = File::create(&a.out).with_context(|| format!("{}", a.out.display()))?;
+    let events = gpusan_sim::synth::write(&shape, BufWriter::with_capacity(1 << 20, f))?;
+    println!("{events} events written to {}", a.out.display());
+    Ok(0)
+}
+
+#[derive(Args)]
+pub struct TraceArgs {
+    /// The trace's path.
+    #[arg(short, long, default_value = "gpusan.gstrace")]
+    out: PathBuf,
+    /// The program and its arguments (after `--`).
+    #[arg(trailing_var_arg = true, required = true, value_name = "PROGRAM")]
+    command: Vec<std::ffi::OsString>,
+}
+
+/// `gpusan trace -o FILE -- ./app`: `gpusan run --mode api --trace FILE -- ./app`.
+pub fn trace(a: TraceArgs) -> anyhow::Result<i32> {
+    #[derive(clap::Parser)]
+    struct Run {
+        #[command(flatten)]
+        args: crate::run::RunArgs,
+    }
+    let mut argv: Vec<std::ffi::OsString> = ["run", "--mode", "api", "--trace"].iter().map(Into::into).collect();
+    argv.push(a.out.clone().into_os_string());
+    argv.push("--".into());
+    argv.extend(a.command);
+    let run = <Run as clap::Parser>::try_parse_from(argv)?;
+    crate::run::run(run.args)
+}

@@ -1,0 +1,111 @@
+//! `gpusan trace` on the fake driver (issue 19): a program's allocations, pool blocks, frees
+//! and launches reach its trace in order, `gpusan sim characterize` reads them back, and the
+//! report says what the trace holds and what it does not.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn gpusan() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_gpusan"))
+}
+
+/// The fake driver and `bench/launch/launch_loop.c` built against it, in `dir`.
+fn build(dir: &Path) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let lib = dir.join("libcuda.so.1");
+    let cc = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new("cc").args(args).output().expect("a C compiler (cc)");
+        assert!(out.status.success(), "cc: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let src = root.join("crates/cli/tests/fake_cuda/libcuda.c");
+    cc(&[
+        "-shared".as_ref(),
+        "-fPIC".as_ref(),
+        "-Wl,-soname,libcuda.so.1".as_ref(),
+        "-o".as_ref(),
+        lib.as_os_str(),
+        src.as_os_str(),
+    ]);
+    std::os::unix::fs::symlink(&lib, dir.join("libcuda.so")).unwrap();
+    let prog = dir.join("launch_loop");
+    let src = root.join("bench/launch/launch_loop.c");
+    let libdir = format!("-L{}", dir.display());
+    let rpath = format!("-Wl,-rpath,{}", dir.display());
+    cc(&[
+        "-o".as_ref(),
+        prog.as_os_str(),
+        src.as_os_str(),
+        libdir.as_ref(),
+        "-lcuda".as_ref(),
+        "-ldl".as_ref(),
+        "-lpthread".as_ref(),
+        rpath.as_ref(),
+    ]);
+    prog
+}
+
+#[test]
+fn a_programs_allocations_blocks_frees_and_launches_are_traced_and_characterized() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(dir.path());
+    let trace = dir.path().join("run.gstrace");
+    let report = dir.path().join("report.json");
+    // 100 pool blocks handed out over 8 slots of a segment: 92 taken back.
+    let out = gpusan()
+        .args(["run", "--mode", "api", "--report-json"])
+        .arg(&report)
+        .arg("--trace")
+        .arg(&trace)
+        .arg("--")
+        .arg(&prog)
+        .args(["blocks", "100", "8"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json = gpusan().args(["sim", "characterize"]).arg(&trace).output().unwrap();
+    assert!(json.status.success(), "{}", String::from_utf8_lossy(&json.stderr));
+    let c: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    // The 64 MiB segment and the 100 blocks; the blocks' frees; 9 live at most (the
+    // segment and 8 blocks).
+    assert_eq!(c["allocations"], 101, "{c}");
+    assert_eq!(c["frees"], 92, "{c}");
+    assert_eq!(c["max_live"], 9, "{c}");
+    assert_eq!(c["size_max"], 64 << 20, "{c}");
+    assert_eq!(c["size_min"], 4000, "{c}");
+    let report = std::fs::read_to_string(&report).unwrap();
+    assert!(report.contains("trace: 193 events written to") && report.contains("not traced yet"), "{report}");
+
+    // `gpusan trace` is the same run, and a launch is traced with its name and shape.
+    let trace2 = dir.path().join("launches.gstrace");
+    let out = gpusan()
+        .arg("trace")
+        .arg("-o")
+        .arg(&trace2)
+        .arg("--")
+        .arg(&prog)
+        .args(["launches", "5", "1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json = gpusan().args(["sim", "characterize"]).arg(&trace2).output().unwrap();
+    let c: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let kernels = c["kernels"].as_array().unwrap();
+    // The loop's warm-up round, then the timed one: 10 launches, numbered in order.
+    assert_eq!(kernels.len(), 10, "{c}");
+    assert!(kernels.iter().enumerate().all(|(i, k)| k["name"] == "k" && k["kernel"] == i), "{c}");
+}
+
+#[test]
+fn a_trace_cut_by_a_crash_is_read_up_to_its_cut_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cut.gstrace");
+    // A synthetic trace, cut short as a crashed writer leaves it.
+    let out = gpusan().args(["sim", "synth"]).arg(&path).args(["--kernels", "2", "--warps", "4096"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let out = gpusan().args(["sim", "mlb"]).arg(&path).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cut.gstrace") && err.contains("trace byte") && err.contains("cut off"), "{err}");
+}

@@ -1,0 +1,86 @@
+//! A sweep as a chart (SVG): one line per metadata organisation, MLB entries on a log-2
+//! axis, the estimated slowdown (or, for a trace without instruction counts, the metadata
+//! loads per lookup) on the other, as GPUArmor's Figs. 9-11 show them.
+
+use plotters::prelude::*;
+
+/// One point: an organisation's name, the buffer's entries, the value.
+pub struct Point<'a> {
+    pub series: &'a str,
+    pub entries: u32,
+    pub value: f64,
+}
+
+/// Draws `points` into an SVG document: `what` names the value axis.
+pub fn svg(title: &str, what: &str, points: &[Point]) -> Result<String, String> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (800, 500)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let x_max = points.iter().map(|p| f64::from(p.entries.max(1))).fold(1.0, f64::max);
+        let (lo, hi) = points.iter().fold((f64::MAX, f64::MIN), |(lo, hi), p| (lo.min(p.value), hi.max(p.value)));
+        let (lo, hi) = if lo > hi { (0.0, 1.0) } else { (lo.min(1.0) * 0.98, hi * 1.02 + 1e-9) };
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 20))
+            .margin(15)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d((0.5f64..x_max * 1.5).log_scale(), lo..hi)
+            .map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .x_desc("MLB entries per SM (0 plotted at 0.5)")
+            .y_desc(what)
+            .draw()
+            .map_err(|e| e.to_string())?;
+        let mut names: Vec<&str> = points.iter().map(|p| p.series).collect();
+        names.dedup();
+        names.sort_unstable();
+        names.dedup();
+        for (i, name) in names.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            let mut line: Vec<(f64, f64)> = points
+                .iter()
+                .filter(|p| p.series == *name)
+                .map(|p| (if p.entries == 0 { 0.5 } else { f64::from(p.entries) }, p.value))
+                .collect();
+            line.sort_by(|a, b| a.0.total_cmp(&b.0));
+            chart
+                .draw_series(LineSeries::new(line.clone(), color.stroke_width(2)))
+                .map_err(|e| e.to_string())?
+                .label(*name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            chart
+                .draw_series(line.into_iter().map(|p| Circle::new(p, 3, color.filled())))
+                .map_err(|e| e.to_string())?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| e.to_string())?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chart_names_its_series_and_axes() {
+        let points = [
+            Point { series: "list", entries: 0, value: 2.0 },
+            Point { series: "list", entries: 8, value: 1.1 },
+            Point { series: "bst", entries: 0, value: 1.1 },
+            Point { series: "bst", entries: 8, value: 1.02 },
+        ];
+        let svg = svg("MLB sweep", "estimated slowdown", &points).unwrap();
+        assert!(svg.starts_with("<svg"), "{}", &svg[..100.min(svg.len())]);
+        for words in ["list", "bst", "MLB entries per SM", "estimated slowdown", "MLB sweep"] {
+            assert!(svg.contains(words), "{words} missing");
+        }
+    }
+}
