@@ -169,12 +169,11 @@ fn mlb(a: MlbArgs) -> anyhow::Result<i32> {
     let (stats, events) =
         gpusan_sim::sweep(&mut reader, &configs, a.threads).with_context(|| format!("{}", a.trace.display()))?;
     let seconds = started.elapsed().as_secs_f64();
+    let rate = events as f64 / seconds.max(1e-9) / 1e6;
     println!(
-        "{} events, {} configurations, {:.2} s ({:.1} M events/s per configuration)",
-        events,
+        "{events} events, {} configurations, {seconds:.2} s: {rate:.1} M trace events/s, {:.1} M configuration-events/s",
         configs.len(),
-        seconds,
-        events as f64 / seconds.max(1e-9) / 1e6 * configs.len() as f64 / configs.len().max(1) as f64
+        rate * configs.len() as f64
     );
     println!(
         "{:7} {:>7} {:>10} {:>9} {:>12} {:>10}",

@@ -1,6 +1,6 @@
 //! A sweep as a chart (SVG): one line per metadata organisation, MLB entries on a log-2
 //! axis, the estimated slowdown (or, for a trace without instruction counts, the metadata
-//! loads per lookup) on the other, as GPUArmor's Figs. 9-11 show them.
+//! loads per lookup) on a log axis, as GPUArmor's Figs. 9-11 show them.
 
 use plotters::prelude::*;
 
@@ -19,13 +19,15 @@ pub fn svg(title: &str, what: &str, points: &[Point]) -> Result<String, String> 
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let x_max = points.iter().map(|p| f64::from(p.entries.max(1))).fold(1.0, f64::max);
         let (lo, hi) = points.iter().fold((f64::MAX, f64::MIN), |(lo, hi), p| (lo.min(p.value), hi.max(p.value)));
-        let (lo, hi) = if lo > hi { (0.0, 1.0) } else { (lo.min(1.0) * 0.98, hi * 1.02 + 1e-9) };
+        // A log axis: the list's walks reach a hundred times what the oracle costs.
+        let lo = if lo > hi { 0.5 } else { (lo * 0.95).max(1e-3) };
+        let hi = hi.max(lo * 1.1) * 1.05;
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 20))
             .margin(15)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d((0.5f64..x_max * 1.5).log_scale(), lo..hi)
+            .build_cartesian_2d((0.5f64..x_max * 1.5).log_scale(), (lo..hi).log_scale())
             .map_err(|e| e.to_string())?;
         chart
             .configure_mesh()
@@ -42,7 +44,7 @@ pub fn svg(title: &str, what: &str, points: &[Point]) -> Result<String, String> 
             let mut line: Vec<(f64, f64)> = points
                 .iter()
                 .filter(|p| p.series == *name)
-                .map(|p| (if p.entries == 0 { 0.5 } else { f64::from(p.entries) }, p.value))
+                .map(|p| (if p.entries == 0 { 0.5 } else { f64::from(p.entries) }, p.value.max(lo)))
                 .collect();
             line.sort_by(|a, b| a.0.total_cmp(&b.0));
             chart
