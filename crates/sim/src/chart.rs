@@ -13,6 +13,11 @@ pub struct Point<'a> {
 
 /// Draws `points` into an SVG document: `what` names the value axis.
 pub fn svg(title: &str, what: &str, points: &[Point]) -> Result<String, String> {
+    svg_with(title, "MLB entries per SM (0 plotted at 0.5)", what, points)
+}
+
+/// [`svg`] with the horizontal axis named `x_what` (its values are [`Point::entries`]).
+pub fn svg_with(title: &str, x_what: &str, what: &str, points: &[Point]) -> Result<String, String> {
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (800, 500)).into_drawing_area();
@@ -31,7 +36,7 @@ pub fn svg(title: &str, what: &str, points: &[Point]) -> Result<String, String> 
             .map_err(|e| e.to_string())?;
         chart
             .configure_mesh()
-            .x_desc("MLB entries per SM (0 plotted at 0.5)")
+            .x_desc(x_what)
             .y_desc(what)
             .draw()
             .map_err(|e| e.to_string())?;

@@ -10,6 +10,7 @@
 //! - [`synth`]: synthetic traces shaped like GPUArmor's workloads.
 //! - [`chart`]: the sweep as an SVG chart.
 
+pub mod bcache;
 pub mod characterize;
 pub mod chart;
 pub mod fuzz;

@@ -1,0 +1,141 @@
+//! The paper's synthetic workload (§V-A): threads, one per core, reading the bounds
+//! information of pointers chosen at random, 3 % of the accesses writes; the total number
+//! of accesses fixed whatever the number of cores (so each node injects less as the system
+//! grows, and the results show the topology's delay, not contention). Each core issues its
+//! next access `think` cycles after the last one completed.
+//!
+//! Pointers: half global (any thread uses them), half each thread's own. A pointer's bounds
+//! record is 8 bytes (base and length, 32-bit), eight to a 64-byte block.
+//!
+//! Also the network's own check: uniform random traffic at a given injection rate, and the
+//! average latency it sees (latency against injection rate).
+
+use std::collections::BinaryHeap;
+
+use serde::{Deserialize, Serialize};
+
+use super::mesh::{Mesh, Timing};
+use super::model::{Config, Design, Machine, Stats};
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Workload {
+    pub pointers: u32,
+    pub accesses: u64,
+    pub write_ratio: f64,
+    pub think: u64,
+    pub seed: u64,
+}
+
+impl Default for Workload {
+    /// ParallelPointerBench's 2,000 pointers; 2,000 accesses a thread at 16 threads.
+    fn default() -> Self {
+        Workload { pointers: 2000, accesses: 32_000, write_ratio: 0.03, think: 20, seed: 1 }
+    }
+}
+
+pub(crate) struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    pub fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Where pointer `p`'s bounds record lies.
+fn record(p: u64) -> u64 {
+    0x1000_0000 + p * 8
+}
+
+/// Runs `workload` on `design` over a `width` × `height` mesh; the statistics and the
+/// cycle the last access completed.
+pub fn run(design: Design, config: Config, workload: &Workload) -> (Stats, u64) {
+    let mut m = Machine::new(design, config);
+    let cores = u64::from(config.width * config.height);
+    let mut rng = Rng(workload.seed.max(1));
+    let global = u64::from(workload.pointers / 2).max(1);
+    let per_thread = (u64::from(workload.pointers) - global) / cores;
+    // (next issue cycle, core), earliest first; ties by core.
+    let mut ready: BinaryHeap<std::cmp::Reverse<(u64, u32)>> = (0..cores as u32).map(|c| std::cmp::Reverse((0, c))).collect();
+    let mut left: Vec<u64> = (0..cores).map(|c| workload.accesses / cores + u64::from(c < workload.accesses % cores)).collect();
+    let mut end = 0;
+    while let Some(std::cmp::Reverse((t, core))) = ready.pop() {
+        if left[core as usize] == 0 {
+            continue;
+        }
+        left[core as usize] -= 1;
+        let p = if per_thread == 0 || rng.below(2) == 0 {
+            rng.below(global)
+        } else {
+            global + u64::from(core) * per_thread + rng.below(per_thread)
+        };
+        let write = rng.unit() < workload.write_ratio;
+        let done = m.access(core, record(p), write, t);
+        end = end.max(done);
+        ready.push(std::cmp::Reverse((done + workload.think, core)));
+    }
+    (m.stats, end)
+}
+
+/// Uniform random traffic: every node injects a message of `flits` flits to a random other
+/// node with probability `rate` each cycle, for `cycles` cycles; the average latency,
+/// injection to the last flit's arrival, and the messages sent.
+pub fn latency_at(width: u32, height: u32, timing: Timing, rate: f64, flits: u64, cycles: u64, seed: u64) -> (f64, u64) {
+    let mut mesh = Mesh::new(width, height, timing);
+    let mut rng = Rng(seed.max(1));
+    let n = u64::from(mesh.nodes());
+    let (mut sum, mut count) = (0u64, 0u64);
+    for t in 0..cycles {
+        for src in 0..n {
+            if rng.unit() < rate {
+                let mut dst = rng.below(n - 1);
+                if dst >= src {
+                    dst += 1;
+                }
+                let arrived = mesh.send(src as u32, dst as u32, flits, t);
+                sum += arrived - t;
+                count += 1;
+            }
+        }
+    }
+    (sum as f64 / count.max(1) as f64, count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_workload_gives_the_same_result() {
+        let w = Workload { accesses: 4000, ..Workload::default() };
+        let a = run(Design::BCache, Config::mesh(4, 4), &w);
+        let b = run(Design::BCache, Config::mesh(4, 4), &w);
+        assert_eq!(a, b);
+        assert_eq!(a.0.accesses, 4000);
+        let writes = a.0.writes as f64 / 4000.0;
+        assert!((0.015..0.05).contains(&writes), "{writes}");
+    }
+
+    /// At a low rate the latency is the unloaded one (uniform traffic on a 4×4 mesh: 2.67
+    /// hops on average between distinct nodes); it grows as the rate nears the mesh's
+    /// capacity.
+    #[test]
+    fn latency_rises_with_the_injection_rate() {
+        let t = Timing::default();
+        let (low, sent) = latency_at(4, 4, t, 0.001, 5, 20_000, 3);
+        assert!(sent > 100);
+        let unloaded = 8.0 / 3.0 * 6.0 + 5.0 + 4.0;
+        assert!((low - unloaded).abs() < 2.0, "{low} against {unloaded}");
+        let curve: Vec<f64> = [0.02, 0.05, 0.1, 0.15, 0.2].iter().map(|&r| latency_at(4, 4, t, r, 5, 5_000, 3).0).collect();
+        assert!(curve.windows(2).all(|w| w[1] > w[0]) && curve[0] > low, "{low} {curve:?}");
+        assert!(curve[4] > 2.0 * low, "near saturation: {curve:?}");
+    }
+}
