@@ -47,6 +47,9 @@ pub struct BcacheArgs {
     write_ratio: f64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Read-only data instead of bounds information (Fig. 10).
+    #[arg(long)]
+    read_only: bool,
     /// HardBound's directory access, beyond the L2's (Table II gives 80 for the
     /// full-system simulator, none for the cache simulator).
     #[arg(long, default_value_t = 0)]
@@ -339,11 +342,21 @@ fn parse_mesh(s: &str) -> anyhow::Result<(u32, u32)> {
 fn bcache(a: BcacheArgs) -> anyhow::Result<i32> {
     use gpusan_sim::bcache::model::{Config as BConfig, Design};
     use gpusan_sim::bcache::synthetic::{run, Workload};
-    let workload = Workload { accesses: a.accesses, pointers: a.pointers, write_ratio: a.write_ratio, seed: a.seed, ..Workload::default() };
+    let workload = Workload {
+        read_only: a.read_only,
+        accesses: a.accesses,
+        pointers: a.pointers,
+        write_ratio: a.write_ratio,
+        seed: a.seed,
+        ..Workload::default()
+    };
     let designs = [Design::HardBound, Design::BCache, Design::BCache3d];
     let mut rows = Vec::new();
     let mut points = Vec::new();
-    println!("{:>6} {:>10} {:>10} {:>9} {:>8} {:>8} {:>8} {:>9}", "cores", "design", "miss lat", "vs HB", "request", "lookup", "memory", "transfer");
+    println!(
+        "{:>6} {:>10} {:>10} {:>9} {:>8} {:>8} {:>8} {:>9}",
+        "cores", "design", "miss lat", "vs HB", "request", "lookup", "memory", "transfer"
+    );
     for m in &a.meshes {
         let (w, h) = parse_mesh(m)?;
         let mut base = None;
@@ -386,8 +399,9 @@ fn bcache(a: BcacheArgs) -> anyhow::Result<i32> {
     if let Some(path) = &a.svg {
         let pts: Vec<gpusan_sim::chart::Point> =
             points.iter().map(|&(s, c, v)| gpusan_sim::chart::Point { series: s, entries: c, value: v }).collect();
-        let svg = gpusan_sim::chart::svg_with("Bounds information: average miss latency", "cores", "cycles per miss", &pts)
-            .map_err(anyhow::Error::msg)?;
+        let svg =
+            gpusan_sim::chart::svg_with("Bounds information: average miss latency", "cores", "cycles per miss", &pts)
+                .map_err(anyhow::Error::msg)?;
         std::fs::write(path, svg).with_context(|| format!("{}", path.display()))?;
     }
     Ok(0)

@@ -34,12 +34,7 @@ pub fn svg_with(title: &str, x_what: &str, what: &str, points: &[Point]) -> Resu
             .y_label_area_size(60)
             .build_cartesian_2d((0.5f64..x_max * 1.5).log_scale(), (lo..hi).log_scale())
             .map_err(|e| e.to_string())?;
-        chart
-            .configure_mesh()
-            .x_desc(x_what)
-            .y_desc(what)
-            .draw()
-            .map_err(|e| e.to_string())?;
+        chart.configure_mesh().x_desc(x_what).y_desc(what).draw().map_err(|e| e.to_string())?;
         let mut names: Vec<&str> = points.iter().map(|p| p.series).collect();
         names.dedup();
         names.sort_unstable();

@@ -209,7 +209,8 @@ mod tests {
     /// two middle columns are; in a 4×4 the four central nodes.
     #[test]
     fn the_bounds_node_goes_where_the_average_distance_is_least() {
-        let cluster = |w: u32, h: u32| -> Vec<Node> { (0..h).flat_map(|y| (0..w).map(move |x| Node { x, y })).collect() };
+        let cluster =
+            |w: u32, h: u32| -> Vec<Node> { (0..h).flat_map(|y| (0..w).map(move |x| Node { x, y })).collect() };
         let c22 = cluster(2, 2);
         assert_eq!(avg_dist(Node { x: 0, y: 0 }, &c22), 1.0);
         assert_eq!(best_place(&c22), Node { x: 0, y: 0 });

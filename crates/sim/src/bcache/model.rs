@@ -18,6 +18,12 @@
 //! A miss's latency is split as the paper's Fig. 9 splits it: the request (to the home or
 //! the bounds node), the lookup (directory and owner, or the other bounds nodes), memory,
 //! and the data's transfer to the requestor.
+//!
+//! **Read-only data** (§IV-F, Fig. 10) goes through the L1 bounds cache too. In BCache, an
+//! L2 bounds slice then holds a block without duplicates: its home is the bounds node
+//! `block % 4`. A miss goes to the core's own bounds node over the mesh, on to the home
+//! over the bounds network, and back the same way. In HardBound it is any block of the
+//! shared L2 ([`Machine::read_only`]).
 
 use std::collections::HashMap;
 
@@ -157,8 +163,9 @@ impl Machine {
         let mut bounds_nodes = Vec::new();
         let mut cluster = vec![0usize; nodes as usize];
         for (k, (ox, oy)) in [(0, 0), (cw, 0), (0, ch), (cw, ch)].into_iter().enumerate() {
-            let members: Vec<Node> =
-                (oy..(oy + ch).min(config.height)).flat_map(|y| (ox..(ox + cw).min(config.width)).map(move |x| Node { x, y })).collect();
+            let members: Vec<Node> = (oy..(oy + ch).min(config.height))
+                .flat_map(|y| (ox..(ox + cw).min(config.width)).map(move |x| Node { x, y }))
+                .collect();
             if members.is_empty() {
                 continue;
             }
@@ -209,6 +216,52 @@ impl Machine {
         done
     }
 
+    /// Core `core` reads read-only data at `addr` at cycle `at` (in the order of `at`): the
+    /// cycle it is done.
+    pub fn read_only(&mut self, core: u32, addr: u64, at: u64) -> u64 {
+        if self.design == Design::HardBound {
+            return self.access(core, addr, false, at);
+        }
+        self.mesh.advance(at);
+        self.bounds_net.advance(at);
+        self.stats.accesses += 1;
+        let c = self.config;
+        let block = addr / c.l1.block;
+        if self.l1[core as usize].lookup(block) {
+            self.stats.l1_hits += 1;
+            return at + c.l1_cycles;
+        }
+        let three_d = self.design == Design::BCache3d;
+        let hop = |m: &mut Mesh, from: u32, to: u32, flits: u64, t: u64| -> u64 {
+            if three_d {
+                t + m.timing.router + m.timing.link + m.timing.router + flits.saturating_sub(1)
+            } else {
+                m.send(from, to, flits, t)
+            }
+        };
+        let k = self.cluster[core as usize];
+        let bn = self.bounds_nodes[k];
+        let home = (block % self.bounds_nodes.len() as u64) as usize;
+        let t0 = at + c.l1_cycles;
+        let t1 = hop(&mut self.mesh, core, bn, 1, t0);
+        let mut l = Latency { request: t1 - t0, ..Latency::default() };
+        let asked = if home == k { t1 } else { self.bounds_net.send(k as u32, home as u32, 1, t1) };
+        let mut t = asked + c.l2_cycles;
+        if !self.l2[home].lookup(block) {
+            l.memory = c.memory_cycles;
+            self.stats.memory_accesses += 1;
+            t += c.memory_cycles;
+            self.l2[home].insert(block);
+        }
+        let back = if home == k { t } else { self.bounds_net.send(home as u32, k as u32, c.data_flits, t) };
+        l.lookup = back - t1 - l.memory;
+        let arrived = hop(&mut self.mesh, bn, core, c.data_flits, back);
+        l.transfer = arrived - back;
+        self.l1[core as usize].insert(block);
+        self.miss(l);
+        arrived
+    }
+
     fn miss(&mut self, l: Latency) {
         self.stats.misses += 1;
         let s = &mut self.stats.latency;
@@ -231,8 +284,11 @@ impl Machine {
         let t1 = self.mesh.send(core, home, 1, t0);
         let mut l = Latency { request: t1 - t0, ..Latency::default() };
         let mut t = t1 + c.directory_cycles;
-        let others: Vec<(u32, Line)> =
-            self.directory.get(&block).map(|v| v.iter().copied().filter(|(n, _)| *n != core).collect()).unwrap_or_default();
+        let others: Vec<(u32, Line)> = self
+            .directory
+            .get(&block)
+            .map(|v| v.iter().copied().filter(|(n, _)| *n != core).collect())
+            .unwrap_or_default();
         let owner = others.iter().find(|(_, s)| *s == Line::Modified).map(|(n, _)| *n);
         let data_from = if let Some(o) = owner {
             // The owner sends the block; it keeps a shared copy (or none, for a write).
@@ -345,7 +401,8 @@ impl Machine {
             l.lookup = c.l2_cycles;
         } else {
             // Ask the other bounds nodes; the nearest holder sends the block.
-            let holders: Vec<usize> = (0..self.bounds_nodes.len()).filter(|&j| j != k && self.l2[j].holds(block)).collect();
+            let holders: Vec<usize> =
+                (0..self.bounds_nodes.len()).filter(|&j| j != k && self.l2[j].holds(block)).collect();
             let nearest = holders.iter().copied().min_by_key(|&j| self.bounds_net.hops(k as u32, j as u32));
             match nearest {
                 Some(j) => {
@@ -359,10 +416,8 @@ impl Machine {
                     // out together; the answers come back in the order they leave (the
                     // links are reserved in time order).
                     let others: Vec<u32> = (0..self.bounds_nodes.len() as u32).filter(|&j| j != k as u32).collect();
-                    let mut answers: Vec<(u64, u32)> = others
-                        .iter()
-                        .map(|&j| (self.bounds_net.send(k as u32, j, 1, t) + c.l2_cycles, j))
-                        .collect();
+                    let mut answers: Vec<(u64, u32)> =
+                        others.iter().map(|&j| (self.bounds_net.send(k as u32, j, 1, t) + c.l2_cycles, j)).collect();
                     answers.sort_unstable();
                     let mut last = t;
                     for (at, j) in answers {
@@ -432,6 +487,20 @@ mod tests {
         m.access(15, 0x4000, false, 3000);
         assert_eq!(m.stats.l1_hits, 1);
         assert_eq!(m.stats.memory_accesses, 1, "the owner's copy, not memory");
+    }
+
+    /// Read-only block 0x4000 / 64 = 256: home bounds node 256 % 4 = 0 (node 0). Core 3's
+    /// own is node 2 (index 1): 1 mesh hop (11), 1 bounds-network hop there (11), L2 4 and
+    /// memory 300, back 1 hop with 5 flits (15), then the mesh (15).
+    #[test]
+    fn read_only_data_lives_at_one_home_bounds_node() {
+        let mut m = Machine::new(Design::BCache, Config::mesh(4, 4));
+        m.read_only(3, 0x4000, 0);
+        assert_eq!(m.stats.latency, Latency { request: 11, lookup: 11 + 4 + 15, memory: 300, transfer: 15 });
+        // Another cluster's core finds it at the same home: no second copy, no memory.
+        m.read_only(15, 0x4000, 1000);
+        assert_eq!(m.stats.memory_accesses, 1);
+        assert!(m.l2[0].holds(256) && !m.l2[3].holds(256));
     }
 
     #[test]

@@ -19,6 +19,9 @@ use super::model::{Config, Design, Machine, Stats};
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Workload {
+    /// What the accesses read: bounds information (3 % writes), or read-only data.
+    #[serde(default)]
+    pub read_only: bool,
     pub pointers: u32,
     pub accesses: u64,
     pub write_ratio: f64,
@@ -29,7 +32,7 @@ pub struct Workload {
 impl Default for Workload {
     /// ParallelPointerBench's 2,000 pointers; 2,000 accesses a thread at 16 threads.
     fn default() -> Self {
-        Workload { pointers: 2000, accesses: 32_000, write_ratio: 0.03, think: 20, seed: 1 }
+        Workload { read_only: false, pointers: 2000, accesses: 32_000, write_ratio: 0.03, think: 20, seed: 1 }
     }
 }
 
@@ -64,8 +67,10 @@ pub fn run(design: Design, config: Config, workload: &Workload) -> (Stats, u64) 
     let global = u64::from(workload.pointers / 2).max(1);
     let per_thread = (u64::from(workload.pointers) - global) / cores;
     // (next issue cycle, core), earliest first; ties by core.
-    let mut ready: BinaryHeap<std::cmp::Reverse<(u64, u32)>> = (0..cores as u32).map(|c| std::cmp::Reverse((0, c))).collect();
-    let mut left: Vec<u64> = (0..cores).map(|c| workload.accesses / cores + u64::from(c < workload.accesses % cores)).collect();
+    let mut ready: BinaryHeap<std::cmp::Reverse<(u64, u32)>> =
+        (0..cores as u32).map(|c| std::cmp::Reverse((0, c))).collect();
+    let mut left: Vec<u64> =
+        (0..cores).map(|c| workload.accesses / cores + u64::from(c < workload.accesses % cores)).collect();
     let mut end = 0;
     while let Some(std::cmp::Reverse((t, core))) = ready.pop() {
         if left[core as usize] == 0 {
@@ -77,8 +82,13 @@ pub fn run(design: Design, config: Config, workload: &Workload) -> (Stats, u64) 
         } else {
             global + u64::from(core) * per_thread + rng.below(per_thread)
         };
-        let write = rng.unit() < workload.write_ratio;
-        let done = m.access(core, record(p), write, t);
+        let done = if workload.read_only {
+            // The same choice of objects, each a 64-byte block of read-only data.
+            m.read_only(core, 0x2000_0000 + p * 64, t)
+        } else {
+            let write = rng.unit() < workload.write_ratio;
+            m.access(core, record(p), write, t)
+        };
         end = end.max(done);
         ready.push(std::cmp::Reverse((done + workload.think, core)));
     }
@@ -88,7 +98,15 @@ pub fn run(design: Design, config: Config, workload: &Workload) -> (Stats, u64) 
 /// Uniform random traffic: every node injects a message of `flits` flits to a random other
 /// node with probability `rate` each cycle, for `cycles` cycles; the average latency,
 /// injection to the last flit's arrival, and the messages sent.
-pub fn latency_at(width: u32, height: u32, timing: Timing, rate: f64, flits: u64, cycles: u64, seed: u64) -> (f64, u64) {
+pub fn latency_at(
+    width: u32,
+    height: u32,
+    timing: Timing,
+    rate: f64,
+    flits: u64,
+    cycles: u64,
+    seed: u64,
+) -> (f64, u64) {
     let mut mesh = Mesh::new(width, height, timing);
     let mut rng = Rng(seed.max(1));
     let n = u64::from(mesh.nodes());
@@ -134,7 +152,8 @@ mod tests {
         assert!(sent > 100);
         let unloaded = 8.0 / 3.0 * 6.0 + 5.0 + 4.0;
         assert!((low - unloaded).abs() < 2.0, "{low} against {unloaded}");
-        let curve: Vec<f64> = [0.02, 0.05, 0.1, 0.15, 0.2].iter().map(|&r| latency_at(4, 4, t, r, 5, 5_000, 3).0).collect();
+        let curve: Vec<f64> =
+            [0.02, 0.05, 0.1, 0.15, 0.2].iter().map(|&r| latency_at(4, 4, t, r, 5, 5_000, 3).0).collect();
         assert!(curve.windows(2).all(|w| w[1] > w[0]) && curve[0] > low, "{low} {curve:?}");
         assert!(curve[4] > 2.0 * low, "near saturation: {curve:?}");
     }
