@@ -236,6 +236,7 @@ extern "C" fn on_load() {
         boundary::read_test_panic();
         crate::routes::built::separate_program_caches();
         crate::driver::fault::set_handler(crate::routes::faults::seen);
+        crate::state::observe_registries_with(crate::routes::trace::observer);
     });
     // Registered before main, so it runs after the handlers CUDA registers later
     // (atexit runs in reverse order): the program's frees have all been seen by then.

@@ -106,6 +106,17 @@ pub fn existing() -> Option<&'static State> {
     STATE.existing()
 }
 
+/// What each process's registry tells of its changes, if an upper layer asked
+/// (`gpusan trace`, `routes::trace`): made when the process's state is, the parent's and a
+/// forked child's alike. The state knows no route.
+static REGISTRY_OBSERVER: std::sync::OnceLock<fn() -> Option<Box<dyn gpusan_runtime::registry::Observer>>> =
+    std::sync::OnceLock::new();
+
+/// Has `make` give each process's registry its observer (set once, at load).
+pub fn observe_registries_with(make: fn() -> Option<Box<dyn gpusan_runtime::registry::Observer>>) {
+    let _ = REGISTRY_OBSERVER.set(make);
+}
+
 pub fn state() -> &'static State {
     STATE.get()
 }
@@ -121,8 +132,8 @@ impl State {
             append_no_follow(std::path::Path::new(&name))
         });
         let registry = Registry::new(options.registry);
-        if let Some(t) = crate::routes::trace::get() {
-            registry.observe(Box::new(crate::routes::trace::TraceObserver(t)));
+        if let Some(o) = REGISTRY_OBSERVER.get().and_then(|make| make()) {
+            registry.observe(o);
         }
         State {
             registry,

@@ -91,6 +91,12 @@ impl Trace {
 /// What the registry tells the trace.
 pub struct TraceObserver(pub Arc<Trace>);
 
+/// This process's registry observer, if the run asked for a trace
+/// (`state::observe_registries_with`).
+pub fn observer() -> Option<Box<dyn Observer>> {
+    get().map(|t| Box::new(TraceObserver(t)) as Box<dyn Observer>)
+}
+
 impl Observer for TraceObserver {
     fn allocated(&self, a: &Allocation) {
         self.0.push(&Event { epoch: 0, ..Event::alloc(a.id as u32, a.base, a.size) });
