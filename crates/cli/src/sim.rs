@@ -360,6 +360,20 @@ fn bcache(a: BcacheArgs) -> anyhow::Result<i32> {
     for m in &a.meshes {
         let (w, h) = parse_mesh(m)?;
         let mut base = None;
+        let placed = gpusan_sim::bcache::model::Machine::new(Design::BCache, BConfig::mesh(w, h)).placement();
+        let placement: Vec<serde_json::Value> = placed
+            .iter()
+            .map(|(n, best, corner)| serde_json::json!({"x": n.x, "y": n.y, "avg_dist": best, "corner_avg_dist": corner}))
+            .collect();
+        println!(
+            "{:>6} bounds nodes at {}",
+            w * h,
+            placed
+                .iter()
+                .map(|(n, d, c)| format!("({},{}) {d:.2} (corner {c:.2})", n.x, n.y))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
         for d in designs {
             let config = BConfig { directory_cycles: a.directory_cycles, ..BConfig::mesh(w, h) };
             let (stats, cycles) = run(d, config, &workload);
@@ -383,7 +397,7 @@ fn bcache(a: BcacheArgs) -> anyhow::Result<i32> {
             rows.push(serde_json::json!({
                 "mesh": m, "cores": w * h, "design": d.name(), "avg_miss_latency": avg,
                 "breakdown": {"request": parts[0], "lookup": parts[1], "memory": parts[2], "transfer": parts[3]},
-                "vs_hardbound_percent": vs, "cycles": cycles, "stats": stats,
+                "vs_hardbound_percent": vs, "cycles": cycles, "stats": stats, "bounds_nodes": placement,
             }));
         }
     }

@@ -198,6 +198,25 @@ impl Machine {
         &self.bounds_nodes
     }
 
+    /// Each bounds node's place and its cluster's average distance to it (§IV-D, Fig. 7),
+    /// beside the average distance to the cluster's corner (where a naive placement puts
+    /// it).
+    pub fn placement(&self) -> Vec<(Node, f64, f64)> {
+        self.bounds_nodes
+            .iter()
+            .enumerate()
+            .map(|(k, &b)| {
+                let members: Vec<Node> = (0..self.mesh.nodes())
+                    .filter(|&n| self.cluster[n as usize] == k)
+                    .map(|n| self.mesh.node(n))
+                    .collect();
+                let corner = members.iter().copied().min_by_key(|n| (n.y, n.x)).unwrap_or(Node { x: 0, y: 0 });
+                let at = self.mesh.node(b);
+                (at, super::mesh::avg_dist(at, &members), super::mesh::avg_dist(corner, &members))
+            })
+            .collect()
+    }
+
     /// Core `core` reads (or writes) the bounds information at `addr` at cycle `at`: the
     /// cycle it is done.
     /// Accesses must come in the order of `at` (each message they send is at `at` or later).
@@ -501,6 +520,18 @@ mod tests {
         m.read_only(15, 0x4000, 1000);
         assert_eq!(m.stats.memory_accesses, 1);
         assert!(m.l2[0].holds(256) && !m.l2[3].holds(256));
+    }
+
+    /// Fig. 7's placements: the middle of each quarter of the mesh.
+    #[test]
+    fn bounds_nodes_sit_where_their_clusters_are_nearest() {
+        let m = Machine::new(Design::BCache, Config::mesh(16, 8));
+        let p = m.placement();
+        // 8×4 clusters: the best node is one of the middle ones, 3.0 hops from its cluster
+        // on average (2.0 across, 1.0 down); a corner is 5.0.
+        assert_eq!(p[0].0, Node { x: 3, y: 1 });
+        assert_eq!((p[0].1, p[0].2), (3.0, 5.0));
+        assert!(p.iter().all(|&(_, best, corner)| best < corner));
     }
 
     #[test]
