@@ -109,11 +109,13 @@ pub fn existing() -> Option<&'static State> {
 /// What each process's registry tells of its changes, if an upper layer asked
 /// (`gpusan trace`, `routes::trace`): made when the process's state is, the parent's and a
 /// forked child's alike. The state knows no route.
-static REGISTRY_OBSERVER: std::sync::OnceLock<fn() -> Option<Box<dyn gpusan_runtime::registry::Observer>>> =
-    std::sync::OnceLock::new();
+static REGISTRY_OBSERVER: std::sync::OnceLock<MakeObserver> = std::sync::OnceLock::new();
+
+/// What makes a process's registry observer.
+pub type MakeObserver = fn() -> Option<Box<dyn gpusan_runtime::registry::Observer>>;
 
 /// Has `make` give each process's registry its observer (set once, at load).
-pub fn observe_registries_with(make: fn() -> Option<Box<dyn gpusan_runtime::registry::Observer>>) {
+pub fn observe_registries_with(make: MakeObserver) {
     let _ = REGISTRY_OBSERVER.set(make);
 }
 

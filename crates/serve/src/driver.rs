@@ -103,6 +103,23 @@ type TensorMapEncodeTiled = unsafe extern "C" fn(
     c_int,
     c_int,
 ) -> CUresult;
+type TensorMapEncodeIm2col = unsafe extern "C" fn(
+    *mut c_void,
+    c_uint,
+    c_uint,
+    *mut c_void,
+    *const u64,
+    *const u64,
+    *const c_int,
+    *const c_int,
+    c_uint,
+    c_uint,
+    *const c_uint,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+) -> CUresult;
 type LaunchKernel = unsafe extern "C" fn(
     *mut c_void,
     c_uint,
@@ -161,6 +178,7 @@ pub struct Driver {
     launch_kernel: LaunchKernel,
     /// `None` with a driver before CUDA 12 (no tensor maps).
     tensor_map_encode_tiled: Option<TensorMapEncodeTiled>,
+    tensor_map_encode_im2col: Option<TensorMapEncodeIm2col>,
     // Last: the functions above point into it.
     _lib: libloading::Library,
 }
@@ -237,6 +255,10 @@ impl Driver {
             launch_kernel: sym!("cuLaunchKernel", LaunchKernel),
             // SAFETY: the symbol has this signature in cuda.h.
             tensor_map_encode_tiled: unsafe { lib.get::<TensorMapEncodeTiled>(b"cuTensorMapEncodeTiled\0") }
+                .ok()
+                .map(|s| *s),
+            // SAFETY: the symbol has this signature in cuda.h.
+            tensor_map_encode_im2col: unsafe { lib.get::<TensorMapEncodeIm2col>(b"cuTensorMapEncodeIm2col\0") }
                 .ok()
                 .map(|s| *s),
             _lib: lib,
@@ -517,6 +539,47 @@ impl Driver {
                 m.dims.as_ptr(),
                 m.strides.as_ptr(),
                 m.box_dim.as_ptr(),
+                m.element_strides.as_ptr(),
+                m.interleave,
+                m.swizzle,
+                m.l2_promotion,
+                m.oob_fill,
+            )
+        })?;
+        Ok(out.0)
+    }
+
+    /// `cuTensorMapEncodeIm2col` on `m`: the 128-byte map. The lengths of `m`'s arrays are
+    /// checked against its rank (`dims`' length, 3 to 5).
+    pub fn tensor_map_encode_im2col(&self, m: &crate::protocol::Im2colMap) -> Result<[u8; 128], DriverError> {
+        const NAME: &str = "cuTensorMapEncodeIm2col";
+        let f = self.tensor_map_encode_im2col.ok_or(DriverError::Call { call: NAME, code: 801 })?;
+        let rank = m.dims.len();
+        let corners = rank.saturating_sub(2);
+        if !(3..=5).contains(&rank)
+            || m.strides.len() + 1 != rank
+            || m.lower.len() != corners
+            || m.upper.len() != corners
+            || m.element_strides.len() != rank
+        {
+            return Err(DriverError::Call { call: NAME, code: 1 });
+        }
+        #[repr(C, align(64))]
+        struct Map([u8; 128]);
+        let mut out = Map([0; 128]);
+        // SAFETY: a map of ours; arrays of the lengths the rank says, checked above.
+        check(NAME, unsafe {
+            f(
+                out.0.as_mut_ptr().cast(),
+                m.data_type,
+                rank as c_uint,
+                m.address as *mut c_void,
+                m.dims.as_ptr(),
+                m.strides.as_ptr(),
+                m.lower.as_ptr(),
+                m.upper.as_ptr(),
+                m.channels,
+                m.pixels,
                 m.element_strides.as_ptr(),
                 m.interleave,
                 m.swizzle,

@@ -150,6 +150,28 @@ pub enum Request {
     /// manager remembers it: a kernel whose tensor copies read a map from a parameter runs
     /// only with maps so made there.
     TensorMapEncodeTiled(TiledMap),
+    /// `cuTensorMapEncodeIm2col`, as [`Request::TensorMapEncodeTiled`].
+    TensorMapEncodeIm2col(Im2colMap),
+}
+
+/// The arguments of `cuTensorMapEncodeIm2col` (cuda.h), by value: the tensor as a tiled
+/// map's, then the pixel box's corners (`tensorRank - 2` each), channels per pixel and
+/// pixels per column in place of the box.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Im2colMap {
+    pub data_type: u32,
+    pub address: u64,
+    pub dims: Vec<u64>,
+    pub strides: Vec<u64>,
+    pub lower: Vec<i32>,
+    pub upper: Vec<i32>,
+    pub channels: u32,
+    pub pixels: u32,
+    pub element_strides: Vec<u32>,
+    pub interleave: i32,
+    pub swizzle: i32,
+    pub l2_promotion: i32,
+    pub oob_fill: i32,
 }
 
 /// The arguments of `cuTensorMapEncodeTiled` (cuda.h), by value.

@@ -392,7 +392,16 @@ impl<'d> Tenant<'d> {
                     Ok(()) => self.done(self.driver.memset_d32(dst, value, count, self.stream)),
                 }
             }
-            Request::TensorMapEncodeTiled(m) => self.encode_map(m),
+            Request::TensorMapEncodeTiled(m) => {
+                self.encode_map("cuTensorMapEncodeTiled", m.data_type, &m.dims, &m.strides, m.address, |d| {
+                    d.tensor_map_encode_tiled(&m)
+                })
+            }
+            Request::TensorMapEncodeIm2col(m) => {
+                self.encode_map("cuTensorMapEncodeIm2col", m.data_type, &m.dims, &m.strides, m.address, |d| {
+                    d.tensor_map_encode_im2col(&m)
+                })
+            }
             request @ (Request::Query
             | Request::EventCreate { .. }
             | Request::EventRecord { .. }
@@ -729,33 +738,35 @@ impl<'d> Tenant<'d> {
     /// A tensor map, made by the manager's driver if the whole tensor it declares (every
     /// byte a copy through it can reach: the hardware clips boxes to the tensor) lies in
     /// the tenant's partition.
-    fn encode_map(&mut self, m: crate::protocol::TiledMap) -> Reply {
+    fn encode_map(
+        &mut self,
+        call: &str,
+        data_type: u32,
+        dims: &[u64],
+        strides: &[u64],
+        address: u64,
+        make: impl FnOnce(&Driver) -> Result<[u8; 128], DriverError>,
+    ) -> Reply {
         use gpusan_runtime::tensormap::{reach, Layout};
-        const CALL: &str = "cuTensorMapEncodeTiled";
-        let layout = Layout { data_type: m.data_type, dims: &m.dims, strides: &m.strides };
-        let Some(bytes) = reach(&layout) else {
+        let Some(bytes) = reach(&Layout { data_type, dims, strides }) else {
             return error(
                 INVALID_VALUE,
                 format!(
-                    "{CALL}: a tensor of {} dimension(s), data type {}, that gpusan cannot bound",
-                    m.dims.len(),
-                    m.data_type
+                    "{call}: a tensor of {} dimension(s), data type {data_type}, that gpusan cannot bound",
+                    dims.len()
                 ),
             );
         };
-        if !self.memory.partition().contains(m.address, bytes) {
+        if !self.memory.partition().contains(address, bytes) {
             return error(
                 INVALID_VALUE,
-                format!(
-                    "{CALL}: the tensor at {:#x} ({bytes} bytes) does not lie in the tenant's partition",
-                    m.address
-                ),
+                format!("{call}: the tensor at {address:#x} ({bytes} bytes) does not lie in the tenant's partition"),
             );
         }
         if self.maps.len() >= MAX_MAPS {
-            return error(OUT_OF_MEMORY, format!("{CALL}: the tenant has made {MAX_MAPS} tensor maps already"));
+            return error(OUT_OF_MEMORY, format!("{call}: the tenant has made {MAX_MAPS} tensor maps already"));
         }
-        match self.driver.tensor_map_encode_tiled(&m) {
+        match make(self.driver) {
             Ok(map) => {
                 self.maps.insert(map);
                 Reply::Bytes(map.to_vec())

@@ -738,6 +738,34 @@ fn tensor_copies_run_only_with_maps_the_manager_made_on_the_partition() {
     params.extend_from_slice(&0u32.to_le_bytes());
     b.call(Request::Launch { function: bf, grid: [1; 3], block: [32, 1, 1], shared: 0, params });
     refused(b.call(Request::Synchronize), INVALID_VALUE, "holds no map the manager made");
+    // An im2col map (a 4-D NHWC tensor of floats) is made and bound the same way.
+    use gpusan_serve::protocol::Im2colMap;
+    let nhwc = |address: u64| Im2colMap {
+        data_type: 7,
+        address,
+        dims: vec![8, 4, 4, 1],
+        strides: vec![32, 128, 512],
+        lower: vec![0, 0],
+        upper: vec![0, 0],
+        channels: 8,
+        pixels: 16,
+        element_strides: vec![1; 4],
+        interleave: 0,
+        swizzle: 0,
+        l2_promotion: 0,
+        oob_fill: 0,
+    };
+    let im2col = match a.call(Request::TensorMapEncodeIm2col(nhwc(mine))) {
+        Reply::Bytes(m) => m,
+        r => panic!("an im2col map on the tenant's own memory: {r:?}"),
+    };
+    refused(
+        a.call(Request::TensorMapEncodeIm2col(nhwc(theirs))),
+        INVALID_VALUE,
+        "does not lie in the tenant's partition",
+    );
+    a.call(launch(&im2col));
+    assert_eq!(a.call(Request::Synchronize), Reply::Done, "an im2col map the manager made");
     let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
     assert!(!text.contains("tenant 1: refused cuModuleLoadData"), "{text}");
 }

@@ -81,6 +81,7 @@ pub fn address(name: &[u8]) -> Option<usize> {
         b"cuMemsetD32_v2" => cu_memset_d32 as *const () as usize,
         b"cuMemsetD32Async" => cu_memset_d32_async as *const () as usize,
         b"cuTensorMapEncodeTiled" => cu_tensor_map_encode_tiled as *const () as usize,
+        b"cuTensorMapEncodeIm2col" => cu_tensor_map_encode_im2col as *const () as usize,
         _ => return None,
     })
 }
@@ -743,6 +744,58 @@ unsafe extern "C" fn cu_tensor_map_encode_tiled(
             oob_fill,
         };
         match call(&Request::TensorMapEncodeTiled(m)) {
+            Ok(Reply::Bytes(b)) if b.len() == 128 => {
+                std::ptr::copy_nonoverlapping(b.as_ptr(), tm.cast::<u8>(), 128);
+                CUDA_SUCCESS
+            }
+            Ok(_) => NOT_SUPPORTED,
+            Err(code) => code,
+        }
+    })
+}
+
+/// `cuTensorMapEncodeIm2col`, as [`cu_tensor_map_encode_tiled`].
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn cu_tensor_map_encode_im2col(
+    tm: *mut c_void,
+    data_type: c_uint,
+    rank: c_uint,
+    address: *mut c_void,
+    dims: *const u64,
+    strides: *const u64,
+    lower: *const c_int,
+    upper: *const c_int,
+    channels: c_uint,
+    pixels: c_uint,
+    element_strides: *const c_uint,
+    interleave: c_int,
+    swizzle: c_int,
+    l2_promotion: c_int,
+    oob_fill: c_int,
+) -> CUresult {
+    forwarded("cu_tensor_map_encode_im2col", || {
+        // The driver's limits: 3 to 5 dimensions, the corners for all but the outer two.
+        let rank = rank as usize;
+        let null = [dims.is_null(), strides.is_null(), lower.is_null(), upper.is_null(), element_strides.is_null()];
+        if tm.is_null() || !(3..=5).contains(&rank) || null.iter().any(|&n| n) {
+            return INVALID_VALUE;
+        }
+        let m = gpusan_serve::protocol::Im2colMap {
+            data_type,
+            address: address as u64,
+            dims: std::slice::from_raw_parts(dims, rank).to_vec(),
+            strides: std::slice::from_raw_parts(strides, rank - 1).to_vec(),
+            lower: std::slice::from_raw_parts(lower, rank - 2).to_vec(),
+            upper: std::slice::from_raw_parts(upper, rank - 2).to_vec(),
+            channels,
+            pixels,
+            element_strides: std::slice::from_raw_parts(element_strides, rank).to_vec(),
+            interleave,
+            swizzle,
+            l2_promotion,
+            oob_fill,
+        };
+        match call(&Request::TensorMapEncodeIm2col(m)) {
             Ok(Reply::Bytes(b)) if b.len() == 128 => {
                 std::ptr::copy_nonoverlapping(b.as_ptr(), tm.cast::<u8>(), 128);
                 CUDA_SUCCESS

@@ -9,8 +9,8 @@
 //! Forwarded today ([`calls`]): what a driver-API program needs to allocate, copy, set,
 //! load PTX and fatbins (their variables: `cuModuleGetGlobal`), launch (without waiting for the manager) and synchronize; device queries (its
 //! partition is the memory it is told of); streams (tokens: all a tenant's streams are its
-//! one stream in the manager) and events; `cuTensorMapEncodeTiled` (the manager makes the
-//! map, on the tenant's partition only). A function is forwarded where a stand-in of
+//! one stream in the manager) and events; `cuTensorMapEncodeTiled` and `…Im2col` (the
+//! manager makes the map, on the tenant's partition only). A function is forwarded where a stand-in of
 //! gpusan's or a door (`dlsym`, `cuGetProcAddress`) resolves it: a program linked against
 //! the driver reaches only those gpusan stands in for. Other driver functions are not
 //! found through gpusan (the real driver is never asked: it is never initialised in a
