@@ -14,8 +14,8 @@
 # 3. bench/fence/mps.sh 3: the faulting neighbour, the victim's rate, host µs/launch ~40 s
 # 4. the containment example: fenced bulk copies and a tensor copy (TMA) through a map the
 #    manager made, at first run on a GPU; maps on another tenant's memory refused    ~10 s
-# 5. gpusan trace's first run on a GPU: the PyTorch MLP and Transformer steps' allocations,
-#    tensors and launches, characterized (gpusan sim characterize)                ~40 s
+# 5. gpusan trace's first run on a GPU: the PyTorch MLP's steps, every warp's accesses
+#    through the binary route, characterized and swept (HW-only MLB)               ~90 s
 # 6. the canary reliability cases at the 4 ms default                              ~140 s
 set -uo pipefail
 dir=${1:?usage: bench/next-call.sh DIR}
@@ -40,13 +40,14 @@ part 45 "$repo/bench/fence/mps.sh" "$dir" 3
 echo "== containment (limit 60s)" >> "$log"
 timeout 60 "$dir/containment" > "$out/containment.json" 2>> "$log"
 echo "== rc=$?" >> "$log"
-for m in mlp transformer; do
-  echo "== trace $m (limit 45s)" >> "$log"
-  timeout 45 "$dir/gpusan" trace -o "$out/trace-torch-$m.gstrace" -- python3 "$repo/bench/binary/torch_steps.py" "$m" --steps 5 >> "$log" 2>&1
-  echo "== rc=$?" >> "$log"
-  timeout 30 "$dir/gpusan" sim characterize "$out/trace-torch-$m.gstrace" --json "$out/characterize-torch-$m.json" >> "$log" 2>&1
-  rm -f "$out/trace-torch-$m.gstrace"*
-done
+# The MLP alone: a traced run waits for every kernel and drains its records.
+echo "== trace mlp (limit 80s)" >> "$log"
+timeout 80 "$dir/gpusan" trace -o "$out/trace-torch-mlp.gstrace" -- python3 "$repo/bench/binary/torch_steps.py" mlp --steps 2 --warmup 1 >> "$log" 2>&1
+echo "== rc=$?" >> "$log"
+ls -la "$out"/trace-torch-mlp.gstrace* >> "$log" 2>&1
+timeout 30 "$dir/gpusan" sim characterize "$out/trace-torch-mlp.gstrace" --json "$out/characterize-torch-mlp.json" >> "$log" 2>&1
+timeout 60 "$dir/gpusan" sim mlb "$out/trace-torch-mlp.gstrace" --mode hw-only --json "$out/mlb-torch-mlp.json" --svg "$out/mlb-torch-mlp.svg" >> "$log" 2>&1
+rm -f "$out"/trace-torch-mlp.gstrace*
 GPUSAN_RELIABILITY_CASE_S=60 GPUSAN_RELIABILITY_ONLY='canary_gmod|canary_programs|canary_torch' \
   part 140 "$repo/bench/reliability.sh" "$dir"
 # The reliability logs are large: the call brings back a limited number of files.

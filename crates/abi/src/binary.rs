@@ -16,6 +16,7 @@
 //! | 20 | [`PARAMS_FUNCTION_PC`] | `u32`: low 32 bits of the kernel's first instruction's address: records carry the access's offset from it |
 //! | 24 | [`PARAMS_UNTRACKED`] | `u64`: accesses to memory in no entry and no slack of one, counted (never judged) |
 //! | 32 | [`PARAMS_HEAP`] | `u64`: the context's device-heap table ([`crate::heap`]'s layout, probed as [`HEAP_PROBES`] says), or 0 where the kernel's module calls no device `malloc`/`free` |
+//! | 40 | [`PARAMS_TRACE`] | `u64`: the context's trace buffer (`gpusan trace`: [`TRACE_HEADER_BYTES`], then records of [`TRACE_RECORD_BYTES`]), or 0 |
 //!
 //! The patch judges an address by the table alone (machine code shows no pointer's
 //! provenance): inside a live entry it is fine, inside a freed one a use after free; in the
@@ -39,6 +40,31 @@
 //! it.
 
 use crate::Field;
+
+/// `gpusan trace` (issue 19): the patches of a traced run, which judge as
+/// [`GLOBAL_ACCESS_PATCH`] and [`SHARED_ACCESS_PATCH`] do and also write one record per warp
+/// and access into the trace buffer ([`PARAMS_TRACE`]); local accesses are only recorded.
+pub const TRACE_GLOBAL_PATCH: &str = "gpusan_trace_global";
+pub const TRACE_SHARED_PATCH: &str = "gpusan_trace_shared";
+pub const TRACE_LOCAL_PATCH: &str = "gpusan_trace_local";
+
+/// The trace buffer's header: records reserved so far (past the capacity: dropped), and the
+/// capacity in records.
+pub const TRACE_CURSOR: Field = Field { offset: 0, bytes: 8 };
+pub const TRACE_CAPACITY: Field = Field { offset: 8, bytes: 8 };
+pub const TRACE_HEADER_BYTES: u64 = 64;
+/// A trace record, one per warp and access: the lowest address its lanes touched and the end
+/// of the highest (each lane's within 2 GiB of the first lane's; past that, clamped), the
+/// warp's number in its launch (`(block linear index) × (warps a block) + thread / 32`),
+/// the SM, the access (`gpusan_trace::Op`'s byte), the lanes, the access's SASS offset.
+pub const TRACE_RECORD_BYTES: u64 = 32;
+pub const TRACE_LO: Field = Field { offset: 0, bytes: 8 };
+pub const TRACE_HI: Field = Field { offset: 8, bytes: 8 };
+pub const TRACE_WARP: Field = Field { offset: 16, bytes: 4 };
+pub const TRACE_SM: Field = Field { offset: 20, bytes: 4 };
+pub const TRACE_OP: Field = Field { offset: 24, bytes: 1 };
+pub const TRACE_LANES: Field = Field { offset: 25, bytes: 1 };
+pub const TRACE_PC: Field = Field { offset: 28, bytes: 4 };
 
 /// The device function the patch module defines for `SANITIZER_INSTRUCTION_GLOBAL_MEMORY_ACCESS`.
 pub const GLOBAL_ACCESS_PATCH: &str = "gpusan_global_access";
@@ -128,10 +154,11 @@ pub const PARAMS_KERNEL: Field = Field { offset: 16, bytes: 4 };
 pub const PARAMS_FUNCTION_PC: Field = Field { offset: 20, bytes: 4 };
 pub const PARAMS_UNTRACKED: Field = Field { offset: 24, bytes: 8 };
 pub const PARAMS_HEAP: Field = Field { offset: 32, bytes: 8 };
-pub const PARAMS_FIELDS: [Field; 6] =
-    [PARAMS_TABLE, PARAMS_ERRORS, PARAMS_KERNEL, PARAMS_FUNCTION_PC, PARAMS_UNTRACKED, PARAMS_HEAP];
+pub const PARAMS_TRACE: Field = Field { offset: 40, bytes: 8 };
+pub const PARAMS_FIELDS: [Field; 7] =
+    [PARAMS_TABLE, PARAMS_ERRORS, PARAMS_KERNEL, PARAMS_FUNCTION_PC, PARAMS_UNTRACKED, PARAMS_HEAP, PARAMS_TRACE];
 /// Bytes of one kernel's params block.
-pub const PARAMS_BYTES: usize = 40;
+pub const PARAMS_BYTES: usize = 48;
 
 /// The low bits of a shared-window address that are an offset in the block's window: above
 /// them, on sm_90, the rank of the block in its cluster (a window is at most 228 KiB).
@@ -232,6 +259,22 @@ pub fn c_header() -> String {
     def("GPUSAN_REDZONE_SHIFT", table::REDZONE_SHIFT.into());
     def("GPUSAN_REDZONE_UNIT", table::REDZONE_UNIT);
     def("GPUSAN_PARAMS_HEAP", PARAMS_HEAP.offset as u64);
+    def("GPUSAN_PARAMS_TRACE", PARAMS_TRACE.offset as u64);
+    def("GPUSAN_TRACE_CURSOR", TRACE_CURSOR.offset as u64);
+    def("GPUSAN_TRACE_CAPACITY", TRACE_CAPACITY.offset as u64);
+    def("GPUSAN_TRACE_HEADER_BYTES", TRACE_HEADER_BYTES);
+    def("GPUSAN_TRACE_RECORD_BYTES", TRACE_RECORD_BYTES);
+    for (name, f) in [
+        ("LO", TRACE_LO),
+        ("HI", TRACE_HI),
+        ("WARP", TRACE_WARP),
+        ("SM", TRACE_SM),
+        ("OP", TRACE_OP),
+        ("LANES", TRACE_LANES),
+        ("PC", TRACE_PC),
+    ] {
+        def(&format!("GPUSAN_TRACE_{name}"), f.offset as u64);
+    }
     def("GPUSAN_SHARED_OFFSET_BITS", SHARED_OFFSET_BITS.into());
     def("GPUSAN_SPACE_SHARED", record::SPACE_SHARED.into());
     def("GPUSAN_CODE_SHARED_OUT_OF_BOUNDS", crate::CODE_SHARED_OUT_OF_BOUNDS.into());
@@ -253,6 +296,9 @@ pub fn c_header() -> String {
     h.push_str(&format!("#define GPUSAN_EMPTY_ACCESS_PATCH {EMPTY_ACCESS_PATCH}\n"));
     for (name, value) in [
         ("SHARED_ACCESS_PATCH", SHARED_ACCESS_PATCH),
+        ("TRACE_GLOBAL_PATCH", TRACE_GLOBAL_PATCH),
+        ("TRACE_SHARED_PATCH", TRACE_SHARED_PATCH),
+        ("TRACE_LOCAL_PATCH", TRACE_LOCAL_PATCH),
         ("MEMCPY_ASYNC_PATCH", MEMCPY_ASYNC_PATCH),
         ("BULK_GLOBAL_TO_SHARED_PATCH", BULK_GLOBAL_TO_SHARED_PATCH),
         ("BULK_SHARED_TO_GLOBAL_PATCH", BULK_SHARED_TO_GLOBAL_PATCH),

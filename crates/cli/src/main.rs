@@ -75,8 +75,9 @@ enum Command {
     /// mlb TRACE` (GPUArmor's Metadata Lookaside Buffer), `characterize`, `synth`.
     #[command(subcommand)]
     Sim(sim::SimCommand),
-    /// Run a program and write its trace for `gpusan sim` (issue 19): `gpusan run --mode api
-    /// --trace FILE`. The device's accesses are not traced yet.
+    /// Run a program and write its trace for `gpusan sim` (issue 19): `gpusan run --mode check
+    /// --route binary --trace FILE`, every warp's accesses recorded by the binary route's
+    /// patches (and checked), one kernel at a time.
     Trace(sim::TraceArgs),
 }
 

@@ -209,7 +209,8 @@ pub struct RunArgs {
     canary_interval_us: u64,
     /// Write the run's trace to FILE (`docs/trace-format.md`; `gpusan sim` reads it): every
     /// allocation, pool block, free and launch, per process (another process of the run
-    /// writes FILE.PID). The device's accesses are not traced yet.
+    /// writes FILE.PID); with `--mode check --route binary` (`gpusan trace`) also each warp's
+    /// accesses, the run then serialized (each kernel waited for and its records drained).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<std::path::PathBuf>,
     /// `--mode fence`: the socket of the `gpusan serve` manager the program is a tenant of.

@@ -317,14 +317,16 @@ pub struct TraceArgs {
     command: Vec<std::ffi::OsString>,
 }
 
-/// `gpusan trace -o FILE -- ./app`: `gpusan run --mode api --trace FILE -- ./app`.
+/// `gpusan trace -o FILE -- ./app`: `gpusan run --mode check --route binary --trace FILE --
+/// ./app` (the binary route's patches record every warp's accesses, and still check them).
 pub fn trace(a: TraceArgs) -> anyhow::Result<i32> {
     #[derive(clap::Parser)]
     struct Run {
         #[command(flatten)]
         args: crate::run::RunArgs,
     }
-    let mut argv: Vec<std::ffi::OsString> = ["run", "--mode", "api", "--trace"].iter().map(Into::into).collect();
+    let mut argv: Vec<std::ffi::OsString> =
+        ["run", "--mode", "check", "--route", "binary", "--trace"].iter().map(Into::into).collect();
     argv.push(a.out.clone().into_os_string());
     argv.push("--".into());
     argv.extend(a.command);

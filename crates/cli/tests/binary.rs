@@ -399,3 +399,31 @@ fn a_first_launch_inside_the_driver_never_waits_for_an_upload_that_waits_for_the
     assert_eq!((mc.1, mc.2.as_deref(), mc.3.as_deref()), (2, Some("binary"), None), "{:#}", r.o.report["coverage"]);
     assert_eq!(overflows(&r.o), 2, "{:#}", r.o.report["summary"]);
 }
+
+/// `gpusan trace`'s device side: a traced run patches global, shared and local accesses
+/// with the tracing patches (which judge as the others do and also record), gives the
+/// kernel's params block a trace buffer, and drains it after the launch; the trace reads
+/// back with the launch in it.
+#[test]
+fn a_traced_run_patches_with_the_tracing_patches() {
+    let d = dir();
+    let trace = d.join(format!("traced-{}.gstrace", std::process::id()));
+    let r =
+        run(&["--mode", "check", "--route", "binary", "--trace", trace.to_str().unwrap()], "cubin", "sanitizer", &[]);
+    for line in [
+        "PatchInstructions module=0x4000 3 gpusan_trace_global",
+        "PatchInstructions module=0x4000 4 gpusan_trace_shared",
+        "PatchInstructions module=0x4000 5 gpusan_trace_local",
+    ] {
+        assert_eq!(lines(&r.log, line), 1, "{line}\n{}", r.log);
+    }
+    assert_eq!(lines(&r.log, "PatchInstructions module=0x4000 4 gpusan_shared_access"), 0, "{}", r.log);
+    assert_eq!(lines(&r.log, "PatchInstructions module=0x4000 3 gpusan_global_access"), 0, "{}", r.log);
+    // The kernel is still checked, by the tracing patch.
+    assert!(kernels(&r.o).iter().any(|k| k.2.as_deref() == Some("binary")), "{:?}", kernels(&r.o));
+    let out = Command::new(env!("CARGO_BIN_EXE_gpusan")).args(["sim", "characterize"]).arg(&trace).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!c["kernels"].as_array().unwrap().is_empty(), "{c}");
+    let _ = std::fs::remove_file(&trace);
+}

@@ -278,3 +278,114 @@ extern "C" __device__ __noinline__ SanitizerPatchResult GPUSAN_DEVICE_FREE_PATCH
     gpusan_heap_free(params, params ? (char *)AT(params, GPUSAN_PARAMS_HEAP, uint64_t) : nullptr, pc, (uint64_t)ptr);
     return SANITIZER_PATCH_SUCCESS;
 }
+
+// ---- gpusan trace (issue 19) ------------------------------------------------------------
+
+// One record per warp and access into the context's trace buffer (`gpusan_abi::binary`'s
+// TRACE_* layout): the lanes' lowest address and highest end (each lane's offset from the
+// first lane's clamped to ±2 GiB), the warp's number in its launch, the SM, the access
+// (`gpusan_trace::Op`: space, kind, log2 of the width) and the lanes. The lanes that run
+// the instruction together are the active mask here; the first of them writes. A full
+// buffer counts what it drops (its cursor runs past its capacity).
+static __device__ __forceinline__ void trace(const char *params, uint64_t pc, uint64_t addr, uint32_t size,
+                                             uint32_t flags, uint32_t space) {
+    if (!params) {
+        return;
+    }
+    char *buf = (char *)gpusan_load_u64(params + GPUSAN_PARAMS_TRACE);
+    if (!buf) {
+        return;
+    }
+    unsigned mask = __activemask();
+    unsigned lane;
+    asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+    unsigned first = (unsigned)(__ffs(mask) - 1);
+    unsigned long long base = __shfl_sync(mask, (unsigned long long)addr, first);
+    long long from = (long long)(addr - base);
+    long long to = from + (long long)size;
+    const long long most = 0x7fffffffll, least = -0x80000000ll;
+    int lo = (int)(from < least ? least : from > most ? most : from);
+    int hi = (int)(to < least ? least : to > most ? most : to);
+    // The warp's least and greatest (`redux` is not allowed in a tools patch): a butterfly
+    // over a full warp, else every active lane's values fetched in turn.
+    if (mask == 0xffffffffu) {
+        for (int o = 16; o > 0; o >>= 1) {
+            lo = min(lo, __shfl_xor_sync(mask, lo, o));
+            hi = max(hi, __shfl_xor_sync(mask, hi, o));
+        }
+    } else {
+        int least_lo = lo, most_hi = hi;
+        for (unsigned m = mask; m; m &= m - 1) {
+            int src = __ffs(m) - 1;
+            least_lo = min(least_lo, __shfl_sync(mask, lo, src));
+            most_hi = max(most_hi, __shfl_sync(mask, hi, src));
+        }
+        lo = least_lo, hi = most_hi;
+    }
+    if (lane != first) {
+        return;
+    }
+    unsigned long long at = atomicAdd((unsigned long long *)(buf + GPUSAN_TRACE_CURSOR), 1ull);
+    if (at >= *(volatile unsigned long long *)(buf + GPUSAN_TRACE_CAPACITY)) {
+        return;
+    }
+    char *r = buf + GPUSAN_TRACE_HEADER_BYTES + at * GPUSAN_TRACE_RECORD_BYTES;
+    unsigned threads = blockDim.x * blockDim.y * blockDim.z;
+    unsigned thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    unsigned long long block = blockIdx.x + (unsigned long long)gridDim.x * (blockIdx.y + (unsigned long long)gridDim.y * blockIdx.z);
+    unsigned sm;
+    asm("mov.u32 %0, %%smid;" : "=r"(sm));
+    // An atomic both reads and writes.
+    bool reads = flags & SANITIZER_MEMORY_DEVICE_FLAG_READ, writes = flags & SANITIZER_MEMORY_DEVICE_FLAG_WRITE;
+    uint32_t kind = reads && writes ? 2u : writes ? 1u : 0u;
+    uint32_t width = size ? 31u - (uint32_t)__clz(size) : 0u;
+    AT(r, GPUSAN_TRACE_LO, uint64_t) = base + (long long)lo;
+    AT(r, GPUSAN_TRACE_HI, uint64_t) = base + (long long)hi;
+    AT(r, GPUSAN_TRACE_WARP, uint32_t) = (uint32_t)(block * ((threads + 31) / 32) + thread / 32);
+    AT(r, GPUSAN_TRACE_SM, uint32_t) = sm;
+    AT(r, GPUSAN_TRACE_OP, uint8_t) = (uint8_t)(space | kind << 2 | (width > 15u ? 15u : width) << 4);
+    AT(r, GPUSAN_TRACE_LANES, uint8_t) = (uint8_t)__popc(mask);
+    AT(r, GPUSAN_TRACE_PC, uint32_t) = (uint32_t)pc - AT(params, GPUSAN_PARAMS_FUNCTION_PC, uint32_t);
+}
+
+// The spaces as `gpusan_trace::Space` numbers them.
+#define GPUSAN_TRACE_GLOBAL_SPACE 0u
+#define GPUSAN_TRACE_SHARED_SPACE 1u
+#define GPUSAN_TRACE_LOCAL_SPACE 2u
+#define GPUSAN_TRACE_OTHER_SPACE 3u
+
+// A global or generic access: judged as gpusan_global_access judges it, then recorded (a
+// generic one that lands in the shared or local window as that space).
+extern "C" __device__ __noinline__ SanitizerPatchResult GPUSAN_TRACE_GLOBAL_PATCH(void *userdata, uint64_t pc, void *ptr,
+                                                                                uint32_t size, uint32_t flags,
+                                                                                const void *data) {
+    GPUSAN_GLOBAL_ACCESS_PATCH(userdata, pc, ptr, size, flags, data);
+    uint32_t space = __isShared(ptr) || __isClusterShared(ptr) ? GPUSAN_TRACE_SHARED_SPACE
+                     : __isLocal(ptr)                          ? GPUSAN_TRACE_LOCAL_SPACE
+                                                               : GPUSAN_TRACE_GLOBAL_SPACE;
+    if (!(flags & SANITIZER_MEMORY_DEVICE_FLAG_PREFETCH)) {
+        trace((const char *)userdata, pc, (uint64_t)ptr, size, flags, space);
+    }
+    return SANITIZER_PATCH_SUCCESS;
+}
+
+// A shared-space access: judged as gpusan_shared_access judges it, then recorded (its
+// address is the offset in the block's window).
+extern "C" __device__ __noinline__ SanitizerPatchResult GPUSAN_TRACE_SHARED_PATCH(void *userdata, uint64_t pc, void *ptr,
+                                                                                uint32_t size, uint32_t flags,
+                                                                                const void *data) {
+    GPUSAN_SHARED_ACCESS_PATCH(userdata, pc, ptr, size, flags, data);
+    if (!(flags & SANITIZER_MEMORY_DEVICE_FLAG_PREFETCH)) {
+        trace((const char *)userdata, pc, (uint64_t)ptr, size, flags, GPUSAN_TRACE_SHARED_SPACE);
+    }
+    return SANITIZER_PATCH_SUCCESS;
+}
+
+// A local-space access: only recorded (the stack is the hardware's to bound).
+extern "C" __device__ __noinline__ SanitizerPatchResult GPUSAN_TRACE_LOCAL_PATCH(void *userdata, uint64_t pc, void *ptr,
+                                                                               uint32_t size, uint32_t flags,
+                                                                               const void *data) {
+    (void)data;
+    trace((const char *)userdata, pc, (uint64_t)ptr, size, flags, GPUSAN_TRACE_LOCAL_SPACE);
+    return SANITIZER_PATCH_SUCCESS;
+}

@@ -81,7 +81,9 @@ use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock, RwLock};
 
-use gpusan_abi::binary::{EMPTY_ACCESS_PATCH, GLOBAL_ACCESS_PATCH};
+use gpusan_abi::binary::{
+    EMPTY_ACCESS_PATCH, GLOBAL_ACCESS_PATCH, TRACE_GLOBAL_PATCH, TRACE_LOCAL_PATCH, TRACE_SHARED_PATCH,
+};
 use gpusan_abi::Mode;
 use gpusan_runtime::locks;
 use gpusan_runtime::per_process::PerProcess;
@@ -98,6 +100,9 @@ static PATCHES: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(env!("OUT_DIR"
 /// `SANITIZER_INSTRUCTION_GLOBAL_MEMORY_ACCESS` (`sanitizer_patching.h`): global and generic
 /// loads, stores and atomics.
 const INSTRUCTION_GLOBAL_MEMORY_ACCESS: u32 = 3;
+/// `SANITIZER_INSTRUCTION_SHARED_MEMORY_ACCESS` and `…_LOCAL_MEMORY_ACCESS`.
+const INSTRUCTION_SHARED_MEMORY_ACCESS: u32 = 4;
+const INSTRUCTION_LOCAL_MEMORY_ACCESS: u32 = 5;
 
 /// The patching API's functions, resolved from `libsanitizer-public.so` by the door.
 #[derive(Clone, Copy)]
@@ -135,6 +140,9 @@ struct Patched {
     /// Each context's device-heap table (`gpusan_abi::heap`'s layout), made at the first
     /// launch of a kernel of a heap module there; 0 where it could not be made.
     heaps: HashMap<u64, u64>,
+    /// A traced run: each context's trace buffer (`gpusan_abi::binary::TRACE_*`), made at
+    /// its first patched kernel's launch; 0 where it could not be made.
+    traces: HashMap<u64, u64>,
 }
 
 static PATCHED: PerProcess<Mutex<Option<Patched>>> = PerProcess::new(|| Mutex::new(None));
@@ -234,13 +242,35 @@ unsafe fn patch(api: &Api, context: u64, module: usize, heap: bool) -> Result<()
         p.contexts.insert(context);
     }
     let empty = std::env::var(gpusan_abi::env::BINARY_PATCH).is_ok_and(|v| v == gpusan_abi::env::BINARY_PATCH_EMPTY);
-    let name = CString::new(if empty { EMPTY_ACCESS_PATCH } else { GLOBAL_ACCESS_PATCH }).expect("no NUL in the name");
+    // A traced run's patches judge as the others do and also record (`super::trace`).
+    let tracing = !empty && super::trace::get().is_some();
+    let global = if empty {
+        EMPTY_ACCESS_PATCH
+    } else if tracing {
+        TRACE_GLOBAL_PATCH
+    } else {
+        GLOBAL_ACCESS_PATCH
+    };
+    let name = CString::new(global).expect("no NUL in the name");
     let m = module as *mut c_void;
     let r = (api.patch_instructions)(INSTRUCTION_GLOBAL_MEMORY_ACCESS, m, name.as_ptr());
     if r != 0 {
         return Err(format!("binary route: sanitizerPatchInstructions failed (error {r})"));
     }
-    if !empty && super::binary_kinds::patch(api.patch_instructions, m, &state().options.binary_kinds, heap) {
+    let mut kinds = state().options.binary_kinds;
+    if tracing {
+        // Shared accesses get the tracing patch (which judges them too), local ones a patch
+        // that records only; a refused kind goes untraced.
+        kinds.shared = false;
+        for (id, name) in [
+            (INSTRUCTION_SHARED_MEMORY_ACCESS, TRACE_SHARED_PATCH),
+            (INSTRUCTION_LOCAL_MEMORY_ACCESS, TRACE_LOCAL_PATCH),
+        ] {
+            let name = CString::new(name).expect("no NUL in the name");
+            let _ = (api.patch_instructions)(id, m, name.as_ptr());
+        }
+    }
+    if !empty && super::binary_kinds::patch(api.patch_instructions, m, &kinds, heap) {
         p.heap_modules.insert(module);
     }
     let r = (api.patch_module)(m);
@@ -377,7 +407,47 @@ unsafe fn first_launch(api: &Api, launch: &Launch) -> Option<u64> {
     if locks::lock(PATCHED.get()).as_ref().is_some_and(|p| p.heap_modules.contains(&launch.module)) {
         give_heap(launch.context, block, &memory);
     }
+    if super::trace::get().is_some() {
+        give_trace(launch.context, block, &memory);
+    }
     Some(block)
+}
+
+/// Records a traced run's buffer holds per context: 32 bytes each, 64 MiB.
+pub const TRACE_RECORDS: u64 = 2 << 20;
+
+/// Points a kernel's params block at its context's trace buffer, made now (its header:
+/// cursor 0, [`TRACE_RECORDS`]) at the context's first patched kernel. Where it cannot be
+/// made the field stays 0 and the kernel's accesses are not recorded.
+fn give_trace(context: u64, block: u64, memory: &SanitizerMemory) {
+    use gpusan_abi::binary::{TRACE_CAPACITY, TRACE_HEADER_BYTES, TRACE_RECORD_BYTES};
+    let mut guard = locks::lock(PATCHED.get());
+    let Some(p) = guard.as_mut() else { return };
+    let buffer = *p.traces.entry(context).or_insert_with(|| {
+        let bytes = TRACE_HEADER_BYTES + TRACE_RECORDS * TRACE_RECORD_BYTES;
+        let Some(at) = mirror::ParamsMemory::alloc(memory, bytes as usize) else { return 0 };
+        let mut header = [0u8; TRACE_HEADER_BYTES as usize];
+        header[TRACE_CAPACITY.offset..TRACE_CAPACITY.end()].copy_from_slice(&TRACE_RECORDS.to_le_bytes());
+        if !mirror::ParamsMemory::write(memory, at, &header) {
+            return 0;
+        }
+        if let Some(sync) = memory.api.stream_sync {
+            // SAFETY: the launch's stream handle, as the callback gave it.
+            unsafe { sync(memory.launch.stream) };
+        }
+        at
+    });
+    if buffer != 0 {
+        let at = block + gpusan_abi::binary::PARAMS_TRACE.offset as u64;
+        mirror::ParamsMemory::write(memory, at, &buffer.to_le_bytes());
+    }
+}
+
+/// The trace buffers made so far: (context, device address).
+pub fn trace_buffers() -> Vec<(u64, u64)> {
+    locks::lock(PATCHED.get())
+        .as_ref()
+        .map_or_else(Vec::new, |p| p.traces.iter().filter(|(_, &b)| b != 0).map(|(&c, &b)| (c, b)).collect())
 }
 
 /// Points a kernel's params block at its context's device-heap table, made now if this is

@@ -250,6 +250,7 @@ pub fn launching(f: CUfunction, grid: [u32; 3], block: [u32; 3], stream: CUstrea
 /// The launch [`launching`] prepared was made.
 pub fn launch_made() {
     window::launched();
+    trace::after_launch();
 }
 
 fn register_late_exit() {

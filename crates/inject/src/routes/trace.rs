@@ -2,10 +2,16 @@
 //! runs: every allocation, pool block (a tensor) and free the registry sees, in the order it
 //! sees them, and every kernel launch with its name and shape.
 //!
-//! Not yet: the device's side (each warp's accesses, and the LOADMETA and MEMCHECK points of
-//! the check pass), which needs a pass of its own. The trace says so in its metadata
-//! (`source`), and the characterization of such a trace has allocations and kernels but no
-//! accesses.
+//! The device's side, where the binary route patches the kernels (`gpusan trace`: `--mode
+//! check --route binary`): every global, shared and local access, one record per warp, from
+//! the patches into each context's trace buffer (`gpusan_abi::binary::TRACE_*`). After each
+//! launch the run waits for the kernel and drains the buffer into the trace: a traced run
+//! is serialized, one kernel at a time, so that every record belongs to the kernel just
+//! launched and is resolved to the allocation (pool block first) the registry holds at that
+//! address then. Records a full buffer dropped are counted. These are GPUArmor-HWOnly
+//! traces (every access, no LOADMETA/MEMCHECK points): the check pass's points are not
+//! traced yet. Not drained: launches during a stream capture (a synchronization would end
+//! the capture), and graphs.
 //!
 //! Each process writes its own trace: the first at the path asked (`$GPUSAN_TRACE_OUT`), a
 //! child made by `fork` or another process of the run at `PATH.PID`. A trace is finished
@@ -32,6 +38,9 @@ pub struct Trace {
     finished: Mutex<Option<u64>>,
     kernels: AtomicU32,
     names: Mutex<HashMap<usize, String>>,
+    /// Device records drained, and dropped by a full buffer.
+    drained: std::sync::atomic::AtomicU64,
+    dropped: std::sync::atomic::AtomicU64,
 }
 
 static TRACE: PerProcess<Option<Arc<Trace>>> = PerProcess::new(open);
@@ -59,7 +68,7 @@ fn open() -> Option<Arc<Trace>> {
     let meta = Meta {
         program,
         sample_warps: 1,
-        source: "gpusan trace (host events: allocations, pool blocks, frees, launches; no device accesses yet)".into(),
+        source: "gpusan trace (allocations, pool blocks, frees, launches; each warp's accesses where the binary route patched the kernels)".into(),
         ..Meta::default()
     };
     let writer = Writer::new(BufWriter::with_capacity(1 << 20, file), &meta, Default::default()).ok()?;
@@ -71,6 +80,8 @@ fn open() -> Option<Arc<Trace>> {
         finished: Mutex::new(None),
         kernels: AtomicU32::new(0),
         names: Mutex::new(HashMap::new()),
+        drained: Default::default(),
+        dropped: Default::default(),
     }))
 }
 
@@ -116,6 +127,104 @@ pub fn launched(f: usize, grid: [u32; 3], block: [u32; 3]) {
     }
 }
 
+/// The launch just made is done with: where the binary route gave its kernel a trace buffer,
+/// waits for it and drains every context's buffer into the trace, then ends the kernel.
+pub fn after_launch() {
+    let Some(t) = TRACE.get().as_ref() else { return };
+    let kernel = t.kernels.load(Ordering::Relaxed).saturating_sub(1);
+    let buffers = super::binary::trace_buffers();
+    if !buffers.is_empty() && !crate::capture::any() {
+        for (context, buffer) in buffers {
+            crate::driver::real::in_context(context, || drain(t, kernel, buffer));
+        }
+    }
+    if let Some(w) = locks::lock(&t.writer).as_mut() {
+        let _ = w.push(&Event::kernel_end(kernel));
+    }
+}
+
+/// Waits for the current context's work, then moves `buffer`'s records into the trace and
+/// empties it.
+fn drain(t: &Trace, kernel: u32, buffer: u64) {
+    use gpusan_abi::binary::{
+        TRACE_CURSOR, TRACE_HEADER_BYTES, TRACE_HI, TRACE_LANES, TRACE_LO, TRACE_OP, TRACE_RECORD_BYTES, TRACE_SM,
+        TRACE_WARP,
+    };
+    use gpusan_runtime::registry::blocks::PoolPlace;
+    use gpusan_runtime::registry::Lookup;
+    let (Some(sync), Some(dtoh), Some(htod)) = (
+        crate::driver::real::cuCtxSynchronize(),
+        crate::driver::real::cuMemcpyDtoH_v2(),
+        crate::driver::real::cuMemcpyHtoD_v2(),
+    ) else {
+        return;
+    };
+    let mut cursor = [0u8; 8];
+    // SAFETY: the driver's functions; a buffer of ours, the trace buffer's header.
+    let ok = unsafe {
+        sync() == crate::driver::CUDA_SUCCESS
+            && dtoh(cursor.as_mut_ptr().cast(), buffer + TRACE_CURSOR.offset as u64, 8) == crate::driver::CUDA_SUCCESS
+    };
+    if !ok {
+        return;
+    }
+    let reserved = u64::from_le_bytes(cursor);
+    if reserved == 0 {
+        return;
+    }
+    let n = reserved.min(super::binary::TRACE_RECORDS);
+    t.dropped.fetch_add(reserved - n, Ordering::Relaxed);
+    let mut bytes = vec![0u8; (n * TRACE_RECORD_BYTES) as usize];
+    let zero = [0u8; 8];
+    // SAFETY: as above; `bytes` holds the `n` records read.
+    let ok = unsafe {
+        dtoh(bytes.as_mut_ptr().cast(), buffer + TRACE_HEADER_BYTES, bytes.len()) == crate::driver::CUDA_SUCCESS
+            && htod(buffer + TRACE_CURSOR.offset as u64, zero.as_ptr().cast(), 8) == crate::driver::CUDA_SUCCESS
+    };
+    if !ok {
+        return;
+    }
+    let registry = &crate::state::state().registry;
+    let field = |r: &[u8], f: gpusan_abi::Field| -> u64 {
+        r[f.offset..f.end()].iter().rev().fold(0u64, |v, &b| v << 8 | u64::from(b))
+    };
+    let mut events = Vec::with_capacity(n as usize);
+    for r in bytes.chunks_exact(TRACE_RECORD_BYTES as usize) {
+        let (lo, hi) = (field(r, TRACE_LO), field(r, TRACE_HI));
+        let op = gpusan_trace::Op(field(r, TRACE_OP) as u8);
+        // The allocation: a pool's block (a tensor) before its segment.
+        let alloc = if op.space() != gpusan_trace::Space::Global {
+            0
+        } else {
+            match registry.pool_place(lo) {
+                PoolPlace::Block(a) => a.id,
+                _ => match registry.lookup(lo) {
+                    Lookup::Live { alloc, .. } | Lookup::Freed { alloc, .. } => alloc.id,
+                    Lookup::Outside { .. } => 0,
+                },
+            }
+        };
+        events.push(Event {
+            lanes: field(r, TRACE_LANES) as u8,
+            ..Event::access(
+                kernel,
+                field(r, TRACE_SM) as u32,
+                field(r, TRACE_WARP) as u32,
+                op,
+                lo,
+                hi.saturating_sub(lo),
+                alloc as u32,
+            )
+        });
+    }
+    t.drained.fetch_add(n, Ordering::Relaxed);
+    if let Some(w) = locks::lock(&t.writer).as_mut() {
+        for e in &events {
+            let _ = w.push(e);
+        }
+    }
+}
+
 extern "C" fn finish_at_exit() {
     crate::driver::boundary::enter("exit", || {
         if let Some(Some(t)) = TRACE.existing() {
@@ -134,11 +243,22 @@ pub fn notes() -> Vec<String> {
     let mut out: Vec<String> = locks::lock(FAILED.get()).iter().cloned().collect();
     if let Some(Some(t)) = TRACE.existing() {
         out.push(match *locks::lock(&t.finished) {
-            Some(n) => format!(
-                "trace: {n} events written to {} (allocations, pool blocks, frees and launches: the device's accesses \
-                 are not traced yet)",
-                t.path
-            ),
+            Some(n) => {
+                let (drained, dropped) = (t.drained.load(Ordering::Relaxed), t.dropped.load(Ordering::Relaxed));
+                if drained + dropped == 0 {
+                    format!(
+                        "trace: {n} events written to {} (allocations, pool blocks, frees and launches; no kernel's \
+                         accesses: they are traced where the binary route patches kernels, `gpusan trace`)",
+                        t.path
+                    )
+                } else {
+                    format!(
+                        "trace: {n} events written to {}, {drained} of them warps' accesses ({dropped} dropped by a \
+                         full buffer)",
+                        t.path
+                    )
+                }
+            }
             None => format!("trace: {} was not finished (see gpusan sim: it reads a cut trace up to its cut)", t.path),
         });
     }
