@@ -30,6 +30,10 @@ pub struct ServeArgs {
     /// fatbins without PTX), unfenced; no other tenant is admitted while it runs.
     #[arg(long)]
     allow_native: bool,
+    /// Microseconds a tenant's thread watches for its next request before it blocks (0:
+    /// never; default 50): a program that waits for every kernel then pays no wake-up.
+    #[arg(long, value_name = "US")]
+    spin_us: Option<u64>,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
@@ -41,7 +45,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
     let log: Log = Arc::new(Mutex::new(Box::new(std::io::stderr())));
     let server = Server::bind(&args.socket, driver, log)
         .with_context(|| format!("cannot listen at {}", args.socket.display()))?
-        .with_config(Config { allow_native: args.allow_native });
+        .with_config(Config {
+            allow_native: args.allow_native,
+            spin: args.spin_us.map(std::time::Duration::from_micros),
+        });
     server.run().context("the manager's socket failed")?;
     Ok(0)
 }

@@ -329,6 +329,29 @@ pub fn read_frame<T: for<'de> Deserialize<'de>>(r: &mut impl Read) -> Result<T, 
     postcard::from_bytes(&body).map_err(|e| FrameError::Decode { len, why: e.to_string() })
 }
 
+/// How long a side of the connection watches for the other's next frame before it blocks
+/// in a read (`spin_until_readable`): a blocked read is woken by the kernel some
+/// microseconds after the frame arrives, on each side, at each round trip, which a program
+/// that waits for every kernel pays twice per kernel.
+pub const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// Watches `fd` for up to `spin` for something to read, without blocking: returns as soon
+/// as there is (or the time is up; the caller then reads, blocking).
+pub fn spin_until_readable(fd: std::os::fd::RawFd, spin: std::time::Duration) {
+    if spin.is_zero() {
+        return;
+    }
+    let start = std::time::Instant::now();
+    loop {
+        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one pollfd of ours; a zero timeout never blocks.
+        if unsafe { libc::poll(&mut p, 1, 0) } != 0 || start.elapsed() >= spin {
+            return;
+        }
+        std::hint::spin_loop();
+    }
+}
+
 /// Reads until `buf` is full or the stream ends; the bytes read.
 fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut at = 0;
@@ -419,5 +442,22 @@ mod tests {
         fn any_bytes_read_as_an_error_or_a_message(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
             let _ = read_frame::<Request>(&mut bytes.as_slice());
         }
+    }
+
+    #[test]
+    fn spinning_returns_when_there_is_something_to_read_or_the_time_is_up() {
+        use std::os::fd::AsRawFd;
+        use std::time::{Duration, Instant};
+        let (mut a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let t = Instant::now();
+        super::spin_until_readable(b.as_raw_fd(), Duration::from_millis(20));
+        assert!(t.elapsed() >= Duration::from_millis(20), "nothing to read: the whole spin");
+        a.write_all(b"x").unwrap();
+        let t = Instant::now();
+        super::spin_until_readable(b.as_raw_fd(), Duration::from_secs(5));
+        assert!(t.elapsed() < Duration::from_secs(1), "a byte waiting: at once");
+        let t = Instant::now();
+        super::spin_until_readable(b.as_raw_fd(), Duration::ZERO);
+        assert!(t.elapsed() < Duration::from_millis(100));
     }
 }

@@ -27,6 +27,9 @@ pub struct Config {
     /// A tenant alone on the GPU may load machine code the fence cannot take, unfenced; no
     /// other tenant is admitted while it lives.
     pub allow_native: bool,
+    /// How long a tenant's thread watches for its next request before it blocks
+    /// (`protocol::spin_until_readable`; zero: never). Default `protocol::SPIN`.
+    pub spin: Option<std::time::Duration>,
 }
 
 /// Who is admitted, and who holds the GPU alone with unfenced machine code: one lock, so a
@@ -194,7 +197,12 @@ fn serve_connection(mut conn: UnixStream, id: u32, shared: &Shared) {
     let why = if let Err(e) = write_frame(&mut conn, &hello) {
         format!("its connection failed: {e}")
     } else {
+        let spin = shared.config.spin.unwrap_or(crate::protocol::SPIN);
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&conn);
         loop {
+            if incoming.buffer().is_empty() {
+                crate::protocol::spin_until_readable(fd, spin);
+            }
             let request: Request = match read_frame(&mut incoming) {
                 Ok(r) => r,
                 Err(FrameError::Closed) => break "disconnected".to_string(),

@@ -510,7 +510,7 @@ fn machine_code_runs_unfenced_only_for_a_tenant_alone_that_the_operator_allows()
     let mut a = connect(&socket, "a", 22);
     refused(a.call(Request::ModuleLoad { image: cubin.clone() }), NOT_SUPPORTED, "--allow-native");
 
-    let (socket, log) = manager_with(Config { allow_native: true });
+    let (socket, log) = manager_with(Config { allow_native: true, ..Config::default() });
     let mut a = connect(&socket, "a", 22);
     let b = connect(&socket, "b", 22);
     refused(a.call(Request::ModuleLoad { image: cubin.clone() }), NOT_SUPPORTED, "1 other tenant(s) are here");

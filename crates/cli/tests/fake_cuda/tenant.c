@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <time.h>
 
 typedef int CUresult;
 CUresult cuInit(unsigned);
@@ -200,12 +201,38 @@ static int tma(void) {
     return 0;
 }
 
+/* `syncloop N`: N launches each followed by a synchronization, as a program that waits
+ * for every kernel does; prints the nanoseconds per launch and synchronization. */
+static int syncloop(long n) {
+    int dev;
+    uint64_t p;
+    void *mod, *f;
+    if (start(&dev, &p)) return 1;
+    CK(cuModuleLoadData(&mod, ptx));
+    CK(cuModuleGetFunction(&f, mod, "store"));
+    unsigned v = 1;
+    void *args[] = {&p, &v};
+    struct timespec a, b;
+    for (int warm = 0; warm < 2; warm++) {
+        long rounds = warm ? n : n / 10 + 1;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        for (long i = 0; i < rounds; i++) {
+            CK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, args, 0));
+            CK(cuCtxSynchronize());
+        }
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        if (warm) printf("syncloop ns_per_iteration=%.0f\n", ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / rounds);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "bigcopy")) return bigcopy();
     if (argc > 3 && !strcmp(argv[1], "burst")) return burst(atoi(argv[2]), atoi(argv[3]));
     if (argc > 1 && !strcmp(argv[1], "dlsym")) return through_dlsym();
     if (argc > 1 && !strcmp(argv[1], "lookup")) return lookup();
     if (argc > 1 && !strcmp(argv[1], "tma")) return tma();
+    if (argc > 2 && !strcmp(argv[1], "syncloop")) return syncloop(atol(argv[2]));
     int dev;
     void *mod, *f;
     uint64_t p;

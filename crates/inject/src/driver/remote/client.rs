@@ -278,6 +278,18 @@ pub fn copy_out(src: u64, out: &mut [u8]) -> Option<Result<(), i32>> {
     Some(Ok(()))
 }
 
+/// How long the tenant watches for the manager's reply before it blocks
+/// (`$GPUSAN_FENCE_SPIN_US`, default `protocol::SPIN`; 0: never).
+fn spin() -> std::time::Duration {
+    static SPIN: OnceLock<std::time::Duration> = OnceLock::new();
+    *SPIN.get_or_init(|| {
+        std::env::var("GPUSAN_FENCE_SPIN_US")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .map_or(gpusan_serve::protocol::SPIN, std::time::Duration::from_micros)
+    })
+}
+
 /// One request and its reply; a refusal is its CUDA error code (and a note).
 pub fn call(request: &Request) -> Result<Reply, i32> {
     let mut c = locks::lock(CONN.get());
@@ -291,6 +303,7 @@ fn exchange(c: &mut Conn, request: &Request) -> Result<Reply, i32> {
     append(&mut frame, request)?;
     c.write(&frame)?;
     let Some(s) = c.stream.as_mut() else { return Err(NO_MANAGER) };
+    gpusan_serve::protocol::spin_until_readable(std::os::fd::AsRawFd::as_raw_fd(s), spin());
     match read_frame(s) {
         Ok(Reply::Error { code, message }) => {
             note(format!("fence: the manager refused: {message}"));
