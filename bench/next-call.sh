@@ -46,7 +46,9 @@ timeout 80 "$dir/gpusan" trace -o "$out/trace-torch-mlp.gstrace" -- python3 "$re
 echo "== rc=$?" >> "$log"
 ls -la "$out"/trace-torch-mlp.gstrace* >> "$log" 2>&1
 timeout 30 "$dir/gpusan" sim characterize "$out/trace-torch-mlp.gstrace" --json "$out/characterize-torch-mlp.json" >> "$log" 2>&1
-timeout 60 "$dir/gpusan" sim mlb "$out/trace-torch-mlp.gstrace" --mode hw-only --json "$out/mlb-torch-mlp.json" --svg "$out/mlb-torch-mlp.svg" >> "$log" 2>&1
+for mode in hw-only derived; do
+  timeout 40 "$dir/gpusan" sim mlb "$out/trace-torch-mlp.gstrace" --mode "$mode" --json "$out/mlb-torch-mlp-$mode.json" --svg "$out/mlb-torch-mlp-$mode.svg" >> "$log" 2>&1
+done
 rm -f "$out"/trace-torch-mlp.gstrace*
 GPUSAN_RELIABILITY_CASE_S=60 GPUSAN_RELIABILITY_ONLY='canary_gmod|canary_programs|canary_torch' \
   part 140 "$repo/bench/reliability.sh" "$dir"

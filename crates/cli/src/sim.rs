@@ -95,6 +95,9 @@ enum ModeArg {
     Compiled,
     /// Every global access looks its metadata up (GPUArmor-HWOnly, no recompilation).
     HwOnly,
+    /// A hardened binary's points derived from accesses alone (a warp's first access to an
+    /// allocation in a kernel: LOADMETA; every access: MEMCHECK), for traces without them.
+    Derived,
 }
 
 #[derive(Args)]
@@ -199,6 +202,7 @@ fn mlb(a: MlbArgs) -> anyhow::Result<i32> {
     let mode = match a.mode {
         ModeArg::Compiled => Mode::Compiled,
         ModeArg::HwOnly => Mode::HwOnly,
+        ModeArg::Derived => Mode::Derived,
     };
     let timing = Timing {
         load_cycles: a.load_cycles,

@@ -51,6 +51,9 @@ pub struct Options {
     /// `GPUSAN_PROGRESS`: a terminal shows the progress of long instrumentation
     /// (`routes::passes`).
     pub progress: bool,
+    /// `GPUSAN_TRACE_OUT` is set: the run is traced (`routes::trace`), and the binary
+    /// route's patches record.
+    pub trace: bool,
 }
 
 impl Options {
@@ -79,6 +82,7 @@ impl Options {
             redzone: var(env::REDZONE).and_then(|v| v.parse().ok()).unwrap_or(env::REDZONE_DEFAULT),
             pool_sites: var(env::POOL_SITES).is_some_and(|v| v == env::POOL_SITES_ON),
             progress: var(env::PROGRESS).is_some(),
+            trace: var(env::TRACE_OUT).is_some(),
             binary_kinds: var(env::BINARY_KINDS)
                 .and_then(|v| gpusan_abi::binary::Kinds::parse(&v))
                 .unwrap_or(gpusan_abi::binary::Kinds::DEFAULT),

@@ -29,6 +29,12 @@ pub enum Mode {
     /// No recompilation: every global access to a known allocation looks its metadata up
     /// and checks (GPUArmor-HWOnly).
     HwOnly,
+    /// The hardened binary's points derived from a trace of accesses alone (the binary
+    /// route's traces have no LOADMETA events): a warp's first access to an allocation in a
+    /// kernel stands for the LOADMETA of its root pointer, and every global access to a known
+    /// allocation for a MEMCHECK. GPU kernels' roots are mostly their pointer parameters,
+    /// looked up once per warp; pointers loaded from memory inside loops would need more.
+    Derived,
 }
 
 /// The timing model's constants (see the module's comment).
@@ -89,6 +95,9 @@ pub const MAX_SMS: u32 = 4096;
 /// A simulation in progress.
 pub struct Sim {
     config: Config,
+    /// [`Mode::Derived`]: the (kernel, warp, allocation) triples looked up so far in the
+    /// kernels running.
+    looked_up: std::collections::HashSet<(u32, u32, u32)>,
     table: Table,
     mlbs: Vec<Mlb>,
     extra: Vec<f64>,
@@ -100,6 +109,7 @@ impl Sim {
     pub fn new(config: Config) -> Sim {
         Sim {
             config,
+            looked_up: Default::default(),
             table: Table::default(),
             mlbs: Vec::new(),
             extra: Vec::new(),
@@ -143,6 +153,14 @@ impl Sim {
                 self.stats.memcheck_hits += 1;
                 self.extra[sm] += self.config.timing.check_cycles;
             }
+            Kind::Access if self.config.mode == Mode::Derived && e.alloc != 0 && e.op.space() == Space::Global => {
+                let Some(sm) = self.sm(e.sm) else { return };
+                if self.looked_up.insert((e.kernel, e.warp, e.alloc)) {
+                    self.load_meta(sm, e.alloc, e.addr);
+                }
+                self.mem_check(sm, e.alloc);
+            }
+            Kind::KernelEnd if self.config.mode == Mode::Derived => self.looked_up.retain(|&(k, _, _)| k != e.kernel),
             Kind::Alloc => self.table.alloc(e.alloc, e.addr),
             Kind::Free => {
                 self.table.free(e.alloc);
@@ -288,6 +306,24 @@ mod tests {
         // Four walks of one load, three checks of one load.
         assert_eq!(s.metadata_loads, 7);
         assert_eq!(s.metadata_bytes, 4 * 16 + 3 * 16);
+    }
+
+    /// Derived: warp 0 touches allocation 1 twice and 2 once, warp 1 touches 1 once: three
+    /// lookups (one per warp and allocation), four checks; after the kernel ends, its
+    /// lookups are forgotten.
+    #[test]
+    fn derived_points_look_up_once_per_warp_and_allocation_and_check_every_access() {
+        let g = Op::new(Space::Global, Access::Load, 4);
+        let mut events = vec![Event::alloc(1, 0x1000, 256), Event::alloc(2, 0x2000, 256)];
+        for (warp, id) in [(0, 1), (0, 1), (0, 2), (1, 1)] {
+            events.push(Event::access(0, 0, warp, g, 0x1000 * u64::from(id), 128, id));
+        }
+        let s = run(Config { mode: Mode::Derived, ..config(8, Organisation::List) }, &events);
+        assert_eq!((s.loadmeta, s.memcheck), (3, 4));
+        events.push(Event::kernel_end(0));
+        events.push(Event::access(0, 0, 0, g, 0x1000, 128, 1));
+        let s = run(Config { mode: Mode::Derived, ..config(8, Organisation::List) }, &events);
+        assert_eq!((s.loadmeta, s.memcheck), (4, 5), "a new launch looks up again");
     }
 
     #[test]

@@ -242,8 +242,8 @@ unsafe fn patch(api: &Api, context: u64, module: usize, heap: bool) -> Result<()
         p.contexts.insert(context);
     }
     let empty = std::env::var(gpusan_abi::env::BINARY_PATCH).is_ok_and(|v| v == gpusan_abi::env::BINARY_PATCH_EMPTY);
-    // A traced run's patches judge as the others do and also record (`super::trace`).
-    let tracing = !empty && super::trace::get().is_some();
+    // A traced run's patches judge as the others do and also record (the trace route drains them).
+    let tracing = !empty && state().options.trace;
     let global = if empty {
         EMPTY_ACCESS_PATCH
     } else if tracing {
@@ -407,7 +407,7 @@ unsafe fn first_launch(api: &Api, launch: &Launch) -> Option<u64> {
     if locks::lock(PATCHED.get()).as_ref().is_some_and(|p| p.heap_modules.contains(&launch.module)) {
         give_heap(launch.context, block, &memory);
     }
-    if super::trace::get().is_some() {
+    if state().options.trace {
         give_trace(launch.context, block, &memory);
     }
     Some(block)
