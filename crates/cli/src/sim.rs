@@ -223,6 +223,12 @@ fn mlb(a: MlbArgs) -> anyhow::Result<i32> {
     let (stats, events) =
         gpusan_sim::sweep(&mut reader, &configs, a.threads).with_context(|| format!("{}", a.trace.display()))?;
     let seconds = started.elapsed().as_secs_f64();
+    if mode == Mode::Compiled && stats.iter().all(|s| s.loadmeta + s.memcheck == 0) {
+        eprintln!(
+            "gpusan sim mlb: the trace has no LOADMETA or MEMCHECK events (a `gpusan trace` of machine code records \
+             accesses only): try --mode derived or --mode hw-only"
+        );
+    }
     let rate = events as f64 / seconds.max(1e-9) / 1e6;
     println!(
         "{events} events, {} configurations, {seconds:.2} s: {rate:.1} M trace events/s, {:.1} M configuration-events/s",
