@@ -51,6 +51,12 @@ fn simulate(data: &[u8]) {
             mode: Mode::HwOnly,
             timing: Timing::default(),
         },
+        Config {
+            mlb: Shape::fully_associative(2),
+            org: Organisation::Oracle,
+            mode: Mode::Derived,
+            timing: Timing::default(),
+        },
     ];
     if let Ok((stats, _)) = crate::sweep(&mut reader, &configs, 2) {
         for s in stats {
