@@ -31,6 +31,21 @@ pub enum SimCommand {
     Bcache(BcacheArgs),
     /// The mesh's average latency under uniform random traffic against the injection rate.
     Noc(NocArgs),
+    /// Write the BCache paper's synthetic workload as a trace (`gpusan sim bcache --trace`).
+    BcacheSynth(BcacheSynthArgs),
+}
+
+#[derive(Args)]
+pub struct BcacheSynthArgs {
+    out: PathBuf,
+    #[arg(long, default_value_t = 16)]
+    cores: u32,
+    #[arg(long, default_value_t = gpusan_sim::bcache::synthetic::Workload::default().accesses)]
+    accesses: u64,
+    #[arg(long)]
+    read_only: bool,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 }
 
 #[derive(Args)]
@@ -50,6 +65,10 @@ pub struct BcacheArgs {
     /// Read-only data instead of bounds information (Fig. 10).
     #[arg(long)]
     read_only: bool,
+    /// Replay this trace (`gpusan sim bcache-synth`, `docs/trace-format.md`: a core's
+    /// references as `Access` events) instead of generating the workload.
+    #[arg(long)]
+    trace: Option<PathBuf>,
     /// HardBound's directory access, beyond the L2's (Table II gives 80 for the
     /// full-system simulator, none for the cache simulator).
     #[arg(long, default_value_t = 0)]
@@ -177,6 +196,18 @@ pub fn run(command: SimCommand) -> anyhow::Result<i32> {
         SimCommand::Synth(a) => synth(a),
         SimCommand::Bcache(a) => bcache(a),
         SimCommand::Noc(a) => noc(a),
+        SimCommand::BcacheSynth(a) => {
+            let w = gpusan_sim::bcache::synthetic::Workload {
+                accesses: a.accesses,
+                read_only: a.read_only,
+                seed: a.seed,
+                ..Default::default()
+            };
+            let f = File::create(&a.out).with_context(|| format!("{}", a.out.display()))?;
+            let n = gpusan_sim::bcache::synthetic::trace::write(&w, a.cores, BufWriter::with_capacity(1 << 20, f))?;
+            println!("{n} references written to {}", a.out.display());
+            Ok(0)
+        }
     }
 }
 
@@ -388,7 +419,23 @@ fn bcache(a: BcacheArgs) -> anyhow::Result<i32> {
         );
         for d in designs {
             let config = BConfig { directory_cycles: a.directory_cycles, ..BConfig::mesh(w, h) };
-            let (stats, cycles) = run(d, config, &workload);
+            let (stats, cycles) = match &a.trace {
+                None => run(d, config, &workload),
+                Some(path) => {
+                    let mut reader = open(path)?;
+                    let started = Instant::now();
+                    let (stats, end, events) =
+                        gpusan_sim::bcache::synthetic::trace::replay(d, config, &mut reader, workload.think)
+                            .with_context(|| format!("{}", path.display()))?;
+                    let secs = started.elapsed().as_secs_f64();
+                    eprintln!(
+                        "{}: {events} references in {secs:.2} s ({:.1} M/s)",
+                        d.name(),
+                        events as f64 / secs.max(1e-9) / 1e6
+                    );
+                    (stats, end)
+                }
+            };
             let (avg, parts) = stats.average();
             let vs = base.map(|b: f64| (avg / b - 1.0) * 100.0);
             if d == Design::HardBound {

@@ -36,7 +36,7 @@ pub struct Mesh {
     pub timing: Timing,
     /// Per node, per outgoing direction (east, west, south, north): the stretches of cycles
     /// the link is reserved for, `(start, end)`, by start.
-    busy: Vec<[Vec<(u64, u64)>; 4]>,
+    busy: Vec<[std::collections::VecDeque<(u64, u64)>; 4]>,
     /// No message is sent before this cycle any more ([`Mesh::advance`]): stretches that end
     /// by then are dropped.
     watermark: u64,
@@ -114,7 +114,11 @@ impl Mesh {
     fn reserve(&mut self, here: usize, dir: usize, t: u64, len: u64) -> u64 {
         let watermark = self.watermark;
         let busy = &mut self.busy[here][dir];
-        busy.retain(|&(_, end)| end > watermark);
+        // Stretches are kept by start; those at the front that ended are forgotten (one that
+        // ended behind a later-ending one stays a while: it only costs the search).
+        while busy.front().is_some_and(|&(_, end)| end <= watermark) {
+            busy.pop_front();
+        }
         let mut start = t;
         let mut at = busy.partition_point(|&(s, _)| s < start);
         // A stretch that began before `start` may still hold the link.

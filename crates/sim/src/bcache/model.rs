@@ -146,7 +146,7 @@ pub struct Machine {
     /// HardBound: each node's L2 slice; BCache: each bounds node's bounds slice.
     l2: Vec<Cache>,
     /// HardBound's directory: per block, each core's copy.
-    directory: HashMap<u64, Vec<(u32, Line)>>,
+    directory: HashMap<u64, Vec<(u32, Line)>, std::hash::BuildHasherDefault<ahash::AHasher>>,
     /// BCache: the bounds nodes (mesh ids) and each node's cluster (an index into them).
     bounds_nodes: Vec<u32>,
     cluster: Vec<usize>,
@@ -186,7 +186,7 @@ impl Machine {
             mesh,
             l1: (0..nodes).map(|_| Cache::new(config.l1)).collect(),
             l2,
-            directory: HashMap::new(),
+            directory: HashMap::default(),
             bounds_nodes,
             cluster,
             stats: Stats::default(),
@@ -219,10 +219,16 @@ impl Machine {
 
     /// Core `core` reads (or writes) the bounds information at `addr` at cycle `at`: the
     /// cycle it is done.
+    /// No message will be sent before cycle `now` any more: the links forget what ended by
+    /// then.
+    fn advance(&mut self, now: u64) {
+        self.mesh.advance(now);
+        self.bounds_net.advance(now);
+    }
+
     /// Accesses must come in the order of `at` (each message they send is at `at` or later).
     pub fn access(&mut self, core: u32, addr: u64, write: bool, at: u64) -> u64 {
-        self.mesh.advance(at);
-        self.bounds_net.advance(at);
+        self.advance(at);
         self.stats.accesses += 1;
         self.stats.writes += u64::from(write);
         let block = addr / self.config.l1.block;
@@ -241,8 +247,7 @@ impl Machine {
         if self.design == Design::HardBound {
             return self.access(core, addr, false, at);
         }
-        self.mesh.advance(at);
-        self.bounds_net.advance(at);
+        self.advance(at);
         self.stats.accesses += 1;
         let c = self.config;
         let block = addr / c.l1.block;

@@ -158,3 +158,138 @@ mod tests {
         assert!(curve[4] > 2.0 * low, "near saturation: {curve:?}");
     }
 }
+
+/// A BCache trace: a `gpusan-trace` trace whose [`gpusan_trace::Kind::Access`] events are a
+/// core's (`sm`) memory references, in each core's program order: `Space::Other` for bounds
+/// information, `Space::Global` for read-only data; a store is a write.
+pub mod trace {
+    use std::collections::{BinaryHeap, VecDeque};
+    use std::io::{Read, Write};
+
+    use gpusan_trace::{Access, Chunk, Event, Meta, Op, Reader, Space, TraceError, Writer};
+
+    use super::{record, Rng, Workload};
+    use crate::bcache::model::{Config, Design, Machine, Stats};
+
+    /// Writes `workload` for `cores` cores as a trace; the events written.
+    pub fn write<W: Write>(workload: &Workload, cores: u32, out: W) -> std::io::Result<u64> {
+        let meta = Meta {
+            program: format!("BCache synthetic {workload:?}"),
+            sms: cores,
+            source: "gpusan sim bcache-synth".into(),
+            ..Meta::default()
+        };
+        let mut w = Writer::new(out, &meta, Default::default())?;
+        let mut rng = Rng(workload.seed.max(1));
+        let cores64 = u64::from(cores.max(1));
+        let global = u64::from(workload.pointers / 2).max(1);
+        let per_thread = (u64::from(workload.pointers) - global) / cores64;
+        for i in 0..workload.accesses {
+            let core = (i % cores64) as u32;
+            let p = if per_thread == 0 || rng.below(2) == 0 {
+                rng.below(global)
+            } else {
+                global + u64::from(core) * per_thread + rng.below(per_thread)
+            };
+            let e = if workload.read_only {
+                Event::access(0, core, core, Op::new(Space::Global, Access::Load, 8), 0x2000_0000 + p * 64, 8, 0)
+            } else {
+                let write = rng.unit() < workload.write_ratio;
+                let kind = if write { Access::Store } else { Access::Load };
+                Event::access(0, core, core, Op::new(Space::Other, kind, 8), record(p), 8, 0)
+            };
+            w.push(&e)?;
+        }
+        let n = w.events();
+        w.finish()?;
+        Ok(n)
+    }
+
+    /// References a core may have read ahead of the others (what bounds memory).
+    const WINDOW: usize = 1 << 12;
+
+    /// Runs the trace `reader` reads on `design`: each core issues its next reference
+    /// `think` cycles after its last one completed, the cores' references merged in time
+    /// order (a heap of the cores' next cycles; each core's references read ahead at most
+    /// [`WINDOW`]). The statistics, the last completion, and the events read.
+    pub fn replay<R: Read>(
+        design: Design,
+        config: Config,
+        reader: &mut Reader<R>,
+        think: u64,
+    ) -> Result<(Stats, u64, u64), TraceError> {
+        let mut m = Machine::new(design, config);
+        let cores = (config.width * config.height) as usize;
+        let mut queues: Vec<VecDeque<Event>> = vec![VecDeque::new(); cores];
+        let mut next = vec![0u64; cores];
+        let mut ready: BinaryHeap<std::cmp::Reverse<(u64, u32)>> = BinaryHeap::new();
+        let mut queued = vec![false; cores];
+        let mut chunk = Chunk::default();
+        let mut more = true;
+        let (mut end, mut events) = (0u64, 0u64);
+        loop {
+            // Read ahead until every core has a reference queued, or one core has a window's
+            // worth (a trace of fewer cores than the mesh stops there), or the trace ends.
+            while more && ready.len() < cores && !queues.iter().any(|q| q.len() >= WINDOW) {
+                if !reader.next_chunk(&mut chunk)? {
+                    more = false;
+                    break;
+                }
+                for e in chunk.events.iter().filter(|e| e.kind == gpusan_trace::Kind::Access) {
+                    let c = e.sm as usize % cores;
+                    queues[c].push_back(*e);
+                    events += 1;
+                    if !queued[c] {
+                        queued[c] = true;
+                        ready.push(std::cmp::Reverse((next[c], c as u32)));
+                    }
+                }
+            }
+            let Some(std::cmp::Reverse((t, c))) = ready.pop() else { break };
+            let c = c as usize;
+            let Some(e) = queues[c].pop_front() else {
+                queued[c] = false;
+                continue;
+            };
+            let done = if e.op.space() == Space::Global {
+                m.read_only(c as u32, e.addr, t)
+            } else {
+                m.access(c as u32, e.addr, e.op.access() != Access::Load, t)
+            };
+            end = end.max(done);
+            next[c] = done + think;
+            if queues[c].is_empty() {
+                // Its next reference is not read yet (or there is none): it waits for the reader.
+                queued[c] = false;
+            } else {
+                ready.push(std::cmp::Reverse((next[c], c as u32)));
+            }
+        }
+        Ok((m.stats, end, events))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// A workload written as a trace and replayed gives what the in-memory run gives.
+        #[test]
+        fn a_replayed_trace_is_the_workload_run_in_memory() {
+            for read_only in [false, true] {
+                let w = Workload { accesses: 3000, read_only, ..Workload::default() };
+                let mut bytes = Vec::new();
+                write(&w, 16, &mut bytes).unwrap();
+                let (stats, _, events) =
+                    replay(Design::BCache, Config::mesh(4, 4), &mut Reader::new(&bytes[..]).unwrap(), w.think).unwrap();
+                assert_eq!(events, 3000);
+                assert_eq!(stats.accesses, 3000);
+                let (direct, _) = super::super::run(Design::BCache, Config::mesh(4, 4), &w);
+                assert_eq!(stats.accesses, direct.accesses);
+                // Same references per core, same machine: the same misses within noise of
+                // the order cores interleave in.
+                let (a, b) = (stats.misses as f64, direct.misses as f64);
+                assert!((a - b).abs() / b < 0.1, "{a} against {b} (read-only: {read_only})");
+            }
+        }
+    }
+}
