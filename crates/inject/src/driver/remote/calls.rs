@@ -703,6 +703,21 @@ unsafe extern "C" fn cu_memset_d32_async(dst: CUdeviceptr, value: c_uint, count:
     forwarded("cu_memset_d32_async", || cu_memset_d32(dst, value, count))
 }
 
+/// The manager's answer to a map request: its 128 bytes into the program's `tm`.
+///
+/// # Safety
+/// `tm` points at 128 writable bytes (a `CUtensorMap`).
+unsafe fn map_reply(reply: Result<Reply, CUresult>, tm: *mut c_void) -> CUresult {
+    match reply {
+        Ok(Reply::Bytes(b)) if b.len() == 128 => {
+            std::ptr::copy_nonoverlapping(b.as_ptr(), tm.cast::<u8>(), 128);
+            CUDA_SUCCESS
+        }
+        Ok(_) => NOT_SUPPORTED,
+        Err(code) => code,
+    }
+}
+
 /// `cuTensorMapEncodeTiled`: the manager makes the map (a tensor inside the tenant's
 /// partition only) and remembers it; a kernel's tensor copies run with no other map.
 #[allow(clippy::too_many_arguments)]
@@ -743,14 +758,7 @@ unsafe extern "C" fn cu_tensor_map_encode_tiled(
             l2_promotion,
             oob_fill,
         };
-        match call(&Request::TensorMapEncodeTiled(m)) {
-            Ok(Reply::Bytes(b)) if b.len() == 128 => {
-                std::ptr::copy_nonoverlapping(b.as_ptr(), tm.cast::<u8>(), 128);
-                CUDA_SUCCESS
-            }
-            Ok(_) => NOT_SUPPORTED,
-            Err(code) => code,
-        }
+        map_reply(call(&Request::TensorMapEncodeTiled(m)), tm)
     })
 }
 
@@ -795,14 +803,7 @@ unsafe extern "C" fn cu_tensor_map_encode_im2col(
             l2_promotion,
             oob_fill,
         };
-        match call(&Request::TensorMapEncodeIm2col(m)) {
-            Ok(Reply::Bytes(b)) if b.len() == 128 => {
-                std::ptr::copy_nonoverlapping(b.as_ptr(), tm.cast::<u8>(), 128);
-                CUDA_SUCCESS
-            }
-            Ok(_) => NOT_SUPPORTED,
-            Err(code) => code,
-        }
+        map_reply(call(&Request::TensorMapEncodeIm2col(m)), tm)
     })
 }
 
