@@ -235,6 +235,13 @@ fn mlb(a: MlbArgs) -> anyhow::Result<i32> {
         ModeArg::HwOnly => Mode::HwOnly,
         ModeArg::Derived => Mode::Derived,
     };
+    // Each SM holds a buffer of this many entries: a damaged command line must not ask for
+    // billions.
+    anyhow::ensure!(
+        a.entries.iter().all(|&e| e <= 1 << 16) && a.ways <= 1 << 16,
+        "--entries and --ways: at most 65,536 (an MLB of GPUArmor's is 8 to 16 entries)"
+    );
+    anyhow::ensure!(!a.entries.is_empty() && !a.orgs.is_empty(), "--entries and --orgs: at least one each");
     let timing = Timing {
         load_cycles: a.load_cycles,
         check_cycles: a.check_cycles,

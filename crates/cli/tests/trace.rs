@@ -109,3 +109,27 @@ fn a_trace_cut_by_a_crash_is_read_up_to_its_cut_with_the_reason() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cut.gstrace") && err.contains("trace byte") && err.contains("cut off"), "{err}");
 }
+
+/// `gpusan sim`'s answers to bad input: a missing file and a file that is no trace are named
+/// with what is wrong; impossible options are refused before any work.
+#[test]
+fn bad_input_to_gpusan_sim_is_refused_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("none.gstrace");
+    let not_a_trace = dir.path().join("text.gstrace");
+    std::fs::write(&not_a_trace, "hello").unwrap();
+    let cases: Vec<(Vec<std::ffi::OsString>, &str)> = vec![
+        (vec!["mlb".into(), missing.clone().into()], "none.gstrace"),
+        (vec!["mlb".into(), not_a_trace.clone().into()], "cut off"),
+        (vec!["characterize".into(), not_a_trace.clone().into()], "text.gstrace"),
+        (vec!["mlb".into(), not_a_trace.clone().into(), "--entries".into(), "100000000".into()], "at most 65,536"),
+        (vec!["bcache".into(), "--meshes".into(), "4by4".into()], "WIDTHxHEIGHT"),
+        (vec!["bcache".into(), "--meshes".into(), "100x2".into()], "1 to 64"),
+    ];
+    for (args, words) in cases {
+        let out = gpusan().arg("sim").args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(err.contains(words) && !err.contains("panicked"), "{args:?}: {err}");
+    }
+}

@@ -188,6 +188,16 @@ pub struct Driver {
 unsafe impl Send for Driver {}
 unsafe impl Sync for Driver {}
 
+/// A tensor map an encode call (`encode`, given where to write) made: the driver writes a
+/// `CUtensorMap`, 128 bytes aligned to 64.
+fn encoded_map(call: &'static str, encode: impl FnOnce(*mut c_void) -> CUresult) -> Result<[u8; 128], DriverError> {
+    #[repr(C, align(64))]
+    struct Map([u8; 128]);
+    let mut out = Map([0; 128]);
+    check(call, encode(out.0.as_mut_ptr().cast()))?;
+    Ok(out.0)
+}
+
 fn check(call: &'static str, code: CUresult) -> Result<(), DriverError> {
     if code == CUDA_SUCCESS {
         Ok(())
@@ -525,14 +535,10 @@ impl Driver {
             // 1: CUDA_ERROR_INVALID_VALUE.
             return Err(DriverError::Call { call: NAME, code: 1 });
         }
-        // The driver writes a CUtensorMap: 128 bytes, 64-byte aligned.
-        #[repr(C, align(64))]
-        struct Map([u8; 128]);
-        let mut out = Map([0; 128]);
-        // SAFETY: a map of ours; arrays of the lengths the rank says, checked above.
-        check(NAME, unsafe {
+        // SAFETY: arrays of the lengths the rank says, checked above.
+        encoded_map(NAME, |out| unsafe {
             f(
-                out.0.as_mut_ptr().cast(),
+                out,
                 m.data_type,
                 rank as c_uint,
                 m.address as *mut c_void,
@@ -545,8 +551,7 @@ impl Driver {
                 m.l2_promotion,
                 m.oob_fill,
             )
-        })?;
-        Ok(out.0)
+        })
     }
 
     /// `cuTensorMapEncodeIm2col` on `m`: the 128-byte map. The lengths of `m`'s arrays are
@@ -564,13 +569,10 @@ impl Driver {
         {
             return Err(DriverError::Call { call: NAME, code: 1 });
         }
-        #[repr(C, align(64))]
-        struct Map([u8; 128]);
-        let mut out = Map([0; 128]);
-        // SAFETY: a map of ours; arrays of the lengths the rank says, checked above.
-        check(NAME, unsafe {
+        // SAFETY: arrays of the lengths the rank says, checked above.
+        encoded_map(NAME, |out| unsafe {
             f(
-                out.0.as_mut_ptr().cast(),
+                out,
                 m.data_type,
                 rank as c_uint,
                 m.address as *mut c_void,
@@ -586,8 +588,7 @@ impl Driver {
                 m.l2_promotion,
                 m.oob_fill,
             )
-        })?;
-        Ok(out.0)
+        })
     }
 
     pub fn device_attribute(&self, attribute: i32) -> Result<i64, DriverError> {
