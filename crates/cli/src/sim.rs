@@ -190,6 +190,10 @@ pub struct SynthArgs {
 }
 
 pub fn run(command: SimCommand) -> anyhow::Result<i32> {
+    // Tables piped into `head` end quietly, as other tools' do, not with a panic on the
+    // broken pipe (Rust ignores SIGPIPE by default). These commands start no program.
+    // SAFETY: restoring a signal's default disposition in this process.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     match command {
         SimCommand::Mlb(a) => mlb(a),
         SimCommand::Characterize(a) => characterize(a),
