@@ -17,8 +17,11 @@
 # 5. gpusan trace's first run on a GPU: the PyTorch MLP's steps, every warp's accesses
 #    through the binary route, characterized and swept (HW-only MLB)               ~90 s
 # 6. the canary reliability cases at the 4 ms default                              ~140 s
+#
+# NEXT_CALL_SHORT=1 runs parts 2-5 only (about 200 s), for a session with little device time.
 set -uo pipefail
 dir=${1:?usage: bench/next-call.sh DIR}
+short=${NEXT_CALL_SHORT:-0}
 out=${OUT:-/tmp/out}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 log=$out/next-call.log
@@ -31,7 +34,7 @@ part() {
   OUT=${PART_OUT:-$out} timeout "$limit" "$@" >> "$log" 2>&1
   echo "== rc=$? after $(( $(date +%s) - t0 ))s" >> "$log"
 }
-GPUSAN_CANARY_ONLY='torch_transformer' GPUSAN_CANARY_ROUNDS=6 GPUSAN_CANARY_TORCH_STEPS=50 GPUSAN_CANARY_BUDGET_S=240 \
+[ "$short" = 1 ] || GPUSAN_CANARY_ONLY='torch_transformer' GPUSAN_CANARY_ROUNDS=6 GPUSAN_CANARY_TORCH_STEPS=50 GPUSAN_CANARY_BUDGET_S=240 \
   GPUSAN_CANARY_VARIANTS='i1=--canary-interval-ms 1;nok=GPUSAN_CANARY_DIAG=no_kernels' \
   part 250 "$repo/bench/canary-overhead.sh" "$dir"
 rm -f "$out"/canary-overhead-logs.tar.gz
@@ -50,7 +53,7 @@ for mode in hw-only derived; do
   timeout 40 "$dir/gpusan" sim mlb "$out/trace-torch-mlp.gstrace" --mode "$mode" --json "$out/mlb-torch-mlp-$mode.json" --svg "$out/mlb-torch-mlp-$mode.svg" >> "$log" 2>&1
 done
 rm -f "$out"/trace-torch-mlp.gstrace*
-GPUSAN_RELIABILITY_CASE_S=60 GPUSAN_RELIABILITY_ONLY='canary_gmod|canary_programs|canary_torch' \
+[ "$short" = 1 ] || GPUSAN_RELIABILITY_CASE_S=60 GPUSAN_RELIABILITY_ONLY='canary_gmod|canary_programs|canary_torch' \
   part 140 "$repo/bench/reliability.sh" "$dir"
 # The reliability logs are large: the call brings back a limited number of files.
 rm -f "$out"/reliability-logs.tar.gz

@@ -33,6 +33,39 @@ pub enum SimCommand {
     Noc(NocArgs),
     /// Write the BCache paper's synthetic workload as a trace (`gpusan sim bcache --trace`).
     BcacheSynth(BcacheSynthArgs),
+    /// The BCache paper's Figs. 9-12 and Table III for programs: CPU traces
+    /// (`bench/bcache/trace-programs.sh`) replayed on HardBound, BCache and BCache-3D, with
+    /// bounds sharing and smart tagging (crates/sim/src/bcache/program.rs says the model).
+    BcachePrograms(BcacheProgramsArgs),
+}
+
+#[derive(Args)]
+pub struct BcacheProgramsArgs {
+    /// CPU traces (`gpusan cputrace`); each is named by its file's stem.
+    #[arg(required = true)]
+    traces: Vec<PathBuf>,
+    /// The mesh, as WIDTHxHEIGHT (threads map to cores by their number).
+    #[arg(long, default_value = "4x4")]
+    mesh: String,
+    /// HardBound's directory access, beyond the L2's (see `gpusan sim bcache`).
+    #[arg(long, default_value_t = 0)]
+    directory_cycles: u64,
+    /// BCache: a bounds store to a block no bounds node holds fetches it from memory, as
+    /// HardBound's write miss does (the paper does not say).
+    #[arg(long)]
+    write_fetch: bool,
+    /// A data L1 miss's cycles (data other than bounds and read-only data is not simulated
+    /// beyond each core's L1; the same for every design).
+    #[arg(long, default_value_t = gpusan_sim::bcache::program::Options::default().data_miss_cycles)]
+    data_miss_cycles: u64,
+    /// Cycles between a thread's memory operations (its other instructions).
+    #[arg(long, default_value_t = gpusan_sim::bcache::program::Options::default().think)]
+    think: u64,
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write fig9.svg, fig10.svg, fig11.svg and fig12.svg into this folder.
+    #[arg(long)]
+    svg_dir: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -73,6 +106,10 @@ pub struct BcacheArgs {
     /// full-system simulator, none for the cache simulator).
     #[arg(long, default_value_t = 0)]
     directory_cycles: u64,
+    /// BCache: a bounds store to a block no bounds node holds fetches it from memory, as
+    /// HardBound's write miss does (the paper does not say).
+    #[arg(long)]
+    write_fetch: bool,
     #[arg(long)]
     json: Option<PathBuf>,
     #[arg(long)]
@@ -200,6 +237,7 @@ pub fn run(command: SimCommand) -> anyhow::Result<i32> {
         SimCommand::Synth(a) => synth(a),
         SimCommand::Bcache(a) => bcache(a),
         SimCommand::Noc(a) => noc(a),
+        SimCommand::BcachePrograms(a) => bcache_programs(a),
         SimCommand::BcacheSynth(a) => {
             let w = gpusan_sim::bcache::synthetic::Workload {
                 accesses: a.accesses,
@@ -429,7 +467,8 @@ fn bcache(a: BcacheArgs) -> anyhow::Result<i32> {
                 .join(", ")
         );
         for d in designs {
-            let config = BConfig { directory_cycles: a.directory_cycles, ..BConfig::mesh(w, h) };
+            let config =
+                BConfig { directory_cycles: a.directory_cycles, write_fetch: a.write_fetch, ..BConfig::mesh(w, h) };
             let (stats, cycles) = match &a.trace {
                 None => run(d, config, &workload),
                 Some(path) => {
@@ -475,7 +514,7 @@ fn bcache(a: BcacheArgs) -> anyhow::Result<i32> {
         let doc = serde_json::json!({
             "what": "gpusan sim bcache: average miss latency of bounds information (cycles), the BCache paper's synthetic workload (crates/sim/src/bcache says the model)",
             "workload": workload,
-            "config_4x4": BConfig { directory_cycles: a.directory_cycles, ..BConfig::mesh(4, 4) },
+            "config_4x4": BConfig { directory_cycles: a.directory_cycles, write_fetch: a.write_fetch, ..BConfig::mesh(4, 4) },
             "results": rows,
         });
         std::fs::write(path, serde_json::to_string_pretty(&doc)?).with_context(|| format!("{}", path.display()))?;
@@ -489,6 +528,286 @@ fn bcache(a: BcacheArgs) -> anyhow::Result<i32> {
         std::fs::write(path, svg).with_context(|| format!("{}", path.display()))?;
     }
     Ok(0)
+}
+
+/// A replay behind a figure: (figure, series, design, what is simulated).
+type ProgramRun = (&'static str, &'static str, gpusan_sim::bcache::model::Design, gpusan_sim::bcache::program::Options);
+
+/// The replays behind each figure.
+fn program_runs(
+    base: gpusan_sim::bcache::program::Options,
+) -> Vec<(&'static str, &'static str, gpusan_sim::bcache::model::Design, gpusan_sim::bcache::program::Options)> {
+    use gpusan_sim::bcache::model::Design::*;
+    use gpusan_sim::bcache::program::Options;
+    let bounds = Options { bounds: true, read_only: false, smart: false, ..base };
+    let read_only = Options { bounds: false, read_only: true, smart: false, ..base };
+    let both = Options { bounds: true, read_only: true, smart: false, ..base };
+    vec![
+        ("fig9", "hardbound", HardBound, bounds),
+        ("fig9", "bcache", BCache, bounds),
+        ("fig9", "bcache3d", BCache3d, bounds),
+        ("fig10", "hardbound", HardBound, read_only),
+        ("fig10", "bcache", BCache, read_only),
+        ("fig11", "hardbound", HardBound, both),
+        ("fig11", "bcache", BCache, both),
+        ("fig11", "bcache+skip", BCache, Options { smart: true, ..both }),
+    ]
+}
+
+fn bcache_programs(a: BcacheProgramsArgs) -> anyhow::Result<i32> {
+    use gpusan_sim::bcache::model::Config as BConfig;
+    use gpusan_sim::bcache::program::Options;
+    let (w, h) = parse_mesh(&a.mesh)?;
+    let config = BConfig { directory_cycles: a.directory_cycles, write_fetch: a.write_fetch, ..BConfig::mesh(w, h) };
+    let base = Options { data_miss_cycles: a.data_miss_cycles, think: a.think, ..Options::default() };
+    let runs = program_runs(base);
+    let names: Vec<String> = a
+        .traces
+        .iter()
+        .map(|p| p.file_stem().map_or_else(|| p.display().to_string(), |s| s.to_string_lossy().into_owned()))
+        .collect();
+    for p in &a.traces {
+        let r = open(p)?;
+        anyhow::ensure!(
+            r.meta().source == "gpusan cputrace",
+            "{}: a trace of `{}`, not a CPU trace (`gpusan cputrace`, bench/bcache/trace-programs.sh)",
+            p.display(),
+            r.meta().source
+        );
+    }
+    let got = replay_programs(&a.traces, &names, config, &runs)?;
+    let means = print_program_tables(&names, &runs, &got);
+    if let Some(path) = &a.json {
+        let rows: Vec<serde_json::Value> = names
+            .iter()
+            .enumerate()
+            .flat_map(|(t, n)| {
+                runs.iter().zip(&got[t]).map(move |(r, st)| {
+                    serde_json::json!({"workload": n, "figure": r.0, "series": r.1, "options": r.3, "avg_miss_latency": st.machine.average().0, "stats": st})
+                })
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "what": "gpusan sim bcache-programs: the BCache paper's Figs 9-12 and Table III on CPU traces (crates/sim/src/bcache/program.rs says the model)",
+            "traces": a.traces, "config": config, "means": means,
+            "results": rows,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&doc)?).with_context(|| format!("{}", path.display()))?;
+    }
+    if let Some(dir) = &a.svg_dir {
+        program_charts(dir, &names, &runs, &got)?;
+    }
+    Ok(0)
+}
+
+/// Every (trace, run) replayed on its own, spread over the cores (the results do not depend
+/// on the order); per trace, the runs' counts in `runs`' order.
+fn replay_programs(
+    traces: &[PathBuf],
+    names: &[String],
+    config: gpusan_sim::bcache::model::Config,
+    runs: &[ProgramRun],
+) -> anyhow::Result<Vec<Vec<gpusan_sim::bcache::program::ProgramStats>>> {
+    use gpusan_sim::bcache::program::{replay, ProgramStats};
+    let a_traces = traces;
+    let jobs: Vec<(usize, usize)> = (0..a_traces.len()).flat_map(|t| (0..runs.len()).map(move |r| (t, r))).collect();
+    type Slot = std::sync::Mutex<Option<anyhow::Result<(ProgramStats, f64)>>>;
+    let results: Vec<Slot> = jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len()).max(1);
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&(t, r)) = jobs.get(i) else { break };
+                let (_, _, design, opts) = runs[r];
+                let started = Instant::now();
+                let out = open(&a_traces[t]).and_then(|mut reader| {
+                    replay(design, config, &opts, &mut reader).with_context(|| format!("{}", a_traces[t].display()))
+                });
+                *results[i].lock().unwrap() = Some(out.map(|st| (st, started.elapsed().as_secs_f64())));
+            });
+        }
+    });
+    let mut got: Vec<Vec<ProgramStats>> = vec![Vec::new(); a_traces.len()];
+    for (i, cell) in results.into_iter().enumerate() {
+        let (t, r) = jobs[i];
+        let (st, secs) = cell.into_inner().unwrap().expect("every job ran")?;
+        eprintln!(
+            "{} {} {}: {} events in {secs:.2} s ({:.1} M/s)",
+            names[t],
+            runs[r].0,
+            runs[r].1,
+            st.events,
+            st.events as f64 / secs.max(1e-9) / 1e6
+        );
+        got[t].push(st);
+    }
+    Ok(got)
+}
+
+/// The figures' tables on stdout; their means.
+fn print_program_tables(
+    names: &[String],
+    runs: &[ProgramRun],
+    got: &[Vec<gpusan_sim::bcache::program::ProgramStats>],
+) -> serde_json::Value {
+    use gpusan_sim::bcache::program::ProgramStats;
+    let idx = |fig: &str, series: &str| runs.iter().position(|r| r.0 == fig && r.1 == series).unwrap();
+    let pct = |new: f64, old: f64| (new / old.max(1e-12) - 1.0) * 100.0;
+    let lat = |st: &ProgramStats| st.machine.average().0;
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+
+    println!("Fig. 9: bounds information, average miss latency (cycles), and all misses' cycles against HardBound's");
+    println!(
+        "(a write-through store counts as a miss of BCache's: the average alone flatters it where stores are many)"
+    );
+    println!(
+        "{:<14} {:>9} {:>9} {:>8} {:>9} {:>8} {:>9} {:>9} {:>10}",
+        "workload", "hardbound", "bcache", "vs HB", "bcache3d", "vs HB", "misses HB", "misses BC", "total BC"
+    );
+    let (mut v9, mut v9d, mut v9t) = (Vec::new(), Vec::new(), Vec::new());
+    for (t, n) in names.iter().enumerate() {
+        let (hb, bc, b3) =
+            (&got[t][idx("fig9", "hardbound")], &got[t][idx("fig9", "bcache")], &got[t][idx("fig9", "bcache3d")]);
+        let (x, y) = (pct(lat(bc), lat(hb)), pct(lat(b3), lat(hb)));
+        let total = pct(bc.machine.latency.total() as f64, hb.machine.latency.total() as f64);
+        if hb.machine.misses > 0 {
+            v9.push(x);
+            v9d.push(y);
+            v9t.push(total);
+        }
+        println!(
+            "{n:<14} {:>9.1} {:>9.1} {:>+7.1}% {:>9.1} {:>+7.1}% {:>9} {:>9} {:>+9.1}%",
+            lat(hb),
+            lat(bc),
+            x,
+            lat(b3),
+            y,
+            hb.machine.misses,
+            bc.machine.misses,
+            total
+        );
+    }
+    println!(
+        "{:<14} {:>9} {:>9} {:>+7.1}% {:>9} {:>+7.1}% {:>9} {:>9} {:>+9.1}%",
+        "mean",
+        "",
+        "",
+        mean(&v9),
+        "",
+        mean(&v9d),
+        "",
+        "",
+        mean(&v9t)
+    );
+
+    println!("\nFig. 10: read-only data, average miss latency (cycles)");
+    println!("{:<14} {:>9} {:>9} {:>8} {:>9}", "workload", "hardbound", "bcache", "vs HB", "ro ops");
+    let mut v10 = Vec::new();
+    for (t, n) in names.iter().enumerate() {
+        let (hb, bc) = (&got[t][idx("fig10", "hardbound")], &got[t][idx("fig10", "bcache")]);
+        let x = pct(lat(bc), lat(hb));
+        if hb.machine.misses > 0 {
+            v10.push(x);
+        }
+        println!("{n:<14} {:>9.1} {:>9.1} {:>+7.1}% {:>9}", lat(hb), lat(bc), x, hb.read_only_ops);
+    }
+    println!("{:<14} {:>9} {:>9} {:>+7.1}%", "mean", "", "", mean(&v10));
+
+    println!("\nFig. 11: memory micro-ops per cycle (bounds information and read-only data together)");
+    println!("{:<14} {:>9} {:>9} {:>11} {:>8}", "workload", "hardbound", "bcache", "bcache+skip", "vs HB");
+    let mut v11 = Vec::new();
+    for (t, n) in names.iter().enumerate() {
+        let (hb, bc, sk) =
+            (&got[t][idx("fig11", "hardbound")], &got[t][idx("fig11", "bcache")], &got[t][idx("fig11", "bcache+skip")]);
+        let x = pct(sk.upc, hb.upc);
+        v11.push(x);
+        println!("{n:<14} {:>9.4} {:>9.4} {:>11.4} {:>+7.1}%", hb.upc, bc.upc, sk.upc, x);
+    }
+    println!("{:<14} {:>9} {:>9} {:>11} {:>+7.1}%", "mean", "", "", "", mean(&v11));
+
+    println!("\nTable III: bounds checks skipped by smart tagging (the two rules of program.rs)");
+    println!("{:<14} {:>11} {:>11} {:>8} {:>11} {:>8}", "workload", "total", "stored", "%", "address", "%");
+    for (t, n) in names.iter().enumerate() {
+        let c = &got[t][idx("fig11", "bcache+skip")].checks;
+        let p = |k: u64| 100.0 * k as f64 / c.total.max(1) as f64;
+        println!(
+            "{n:<14} {:>11} {:>11} {:>7.3}% {:>11} {:>7.3}%",
+            c.total,
+            c.skipped_stored,
+            p(c.skipped_stored),
+            c.skipped_address,
+            p(c.skipped_address)
+        );
+    }
+
+    println!("\nFig. 12: bounds information's storage, shared against unshared");
+    println!(
+        "{:<14} {:>10} {:>8} {:>12} {:>12} {:>8}",
+        "workload", "locations", "linked", "unshared B", "shared B", "shared"
+    );
+    let mut v12 = Vec::new();
+    for (t, n) in names.iter().enumerate() {
+        let st = &got[t][idx("fig11", "bcache+skip")].storage;
+        let r = st.shared_bytes as f64 / st.unshared_bytes.max(1) as f64;
+        if st.unshared_bytes > 0 {
+            v12.push(r);
+        }
+        println!(
+            "{n:<14} {:>10} {:>8} {:>12} {:>12} {:>7.1}%",
+            st.locations,
+            st.linked,
+            st.unshared_bytes,
+            st.shared_bytes,
+            100.0 * r
+        );
+    }
+    println!("{:<14} {:>10} {:>8} {:>12} {:>12} {:>7.1}%", "mean", "", "", "", "", 100.0 * mean(&v12));
+
+    serde_json::json!({"fig9_bcache_vs_hb_percent": mean(&v9), "fig9_bcache3d_vs_hb_percent": mean(&v9d), "fig9_bcache_total_miss_cycles_vs_hb_percent": mean(&v9t), "fig10_bcache_vs_hb_percent": mean(&v10), "fig11_skip_vs_hb_upc_percent": mean(&v11), "fig12_shared_over_unshared": mean(&v12)})
+}
+
+/// Figs. 9-12 as grouped bars in `dir`.
+fn program_charts(
+    dir: &Path,
+    names: &[String],
+    runs: &[ProgramRun],
+    got: &[Vec<gpusan_sim::bcache::program::ProgramStats>],
+) -> anyhow::Result<()> {
+    use gpusan_sim::bcache::program::ProgramStats;
+    let idx = |fig: &str, series: &str| runs.iter().position(|r| r.0 == fig && r.1 == series).unwrap();
+    let lat = |st: &ProgramStats| st.machine.average().0;
+    std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))?;
+    let groups: Vec<&str> = names.iter().map(String::as_str).collect();
+    let series = |fig: &str, f: &dyn Fn(&ProgramStats) -> f64| -> Vec<(&'static str, Vec<f64>)> {
+        runs.iter()
+            .enumerate()
+            .filter(|(_, r)| r.0 == fig)
+            .map(|(i, r)| (r.1, got.iter().map(|g| f(&g[i])).collect()))
+            .collect()
+    };
+    let charts = [
+        ("fig9.svg", "Bounds information: average miss latency", "cycles per miss", series("fig9", &lat)),
+        ("fig10.svg", "Read-only data: average miss latency", "cycles per miss", series("fig10", &lat)),
+        ("fig11.svg", "Memory micro-ops per cycle", "uPC", series("fig11", &|st| st.upc)),
+    ];
+    for (file, title, what, s) in charts {
+        let svg = gpusan_sim::chart::bars(title, what, &groups, &s).map_err(anyhow::Error::msg)?;
+        std::fs::write(dir.join(file), svg)?;
+    }
+    let i = idx("fig11", "bcache+skip");
+    let shared: Vec<f64> =
+        got.iter().map(|g| g[i].storage.shared_bytes as f64 / g[i].storage.unshared_bytes.max(1) as f64).collect();
+    let svg = gpusan_sim::chart::bars(
+        "Bounds information's storage, normalized to unshared",
+        "share of unshared",
+        &groups,
+        &[("unshared", vec![1.0; groups.len()]), ("shared", shared)],
+    )
+    .map_err(anyhow::Error::msg)?;
+    std::fs::write(dir.join("fig12.svg"), svg)?;
+    Ok(())
 }
 
 fn noc(a: NocArgs) -> anyhow::Result<i32> {

@@ -118,6 +118,10 @@ fn bad_input_to_gpusan_sim_is_refused_with_its_reason() {
     let missing = dir.path().join("none.gstrace");
     let not_a_trace = dir.path().join("text.gstrace");
     std::fs::write(&not_a_trace, "hello").unwrap();
+    let gpu_trace = dir.path().join("gpu.gstrace");
+    let out =
+        gpusan().args(["sim", "synth"]).arg(&gpu_trace).args(["--kernels", "1", "--warps", "4"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let cases: Vec<(Vec<std::ffi::OsString>, &str)> = vec![
         (vec!["mlb".into(), missing.clone().into()], "none.gstrace"),
         (vec!["mlb".into(), not_a_trace.clone().into()], "cut off"),
@@ -125,11 +129,63 @@ fn bad_input_to_gpusan_sim_is_refused_with_its_reason() {
         (vec!["mlb".into(), not_a_trace.clone().into(), "--entries".into(), "100000000".into()], "at most 65,536"),
         (vec!["bcache".into(), "--meshes".into(), "4by4".into()], "WIDTHxHEIGHT"),
         (vec!["bcache".into(), "--meshes".into(), "100x2".into()], "1 to 64"),
+        (vec!["bcache-programs".into(), missing.clone().into()], "none.gstrace"),
+        (vec!["bcache-programs".into(), gpu_trace.clone().into()], "not a CPU trace"),
     ];
     for (args, words) in cases {
         let out = gpusan().arg("sim").args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} succeeded");
         assert!(err.contains(words) && !err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+/// `gpusan sim bcache-programs` on a CPU trace: every figure's table, its JSON (eight replays
+/// a trace) and its charts.
+#[test]
+fn bcache_programs_gives_every_figure_of_a_cpu_trace() {
+    use gpusan_trace::{Access, Event, Meta, Op, Space, Writer};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gstrace");
+    let meta = Meta { source: "gpusan cputrace".into(), ..Meta::default() };
+    let mut w = Writer::new(std::fs::File::create(&path).unwrap(), &meta, Default::default()).unwrap();
+    let acc = |tid: u32, store: bool, addr: u64, size: u64, obj: u32, to: u32, ro: bool| {
+        let a = if store { Access::Store } else { Access::Load };
+        let mut e = Event::access(0, tid, u32::from(ro), Op::new(Space::Global, a, size as u32), addr, size, obj);
+        e.epoch = to;
+        e
+    };
+    w.push(&Event::alloc(1, 0x1000, 64)).unwrap();
+    w.push(&Event::alloc(2, 0x2000, 64)).unwrap();
+    w.push(&acc(0, true, 0x1000, 8, 1, 2, false)).unwrap();
+    for i in 0..100 {
+        for t in 1..4 {
+            w.push(&acc(t, false, 0x1000, 8, 1, 2, false)).unwrap();
+            w.push(&acc(t, false, 0x2000 + 4 * (i % 16), 4, 2, 0, true)).unwrap();
+        }
+    }
+    w.finish().unwrap();
+    let json = dir.path().join("p.json");
+    let out = gpusan()
+        .args(["sim", "bcache-programs"])
+        .arg(&path)
+        .arg("--json")
+        .arg(&json)
+        .arg("--svg-dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for words in ["Fig. 9", "Fig. 10", "Fig. 11", "Table III", "Fig. 12", "tiny"] {
+        assert!(text.contains(words), "{words} missing:\n{text}");
+    }
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let results = doc["results"].as_array().unwrap();
+    assert_eq!(results.len(), 8);
+    // 300 dereferences of object 2 and 300 of object 1 (the pointer loads), one store.
+    assert!(results.iter().all(|r| r["stats"]["checks"]["total"] == 601), "{doc}");
+    for f in ["fig9.svg", "fig10.svg", "fig11.svg", "fig12.svg"] {
+        assert!(std::fs::read_to_string(dir.path().join(f)).unwrap().starts_with("<svg"));
     }
 }

@@ -24,6 +24,8 @@ struct Way {
 #[derive(Clone, Debug)]
 pub struct Cache {
     geometry: Geometry,
+    /// `geometry.sets()`, kept: every access needs it.
+    sets: u64,
     ways: Vec<Way>,
     clock: u64,
 }
@@ -31,7 +33,7 @@ pub struct Cache {
 impl Cache {
     pub fn new(geometry: Geometry) -> Cache {
         let n = geometry.sets() as usize * geometry.ways as usize;
-        Cache { geometry, ways: vec![Way::default(); n], clock: 0 }
+        Cache { geometry, sets: geometry.sets(), ways: vec![Way::default(); n], clock: 0 }
     }
 
     /// The block an address lies in.
@@ -41,7 +43,7 @@ impl Cache {
 
     fn set(&mut self, block: u64) -> &mut [Way] {
         let ways = self.geometry.ways as usize;
-        let s = (block % self.geometry.sets()) as usize;
+        let s = (block % self.sets) as usize;
         &mut self.ways[s * ways..(s + 1) * ways]
     }
 
@@ -60,7 +62,7 @@ impl Cache {
 
     pub fn holds(&self, block: u64) -> bool {
         let ways = self.geometry.ways as usize;
-        let s = (block % self.geometry.sets()) as usize;
+        let s = (block % self.sets) as usize;
         self.ways[s * ways..(s + 1) * ways].iter().any(|w| w.tag == block + 1)
     }
 

@@ -6,4 +6,5 @@
 pub mod cache;
 pub mod mesh;
 pub mod model;
+pub mod program;
 pub mod synthetic;

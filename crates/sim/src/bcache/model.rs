@@ -68,6 +68,11 @@ pub struct Config {
     pub bounds_slice: Geometry,
     pub l2_cycles: u64,
     pub directory_cycles: u64,
+    /// BCache: a bounds store whose block no bounds node holds fetches it from memory first
+    /// (as HardBound's write miss does); off, the bounds node takes the record without its
+    /// block. The paper does not say which.
+    #[serde(default)]
+    pub write_fetch: bool,
     pub memory_cycles: u64,
     /// Flits of a data message (a 64-byte block in 16-byte flits, and its head).
     pub data_flits: u64,
@@ -85,6 +90,7 @@ impl Config {
             bounds_slice: Geometry { bytes: 256 << 10, ways: 4, block: 64 },
             l2_cycles: 4,
             directory_cycles: 0,
+            write_fetch: false,
             memory_cycles: 300,
             data_flits: 5,
         }
@@ -387,7 +393,21 @@ impl Machine {
             self.l1[core as usize].insert(block);
             let t0 = at + c.l1_cycles;
             let t1 = via(&mut self.mesh, core, bn, c.data_flits, t0);
-            let done = t1 + c.l2_cycles;
+            let mut done = t1 + c.l2_cycles;
+            let mut memory = 0;
+            if c.write_fetch && !self.l2[k].holds(block) {
+                match (0..self.bounds_nodes.len()).find(|&j| j != k && self.l2[j].holds(block)) {
+                    Some(j) => {
+                        let asked = self.bounds_net.send(k as u32, j as u32, 1, done);
+                        done = self.bounds_net.send(j as u32, k as u32, c.data_flits, asked + c.l2_cycles);
+                    }
+                    None => {
+                        memory = c.memory_cycles;
+                        done += memory;
+                        self.stats.memory_accesses += 1;
+                    }
+                }
+            }
             self.l2[k].insert(block);
             for (j, &other) in self.bounds_nodes.clone().iter().enumerate() {
                 if j == k || !self.l2[j].holds(block) {
@@ -410,7 +430,7 @@ impl Machine {
                     self.stats.invalidations += 1;
                 }
             }
-            self.miss(Latency { request: t1 - t0, lookup: c.l2_cycles, ..Latency::default() });
+            self.miss(Latency { request: t1 - t0, lookup: done - t1 - memory, memory, ..Latency::default() });
             return done;
         }
         if self.l1[core as usize].lookup(block) {
@@ -490,6 +510,24 @@ mod tests {
         m.access(11, 0x4000, false, 2000);
         assert_eq!(m.stats.memory_accesses, before);
         assert_eq!(m.stats.misses, 3);
+    }
+
+    /// With `write_fetch`, a bounds store to a block no bounds node holds waits for memory;
+    /// one another bounds node holds comes over the bounds network; without it, neither.
+    #[test]
+    fn a_bcache_store_fetches_its_block_only_with_write_fetch() {
+        let cfg = Config::mesh(4, 4);
+        let mut plain = Machine::new(Design::BCache, cfg);
+        let mut fetch = Machine::new(Design::BCache, Config { write_fetch: true, ..cfg });
+        let (a, b) = (plain.access(0, 0x4000, true, 0), fetch.access(0, 0x4000, true, 0));
+        assert_eq!(b - a, cfg.memory_cycles);
+        assert_eq!((plain.stats.memory_accesses, fetch.stats.memory_accesses), (0, 1));
+        assert_eq!(fetch.stats.latency.memory, cfg.memory_cycles);
+        // Core 15's bounds node is another one: the block comes from core 0's over the bounds
+        // network, not from memory.
+        let t = fetch.access(15, 0x4000, true, 10_000);
+        assert!(t - 10_000 < cfg.memory_cycles, "{}", t - 10_000);
+        assert_eq!(fetch.stats.memory_accesses, 1);
     }
 
     #[test]
