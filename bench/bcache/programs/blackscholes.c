@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gpusan_cputrace.h"
+#include "workload.h"
 
 #define NUM_OPTIONS 4096
 #define NUM_RUNS 100
@@ -223,16 +224,6 @@ static void *bs_thread(void *arg)
     return NULL;
 }
 
-static inline uint64_t xorshift64(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *s = x;
-    return x;
-}
-
 static float urand(uint64_t *s)
 {
     return (float)(xorshift64(s) >> 40) / (float)(1 << 24);
@@ -240,11 +231,7 @@ static float urand(uint64_t *s)
 
 int main(int argc, char **argv)
 {
-    int nThreads = argc > 1 ? atoi(argv[1]) : 16;
-    if (nThreads < 1) {
-        fprintf(stderr, "usage: %s [THREADS]\n", argv[0]);
-        return 1;
-    }
+    int nThreads = threads_arg(argc, argv);
     numOptions = NUM_OPTIONS;
 
     /* "read" the input: values in the ranges of PARSEC's option generator */

@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gpusan_cputrace.h"
+#include "workload.h"
 
 #define INPUT_SIZE (2u << 20)
 #define NSEGMENTS 96
@@ -102,26 +103,6 @@ static int nthreads;
 static int cq_thread;           /* compress queue: position in the threads' new lists */
 static entry_t *cq_next;
 static pthread_barrier_t barrier;
-
-static inline uint64_t xorshift64(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *s = x;
-    return x;
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n);
-    if (!p) {
-        perror("malloc");
-        exit(1);
-    }
-    return p;
-}
 
 static inline uint64_t rotl(uint64_t x, int r)
 {
@@ -352,11 +333,7 @@ static uint8_t *make_input(size_t size, uint64_t *rng)
 
 int main(int argc, char **argv)
 {
-    nthreads = argc > 1 ? atoi(argv[1]) : 16;
-    if (nthreads < 1) {
-        fprintf(stderr, "usage: %s [THREADS]\n", argv[0]);
-        return 1;
-    }
+    nthreads = threads_arg(argc, argv);
     uint64_t rng = 0xDED0F00Dull;
     uint8_t *in = make_input(INPUT_SIZE, &rng);
     uint64_t *bz = xmalloc(256 * sizeof(uint64_t));

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gpusan_cputrace.h"
+#include "workload.h"
 
 #define NFRAMES 5
 #define POOL_LAYERS 3
@@ -83,26 +84,6 @@ typedef struct ThreadArg {
     int id;
     Sim *sim;
 } ThreadArg;
-
-static inline uint64_t xorshift64(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *s = x;
-    return x;
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n);
-    if (!p) {
-        perror("malloc");
-        exit(1);
-    }
-    return p;
-}
 
 static int cell_of(const Sim *s, const fptype *p)
 {
@@ -282,11 +263,7 @@ static void *worker(void *arg)
 
 int main(int argc, char **argv)
 {
-    int nthreads = argc > 1 ? atoi(argv[1]) : 16;
-    if (nthreads < 1) {
-        fprintf(stderr, "usage: %s [THREADS]\n", argv[0]);
-        return 1;
-    }
+    int nthreads = threads_arg(argc, argv);
     Sim *s = xmalloc(sizeof(Sim));
     memset(s, 0, sizeof *s);
     s->nthreads = nthreads;

@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "gpusan_cputrace.h"
+#include "workload.h"
 
 #define NPTRS 2000
 #define NGLOBAL (NPTRS / 2)
@@ -62,16 +63,6 @@ typedef struct Thread {
 static Obj **gslots;            /* global pointer array, read-only after setup */
 static pthread_mutex_t *glocks; /* striped locks for the global objects' data */
 static pthread_barrier_t start_barrier;
-
-static inline uint64_t xorshift64(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *s = x;
-    return x;
-}
 
 static inline uint64_t mix(uint64_t a, uint64_t b)
 {
@@ -182,11 +173,7 @@ static void *worker(void *arg)
 
 int main(int argc, char **argv)
 {
-    int nthreads = argc > 1 ? atoi(argv[1]) : 16;
-    if (nthreads < 1) {
-        fprintf(stderr, "usage: %s [THREADS]\n", argv[0]);
-        return 1;
-    }
+    int nthreads = threads_arg(argc, argv);
 
     uint64_t rng = 0x5EED0001ull;
     gslots = malloc(NGLOBAL * sizeof(Obj *));

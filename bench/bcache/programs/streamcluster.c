@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gpusan_cputrace.h"
+#include "workload.h"
 
 #define DIM 32
 #define CHUNKSIZE 448
@@ -82,16 +83,6 @@ static long final_k;
 
 #define BARRIER() pthread_barrier_wait(&barrier)
 
-static inline uint64_t xorshift64(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *s = x;
-    return x;
-}
-
 static long lrand(void) /* thread 0 only */
 {
     return (long)(xorshift64(&rng0) >> 33);
@@ -100,16 +91,6 @@ static long lrand(void) /* thread 0 only */
 static float frand(void) /* thread 0 only, [0,1) */
 {
     return (float)(xorshift64(&rng0) >> 40) / 16777216.0f;
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        perror("malloc");
-        exit(1);
-    }
-    return p;
 }
 
 /* compute Euclidean distance squared between two points */
@@ -592,11 +573,7 @@ static void *worker(void *arg)
 
 int main(int argc, char **argv)
 {
-    nproc = argc > 1 ? atoi(argv[1]) : 16;
-    if (nproc < 1) {
-        fprintf(stderr, "usage: %s [THREADS]\n", argv[0]);
-        return 1;
-    }
+    nproc = threads_arg(argc, argv);
     uint64_t rng = 0x57C1A57E4ull;
     rng0 = 0x5EED5EEDull;
 

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gpusan_cputrace.h"
+#include "workload.h"
 
 #define NSWAPTIONS 16
 #define NTRIALS 512
@@ -122,16 +123,6 @@ static void free_dmatrix(FTYPE **m, long nrl, long nrh, long ncl, long nch)
     (void)nch;
     free(m[nrl] + ncl - NR_END);
     free(m + nrl - NR_END);
-}
-
-static inline uint64_t xorshift64(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *s = x;
-    return x;
 }
 
 static FTYPE RanUnif(uint64_t *s)
@@ -455,11 +446,7 @@ static void *worker(void *arg)
 
 int main(int argc, char **argv)
 {
-    nThreads = argc > 1 ? atoi(argv[1]) : 16;
-    if (nThreads < 1) {
-        fprintf(stderr, "usage: %s [THREADS]\n", argv[0]);
-        return 1;
-    }
+    nThreads = threads_arg(argc, argv);
     int iN = 11, iFactors = 3;
     uint64_t seed = 1979;
 

@@ -64,6 +64,17 @@ fn simulate(data: &[u8]) {
             assert!(s.loadmeta_null <= s.loadmeta);
         }
     }
+    // The BCache replays: a program's (CPU trace) and the synthetic workload's.
+    use crate::bcache::model::{Config as Mesh, Design};
+    use crate::bcache::program::{replay, Options};
+    let Ok(mut reader) = gpusan_trace::Reader::new(data) else { return };
+    if let Ok(s) = replay(Design::BCache, Mesh::mesh(2, 2), &Options { smart: true, ..Options::default() }, &mut reader) {
+        let c = &s.checks;
+        assert!(c.skipped_stored <= c.total && c.skipped_address <= c.total, "{c:?}");
+        assert!(s.storage.linked <= s.storage.locations, "{:?}", s.storage);
+    }
+    let Ok(mut reader) = gpusan_trace::Reader::new(data) else { return };
+    let _ = crate::bcache::synthetic::trace::replay(Design::HardBound, Mesh::mesh(2, 2), &mut reader, 1);
 }
 
 #[cfg(test)]
@@ -91,5 +102,51 @@ mod tests {
             b[i] = b[i].wrapping_add(0x41);
             super::trace(&b);
         }
+    }
+
+    /// The same for a CPU trace: every prefix and one-byte change, and a thread number that
+    /// would size the replay's tables, refused.
+    #[test]
+    fn damaged_cpu_traces_neither_panic_nor_hang() {
+        use gpusan_trace::{Access, Event, Meta, Op, Space, Writer};
+        let meta = Meta { source: "gpusan cputrace".into(), ..Meta::default() };
+        let write = |events: &[Event]| {
+            let mut bytes = Vec::new();
+            let mut w = Writer::new(&mut bytes, &meta, Default::default()).unwrap();
+            for e in events {
+                w.push(e).unwrap();
+            }
+            w.finish().unwrap();
+            bytes
+        };
+        let load = |tid: u32, addr: u64, obj: u32, to: u32| Event {
+            epoch: to,
+            ..Event::access(0, tid, 0, Op::new(Space::Global, Access::Load, 8), addr, 8, obj)
+        };
+        let events = [
+            Event::alloc(1, 0x1000, 64),
+            Event::alloc(2, 0x2000, 64),
+            load(1, 0x1000, 1, 2),
+            load(2, 0x2008, 2, 0),
+            Event { sm: 1, ..Event::free(2) },
+        ];
+        let bytes = write(&events);
+        for cut in 0..bytes.len() {
+            super::trace(&bytes[..cut]);
+        }
+        for i in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[i] = b[i].wrapping_add(0x41);
+            super::trace(&b);
+        }
+        let far = write(&[load(u32::MAX, 0x1000, 0, 0)]);
+        let err = crate::bcache::program::replay(
+            crate::bcache::model::Design::BCache,
+            crate::bcache::model::Config::mesh(2, 2),
+            &Default::default(),
+            &mut gpusan_trace::Reader::new(&far[..]).unwrap(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("at most 4096 threads"), "{err}");
     }
 }

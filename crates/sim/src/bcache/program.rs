@@ -51,6 +51,19 @@ const READ_ONLY: u32 = 1;
 /// `epoch` of a CPU trace's allocation: a read-only region, not an object.
 const REGION: u32 = 1;
 
+/// Threads a trace may have: a thread's number indexes the replay's tables, so a damaged
+/// trace's must not size them.
+pub const MAX_THREADS: u32 = 4096;
+
+/// Why a replay stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ProgramError {
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    #[error("thread {tid} in chunk {chunk}: a CPU trace has at most {MAX_THREADS} threads (a damaged trace?)")]
+    Thread { tid: u32, chunk: u64 },
+}
+
 /// Where a location's bounds record lies (a 16-byte record per 8-byte word, as the paper's
 /// 8-byte record per 4-byte word).
 pub fn bound_addr(location: u64) -> u64 {
@@ -205,8 +218,12 @@ impl Lowering {
         &mut self.held[t]
     }
 
-    /// One event of thread `e.sm`, in its program order.
+    /// One event of thread `e.sm`, in its program order; one of a thread at or past
+    /// [`MAX_THREADS`] is ignored (the replay refuses such a trace first).
     pub fn event(&mut self, e: &Event) -> Work {
+        if e.sm >= MAX_THREADS {
+            return Work::default();
+        }
         self.stats.events += 1;
         let tid = e.sm;
         match e.kind {
@@ -221,7 +238,7 @@ impl Lowering {
             }
             Kind::Free => {
                 if let Some((base, size)) = self.objects.remove(&e.alloc) {
-                    let gone: Vec<u64> = self.tags.range(base..base + size.max(1)).map(|(l, _)| *l).collect();
+                    let gone: Vec<u64> = self.tags.range(base..base.saturating_add(size.max(1))).map(|(l, _)| *l).collect();
                     for l in gone {
                         self.tags.remove(&l);
                     }
@@ -305,7 +322,7 @@ impl Lowering {
                 self.stats.bounds_loads += 1;
                 work.bounds_load = Some(bound_addr(loc));
             }
-            let addr = self.objects.get(&target).map_or(0, |(b, _)| b + e.count);
+            let addr = self.objects.get(&target).map_or(0, |(b, _)| b.wrapping_add(e.count));
             self.thread(e.sm).insert(
                 target,
                 Held {
@@ -375,7 +392,7 @@ pub fn replay<R: Read>(
     config: Config,
     opts: &Options,
     reader: &mut Reader<R>,
-) -> Result<ProgramStats, TraceError> {
+) -> Result<ProgramStats, ProgramError> {
     let cores = (config.width * config.height).max(1);
     let mut m = Machine::new(design, config);
     let mut data: Vec<Cache> = (0..cores).map(|_| Cache::new(opts.data_l1)).collect();
@@ -393,7 +410,7 @@ pub fn replay<R: Read>(
     let mut ready: BinaryHeap<std::cmp::Reverse<(u64, u32)>> = BinaryHeap::new();
     let (mut queued, mut now, mut end) = (0usize, 0u64, 0u64);
     let mut chunk = Chunk::default();
-    let mut more = true;
+    let (mut more, mut chunks) = (true, 0u64);
     let mut data_misses = 0u64;
     loop {
         // Read until every live thread has an event queued, or enough are queued.
@@ -403,6 +420,10 @@ pub fn replay<R: Read>(
             if !reader.next_chunk(&mut chunk)? {
                 more = false;
                 break;
+            }
+            chunks += 1;
+            if let Some(e) = chunk.events.iter().find(|e| e.sm >= MAX_THREADS) {
+                return Err(ProgramError::Thread { tid: e.sm, chunk: chunks - 1 });
             }
             for e in &chunk.events {
                 let t = e.sm as usize;
