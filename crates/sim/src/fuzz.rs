@@ -68,7 +68,8 @@ fn simulate(data: &[u8]) {
     use crate::bcache::model::{Config as Mesh, Design};
     use crate::bcache::program::{replay, Options};
     let Ok(mut reader) = gpusan_trace::Reader::new(data) else { return };
-    if let Ok(s) = replay(Design::BCache, Mesh::mesh(2, 2), &Options { smart: true, ..Options::default() }, &mut reader) {
+    if let Ok(s) = replay(Design::BCache, Mesh::mesh(2, 2), &Options { smart: true, ..Options::default() }, &mut reader)
+    {
         let c = &s.checks;
         assert!(c.skipped_stored <= c.total && c.skipped_address <= c.total, "{c:?}");
         assert!(s.storage.linked <= s.storage.locations, "{:?}", s.storage);

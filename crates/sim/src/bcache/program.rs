@@ -238,7 +238,8 @@ impl Lowering {
             }
             Kind::Free => {
                 if let Some((base, size)) = self.objects.remove(&e.alloc) {
-                    let gone: Vec<u64> = self.tags.range(base..base.saturating_add(size.max(1))).map(|(l, _)| *l).collect();
+                    let gone: Vec<u64> =
+                        self.tags.range(base..base.saturating_add(size.max(1))).map(|(l, _)| *l).collect();
                     for l in gone {
                         self.tags.remove(&l);
                     }
