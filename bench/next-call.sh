@@ -18,7 +18,8 @@
 #    through the binary route, characterized and swept (HW-only MLB)               ~90 s
 # 6. the canary reliability cases at the 4 ms default                              ~140 s
 #
-# NEXT_CALL_SHORT=1 runs parts 2-5 only (about 200 s), for a session with little device time.
+# NEXT_CALL_SHORT=1 (a session with little device time, about 300 s): part 1 with 3 rounds,
+# parts 2-5, not part 6.
 set -uo pipefail
 dir=${1:?usage: bench/next-call.sh DIR}
 short=${NEXT_CALL_SHORT:-0}
@@ -34,9 +35,11 @@ part() {
   OUT=${PART_OUT:-$out} timeout "$limit" "$@" >> "$log" 2>&1
   echo "== rc=$? after $(( $(date +%s) - t0 ))s" >> "$log"
 }
-[ "$short" = 1 ] || GPUSAN_CANARY_ONLY='torch_transformer' GPUSAN_CANARY_ROUNDS=6 GPUSAN_CANARY_TORCH_STEPS=50 GPUSAN_CANARY_BUDGET_S=240 \
+rounds=6 budget=240
+[ "$short" = 1 ] && rounds=3 budget=110
+GPUSAN_CANARY_ONLY='torch_transformer' GPUSAN_CANARY_ROUNDS=$rounds GPUSAN_CANARY_TORCH_STEPS=50 GPUSAN_CANARY_BUDGET_S=$budget \
   GPUSAN_CANARY_VARIANTS='i1=--canary-interval-ms 1;nok=GPUSAN_CANARY_DIAG=no_kernels' \
-  part 250 "$repo/bench/canary-overhead.sh" "$dir"
+  part $(( budget + 10 )) "$repo/bench/canary-overhead.sh" "$dir"
 rm -f "$out"/canary-overhead-logs.tar.gz
 part 45 "$repo/bench/fence/throughput.sh" "$dir" 16 5
 part 45 "$repo/bench/fence/mps.sh" "$dir" 3

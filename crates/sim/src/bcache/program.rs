@@ -387,6 +387,64 @@ impl Lowering {
 /// Events queued ahead of the replay at most (what bounds its memory).
 const QUEUED: usize = 1 << 18;
 
+/// The machine, the data caches and the lowering: one event timed.
+struct Timed<'o> {
+    opts: &'o Options,
+    cores: u32,
+    m: Machine,
+    data: Vec<Cache>,
+    low: Lowering,
+    data_misses: u64,
+}
+
+impl Timed<'_> {
+    /// Thread `t`'s event `e`, issued at `at`: the cycle it is done.
+    fn event(&mut self, t: u32, at: u64, e: &Event) -> u64 {
+        let opts = self.opts;
+        let core = t % self.cores;
+        let w = self.low.event(e);
+        let mut done = at;
+        if w.bounds_load.is_none() && w.bounds_store.is_none() && w.data.is_none() {
+            return done;
+        }
+        if let Some(b) = w.bounds_load.filter(|_| opts.bounds) {
+            done = self.m.access(core, b, false, done);
+        }
+        if w.check {
+            done += opts.check_cycles;
+        }
+        if let Some((addr, ro)) = w.data {
+            if ro && opts.read_only {
+                done = self.m.read_only(core, addr, done);
+            } else {
+                let c = &mut self.data[core as usize];
+                let block = c.block_of(addr);
+                if c.lookup(block) {
+                    done += opts.data_hit_cycles;
+                } else {
+                    self.data_misses += 1;
+                    c.insert(block);
+                    done += opts.data_miss_cycles;
+                }
+            }
+        }
+        if let Some(b) = w.bounds_store.filter(|_| opts.bounds) {
+            done = self.m.access(core, b, true, done);
+        }
+        done + opts.think
+    }
+}
+
+/// A thread of the replay: its queued events, its clock, the real time of its last event,
+/// whether it ended, whether it is in the heap.
+struct Thread {
+    queue: VecDeque<Event>,
+    clock: u64,
+    last_us: Option<u32>,
+    ended: bool,
+    ready: bool,
+}
+
 /// Replays a CPU trace on `design`. Threads map to cores by `tid % cores`.
 pub fn replay<R: Read>(
     design: Design,
@@ -395,29 +453,24 @@ pub fn replay<R: Read>(
     reader: &mut Reader<R>,
 ) -> Result<ProgramStats, ProgramError> {
     let cores = (config.width * config.height).max(1);
-    let mut m = Machine::new(design, config);
-    let mut data: Vec<Cache> = (0..cores).map(|_| Cache::new(opts.data_l1)).collect();
-    let mut low = Lowering::new(opts.smart);
-    // Per thread: its queued events, its clock, the real time of its last event, whether it
-    // ended, whether it is in the heap.
-    struct T {
-        queue: VecDeque<Event>,
-        clock: u64,
-        last_us: Option<u32>,
-        ended: bool,
-        ready: bool,
-    }
-    let mut threads: Vec<T> = Vec::new();
+    let mut timed = Timed {
+        opts,
+        cores,
+        m: Machine::new(design, config),
+        data: (0..cores).map(|_| Cache::new(opts.data_l1)).collect(),
+        low: Lowering::new(opts.smart),
+        data_misses: 0,
+    };
+    let mut threads: Vec<Thread> = Vec::new();
     let mut ready: BinaryHeap<std::cmp::Reverse<(u64, u32)>> = BinaryHeap::new();
+    // Threads neither ended nor with an event queued: the reader reads on for them.
+    let mut starving = 0usize;
     let (mut queued, mut now, mut end) = (0usize, 0u64, 0u64);
     let mut chunk = Chunk::default();
     let (mut more, mut chunks) = (true, 0u64);
-    let mut data_misses = 0u64;
     loop {
         // Read until every live thread has an event queued, or enough are queued.
-        while more && queued < QUEUED && threads.iter().any(|t| !t.ended && t.queue.is_empty())
-            || (more && threads.is_empty())
-        {
+        while more && (threads.is_empty() || queued < QUEUED && starving > 0) {
             if !reader.next_chunk(&mut chunk)? {
                 more = false;
                 break;
@@ -429,7 +482,8 @@ pub fn replay<R: Read>(
             for e in &chunk.events {
                 let t = e.sm as usize;
                 if threads.len() <= t {
-                    threads.resize_with(t + 1, || T {
+                    starving += t + 1 - threads.len();
+                    threads.resize_with(t + 1, || Thread {
                         queue: VecDeque::new(),
                         clock: u64::MAX,
                         last_us: None,
@@ -443,8 +497,14 @@ pub fn replay<R: Read>(
                     th.clock = now;
                 }
                 if e.kind == Kind::WarpDone {
+                    if !th.ended && th.queue.is_empty() {
+                        starving -= 1;
+                    }
                     th.ended = true;
                     continue;
+                }
+                if th.queue.is_empty() && !th.ended {
+                    starving -= 1;
                 }
                 th.queue.push_back(*e);
                 queued += 1;
@@ -455,61 +515,42 @@ pub fn replay<R: Read>(
             }
         }
         let Some(std::cmp::Reverse((_, t))) = ready.pop() else { break };
-        let th = &mut threads[t as usize];
-        let Some(e) = th.queue.pop_front() else {
-            th.ready = false;
-            continue;
-        };
-        queued -= 1;
-        // A thread that waited (in real time) catches up with the others.
-        if th.last_us.is_some_and(|l| e.kernel.wrapping_sub(l) >= opts.gap_us) {
-            th.clock = th.clock.max(now);
-        }
-        th.last_us = Some(e.kernel);
-        let at = th.clock;
-        now = now.max(at);
-        let core = t % cores;
-        let w = low.event(&e);
-        let mut done = at;
-        if w.bounds_load.is_some() || w.bounds_store.is_some() || w.data.is_some() {
-            if let Some(b) = w.bounds_load.filter(|_| opts.bounds) {
-                done = m.access(core, b, false, done);
+        // The thread runs on while it stays the earliest and the reader need not read.
+        loop {
+            let th = &mut threads[t as usize];
+            let Some(e) = th.queue.pop_front() else {
+                th.ready = false;
+                break;
+            };
+            queued -= 1;
+            if th.queue.is_empty() && !th.ended {
+                starving += 1;
             }
-            if w.check {
-                done += opts.check_cycles;
+            // A thread that waited (in real time) catches up with the others.
+            if th.last_us.is_some_and(|l| e.kernel.wrapping_sub(l) >= opts.gap_us) {
+                th.clock = th.clock.max(now);
             }
-            if let Some((addr, ro)) = w.data {
-                if ro && opts.read_only {
-                    done = m.read_only(core, addr, done);
-                } else {
-                    let c = &mut data[core as usize];
-                    let block = c.block_of(addr);
-                    if c.lookup(block) {
-                        done += opts.data_hit_cycles;
-                    } else {
-                        data_misses += 1;
-                        c.insert(block);
-                        done += opts.data_miss_cycles;
-                    }
-                }
+            th.last_us = Some(e.kernel);
+            let at = th.clock;
+            now = now.max(at);
+            let done = timed.event(t, at, &e);
+            end = end.max(done);
+            let th = &mut threads[t as usize];
+            th.clock = done;
+            if th.queue.is_empty() {
+                th.ready = false;
+                break;
             }
-            if let Some(b) = w.bounds_store.filter(|_| opts.bounds) {
-                done = m.access(core, b, true, done);
+            let first = ready.peek().is_none_or(|std::cmp::Reverse(k)| (done, t) < *k);
+            if !first || more && queued < QUEUED && starving > 0 {
+                ready.push(std::cmp::Reverse((done, t)));
+                break;
             }
-            done += opts.think;
-        }
-        end = end.max(done);
-        let th = &mut threads[t as usize];
-        th.clock = done;
-        if th.queue.is_empty() {
-            th.ready = false;
-        } else {
-            ready.push(std::cmp::Reverse((th.clock, t)));
         }
     }
-    let mut stats = low.finish(opts);
-    stats.data_l1_misses = data_misses;
-    stats.machine = m.stats.clone();
+    let mut stats = timed.low.finish(opts);
+    stats.data_l1_misses = timed.data_misses;
+    stats.machine = timed.m.stats.clone();
     stats.cycles = end;
     stats.upc = stats.memory_ops as f64 / end.max(1) as f64;
     Ok(stats)
