@@ -18,6 +18,8 @@
 //!
 //! Written to `$GPUSAN_CPUTRACE` (default `cputrace.gstrace`) and finished at exit.
 //!
+//! A forked child is not traced: the trace is the parent's.
+//!
 //! What it cannot see: accesses gcc does not instrument (locals that do not escape, libc's
 //! own `memcpy` and the like), and allocations made inside libc. Values stored are read
 //! after the store, at the thread's next event (the call comes before the store).

@@ -143,14 +143,26 @@ pub fn init() {
                     *out = Some(w);
                 }
                 ENABLED.store(true, Ordering::Release);
-                // SAFETY: `finish` is a plain function that never unwinds.
-                unsafe { libc::atexit(finish) };
+                // SAFETY: `finish` and `forked` are plain functions that never unwind.
+                unsafe {
+                    libc::atexit(finish);
+                    libc::pthread_atfork(None, None, Some(forked));
+                }
             }
             Err(e) => {
                 eprintln!("gpusan cputrace: cannot write {}: {e}; the program runs untraced", path.to_string_lossy())
             }
         }
     });
+}
+
+/// In a forked child: nothing more is traced, and the parent's trace, whose file the child
+/// shares, is left to the parent (not written to, not finished at the child's exit).
+extern "C" fn forked() {
+    ENABLED.store(false, Ordering::Release);
+    if let Ok(mut out) = OUT.try_lock() {
+        std::mem::forget(out.take());
+    }
 }
 
 /// At exit: every thread's events, then the end record.

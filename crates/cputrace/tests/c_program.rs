@@ -115,3 +115,22 @@ fn a_c_program_traced_shows_its_objects_pointers_threads_and_frees() {
         assert!(freed.contains(&a), "{a} not freed:\n{}", dump());
     }
 }
+
+/// A forked child is not traced, and does not damage the parent's trace (they share its file):
+/// the trace reads to its end and holds the parent's allocation only.
+#[test]
+fn a_forked_child_leaves_the_parents_trace_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("fork");
+    build(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/fork.c"), &exe);
+    let trace = dir.path().join("fork.gstrace");
+    let out = Command::new(&exe).env("GPUSAN_CPUTRACE", &trace).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0");
+    let all = events(&trace);
+    let sizes: Vec<u64> = all.iter().filter(|e| e.kind == Kind::Alloc).map(|e| e.size).collect();
+    assert_eq!(sizes, [24]);
+    assert_eq!(all.iter().filter(|e| e.kind == Kind::Free).count(), 1);
+    // The parent's store after the child ended is there.
+    assert!(all.iter().any(|e| e.op.access() == Access::Store && e.kind == Kind::Access && e.alloc != 0));
+}
