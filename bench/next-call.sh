@@ -19,7 +19,7 @@
 # 6. the canary reliability cases at the 4 ms default                              ~140 s
 #
 # NEXT_CALL_SHORT=1 (a session with little device time, about 300 s): part 1 with 3 rounds,
-# parts 2-5, not part 6.
+# parts 2-5, not part 6. NEXT_CALL_SHORT=2 (about 150 s): parts 3-5 only.
 set -uo pipefail
 dir=${1:?usage: bench/next-call.sh DIR}
 short=${NEXT_CALL_SHORT:-0}
@@ -37,11 +37,11 @@ part() {
 }
 rounds=6 budget=240
 [ "$short" = 1 ] && rounds=3 budget=110
-GPUSAN_CANARY_ONLY='torch_transformer' GPUSAN_CANARY_ROUNDS=$rounds GPUSAN_CANARY_TORCH_STEPS=50 GPUSAN_CANARY_BUDGET_S=$budget \
+[ "$short" = 2 ] || GPUSAN_CANARY_ONLY='torch_transformer' GPUSAN_CANARY_ROUNDS=$rounds GPUSAN_CANARY_TORCH_STEPS=50 GPUSAN_CANARY_BUDGET_S=$budget \
   GPUSAN_CANARY_VARIANTS='i1=--canary-interval-ms 1;nok=GPUSAN_CANARY_DIAG=no_kernels' \
   part $(( budget + 10 )) "$repo/bench/canary-overhead.sh" "$dir"
 rm -f "$out"/canary-overhead-logs.tar.gz
-part 45 "$repo/bench/fence/throughput.sh" "$dir" 16 5
+[ "$short" = 2 ] || part 45 "$repo/bench/fence/throughput.sh" "$dir" 16 5
 part 45 "$repo/bench/fence/mps.sh" "$dir" 3
 echo "== containment (limit 60s)" >> "$log"
 timeout 60 "$dir/containment" > "$out/containment.json" 2>> "$log"
@@ -56,7 +56,7 @@ for mode in hw-only derived; do
   timeout 40 "$dir/gpusan" sim mlb "$out/trace-torch-mlp.gstrace" --mode "$mode" --json "$out/mlb-torch-mlp-$mode.json" --svg "$out/mlb-torch-mlp-$mode.svg" >> "$log" 2>&1
 done
 rm -f "$out"/trace-torch-mlp.gstrace*
-[ "$short" = 1 ] || GPUSAN_RELIABILITY_CASE_S=60 GPUSAN_RELIABILITY_ONLY='canary_gmod|canary_programs|canary_torch' \
+[ "$short" != 0 ] || GPUSAN_RELIABILITY_CASE_S=60 GPUSAN_RELIABILITY_ONLY='canary_gmod|canary_programs|canary_torch' \
   part 140 "$repo/bench/reliability.sh" "$dir"
 # The reliability logs are large: the call brings back a limited number of files.
 rm -f "$out"/reliability-logs.tar.gz
