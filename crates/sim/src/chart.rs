@@ -11,6 +11,18 @@ pub struct Point<'a> {
     pub value: f64,
 }
 
+/// The series' names in a box, as both kinds of chart show them.
+fn legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| e.to_string())
+}
+
 /// Draws `points` into an SVG document: `what` names the value axis.
 pub fn svg(title: &str, what: &str, points: &[Point]) -> Result<String, String> {
     svg_with(title, "MLB entries per SM (0 plotted at 0.5)", what, points)
@@ -56,12 +68,7 @@ pub fn svg_with(title: &str, x_what: &str, what: &str, points: &[Point]) -> Resu
                 .draw_series(line.into_iter().map(|p| Circle::new(p, 3, color.filled())))
                 .map_err(|e| e.to_string())?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|e| e.to_string())?;
+        legend(&mut chart)?;
         root.present().map_err(|e| e.to_string())?;
     }
     Ok(out)
@@ -105,12 +112,7 @@ pub fn bars(title: &str, what: &str, groups: &[&str], series: &[(&str, Vec<f64>)
                 .label(*name)
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], color.filled()));
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|e| e.to_string())?;
+        legend(&mut chart)?;
         root.present().map_err(|e| e.to_string())?;
     }
     Ok(out)

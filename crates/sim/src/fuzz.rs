@@ -80,6 +80,18 @@ fn simulate(data: &[u8]) {
 
 #[cfg(test)]
 mod tests {
+    /// `bytes` cut at every byte, and with every byte changed, through the fuzz body.
+    fn damaged_everywhere(bytes: &[u8]) {
+        for cut in 0..bytes.len() {
+            super::trace(&bytes[..cut]);
+        }
+        for i in 0..bytes.len() {
+            let mut b = bytes.to_vec();
+            b[i] = b[i].wrapping_add(0x41);
+            super::trace(&b);
+        }
+    }
+
     /// Every prefix and every one-byte change of a small synthetic trace.
     #[test]
     fn damaged_traces_neither_panic_nor_hang() {
@@ -95,14 +107,7 @@ mod tests {
         };
         let mut bytes = Vec::new();
         crate::synth::write(&shape, &mut bytes).unwrap();
-        for cut in 0..bytes.len() {
-            super::trace(&bytes[..cut]);
-        }
-        for i in 0..bytes.len() {
-            let mut b = bytes.clone();
-            b[i] = b[i].wrapping_add(0x41);
-            super::trace(&b);
-        }
+        damaged_everywhere(&bytes);
     }
 
     /// The same for a CPU trace: every prefix and one-byte change, and a thread number that
@@ -132,14 +137,7 @@ mod tests {
             Event { sm: 1, ..Event::free(2) },
         ];
         let bytes = write(&events);
-        for cut in 0..bytes.len() {
-            super::trace(&bytes[..cut]);
-        }
-        for i in 0..bytes.len() {
-            let mut b = bytes.clone();
-            b[i] = b[i].wrapping_add(0x41);
-            super::trace(&b);
-        }
+        damaged_everywhere(&bytes);
         let far = write(&[load(u32::MAX, 0x1000, 0, 0)]);
         let err = crate::bcache::program::replay(
             crate::bcache::model::Design::BCache,
