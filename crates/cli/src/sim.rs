@@ -63,9 +63,13 @@ pub struct BcacheProgramsArgs {
     think: u64,
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Write fig9.svg, fig10.svg, fig11.svg and fig12.svg into this folder.
+    /// Write fig9.svg, fig10.svg, fig11.svg and fig12.svg into this folder (those made).
     #[arg(long)]
     svg_dir: Option<PathBuf>,
+    /// Only these figures (9, 10, 11, 12, table3), and only the replays they need (Table
+    /// III and Fig. 12 come from one of Fig. 11's). Default: all.
+    #[arg(long = "figure", value_delimiter = ',', value_enum)]
+    figures: Vec<Figure>,
 }
 
 #[derive(Args)]
@@ -560,7 +564,20 @@ fn bcache_programs(a: BcacheProgramsArgs) -> anyhow::Result<i32> {
     let (w, h) = parse_mesh(&a.mesh)?;
     let config = BConfig { directory_cycles: a.directory_cycles, write_fetch: a.write_fetch, ..BConfig::mesh(w, h) };
     let base = Options { data_miss_cycles: a.data_miss_cycles, think: a.think, ..Options::default() };
-    let runs = program_runs(base);
+    let figures = if a.figures.is_empty() {
+        vec![Figure::Fig9, Figure::Fig10, Figure::Fig11, Figure::Table3, Figure::Fig12]
+    } else {
+        a.figures.clone()
+    };
+    let wanted = |r: &ProgramRun| match r.0 {
+        "fig9" => figures.contains(&Figure::Fig9),
+        "fig10" => figures.contains(&Figure::Fig10),
+        _ => {
+            figures.contains(&Figure::Fig11)
+                || r.1 == "bcache+skip" && (figures.contains(&Figure::Fig12) || figures.contains(&Figure::Table3))
+        }
+    };
+    let runs: Vec<ProgramRun> = program_runs(base).into_iter().filter(wanted).collect();
     let names: Vec<String> = a
         .traces
         .iter()
@@ -576,7 +593,7 @@ fn bcache_programs(a: BcacheProgramsArgs) -> anyhow::Result<i32> {
         );
     }
     let got = replay_programs(&a.traces, &names, config, &runs)?;
-    let means = print_program_tables(&names, &runs, &got);
+    let means = Tables { names: &names, runs: &runs, got: &got }.print(&figures);
     if let Some(path) = &a.json {
         let rows: Vec<serde_json::Value> = names
             .iter()
@@ -595,7 +612,7 @@ fn bcache_programs(a: BcacheProgramsArgs) -> anyhow::Result<i32> {
         std::fs::write(path, serde_json::to_string_pretty(&doc)?).with_context(|| format!("{}", path.display()))?;
     }
     if let Some(dir) = &a.svg_dir {
-        program_charts(dir, &names, &runs, &got)?;
+        program_charts(dir, &names, &runs, &got, &figures)?;
     }
     Ok(0)
 }
@@ -646,126 +663,210 @@ fn replay_programs(
     Ok(got)
 }
 
-/// The figures' tables on stdout; their means.
-fn print_program_tables(
-    names: &[String],
-    runs: &[ProgramRun],
-    got: &[Vec<gpusan_sim::bcache::program::ProgramStats>],
-) -> serde_json::Value {
-    use gpusan_sim::bcache::program::ProgramStats;
-    let idx = |fig: &str, series: &str| runs.iter().position(|r| r.0 == fig && r.1 == series).unwrap();
-    let pct = |new: f64, old: f64| (new / old.max(1e-12) - 1.0) * 100.0;
-    let lat = |st: &ProgramStats| st.machine.average().0;
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+/// What `gpusan sim bcache-programs` makes (`--figure`).
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Figure {
+    #[value(name = "9")]
+    Fig9,
+    #[value(name = "10")]
+    Fig10,
+    #[value(name = "11")]
+    Fig11,
+    #[value(name = "12")]
+    Fig12,
+    #[value(name = "table3")]
+    Table3,
+}
 
-    println!("Fig. 9: bounds information, average miss latency (cycles), and all misses' cycles against HardBound's");
-    println!(
-        "(a write-through store counts as a miss of BCache's: the average alone flatters it where stores are many)"
-    );
-    println!(
-        "{:<14} {:>9} {:>9} {:>8} {:>9} {:>8} {:>9} {:>9} {:>10}",
-        "workload", "hardbound", "bcache", "vs HB", "bcache3d", "vs HB", "misses HB", "misses BC", "total BC"
-    );
-    let (mut v9, mut v9d, mut v9t) = (Vec::new(), Vec::new(), Vec::new());
-    for (t, n) in names.iter().enumerate() {
-        let (hb, bc, b3) =
-            (&got[t][idx("fig9", "hardbound")], &got[t][idx("fig9", "bcache")], &got[t][idx("fig9", "bcache3d")]);
-        let (x, y) = (pct(lat(bc), lat(hb)), pct(lat(b3), lat(hb)));
-        let total = pct(bc.machine.latency.total() as f64, hb.machine.latency.total() as f64);
-        if hb.machine.misses > 0 {
-            v9.push(x);
-            v9d.push(y);
-            v9t.push(total);
+fn pct(new: f64, old: f64) -> f64 {
+    (new / old.max(1e-12) - 1.0) * 100.0
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+fn lat(st: &gpusan_sim::bcache::program::ProgramStats) -> f64 {
+    st.machine.average().0
+}
+
+/// The replays' counts, as the figures' tables print them.
+struct Tables<'a> {
+    names: &'a [String],
+    runs: &'a [ProgramRun],
+    got: &'a [Vec<gpusan_sim::bcache::program::ProgramStats>],
+}
+
+impl Tables<'_> {
+    fn idx(&self, fig: &str, series: &str) -> usize {
+        self.runs.iter().position(|r| r.0 == fig && r.1 == series).expect("the figure's runs were made")
+    }
+
+    /// The tables of `figures` on stdout, one after another; their means.
+    fn print(&self, figures: &[Figure]) -> serde_json::Value {
+        let mut means = serde_json::Map::new();
+        let mut first = true;
+        for (f, table) in [
+            (Figure::Fig9, Tables::fig9 as fn(&Self) -> serde_json::Value),
+            (Figure::Fig10, Tables::fig10),
+            (Figure::Fig11, Tables::fig11),
+            (Figure::Table3, Tables::table3),
+            (Figure::Fig12, Tables::fig12),
+        ] {
+            if figures.contains(&f) {
+                if !first {
+                    println!();
+                }
+                first = false;
+                if let serde_json::Value::Object(m) = table(self) {
+                    means.extend(m);
+                }
+            }
+        }
+        serde_json::Value::Object(means)
+    }
+
+    /// Fig. 9: bounds information's miss latency.
+    fn fig9(&self) -> serde_json::Value {
+        let (names, got) = (self.names, self.got);
+        let idx = |f: &str, s: &str| self.idx(f, s);
+        println!(
+            "Fig. 9: bounds information, average miss latency (cycles), and all misses' cycles against HardBound's"
+        );
+        println!(
+            "(a write-through store counts as a miss of BCache's: the average alone flatters it where stores are many)"
+        );
+        println!(
+            "{:<14} {:>9} {:>9} {:>8} {:>9} {:>8} {:>9} {:>9} {:>10}",
+            "workload", "hardbound", "bcache", "vs HB", "bcache3d", "vs HB", "misses HB", "misses BC", "total BC"
+        );
+        let (mut v9, mut v9d, mut v9t) = (Vec::new(), Vec::new(), Vec::new());
+        for (t, n) in names.iter().enumerate() {
+            let (hb, bc, b3) =
+                (&got[t][idx("fig9", "hardbound")], &got[t][idx("fig9", "bcache")], &got[t][idx("fig9", "bcache3d")]);
+            let (x, y) = (pct(lat(bc), lat(hb)), pct(lat(b3), lat(hb)));
+            let total = pct(bc.machine.latency.total() as f64, hb.machine.latency.total() as f64);
+            if hb.machine.misses > 0 {
+                v9.push(x);
+                v9d.push(y);
+                v9t.push(total);
+            }
+            println!(
+                "{n:<14} {:>9.1} {:>9.1} {:>+7.1}% {:>9.1} {:>+7.1}% {:>9} {:>9} {:>+9.1}%",
+                lat(hb),
+                lat(bc),
+                x,
+                lat(b3),
+                y,
+                hb.machine.misses,
+                bc.machine.misses,
+                total
+            );
         }
         println!(
-            "{n:<14} {:>9.1} {:>9.1} {:>+7.1}% {:>9.1} {:>+7.1}% {:>9} {:>9} {:>+9.1}%",
-            lat(hb),
-            lat(bc),
-            x,
-            lat(b3),
-            y,
-            hb.machine.misses,
-            bc.machine.misses,
-            total
+            "{:<14} {:>9} {:>9} {:>+7.1}% {:>9} {:>+7.1}% {:>9} {:>9} {:>+9.1}%",
+            "mean",
+            "",
+            "",
+            mean(&v9),
+            "",
+            mean(&v9d),
+            "",
+            "",
+            mean(&v9t)
         );
+        serde_json::json!({"fig9_bcache_vs_hb_percent": mean(&v9), "fig9_bcache3d_vs_hb_percent": mean(&v9d), "fig9_bcache_total_miss_cycles_vs_hb_percent": mean(&v9t)})
     }
-    println!(
-        "{:<14} {:>9} {:>9} {:>+7.1}% {:>9} {:>+7.1}% {:>9} {:>9} {:>+9.1}%",
-        "mean",
-        "",
-        "",
-        mean(&v9),
-        "",
-        mean(&v9d),
-        "",
-        "",
-        mean(&v9t)
-    );
 
-    println!("\nFig. 10: read-only data, average miss latency (cycles)");
-    println!("{:<14} {:>9} {:>9} {:>8} {:>9}", "workload", "hardbound", "bcache", "vs HB", "ro ops");
-    let mut v10 = Vec::new();
-    for (t, n) in names.iter().enumerate() {
-        let (hb, bc) = (&got[t][idx("fig10", "hardbound")], &got[t][idx("fig10", "bcache")]);
-        let x = pct(lat(bc), lat(hb));
-        if hb.machine.misses > 0 {
-            v10.push(x);
+    /// Fig. 10: read-only data's miss latency.
+    fn fig10(&self) -> serde_json::Value {
+        let (names, got) = (self.names, self.got);
+        let idx = |f: &str, s: &str| self.idx(f, s);
+        println!("Fig. 10: read-only data, average miss latency (cycles)");
+        println!("{:<14} {:>9} {:>9} {:>8} {:>9}", "workload", "hardbound", "bcache", "vs HB", "ro ops");
+        let mut v10 = Vec::new();
+        for (t, n) in names.iter().enumerate() {
+            let (hb, bc) = (&got[t][idx("fig10", "hardbound")], &got[t][idx("fig10", "bcache")]);
+            let x = pct(lat(bc), lat(hb));
+            if hb.machine.misses > 0 {
+                v10.push(x);
+            }
+            println!("{n:<14} {:>9.1} {:>9.1} {:>+7.1}% {:>9}", lat(hb), lat(bc), x, hb.read_only_ops);
         }
-        println!("{n:<14} {:>9.1} {:>9.1} {:>+7.1}% {:>9}", lat(hb), lat(bc), x, hb.read_only_ops);
-    }
-    println!("{:<14} {:>9} {:>9} {:>+7.1}%", "mean", "", "", mean(&v10));
-
-    println!("\nFig. 11: memory micro-ops per cycle (bounds information and read-only data together)");
-    println!("{:<14} {:>9} {:>9} {:>11} {:>8}", "workload", "hardbound", "bcache", "bcache+skip", "vs HB");
-    let mut v11 = Vec::new();
-    for (t, n) in names.iter().enumerate() {
-        let (hb, bc, sk) =
-            (&got[t][idx("fig11", "hardbound")], &got[t][idx("fig11", "bcache")], &got[t][idx("fig11", "bcache+skip")]);
-        let x = pct(sk.upc, hb.upc);
-        v11.push(x);
-        println!("{n:<14} {:>9.4} {:>9.4} {:>11.4} {:>+7.1}%", hb.upc, bc.upc, sk.upc, x);
-    }
-    println!("{:<14} {:>9} {:>9} {:>11} {:>+7.1}%", "mean", "", "", "", mean(&v11));
-
-    println!("\nTable III: bounds checks skipped by smart tagging (the two rules of program.rs)");
-    println!("{:<14} {:>11} {:>11} {:>8} {:>11} {:>8}", "workload", "total", "stored", "%", "address", "%");
-    for (t, n) in names.iter().enumerate() {
-        let c = &got[t][idx("fig11", "bcache+skip")].checks;
-        let p = |k: u64| 100.0 * k as f64 / c.total.max(1) as f64;
-        println!(
-            "{n:<14} {:>11} {:>11} {:>7.3}% {:>11} {:>7.3}%",
-            c.total,
-            c.skipped_stored,
-            p(c.skipped_stored),
-            c.skipped_address,
-            p(c.skipped_address)
-        );
+        println!("{:<14} {:>9} {:>9} {:>+7.1}%", "mean", "", "", mean(&v10));
+        serde_json::json!({"fig10_bcache_vs_hb_percent": mean(&v10)})
     }
 
-    println!("\nFig. 12: bounds information's storage, shared against unshared");
-    println!(
-        "{:<14} {:>10} {:>8} {:>12} {:>12} {:>8}",
-        "workload", "locations", "linked", "unshared B", "shared B", "shared"
-    );
-    let mut v12 = Vec::new();
-    for (t, n) in names.iter().enumerate() {
-        let st = &got[t][idx("fig11", "bcache+skip")].storage;
-        let r = st.shared_bytes as f64 / st.unshared_bytes.max(1) as f64;
-        if st.unshared_bytes > 0 {
-            v12.push(r);
+    /// Fig. 11: memory μops per cycle.
+    fn fig11(&self) -> serde_json::Value {
+        let (names, got) = (self.names, self.got);
+        let idx = |f: &str, s: &str| self.idx(f, s);
+        println!("Fig. 11: memory micro-ops per cycle (bounds information and read-only data together)");
+        println!("{:<14} {:>9} {:>9} {:>11} {:>8}", "workload", "hardbound", "bcache", "bcache+skip", "vs HB");
+        let mut v11 = Vec::new();
+        for (t, n) in names.iter().enumerate() {
+            let (hb, bc, sk) = (
+                &got[t][idx("fig11", "hardbound")],
+                &got[t][idx("fig11", "bcache")],
+                &got[t][idx("fig11", "bcache+skip")],
+            );
+            let x = pct(sk.upc, hb.upc);
+            v11.push(x);
+            println!("{n:<14} {:>9.4} {:>9.4} {:>11.4} {:>+7.1}%", hb.upc, bc.upc, sk.upc, x);
         }
-        println!(
-            "{n:<14} {:>10} {:>8} {:>12} {:>12} {:>7.1}%",
-            st.locations,
-            st.linked,
-            st.unshared_bytes,
-            st.shared_bytes,
-            100.0 * r
-        );
+        println!("{:<14} {:>9} {:>9} {:>11} {:>+7.1}%", "mean", "", "", "", mean(&v11));
+        serde_json::json!({"fig11_skip_vs_hb_upc_percent": mean(&v11)})
     }
-    println!("{:<14} {:>10} {:>8} {:>12} {:>12} {:>7.1}%", "mean", "", "", "", "", 100.0 * mean(&v12));
 
-    serde_json::json!({"fig9_bcache_vs_hb_percent": mean(&v9), "fig9_bcache3d_vs_hb_percent": mean(&v9d), "fig9_bcache_total_miss_cycles_vs_hb_percent": mean(&v9t), "fig10_bcache_vs_hb_percent": mean(&v10), "fig11_skip_vs_hb_upc_percent": mean(&v11), "fig12_shared_over_unshared": mean(&v12)})
+    /// Table III: checks skipped.
+    fn table3(&self) -> serde_json::Value {
+        let (names, got) = (self.names, self.got);
+        let idx = |f: &str, s: &str| self.idx(f, s);
+        println!("Table III: bounds checks skipped by smart tagging (the two rules of program.rs)");
+        println!("{:<14} {:>11} {:>11} {:>8} {:>11} {:>8}", "workload", "total", "stored", "%", "address", "%");
+        for (t, n) in names.iter().enumerate() {
+            let c = &got[t][idx("fig11", "bcache+skip")].checks;
+            let p = |k: u64| 100.0 * k as f64 / c.total.max(1) as f64;
+            println!(
+                "{n:<14} {:>11} {:>11} {:>7.3}% {:>11} {:>7.3}%",
+                c.total,
+                c.skipped_stored,
+                p(c.skipped_stored),
+                c.skipped_address,
+                p(c.skipped_address)
+            );
+        }
+        serde_json::json!({})
+    }
+
+    /// Fig. 12: storage with sharing.
+    fn fig12(&self) -> serde_json::Value {
+        let (names, got) = (self.names, self.got);
+        let idx = |f: &str, s: &str| self.idx(f, s);
+        println!("Fig. 12: bounds information's storage, shared against unshared");
+        println!(
+            "{:<14} {:>10} {:>8} {:>12} {:>12} {:>8}",
+            "workload", "locations", "linked", "unshared B", "shared B", "shared"
+        );
+        let mut v12 = Vec::new();
+        for (t, n) in names.iter().enumerate() {
+            let st = &got[t][idx("fig11", "bcache+skip")].storage;
+            let r = st.shared_bytes as f64 / st.unshared_bytes.max(1) as f64;
+            if st.unshared_bytes > 0 {
+                v12.push(r);
+            }
+            println!(
+                "{n:<14} {:>10} {:>8} {:>12} {:>12} {:>7.1}%",
+                st.locations,
+                st.linked,
+                st.unshared_bytes,
+                st.shared_bytes,
+                100.0 * r
+            );
+        }
+        println!("{:<14} {:>10} {:>8} {:>12} {:>12} {:>7.1}%", "mean", "", "", "", "", 100.0 * mean(&v12));
+        serde_json::json!({"fig12_shared_over_unshared": mean(&v12)})
+    }
 }
 
 /// Figs. 9-12 as grouped bars in `dir`.
@@ -774,10 +875,9 @@ fn program_charts(
     names: &[String],
     runs: &[ProgramRun],
     got: &[Vec<gpusan_sim::bcache::program::ProgramStats>],
+    figures: &[Figure],
 ) -> anyhow::Result<()> {
     use gpusan_sim::bcache::program::ProgramStats;
-    let idx = |fig: &str, series: &str| runs.iter().position(|r| r.0 == fig && r.1 == series).unwrap();
-    let lat = |st: &ProgramStats| st.machine.average().0;
     std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))?;
     let groups: Vec<&str> = names.iter().map(String::as_str).collect();
     let series = |fig: &str, f: &dyn Fn(&ProgramStats) -> f64| -> Vec<(&'static str, Vec<f64>)> {
@@ -787,26 +887,36 @@ fn program_charts(
             .map(|(i, r)| (r.1, got.iter().map(|g| f(&g[i])).collect()))
             .collect()
     };
-    let charts = [
-        ("fig9.svg", "Bounds information: average miss latency", "cycles per miss", series("fig9", &lat)),
-        ("fig10.svg", "Read-only data: average miss latency", "cycles per miss", series("fig10", &lat)),
-        ("fig11.svg", "Memory micro-ops per cycle", "uPC", series("fig11", &|st| st.upc)),
+    let shared = |st: &ProgramStats| st.storage.shared_bytes as f64 / st.storage.unshared_bytes.max(1) as f64;
+    let twelve = || -> Vec<(&'static str, Vec<f64>)> {
+        let skip = runs.iter().position(|r| r.0 == "fig11" && r.1 == "bcache+skip").expect("its run was made");
+        vec![("unshared", vec![1.0; groups.len()]), ("shared", got.iter().map(|g| shared(&g[skip])).collect())]
+    };
+    type Bars = Vec<(&'static str, Vec<f64>)>;
+    /// A chart: its figure, file, title, axis, and its bars made when wanted.
+    type Chart<'a> = (Figure, &'a str, &'a str, &'a str, &'a dyn Fn() -> Bars);
+    let charts: [Chart; 4] = [
+        (Figure::Fig9, "fig9.svg", "Bounds information: average miss latency", "cycles per miss", &|| {
+            series("fig9", &lat)
+        }),
+        (Figure::Fig10, "fig10.svg", "Read-only data: average miss latency", "cycles per miss", &|| {
+            series("fig10", &lat)
+        }),
+        (Figure::Fig11, "fig11.svg", "Memory micro-ops per cycle", "uPC", &|| series("fig11", &|st| st.upc)),
+        (
+            Figure::Fig12,
+            "fig12.svg",
+            "Bounds information's storage, normalized to unshared",
+            "share of unshared",
+            &twelve,
+        ),
     ];
-    for (file, title, what, s) in charts {
-        let svg = gpusan_sim::chart::bars(title, what, &groups, &s).map_err(anyhow::Error::msg)?;
-        std::fs::write(dir.join(file), svg)?;
+    for (f, file, title, what, values) in charts {
+        if figures.contains(&f) {
+            let svg = gpusan_sim::chart::bars(title, what, &groups, &values()).map_err(anyhow::Error::msg)?;
+            std::fs::write(dir.join(file), svg)?;
+        }
     }
-    let i = idx("fig11", "bcache+skip");
-    let shared: Vec<f64> =
-        got.iter().map(|g| g[i].storage.shared_bytes as f64 / g[i].storage.unshared_bytes.max(1) as f64).collect();
-    let svg = gpusan_sim::chart::bars(
-        "Bounds information's storage, normalized to unshared",
-        "share of unshared",
-        &groups,
-        &[("unshared", vec![1.0; groups.len()]), ("shared", shared)],
-    )
-    .map_err(anyhow::Error::msg)?;
-    std::fs::write(dir.join("fig12.svg"), svg)?;
     Ok(())
 }
 

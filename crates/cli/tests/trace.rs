@@ -188,4 +188,31 @@ fn bcache_programs_gives_every_figure_of_a_cpu_trace() {
     for f in ["fig9.svg", "fig10.svg", "fig11.svg", "fig12.svg"] {
         assert!(std::fs::read_to_string(dir.path().join(f)).unwrap().starts_with("<svg"));
     }
+
+    // One figure: only its replay (Fig. 12 comes from Fig. 11's with skipping), table and chart.
+    let only = dir.path().join("only");
+    std::fs::create_dir(&only).unwrap();
+    let out = gpusan()
+        .args(["sim", "bcache-programs"])
+        .arg(&path)
+        .args(["--figure", "12", "--json"])
+        .arg(only.join("p.json"))
+        .arg("--svg-dir")
+        .arg(&only)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("Fig. 12") && !text.contains("Fig. 9") && !text.contains("Table III"), "{text}");
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(only.join("p.json")).unwrap()).unwrap();
+    let results = doc["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1);
+    assert_eq!((results[0]["figure"].as_str(), results[0]["series"].as_str()), (Some("fig11"), Some("bcache+skip")));
+    let mut svgs: Vec<String> = std::fs::read_dir(&only)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".svg"))
+        .collect();
+    svgs.sort();
+    assert_eq!(svgs, ["fig12.svg"]);
 }
