@@ -20,9 +20,18 @@
 //!
 //! A forked child is not traced: the trace is the parent's.
 //!
-//! What it cannot see: accesses gcc does not instrument (locals that do not escape, libc's
-//! own `memcpy` and the like), and allocations made inside libc. Values stored are read
-//! after the store, at the thread's next event (the call comes before the store).
+//! What it cannot see:
+//! - accesses gcc does not instrument: locals that do not escape, and libc's own `memcpy` and
+//!   the like;
+//! - the pointers a whole-struct copy or a 16-byte access moves: gcc reports the copy as one
+//!   range, and neither is recorded with values;
+//! - allocations made inside libc.
+//!
+//! These are rare in our six workloads: at -O2, gcc emits 7 range calls and 2 `memcpy` calls
+//! in all, and no 16-byte accesses.
+//!
+//! Values stored are read after the store, at the thread's next event (the call comes before
+//! the store).
 
 mod state;
 
