@@ -27,14 +27,15 @@ for p in $programs; do
   gcc -O2 -pthread -fsanitize=thread -c "$src/$p.c" -o "$out/bin/$p.o"
   gcc "$out/bin/$p.o" -o "$out/bin/$p-traced" "$lib" $wrap $native
   want=$("$out/bin/$p-native" "$threads")
-  t0=$(date +%s.%N)
+  t0=$(date +%s%N)
   got=$(GPUSAN_CPUTRACE="$out/$p.gstrace" "$out/bin/$p-traced" "$threads")
-  t1=$(date +%s.%N)
+  t1=$(date +%s%N)
   if [ "$want" != "$got" ]; then
     echo "$p: the traced run printed \"$got\", the native run \"$want\"" >&2
     exit 1
   fi
-  printf '%-14s traced in %5.1f s, %s bytes: %s\n' "$p" "$(echo "$t1 - $t0" | bc)" "$(stat -c %s "$out/$p.gstrace")" "$got"
+  ms=$(( (t1 - t0) / 1000000 ))
+  printf '%-14s traced in %d.%03d s, %s bytes: %s\n' "$p" $((ms / 1000)) $((ms % 1000)) "$(stat -c %s "$out/$p.gstrace")" "$got"
   traces+=("$out/$p.gstrace")
 done
 "$repo/target/release/gpusan" sim bcache-programs "${traces[@]}" --json "$out/programs.json" --svg-dir "$out" ${GPUSAN_BCACHE_ARGS:-} | tee "$out/programs.txt"
