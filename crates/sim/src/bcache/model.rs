@@ -261,19 +261,11 @@ impl Machine {
             self.stats.l1_hits += 1;
             return at + c.l1_cycles;
         }
-        let three_d = self.design == Design::BCache3d;
-        let hop = |m: &mut Mesh, from: u32, to: u32, flits: u64, t: u64| -> u64 {
-            if three_d {
-                t + m.timing.router + m.timing.link + m.timing.router + flits.saturating_sub(1)
-            } else {
-                m.send(from, to, flits, t)
-            }
-        };
         let k = self.cluster[core as usize];
         let bn = self.bounds_nodes[k];
         let home = (block % self.bounds_nodes.len() as u64) as usize;
         let t0 = at + c.l1_cycles;
-        let t1 = hop(&mut self.mesh, core, bn, 1, t0);
+        let t1 = self.to_bounds(core, bn, 1, t0);
         let mut l = Latency { request: t1 - t0, ..Latency::default() };
         let asked = if home == k { t1 } else { self.bounds_net.send(k as u32, home as u32, 1, t1) };
         let mut t = asked + c.l2_cycles;
@@ -285,11 +277,22 @@ impl Machine {
         }
         let back = if home == k { t } else { self.bounds_net.send(home as u32, k as u32, c.data_flits, t) };
         l.lookup = back - t1 - l.memory;
-        let arrived = hop(&mut self.mesh, bn, core, c.data_flits, back);
+        let arrived = self.to_bounds(bn, core, c.data_flits, back);
         l.transfer = arrived - back;
         self.l1[core as usize].insert(block);
         self.miss(l);
         arrived
+    }
+
+    /// A message between a node and a bounds node sent at `t`: over the mesh, or (BCache-3D)
+    /// one vertical hop to the layer above; the cycle its last flit arrives.
+    fn to_bounds(&mut self, from: u32, to: u32, flits: u64, t: u64) -> u64 {
+        if self.design == Design::BCache3d {
+            let n = self.mesh.timing;
+            t + n.router + n.link + n.router + flits.saturating_sub(1)
+        } else {
+            self.mesh.send(from, to, flits, t)
+        }
     }
 
     fn miss(&mut self, l: Latency) {
@@ -378,21 +381,12 @@ impl Machine {
         let c = self.config;
         let k = self.cluster[core as usize];
         let bn = self.bounds_nodes[k];
-        let three_d = self.design == Design::BCache3d;
-        // To and from a node's bounds node: the mesh, or one vertical hop.
-        let via = |m: &mut Mesh, from: u32, to: u32, flits: u64, t: u64| -> u64 {
-            if three_d {
-                t + m.timing.router + m.timing.link + m.timing.router + flits.saturating_sub(1)
-            } else {
-                m.send(from, to, flits, t)
-            }
-        };
         if write {
             // Write-through: the block goes to the bounds node, which invalidates every
             // other copy (bounds nodes, then their clusters' L1s).
             self.l1[core as usize].insert(block);
             let t0 = at + c.l1_cycles;
-            let t1 = via(&mut self.mesh, core, bn, c.data_flits, t0);
+            let t1 = self.to_bounds(core, bn, c.data_flits, t0);
             let mut done = t1 + c.l2_cycles;
             let mut memory = 0;
             if c.write_fetch && !self.l2[k].holds(block) {
@@ -418,7 +412,7 @@ impl Machine {
                 self.stats.invalidations += 1;
                 for n in 0..self.mesh.nodes() {
                     if self.cluster[n as usize] == j && self.l1[n as usize].invalidate(block) {
-                        via(&mut self.mesh, other, n, 1, inv);
+                        self.to_bounds(other, n, 1, inv);
                         self.stats.invalidations += 1;
                     }
                 }
@@ -426,7 +420,7 @@ impl Machine {
             // The writer's own cluster's other L1 copies.
             for n in 0..self.mesh.nodes() {
                 if n != core && self.cluster[n as usize] == k && self.l1[n as usize].invalidate(block) {
-                    via(&mut self.mesh, bn, n, 1, done);
+                    self.to_bounds(bn, n, 1, done);
                     self.stats.invalidations += 1;
                 }
             }
@@ -438,7 +432,7 @@ impl Machine {
             return at + c.l1_cycles;
         }
         let t0 = at + c.l1_cycles;
-        let t1 = via(&mut self.mesh, core, bn, 1, t0);
+        let t1 = self.to_bounds(core, bn, 1, t0);
         let mut l = Latency { request: t1 - t0, ..Latency::default() };
         let mut t = t1 + c.l2_cycles;
         if self.l2[k].lookup(block) {
@@ -475,7 +469,7 @@ impl Machine {
             }
             self.l2[k].insert(block);
         }
-        let arrived = via(&mut self.mesh, bn, core, c.data_flits, t);
+        let arrived = self.to_bounds(bn, core, c.data_flits, t);
         l.transfer = arrived - t;
         self.l1[core as usize].insert(block);
         self.miss(l);
