@@ -7,15 +7,28 @@ use std::process::Command;
 
 use gpusan_trace::{Access, Event, Kind, Reader};
 
-/// `target/<profile>`, where this crate's static library is.
-fn target_dir() -> PathBuf {
+/// This crate's static library as this test run built it. `cargo test` leaves it in
+/// `target/<profile>/deps` under a hashed name (only `cargo build` copies it up a folder): the
+/// newest of those and the copied one.
+fn static_library() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
+    let deps = exe.parent().unwrap();
+    let mut found: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(deps)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .chain([deps.parent().unwrap().join("libgpusan_cputrace.a")])
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("libgpusan_cputrace") && name.ends_with(".a")
+        })
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .collect();
+    found.sort();
+    found.pop().map(|(_, p)| p).unwrap_or_else(|| panic!("libgpusan_cputrace.a is not built (in {})", deps.display()))
 }
 
 fn build(source: &Path, out: &Path) {
-    let lib = target_dir().join("libgpusan_cputrace.a");
-    assert!(lib.exists(), "{} is not built", lib.display());
+    let lib = static_library();
     let obj = out.with_extension("o");
     let cc = |args: &[&std::ffi::OsStr]| {
         let o = Command::new("gcc").args(args).output().expect("gcc runs (the CPU tracer needs gcc)");
