@@ -617,48 +617,47 @@ fn bcache_programs(a: BcacheProgramsArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// Every (trace, run) replayed on its own, spread over the cores (the results do not depend
-/// on the order); per trace, the runs' counts in `runs`' order.
+/// Every trace replayed on every run at once (read and decoded once: `replay_all`), the
+/// traces spread over the cores (the results do not depend on the order); per trace, the
+/// runs' counts in `runs`' order.
 fn replay_programs(
     traces: &[PathBuf],
     names: &[String],
     config: gpusan_sim::bcache::model::Config,
     runs: &[ProgramRun],
 ) -> anyhow::Result<Vec<Vec<gpusan_sim::bcache::program::ProgramStats>>> {
-    use gpusan_sim::bcache::program::{replay, ProgramStats};
-    let a_traces = traces;
-    let jobs: Vec<(usize, usize)> = (0..a_traces.len()).flat_map(|t| (0..runs.len()).map(move |r| (t, r))).collect();
-    type Slot = std::sync::Mutex<Option<anyhow::Result<(ProgramStats, f64)>>>;
-    let results: Vec<Slot> = jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    use gpusan_sim::bcache::program::{replay_all, ProgramStats};
+    type Slot = std::sync::Mutex<Option<anyhow::Result<(Vec<ProgramStats>, f64)>>>;
+    let machines: Vec<_> = runs.iter().map(|r| (r.2, r.3)).collect();
+    let results: Vec<Slot> = traces.iter().map(|_| std::sync::Mutex::new(None)).collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len()).max(1);
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(traces.len()).max(1);
     std::thread::scope(|s| {
         for _ in 0..workers {
             s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(&(t, r)) = jobs.get(i) else { break };
-                let (_, _, design, opts) = runs[r];
+                let t = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(path) = traces.get(t) else { break };
                 let started = Instant::now();
-                let out = open(&a_traces[t]).and_then(|mut reader| {
-                    replay(design, config, &opts, &mut reader).with_context(|| format!("{}", a_traces[t].display()))
+                let out = open(path).and_then(|mut reader| {
+                    replay_all(&machines, config, &mut reader).with_context(|| format!("{}", path.display()))
                 });
-                *results[i].lock().unwrap() = Some(out.map(|st| (st, started.elapsed().as_secs_f64())));
+                *results[t].lock().unwrap() = Some(out.map(|st| (st, started.elapsed().as_secs_f64())));
             });
         }
     });
-    let mut got: Vec<Vec<ProgramStats>> = vec![Vec::new(); a_traces.len()];
-    for (i, cell) in results.into_iter().enumerate() {
-        let (t, r) = jobs[i];
-        let (st, secs) = cell.into_inner().unwrap().expect("every job ran")?;
+    let mut got: Vec<Vec<ProgramStats>> = Vec::new();
+    for (t, cell) in results.into_iter().enumerate() {
+        let (st, secs) = cell.into_inner().unwrap().expect("every trace ran")?;
+        let events = st.first().map_or(0, |s| s.events);
+        // Every run replays every event: the rate is of events replayed, all runs together.
+        let replayed = events * st.len() as u64;
         eprintln!(
-            "{} {} {}: {} events in {secs:.2} s ({:.1} M/s)",
+            "{}: {} runs x {events} events in {secs:.2} s ({:.1} M events replayed/s)",
             names[t],
-            runs[r].0,
-            runs[r].1,
-            st.events,
-            st.events as f64 / secs.max(1e-9) / 1e6
+            st.len(),
+            replayed as f64 / secs.max(1e-9) / 1e6
         );
-        got[t].push(st);
+        got.push(st);
     }
     Ok(got)
 }

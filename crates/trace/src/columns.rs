@@ -96,7 +96,20 @@ struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
+    /// Most numbers of a trace fit one byte: they take no loop.
+    #[inline]
     fn varint(&mut self, event: u32) -> Result<u64, Bad> {
+        match self.bytes.get(self.at) {
+            Some(&b) if b < 0x80 => {
+                self.at += 1;
+                Ok(u64::from(b))
+            }
+            _ => self.long_varint(event),
+        }
+    }
+
+    #[cold]
+    fn long_varint(&mut self, event: u32) -> Result<u64, Bad> {
         let mut v: u64 = 0;
         let mut shift = 0;
         loop {
@@ -118,11 +131,13 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    #[inline]
     fn u32(&mut self, event: u32) -> Result<u32, Bad> {
         let v = self.varint(event)?;
         u32::try_from(v).map_err(|_| Bad { column: self.column, event, what: "a number past 32 bits" })
     }
 
+    #[inline]
     fn byte(&mut self, event: u32) -> Result<u8, Bad> {
         let b = self.bytes.get(self.at).copied();
         self.at += 1;

@@ -119,6 +119,11 @@ impl Mesh {
         while busy.front().is_some_and(|&(_, end)| end <= watermark) {
             busy.pop_front();
         }
+        // Most often the link is free from `t` on: every reservation it holds ends by then.
+        if busy.back().is_none_or(|&(_, end)| end <= t) {
+            busy.push_back((t, t + len));
+            return t;
+        }
         let mut start = t;
         let mut at = busy.partition_point(|&(s, _)| s < start);
         // A stretch that began before `start` may still hold the link.

@@ -7,4 +7,5 @@ pub mod cache;
 pub mod mesh;
 pub mod model;
 pub mod program;
+mod queue;
 pub mod synthetic;

@@ -156,6 +156,9 @@ pub struct Machine {
     /// BCache: the bounds nodes (mesh ids) and each node's cluster (an index into them).
     bounds_nodes: Vec<u32>,
     cluster: Vec<usize>,
+    /// HardBound: the other copies of the block a miss is for (kept to save an allocation
+    /// per miss).
+    others: Vec<(u32, Line)>,
     pub stats: Stats,
 }
 
@@ -195,6 +198,7 @@ impl Machine {
             directory: HashMap::default(),
             bounds_nodes,
             cluster,
+            others: Vec::new(),
             stats: Stats::default(),
         }
     }
@@ -265,7 +269,7 @@ impl Machine {
         let bn = self.bounds_nodes[k];
         let home = (block % self.bounds_nodes.len() as u64) as usize;
         let t0 = at + c.l1_cycles;
-        let t1 = self.to_bounds(core, bn, 1, t0);
+        let t1 = self.bounds_hop(core, bn, 1, t0);
         let mut l = Latency { request: t1 - t0, ..Latency::default() };
         let asked = if home == k { t1 } else { self.bounds_net.send(k as u32, home as u32, 1, t1) };
         let mut t = asked + c.l2_cycles;
@@ -277,7 +281,7 @@ impl Machine {
         }
         let back = if home == k { t } else { self.bounds_net.send(home as u32, k as u32, c.data_flits, t) };
         l.lookup = back - t1 - l.memory;
-        let arrived = self.to_bounds(bn, core, c.data_flits, back);
+        let arrived = self.bounds_hop(bn, core, c.data_flits, back);
         l.transfer = arrived - back;
         self.l1[core as usize].insert(block);
         self.miss(l);
@@ -286,7 +290,7 @@ impl Machine {
 
     /// A message between a node and a bounds node sent at `t`: over the mesh, or (BCache-3D)
     /// one vertical hop to the layer above; the cycle its last flit arrives.
-    fn to_bounds(&mut self, from: u32, to: u32, flits: u64, t: u64) -> u64 {
+    fn bounds_hop(&mut self, from: u32, to: u32, flits: u64, t: u64) -> u64 {
         if self.design == Design::BCache3d {
             let n = self.mesh.timing;
             t + n.router + n.link + n.router + flits.saturating_sub(1)
@@ -317,11 +321,11 @@ impl Machine {
         let t1 = self.mesh.send(core, home, 1, t0);
         let mut l = Latency { request: t1 - t0, ..Latency::default() };
         let mut t = t1 + c.directory_cycles;
-        let others: Vec<(u32, Line)> = self
-            .directory
-            .get(&block)
-            .map(|v| v.iter().copied().filter(|(n, _)| *n != core).collect())
-            .unwrap_or_default();
+        let mut others = std::mem::take(&mut self.others);
+        others.clear();
+        if let Some(v) = self.directory.get(&block) {
+            others.extend(v.iter().copied().filter(|(n, _)| *n != core));
+        }
         let owner = others.iter().find(|(_, s)| *s == Line::Modified).map(|(n, _)| *n);
         let data_from = if let Some(o) = owner {
             // The owner sends the block; it keeps a shared copy (or none, for a write).
@@ -373,6 +377,7 @@ impl Machine {
                 v.retain(|(n, _)| *n != core);
             }
         }
+        self.others = others;
         self.miss(l);
         arrived
     }
@@ -386,7 +391,7 @@ impl Machine {
             // other copy (bounds nodes, then their clusters' L1s).
             self.l1[core as usize].insert(block);
             let t0 = at + c.l1_cycles;
-            let t1 = self.to_bounds(core, bn, c.data_flits, t0);
+            let t1 = self.bounds_hop(core, bn, c.data_flits, t0);
             let mut done = t1 + c.l2_cycles;
             let mut memory = 0;
             if c.write_fetch && !self.l2[k].holds(block) {
@@ -403,16 +408,17 @@ impl Machine {
                 }
             }
             self.l2[k].insert(block);
-            for (j, &other) in self.bounds_nodes.clone().iter().enumerate() {
+            for j in 0..self.bounds_nodes.len() {
                 if j == k || !self.l2[j].holds(block) {
                     continue;
                 }
+                let other = self.bounds_nodes[j];
                 let inv = self.bounds_net.send(k as u32, j as u32, 1, done);
                 self.l2[j].invalidate(block);
                 self.stats.invalidations += 1;
                 for n in 0..self.mesh.nodes() {
                     if self.cluster[n as usize] == j && self.l1[n as usize].invalidate(block) {
-                        self.to_bounds(other, n, 1, inv);
+                        self.bounds_hop(other, n, 1, inv);
                         self.stats.invalidations += 1;
                     }
                 }
@@ -420,7 +426,7 @@ impl Machine {
             // The writer's own cluster's other L1 copies.
             for n in 0..self.mesh.nodes() {
                 if n != core && self.cluster[n as usize] == k && self.l1[n as usize].invalidate(block) {
-                    self.to_bounds(bn, n, 1, done);
+                    self.bounds_hop(bn, n, 1, done);
                     self.stats.invalidations += 1;
                 }
             }
@@ -432,7 +438,7 @@ impl Machine {
             return at + c.l1_cycles;
         }
         let t0 = at + c.l1_cycles;
-        let t1 = self.to_bounds(core, bn, 1, t0);
+        let t1 = self.bounds_hop(core, bn, 1, t0);
         let mut l = Latency { request: t1 - t0, ..Latency::default() };
         let mut t = t1 + c.l2_cycles;
         if self.l2[k].lookup(block) {
@@ -469,7 +475,7 @@ impl Machine {
             }
             self.l2[k].insert(block);
         }
-        let arrived = self.to_bounds(bn, core, c.data_flits, t);
+        let arrived = self.bounds_hop(bn, core, c.data_flits, t);
         l.transfer = arrived - t;
         self.l1[core as usize].insert(block);
         self.miss(l);

@@ -34,7 +34,7 @@
 //! appears, and catches up to it after it waited (a real-time gap of `gap_us` or more
 //! between two of its events: a join, a barrier).
 
-use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::io::Read;
 
 use serde::{Deserialize, Serialize};
@@ -43,6 +43,7 @@ use gpusan_trace::{Access, Chunk, Event, Kind, Reader, TraceError};
 
 use super::cache::{Cache, Geometry};
 use super::model::{Config, Design, Machine, Stats};
+use super::queue::Lanes;
 
 type Map<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<ahash::AHasher>>;
 
@@ -190,6 +191,49 @@ pub struct Work {
     pub check: bool,
 }
 
+/// A CPU trace's event as the replay keeps it queued: only what the lowering reads, in 32
+/// bytes against an [`Event`]'s 48 (the queues hold megabytes of them, filled long before
+/// they are replayed).
+#[derive(Clone, Copy, Debug, Default)]
+struct Step {
+    addr: u64,
+    /// An access's `count` (the offset its 8-byte value points at); an allocation's size.
+    count: u64,
+    /// Microseconds (the trace's `kernel`).
+    us: u32,
+    alloc: u32,
+    epoch: u32,
+    what: u8,
+}
+
+impl Step {
+    const ACCESS: u8 = 1;
+    const ALLOC: u8 = 2;
+    const FREE: u8 = 3;
+    const KIND: u8 = 3;
+    const STORE: u8 = 4;
+    const READ_ONLY: u8 = 8;
+    const EIGHT: u8 = 16;
+
+    fn new(e: &Event) -> Step {
+        let (kind, count) = match e.kind {
+            Kind::Access => (Step::ACCESS, e.count),
+            Kind::Alloc => (Step::ALLOC, e.size),
+            Kind::Free => (Step::FREE, e.count),
+            _ => (0, e.count),
+        };
+        let what = kind
+            | if e.op.access() != Access::Load { Step::STORE } else { 0 }
+            | if e.warp & READ_ONLY != 0 { Step::READ_ONLY } else { 0 }
+            | if e.size == 8 { Step::EIGHT } else { 0 };
+        Step { addr: e.addr, count, us: e.kernel, alloc: e.alloc, epoch: e.epoch, what }
+    }
+
+    fn is(&self, flag: u8) -> bool {
+        self.what & flag != 0
+    }
+}
+
 /// The hardware's view of a CPU trace, event by event: pointer tags, what each thread holds,
 /// checks and storage. Independent of the machine's timing.
 #[derive(Default)]
@@ -221,14 +265,18 @@ impl Lowering {
     /// One event of thread `e.sm`, in its program order; one of a thread at or past
     /// [`MAX_THREADS`] is ignored (the replay refuses such a trace first).
     pub fn event(&mut self, e: &Event) -> Work {
-        if e.sm >= MAX_THREADS {
+        self.step(e.sm, &Step::new(e))
+    }
+
+    /// [`Lowering::event`] for a queued step of thread `tid`.
+    fn step(&mut self, tid: u32, e: &Step) -> Work {
+        if tid >= MAX_THREADS {
             return Work::default();
         }
         self.stats.events += 1;
-        let tid = e.sm;
-        match e.kind {
-            Kind::Alloc if e.epoch != REGION => {
-                self.objects.insert(e.alloc, (e.addr, e.size));
+        match e.what & Step::KIND {
+            Step::ALLOC if e.epoch != REGION => {
+                self.objects.insert(e.alloc, (e.addr, e.count));
                 // The pointer `malloc` returned: initialized, its bounds set.
                 self.thread(tid).insert(
                     e.alloc,
@@ -236,7 +284,7 @@ impl Lowering {
                 );
                 Work::default()
             }
-            Kind::Free => {
+            Step::FREE => {
                 if let Some((base, size)) = self.objects.remove(&e.alloc) {
                     let gone: Vec<u64> =
                         self.tags.range(base..base.saturating_add(size.max(1))).map(|(l, _)| *l).collect();
@@ -249,18 +297,18 @@ impl Lowering {
                 }
                 Work::default()
             }
-            Kind::Access => self.access(e),
+            Step::ACCESS => self.access(tid, e),
             _ => Work::default(),
         }
     }
 
-    fn access(&mut self, e: &Event) -> Work {
+    fn access(&mut self, tid: u32, e: &Step) -> Work {
         let s = &mut self.stats;
         s.memory_ops += 1;
-        let read_only = e.warp & READ_ONLY != 0;
+        let read_only = e.is(Step::READ_ONLY);
         s.read_only_ops += u64::from(read_only);
         let mut work = Work { data: Some((e.addr, read_only)), ..Work::default() };
-        let store = e.op.access() != Access::Load;
+        let store = e.is(Step::STORE);
         let smart = self.smart;
 
         // The dereference: checked against the bounds of the thread's pointer into the object.
@@ -268,7 +316,7 @@ impl Lowering {
             self.stats.checks.total += 1;
             // A pointer the trace never saw the thread obtain (through a register or the
             // stack): not known safe, its bounds taken to be in the register.
-            let h = self.thread(e.sm).entry(e.alloc).or_insert(Held {
+            let h = self.thread(tid).entry(e.alloc).or_insert(Held {
                 offset: 0,
                 safe: false,
                 safe_at: None,
@@ -299,7 +347,7 @@ impl Lowering {
             }
         }
 
-        if e.size != 8 {
+        if !e.is(Step::EIGHT) {
             return work;
         }
         let loc = e.addr;
@@ -324,7 +372,7 @@ impl Lowering {
                 work.bounds_load = Some(bound_addr(loc));
             }
             let addr = self.objects.get(&target).map_or(0, |(b, _)| b.wrapping_add(e.count));
-            self.thread(e.sm).insert(
+            self.thread(tid).insert(
                 target,
                 Held {
                     offset: e.count,
@@ -339,7 +387,7 @@ impl Lowering {
             self.stats.pointer_stores += 1;
             self.stats.bounds_stores += 1;
             work.bounds_store = Some(bound_addr(loc));
-            let h = self.thread(e.sm).entry(target).or_insert(Held {
+            let h = self.thread(tid).entry(target).or_insert(Held {
                 offset: e.count,
                 safe: false,
                 safe_at: None,
@@ -384,7 +432,9 @@ impl Lowering {
     }
 }
 
-/// Events queued ahead of the replay at most (what bounds its memory).
+/// Events queued ahead of a run at most. With the lanes' segments, what bounds a replay's
+/// memory: about `QUEUED` × 32 bytes, plus a 32 KiB segment per thread, however many runs
+/// share the reading (the runs are fed the same chunks, so no run lags the others by more).
 const QUEUED: usize = 1 << 18;
 
 /// The machine, the data caches and the lowering: one event timed.
@@ -399,10 +449,10 @@ struct Timed<'o> {
 
 impl Timed<'_> {
     /// Thread `t`'s event `e`, issued at `at`: the cycle it is done.
-    fn event(&mut self, t: u32, at: u64, e: &Event) -> u64 {
+    fn event(&mut self, t: u32, at: u64, e: &Step) -> u64 {
         let opts = self.opts;
         let core = t % self.cores;
-        let w = self.low.event(e);
+        let w = self.low.step(t, e);
         let mut done = at;
         if w.bounds_load.is_none() && w.bounds_store.is_none() && w.data.is_none() {
             return done;
@@ -435,14 +485,179 @@ impl Timed<'_> {
     }
 }
 
-/// A thread of the replay: its queued events, its clock, the real time of its last event,
-/// whether it ended, whether it is in the heap.
+/// How far ahead in its lane a thread's events are fetched into the cache. The lanes hold up
+/// to [`QUEUED`] events (megabytes), filled long before they are replayed, and the threads
+/// take turns every few events: without it, nearly every event is a cache miss.
+const PREFETCH: usize = 4;
+
+fn prefetch(e: Option<&Step>) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(e) = e {
+        // SAFETY: SSE is part of x86-64; a prefetch is a hint that reads nothing and cannot
+        // fault, and the address is a live event's.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>((e as *const Step).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = e;
+}
+
+/// A thread of one run: how far it got in the thread's lane and how much of the lane it was
+/// fed, its clock, the real time of its last event, whether it ended, whether it is in the
+/// heap.
 struct Thread {
-    queue: VecDeque<Event>,
+    next: u64,
+    have: u64,
     clock: u64,
     last_us: Option<u32>,
     ended: bool,
     ready: bool,
+}
+
+/// One machine's replay of a trace, between chunks: it asks for the next chunk when it
+/// must (so that [`replay_all`] can feed several from one reading and each still does what
+/// it would alone).
+struct Replay<'o> {
+    timed: Timed<'o>,
+    threads: Vec<Thread>,
+    ready: BinaryHeap<std::cmp::Reverse<(u64, u32)>>,
+    /// Threads neither ended nor with an event queued: the reader reads on for them.
+    starving: usize,
+    queued: usize,
+    /// [`QUEUED`] (less in tests).
+    queue_limit: usize,
+    now: u64,
+    end: u64,
+    /// Chunks remain to be read.
+    more: bool,
+}
+
+impl<'o> Replay<'o> {
+    fn new(design: Design, config: Config, opts: &'o Options, queue_limit: usize) -> Replay<'o> {
+        let cores = (config.width * config.height).max(1);
+        Replay {
+            timed: Timed {
+                opts,
+                cores,
+                m: Machine::new(design, config),
+                data: (0..cores).map(|_| Cache::new(opts.data_l1)).collect(),
+                low: Lowering::new(opts.smart),
+                data_misses: 0,
+            },
+            threads: Vec::new(),
+            ready: BinaryHeap::new(),
+            starving: 0,
+            queued: 0,
+            queue_limit,
+            now: 0,
+            end: 0,
+            more: true,
+        }
+    }
+
+    /// Whether it waits for the next chunk: until every live thread has an event queued, or
+    /// enough are queued.
+    fn wants(&self) -> bool {
+        self.more && (self.threads.is_empty() || self.queued < self.queue_limit && self.starving > 0)
+    }
+
+    /// A chunk's events, queued by thread (in the lanes already; the chunk's threads checked
+    /// before).
+    fn feed(&mut self, events: &[Event]) {
+        for e in events {
+            let t = e.sm as usize;
+            if self.threads.len() <= t {
+                self.starving += t + 1 - self.threads.len();
+                self.threads.resize_with(t + 1, || Thread {
+                    next: 0,
+                    have: 0,
+                    clock: u64::MAX,
+                    last_us: None,
+                    ended: false,
+                    ready: false,
+                });
+            }
+            let th = &mut self.threads[t];
+            if th.clock == u64::MAX {
+                // A new thread starts when it appears.
+                th.clock = self.now;
+            }
+            if e.kind == Kind::WarpDone {
+                if !th.ended && th.next == th.have {
+                    self.starving -= 1;
+                }
+                th.ended = true;
+                continue;
+            }
+            if th.next == th.have && !th.ended {
+                self.starving -= 1;
+            }
+            th.have += 1;
+            self.queued += 1;
+            if !th.ready {
+                th.ready = true;
+                self.ready.push(std::cmp::Reverse((th.clock, t as u32)));
+            }
+        }
+    }
+
+    /// Replays until it wants the next chunk, or no thread has anything left to run.
+    fn run(&mut self, lanes: &Lanes<Step>) {
+        let opts = self.timed.opts;
+        while !self.wants() {
+            let Some(std::cmp::Reverse((_, mut t))) = self.ready.pop() else { return };
+            // The thread runs on while it stays the earliest and the reader need not read.
+            loop {
+                let th = &mut self.threads[t as usize];
+                if th.next == th.have {
+                    th.ready = false;
+                    break;
+                }
+                let e = *lanes.get(t as usize, th.next).expect("a run's thread was fed what it has");
+                th.next += 1;
+                prefetch(lanes.get(t as usize, th.next + PREFETCH as u64));
+                self.queued -= 1;
+                if th.next == th.have && !th.ended {
+                    self.starving += 1;
+                }
+                // A thread that waited (in real time) catches up with the others.
+                if th.last_us.is_some_and(|l| e.us.wrapping_sub(l) >= opts.gap_us) {
+                    th.clock = th.clock.max(self.now);
+                }
+                th.last_us = Some(e.us);
+                let at = th.clock;
+                self.now = self.now.max(at);
+                let done = self.timed.event(t, at, &e);
+                self.end = self.end.max(done);
+                let th = &mut self.threads[t as usize];
+                th.clock = done;
+                if th.next == th.have {
+                    th.ready = false;
+                    break;
+                }
+                if self.wants() {
+                    self.ready.push(std::cmp::Reverse((done, t)));
+                    break;
+                }
+                // Another thread is earlier: it takes the heap's top in this one's place
+                // (one sift, not a pop and a push).
+                if let Some(mut top) = self.ready.peek_mut() {
+                    if top.0 < (done, t) {
+                        t = std::mem::replace(&mut *top, std::cmp::Reverse((done, t))).0 .1;
+                    }
+                }
+            }
+        }
+    }
+
+    fn finish(self) -> ProgramStats {
+        let t = self.timed;
+        let mut stats = t.low.finish(t.opts);
+        stats.data_l1_misses = t.data_misses;
+        stats.machine = t.m.stats.clone();
+        stats.cycles = self.end;
+        stats.upc = stats.memory_ops as f64 / self.end.max(1) as f64;
+        stats
+    }
 }
 
 /// Replays a CPU trace on `design`. Threads map to cores by `tid % cores`.
@@ -452,108 +667,67 @@ pub fn replay<R: Read>(
     opts: &Options,
     reader: &mut Reader<R>,
 ) -> Result<ProgramStats, ProgramError> {
-    let cores = (config.width * config.height).max(1);
-    let mut timed = Timed {
-        opts,
-        cores,
-        m: Machine::new(design, config),
-        data: (0..cores).map(|_| Cache::new(opts.data_l1)).collect(),
-        low: Lowering::new(opts.smart),
-        data_misses: 0,
-    };
-    let mut threads: Vec<Thread> = Vec::new();
-    let mut ready: BinaryHeap<std::cmp::Reverse<(u64, u32)>> = BinaryHeap::new();
-    // Threads neither ended nor with an event queued: the reader reads on for them.
-    let mut starving = 0usize;
-    let (mut queued, mut now, mut end) = (0usize, 0u64, 0u64);
+    let mut all = replay_all(&[(design, *opts)], config, reader)?;
+    Ok(all.pop().expect("one run, one result"))
+}
+
+/// Replays a CPU trace on several machines at once, the trace read and decoded once: each
+/// run's result is the one [`replay`] gives it alone. A run runs until it asks for the next
+/// chunk or is done, so every run still going asks for each chunk in turn and gets it when it
+/// would alone.
+pub fn replay_all<R: Read>(
+    runs: &[(Design, Options)],
+    config: Config,
+    reader: &mut Reader<R>,
+) -> Result<Vec<ProgramStats>, ProgramError> {
+    replay_queued(runs, config, reader, QUEUED)
+}
+
+fn replay_queued<R: Read>(
+    runs: &[(Design, Options)],
+    config: Config,
+    reader: &mut Reader<R>,
+    queue_limit: usize,
+) -> Result<Vec<ProgramStats>, ProgramError> {
+    let mut reps: Vec<Replay> = runs.iter().map(|(d, o)| Replay::new(*d, config, o, queue_limit)).collect();
+    let mut lanes = Lanes::default();
     let mut chunk = Chunk::default();
-    let (mut more, mut chunks) = (true, 0u64);
-    loop {
-        // Read until every live thread has an event queued, or enough are queued.
-        while more && (threads.is_empty() || queued < QUEUED && starving > 0) {
-            if !reader.next_chunk(&mut chunk)? {
-                more = false;
-                break;
-            }
-            chunks += 1;
-            if let Some(e) = chunk.events.iter().find(|e| e.sm >= MAX_THREADS) {
-                return Err(ProgramError::Thread { tid: e.sm, chunk: chunks - 1 });
-            }
-            for e in &chunk.events {
-                let t = e.sm as usize;
-                if threads.len() <= t {
-                    starving += t + 1 - threads.len();
-                    threads.resize_with(t + 1, || Thread {
-                        queue: VecDeque::new(),
-                        clock: u64::MAX,
-                        last_us: None,
-                        ended: false,
-                        ready: false,
-                    });
-                }
-                let th = &mut threads[t];
-                if th.clock == u64::MAX {
-                    // A new thread starts when it appears.
-                    th.clock = now;
-                }
-                if e.kind == Kind::WarpDone {
-                    if !th.ended && th.queue.is_empty() {
-                        starving -= 1;
-                    }
-                    th.ended = true;
-                    continue;
-                }
-                if th.queue.is_empty() && !th.ended {
-                    starving -= 1;
-                }
-                th.queue.push_back(*e);
-                queued += 1;
-                if !th.ready {
-                    th.ready = true;
-                    ready.push(std::cmp::Reverse((th.clock, t as u32)));
-                }
-            }
+    // Runs still going: a run that does not ask for the next chunk is done (alone, it would
+    // read no further).
+    let mut live = vec![true; reps.len()];
+    for n in 0u64.. {
+        for (r, l) in reps.iter_mut().zip(&mut live).filter(|(_, l)| **l) {
+            r.run(&lanes);
+            *l = r.wants();
         }
-        let Some(std::cmp::Reverse((_, t))) = ready.pop() else { break };
-        // The thread runs on while it stays the earliest and the reader need not read.
-        loop {
-            let th = &mut threads[t as usize];
-            let Some(e) = th.queue.pop_front() else {
-                th.ready = false;
-                break;
-            };
-            queued -= 1;
-            if th.queue.is_empty() && !th.ended {
-                starving += 1;
+        if !live.contains(&true) {
+            break;
+        }
+        if !reader.next_chunk(&mut chunk)? {
+            for (r, _) in reps.iter_mut().zip(&live).filter(|(_, l)| **l) {
+                r.more = false;
+                r.run(&lanes);
             }
-            // A thread that waited (in real time) catches up with the others.
-            if th.last_us.is_some_and(|l| e.kernel.wrapping_sub(l) >= opts.gap_us) {
-                th.clock = th.clock.max(now);
-            }
-            th.last_us = Some(e.kernel);
-            let at = th.clock;
-            now = now.max(at);
-            let done = timed.event(t, at, &e);
-            end = end.max(done);
-            let th = &mut threads[t as usize];
-            th.clock = done;
-            if th.queue.is_empty() {
-                th.ready = false;
-                break;
-            }
-            let first = ready.peek().is_none_or(|std::cmp::Reverse(k)| (done, t) < *k);
-            if !first || more && queued < QUEUED && starving > 0 {
-                ready.push(std::cmp::Reverse((done, t)));
-                break;
+            break;
+        }
+        if let Some(e) = chunk.events.iter().find(|e| e.sm >= MAX_THREADS) {
+            return Err(ProgramError::Thread { tid: e.sm, chunk: n });
+        }
+        for e in chunk.events.iter().filter(|e| e.kind != Kind::WarpDone) {
+            lanes.push(e.sm as usize, Step::new(e));
+        }
+        for (r, _) in reps.iter_mut().zip(&live).filter(|(_, l)| **l) {
+            r.feed(&chunk.events);
+        }
+        // What every run still going is past goes back to the pool.
+        for t in 0..lanes.threads() {
+            let going = reps.iter().zip(&live).filter(|(_, l)| **l);
+            if let Some(past) = going.filter_map(|(r, _)| r.threads.get(t)).map(|th| th.next).min() {
+                lanes.release(t, past);
             }
         }
     }
-    let mut stats = timed.low.finish(opts);
-    stats.data_l1_misses = timed.data_misses;
-    stats.machine = timed.m.stats.clone();
-    stats.cycles = end;
-    stats.upc = stats.memory_ops as f64 / end.max(1) as f64;
-    Ok(stats)
+    Ok(reps.into_iter().map(Replay::finish).collect())
 }
 
 #[cfg(test)]
@@ -669,8 +843,12 @@ mod tests {
     }
 
     fn trace(events: &[Event]) -> Vec<u8> {
+        trace_in_chunks(events, gpusan_trace::Config::default())
+    }
+
+    fn trace_in_chunks(events: &[Event], config: gpusan_trace::Config) -> Vec<u8> {
         let mut bytes = Vec::new();
-        let mut w = Writer::new(&mut bytes, &Default::default(), Default::default()).unwrap();
+        let mut w = Writer::new(&mut bytes, &Default::default(), config).unwrap();
         for e in events {
             w.push(e).unwrap();
         }
@@ -703,5 +881,56 @@ mod tests {
         assert!(smart.upc > plain.upc);
         // The machine saw the bounds loads and the one store.
         assert_eq!(plain.machine.accesses, 401);
+    }
+
+    /// Threads flushed in bursts, as the tracer writes them, one ending early and one starting
+    /// late (its clock starts where the replay is when it is read), in chunks of 7 events,
+    /// with the replay's queue limit binding and not: several machines replayed from one
+    /// reading each count what they count alone.
+    #[test]
+    fn runs_replayed_together_count_what_each_counts_alone() {
+        let mut events = vec![alloc(0, 1, 0x1000, 4096), alloc(0, 2, 0x9000, 64)];
+        for burst in 0..12u64 {
+            for t in 1..6u32 {
+                // Thread 4 ends after burst 5; thread 5 starts at burst 7.
+                if t == 4 && burst > 5 || t == 5 && burst < 7 {
+                    continue;
+                }
+                // Bursts of different lengths; thread 1 misses everywhere, the others hit.
+                for i in 0..(3 + 4 * u64::from(t)) {
+                    let spread = if t == 1 { 64 * (burst * 13 + i) } else { 8 * (i % 4) };
+                    events.push(acc(t, i % 3 == 0, 0x1000 + spread % 4096, 8, 1, 2, 8 * (i % 4)));
+                    events.push(acc(t, false, 0x9000 + 8 * (i % 8), 4, 2, 0, 0));
+                }
+            }
+            if burst == 5 {
+                events.push(Event { kernel: 0, ..Event::warp_done(0, 4, 0, 0) });
+            }
+            // Real time moves on: a thread that waited catches up.
+            for e in events.iter_mut().rev().take(120) {
+                e.kernel = burst as u32 * 300;
+            }
+        }
+        let bytes = trace_in_chunks(&events, gpusan_trace::Config { chunk_events: 7 });
+        let both = Options::default();
+        let runs = [
+            (Design::HardBound, both),
+            (Design::BCache, both),
+            (Design::BCache3d, Options { read_only: false, ..both }),
+            (Design::BCache, Options { smart: true, ..both }),
+        ];
+        let config = Config::mesh(2, 2);
+        // As the replay's queue limit, 20 events: it runs on while threads starve.
+        for limit in [QUEUED, 20] {
+            let read = || Reader::new(&bytes[..]).unwrap();
+            let together = replay_queued(&runs, config, &mut read(), limit).unwrap();
+            assert_eq!(together.len(), runs.len());
+            for (run, got) in runs.iter().zip(&together) {
+                let alone = replay_queued(std::slice::from_ref(run), config, &mut read(), limit).unwrap();
+                assert_eq!(&alone[0], got, "{run:?}, limit {limit}");
+                assert_eq!(got.events as usize, events.len() - 1, "every event but the thread's end");
+            }
+            assert_ne!(together[0].cycles, together[1].cycles, "the machines differ");
+        }
     }
 }
