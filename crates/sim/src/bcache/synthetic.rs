@@ -220,24 +220,30 @@ pub mod trace {
     ) -> Result<(Stats, u64, u64), TraceError> {
         let mut m = Machine::new(design, config);
         let cores = (config.width * config.height) as usize;
-        let mut queues: Vec<VecDeque<Event>> = vec![VecDeque::new(); cores];
-        let mut next = vec![0u64; cores];
+        // A reference as queued: its address, and whether it writes and whether it reads
+        // read-only data (16 bytes, not an event's 48).
+        let mut queues: Vec<VecDeque<(u64, bool, bool)>> = vec![VecDeque::new(); cores];
         let mut ready: BinaryHeap<std::cmp::Reverse<(u64, u32)>> = BinaryHeap::new();
+        let mut next = vec![0u64; cores];
         let mut queued = vec![false; cores];
+        // Cores with a window's worth read ahead.
+        let mut full = 0usize;
         let mut chunk = Chunk::default();
         let mut more = true;
         let (mut end, mut events) = (0u64, 0u64);
         loop {
             // Read ahead until every core has a reference queued, or one core has a window's
             // worth (a trace of fewer cores than the mesh stops there), or the trace ends.
-            while more && ready.len() < cores && !queues.iter().any(|q| q.len() >= WINDOW) {
+            while more && ready.len() < cores && full == 0 {
                 if !reader.next_chunk(&mut chunk)? {
                     more = false;
                     break;
                 }
                 for e in chunk.events.iter().filter(|e| e.kind == gpusan_trace::Kind::Access) {
                     let c = e.sm as usize % cores;
-                    queues[c].push_back(*e);
+                    let read_only = e.op.space() == Space::Global;
+                    queues[c].push_back((e.addr, e.op.access() != Access::Load, read_only));
+                    full += usize::from(queues[c].len() == WINDOW);
                     events += 1;
                     if !queued[c] {
                         queued[c] = true;
@@ -245,24 +251,25 @@ pub mod trace {
                     }
                 }
             }
-            let Some(std::cmp::Reverse((t, c))) = ready.pop() else { break };
+            let Some(mut top) = ready.peek_mut() else { break };
+            let std::cmp::Reverse((t, c)) = *top;
             let c = c as usize;
-            let Some(e) = queues[c].pop_front() else {
+            let Some((addr, write, read_only)) = queues[c].pop_front() else {
                 queued[c] = false;
+                std::collections::binary_heap::PeekMut::pop(top);
                 continue;
             };
-            let done = if e.op.space() == Space::Global {
-                m.read_only(c as u32, e.addr, t)
-            } else {
-                m.access(c as u32, e.addr, e.op.access() != Access::Load, t)
-            };
+            full -= usize::from(queues[c].len() == WINDOW - 1);
+            let done = if read_only { m.read_only(c as u32, addr, t) } else { m.access(c as u32, addr, write, t) };
             end = end.max(done);
             next[c] = done + think;
             if queues[c].is_empty() {
                 // Its next reference is not read yet (or there is none): it waits for the reader.
                 queued[c] = false;
+                std::collections::binary_heap::PeekMut::pop(top);
             } else {
-                ready.push(std::cmp::Reverse((next[c], c as u32)));
+                // It stays in the heap with its next cycle (one sift, not a pop and a push).
+                *top = std::cmp::Reverse((next[c], c as u32));
             }
         }
         Ok((m.stats, end, events))
