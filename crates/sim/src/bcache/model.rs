@@ -310,9 +310,12 @@ impl Machine {
 
     fn hardbound(&mut self, core: u32, block: u64, write: bool, at: u64) -> u64 {
         let c = self.config;
-        let mine = self.directory.get(&block).and_then(|v| v.iter().find(|(n, _)| *n == core).map(|(_, l)| *l));
-        let hit = self.l1[core as usize].lookup(block) && mine.is_some();
-        if hit && (!write || mine == Some(Line::Modified)) {
+        let in_l1 = self.l1[core as usize].lookup(block);
+        // The block's directory entry, looked up once for the whole miss (the fields are
+        // borrowed apart: the mesh, the caches and the entry).
+        let entry = self.directory.entry(block).or_default();
+        let mine = entry.iter().find(|(n, _)| *n == core).map(|(_, l)| *l);
+        if in_l1 && mine.is_some() && (!write || mine == Some(Line::Modified)) {
             self.stats.l1_hits += 1;
             return at + c.l1_cycles;
         }
@@ -321,11 +324,9 @@ impl Machine {
         let t1 = self.mesh.send(core, home, 1, t0);
         let mut l = Latency { request: t1 - t0, ..Latency::default() };
         let mut t = t1 + c.directory_cycles;
-        let mut others = std::mem::take(&mut self.others);
+        let others = &mut self.others;
         others.clear();
-        if let Some(v) = self.directory.get(&block) {
-            others.extend(v.iter().copied().filter(|(n, _)| *n != core));
-        }
+        others.extend(entry.iter().copied().filter(|(n, _)| *n != core));
         let owner = others.iter().find(|(_, s)| *s == Line::Modified).map(|(n, _)| *n);
         let data_from = if let Some(o) = owner {
             // The owner sends the block; it keeps a shared copy (or none, for a write).
@@ -349,7 +350,7 @@ impl Machine {
         if write {
             // The other copies are invalidated (in parallel; the data waits for the last ack).
             let mut last = t;
-            for &(n, _) in &others {
+            for &(n, _) in others.iter() {
                 let inv = self.mesh.send(home, n, 1, t);
                 self.l1[n as usize].invalidate(block);
                 self.stats.invalidations += 1;
@@ -360,7 +361,6 @@ impl Machine {
         }
         let arrived = self.mesh.send(data_from, core, c.data_flits, t);
         l.transfer = arrived - t;
-        let entry = self.directory.entry(block).or_default();
         if write {
             entry.clear();
             entry.push((core, Line::Modified));
@@ -368,7 +368,7 @@ impl Machine {
             for e in entry.iter_mut() {
                 e.1 = Line::Shared;
             }
-            if !entry.iter().any(|(n, _)| *n == core) {
+            if mine.is_none() {
                 entry.push((core, Line::Shared));
             }
         }
@@ -377,7 +377,6 @@ impl Machine {
                 v.retain(|(n, _)| *n != core);
             }
         }
-        self.others = others;
         self.miss(l);
         arrived
     }
