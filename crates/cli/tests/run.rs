@@ -666,6 +666,18 @@ fn each_context_gets_its_own_device_table_and_error_buffer() {
     assert_eq!(o.report["errors"][0]["details"]["kernel"], "abi_probe", "{:#}", o.report);
 }
 
+/// A library is loaded into every context its kernels run in (cudart loads a program's
+/// kernels as one): each context's copy of its variables points at that context's table and
+/// error buffer, not only the copy of the context current when it loaded (its kernels on a
+/// second GPU would run unchecked).
+#[test]
+fn a_library_is_pointed_at_the_table_of_every_context_it_runs_in() {
+    let o = gpusan_run(&[], &[prog(), "link", "abi_library_two_contexts"]);
+    assert_eq!(o.code, Some(0), "the second context's variables not pointed: {}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), vec!["out_of_bounds_write"], "{:#}", o.report);
+    assert_eq!(o.report["errors"][0]["details"]["kernel"], "abi_probe", "{:#}", o.report);
+}
+
 #[test]
 fn check_mode_loads_a_module_wired_to_the_device_abi() {
     let (checked, o) = loaded_under("check", "load_ptx");

@@ -28,6 +28,8 @@ int cuModuleLoadData(void **, const void *);
 int cuModuleGetGlobal_v2(uint64_t *, size_t *, void *, const char *);
 int cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **);
 int cuCtxSynchronize(void);
+int cuLibraryLoadData(void **, const void *, int *, void **, unsigned, int *, void **, unsigned);
+int cuLibraryGetGlobal(uint64_t *, size_t *, void *, const char *);
 
 /* A module taking part in gpusan's device ABI; functions sorted by name: abi_probe, zeta. */
 static const char *abi_ptx =
@@ -39,6 +41,12 @@ static const char *abi_ptx =
 static uint64_t global_value(void *m, const char *name) {
     uint64_t addr = 0; size_t size = 0;
     if (cuModuleGetGlobal_v2(&addr, &size, m, name)) return 0;
+    return size == 4 ? *(uint32_t *)(uintptr_t)addr : *(uint64_t *)(uintptr_t)addr;
+}
+
+static uint64_t lib_value(void *lib, const char *name) {
+    uint64_t addr = 0; size_t size = 0;
+    if (cuLibraryGetGlobal(&addr, &size, lib, name)) return 0;
     return size == 4 ? *(uint32_t *)(uintptr_t)addr : *(uint64_t *)(uintptr_t)addr;
 }
 
@@ -643,6 +651,34 @@ int main(int argc, char **argv) {
             memcpy(rec + 16, f, sizeof f);
         }
         rc |= cuCtxSynchronize();
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "abi_library_two_contexts")) {
+        /* A library declaring the ABI (how cudart loads a program's kernels) loaded in context
+         * 0x1000 and launched in 0x2000 too (another device): its variables in 0x2000 must
+         * point at 0x2000's own table and error buffer, and a record written there be
+         * drained. */
+        void *lib = 0;
+        rc |= cuLibraryLoadData(&lib, abi_ptx, 0, 0, 0, 0, 0, 0) | cuLaunchKernel(0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0);
+        uint64_t ta = lib_value(lib, "__gpusan_table");
+        fake_set_context(0x2000);
+        rc |= cuLaunchKernel(0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0);
+        uint64_t tb = lib_value(lib, "__gpusan_table"), eb = lib_value(lib, "__gpusan_errors");
+        uint32_t module = (uint32_t)lib_value(lib, "__gpusan_module");
+        if (!ta || !tb || ta == tb) rc |= 4; /* its own table in each context */
+        else if (memcmp((void *)(uintptr_t)tb, "GSAT", 4) != 0) rc |= 8;
+        if (!eb || module == 0) rc |= 16;
+        else {
+            unsigned char *errors = (unsigned char *)(uintptr_t)eb;
+            uint32_t *count = (uint32_t *)errors, i = (*count)++;
+            unsigned char *rec = errors + 16 + 64 * i;
+            uint64_t addr = a + 1024 + 4;
+            uint32_t f[12] = {module << 16 | 0, 1, 4, 15, 2, 0, 0, 5, 0, 0, 0, 1};
+            memcpy(rec, &addr, 8);
+            memset(rec + 8, 0, 8);
+            memcpy(rec + 16, f, sizeof f);
+        }
+        rc |= cuCtxSynchronize();
+        fake_set_context(0x1000);
         rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "table_growth")) {
         /* 3000 allocations of 256 bytes in batches of 100, a launch after each (the table

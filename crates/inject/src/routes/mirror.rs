@@ -21,7 +21,10 @@
 //! move the table when outgrown (modules re-pointed, outgrown buffers kept).
 //!
 //! One table and one error buffer per context: a module's kernels run on its context's
-//! device, which need not reach another device's memory.
+//! device, which need not reach another device's memory. A library (`cuLibraryLoad*`, as
+//! cudart loads a program's kernels) is loaded by the driver into every context its kernels
+//! run in, with its variables in each: every context's copy is pointed at that context's
+//! buffers, at the context's first launch after the library loaded.
 //!
 //! Locks: the map of contexts is locked only to find or insert a context's entry, never
 //! across a driver call; each context's entry has a lock of its own, held across its
@@ -102,6 +105,8 @@ struct Abi {
     drained: u32,
     not_stored: u64,
     modules: Vec<AbiModule>,
+    /// How many of the process's ABI libraries ([`Contexts::libraries`]) were pointed here.
+    libraries: usize,
 }
 
 /// One context's state: [`Abi`] under its lock (held across uploads, which are driver
@@ -130,6 +135,11 @@ impl Ctx {
 struct Contexts {
     by_context: std::collections::HashMap<u64, Arc<Ctx>>,
     modules_numbered: u32,
+    /// Libraries (`cuLibraryLoad*`, how cudart loads a program's kernels) that declare the
+    /// ABI, in load order. The driver loads a library into each context its kernels run in,
+    /// with variables of its own there: every context's copy is pointed at that context's
+    /// buffers (at its next launch), not only the copy of the context that loaded it.
+    libraries: Vec<(Loaded, u32, Arc<ModuleInfo>)>,
     /// What contexts that went away counted: records not stored, table memory held, moves,
     /// untracked accesses of patched kernels.
     gone: (u64, u64, u64, u64),
@@ -140,6 +150,9 @@ struct Contexts {
 static ABI: PerProcess<Mutex<Option<Contexts>>> = PerProcess::new(|| Mutex::new(None));
 /// Set once a module declared the ABI: launches and syncs check nothing before that.
 static ACTIVE: PerProcess<AtomicBool> = PerProcess::new(|| AtomicBool::new(false));
+/// `Contexts::libraries.len()`, read by every launch without the map's lock.
+static LIBRARIES: PerProcess<std::sync::atomic::AtomicUsize> =
+    PerProcess::new(|| std::sync::atomic::AtomicUsize::new(0));
 
 fn lock() -> MutexGuard<'static, Option<Contexts>> {
     locks::lock(ABI.get())
@@ -273,8 +286,35 @@ pub fn on_module_loaded(loaded: Loaded, meta: impl FnOnce() -> Option<ModuleMeta
     let Some(abi) = context_entry() else { return false };
     let id = next_module_number();
     let info = Arc::new(ModuleInfo { names, sass: false, lines, label: format!("module {id}") });
+    if let Loaded::Library(_) = loaded {
+        let mut guard = lock();
+        let libraries = &mut guard.get_or_insert_with(Contexts::default).libraries;
+        libraries.push((loaded, id, info.clone()));
+        LIBRARIES.get().store(libraries.len(), Ordering::Release);
+    }
     add(&abi, AbiModule { target: Target::Variables(loaded), id, info });
     true
+}
+
+/// Points the ABI libraries loaded since the context's last launch at its buffers (the
+/// context current; its table placed). One already among its modules (loaded in it) is
+/// skipped; one the driver cannot load here (unloaded since) is left.
+unsafe fn point_libraries(abi: &mut Abi) {
+    let known = LIBRARIES.get().load(Ordering::Acquire);
+    if abi.libraries >= known {
+        return;
+    }
+    let new: Vec<(Loaded, u32, Arc<ModuleInfo>)> =
+        lock().as_ref().map(|c| c.libraries[abi.libraries.min(c.libraries.len())..].to_vec()).unwrap_or_default();
+    abi.libraries += new.len();
+    for (loaded, id, info) in new {
+        if abi.modules.iter().any(|m| m.id == id) || global_of(loaded, ERRORS_SYMBOL).is_none() {
+            continue;
+        }
+        let m = AbiModule { target: Target::Variables(loaded), id, info };
+        point(abi, &m);
+        abi.modules.push(m);
+    }
 }
 
 /// The current context's entry, set up at its first module.
@@ -412,6 +452,7 @@ unsafe fn set_up(device: i32) -> Option<Abi> {
         drained: 0,
         not_stored: 0,
         modules: Vec::new(),
+        libraries: 0,
     })
 }
 
@@ -423,7 +464,8 @@ pub fn active() -> bool {
 /// Before a launch: the kernel must see every allocation made so far.
 /// `set_up`: the binary route may patch the launched kernel (its module may load only now,
 /// lazily): the context's table and error buffer are made here, outside the Compute
-/// Sanitizer's callbacks, where no driver call may be made.
+/// Sanitizer's callbacks, where no driver call may be made. So are they at a context's
+/// first launch where an ABI library was loaded in another (its kernels may run here).
 pub fn before_launch(set_up: bool) {
     if !set_up && !ACTIVE.get().load(Ordering::Acquire) {
         return;
@@ -434,9 +476,14 @@ pub fn before_launch(set_up: bool) {
         abi
     } else {
         entry(current_context().0)
+            .or_else(|| (LIBRARIES.get().load(Ordering::Acquire) > 0).then(context_entry).flatten())
     };
     if let Some(ctx) = abi {
-        unsafe { upload(&ctx, &mut lock_abi(&ctx)) };
+        let mut abi = lock_abi(&ctx);
+        unsafe {
+            upload(&ctx, &mut abi);
+            point_libraries(&mut abi);
+        }
     }
 }
 
