@@ -678,6 +678,22 @@ fn a_library_is_pointed_at_the_table_of_every_context_it_runs_in() {
     assert_eq!(o.report["errors"][0]["details"]["kernel"], "abi_probe", "{:#}", o.report);
 }
 
+/// Peer copies on two devices: each side judged against its allocation and against the
+/// device of the context the call names for it.
+#[test]
+fn a_peer_copy_is_judged_on_each_side_and_against_each_contexts_device() {
+    let env = [("FAKE_CUDA_DEVICES", std::path::Path::new("2"))];
+    let o = gpusan_run_env(&[], &[prog(), "link", "peer_copies"], &env);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), vec!["device_mismatch", "memcpy_out_of_bounds"], "{:#}", o.report);
+    let errors = o.report["errors"].as_array().unwrap();
+    assert!(errors.iter().all(|e| e["details"]["api"] == "cuMemcpyPeer"), "{:#}", o.report);
+    let kind = |k: &str| errors.iter().find(|e| e["kind"] == k).unwrap();
+    let mismatch = &kind("device_mismatch")["details"];
+    assert_eq!((&mismatch["operand"], &mismatch["nearest"]["allocation"]["device"]), (&"dst".into(), &1.into()));
+    assert_eq!(kind("memcpy_out_of_bounds")["details"]["operand"], "src", "{:#}", o.report);
+}
+
 #[test]
 fn check_mode_loads_a_module_wired_to_the_device_abi() {
     let (checked, o) = loaded_under("check", "load_ptx");

@@ -306,6 +306,20 @@ struct Checker<'r> {
     out: Vec<Finding>,
 }
 
+/// Whether memory of this kind lies on the device its allocation recorded (the current one
+/// when it was made). Managed memory moves between devices, host memory is on none, and a
+/// VMM mapping is on the device of its physical memory, which need not be that one.
+fn placed_on_its_device(kind: AllocKind) -> bool {
+    !matches!(
+        kind,
+        AllocKind::Managed
+            | AllocKind::HostPinned { .. }
+            | AllocKind::HostRegistered
+            | AllocKind::Vmm
+            | AllocKind::Other
+    )
+}
+
 impl Checker<'_> {
     fn push(&mut self, operand: Operand, problem: Problem) {
         self.out.push(Finding { api: self.api, op: self.op, operand, problem });
@@ -347,7 +361,7 @@ impl Checker<'_> {
                     let past_end = saturate(end - u128::from(alloc.end()));
                     self.push(operand, Problem::OutOfBounds { start, len, alloc, past_end });
                 }
-                if let Some(device) = device.filter(|&d| d != alloc.device) {
+                if let Some(device) = device.filter(|&d| d != alloc.device && placed_on_its_device(alloc.kind)) {
                     self.push(operand, Problem::WrongDevice { start, alloc, device });
                 }
             }

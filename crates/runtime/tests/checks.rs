@@ -150,6 +150,33 @@ fn peer_copies_check_both_devices() {
     assert_eq!(peer(B + 2048, 1, A, 0, 16), [(UnknownDeviceAddress, Dst, 0)]);
 }
 
+/// Memory that does not lie on the device that was current at its allocation (managed
+/// memory moves, host memory is on none, a VMM mapping is on its physical memory's) is
+/// never another device's: only its bounds are judged.
+#[test]
+fn a_peer_copy_of_memory_on_no_one_device_is_judged_for_bounds_only() {
+    let kinds = [AllocKind::Managed, AllocKind::HostPinned { mapped: true }, AllocKind::Vmm];
+    for kind in kinds {
+        let r = Registry::default();
+        r.insert(NewAlloc { base: A, size: 1024, kind, device: 0, context: 9, site: SiteId::UNKNOWN }).unwrap();
+        r.insert(NewAlloc {
+            base: B,
+            size: 1024,
+            kind: AllocKind::Device,
+            device: 1,
+            context: 9,
+            site: SiteId::UNKNOWN,
+        })
+        .unwrap();
+        let peer = |src_device, count| {
+            let call = Call::CopyPeer { dst: B, dst_device: 1, src: A, src_device, count };
+            summary(&check_call(&r, "cuMemcpyPeer", &call))
+        };
+        assert_eq!(peer(1, 1024), [], "{kind:?}");
+        assert_eq!(peer(1, 1025), [(MemcpyOutOfBounds, Dst, 1), (MemcpyOutOfBounds, Src, 1)], "{kind:?}");
+    }
+}
+
 #[test]
 fn symbol_copies_check_offset_plus_count_against_the_symbol() {
     let r = registry(&[(A, 1024, AllocKind::Device)]);

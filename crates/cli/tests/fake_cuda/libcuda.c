@@ -87,7 +87,12 @@ static __thread uintptr_t current_ctx = 0x1000;
 void fake_set_context(uintptr_t ctx) { current_ctx = ctx; }
 CUresult cuCtxGetCurrent(void **ctx) { *ctx = (void *)current_ctx; return 0; }
 CUresult cuCtxSetCurrent(void *ctx) { current_ctx = (uintptr_t)ctx; return 0; }
-CUresult cuCtxGetDevice(int *dev) { *dev = 0; return 0; }
+/* Context 0x2000 is on device 1 when FAKE_CUDA_DEVICES is 2 or more (else both on 0). */
+static int device_of_ctx(uintptr_t ctx) {
+    const char *n = getenv("FAKE_CUDA_DEVICES");
+    return ctx == 0x2000 && n && atoi(n) > 1;
+}
+CUresult cuCtxGetDevice(int *dev) { *dev = device_of_ctx(current_ctx); return 0; }
 /* The Compute Sanitizer API allows no driver call inside its callbacks (only its own
  * sanitizerAlloc and copies): one made there is logged to $FAKE_SANITIZER_LOG. */
 static void no_call_in_callback(const char *what) {
@@ -187,6 +192,12 @@ static pthread_rwlock_t driver_lock = PTHREAD_RWLOCK_INITIALIZER;
 static volatile int meet_copy, launch_waiting, copy_waiting;
 void fake_launch_meets_copy(void) { meet_copy = 1; }
 int fake_launch_waiting(void) { return launch_waiting; }
+/* A copy between two contexts' memory (the fake's is host memory: one memcpy). */
+CUresult cuMemcpyPeer(uint64_t dst, void *dst_ctx, uint64_t src, void *src_ctx, size_t n) {
+    (void)dst_ctx; (void)src_ctx;
+    memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return 0;
+}
 CUresult cuMemcpyHtoD_v2(uint64_t dst, const void *src, size_t n) {
     no_call_in_callback("cuMemcpyHtoD");
     if (launch_waiting) copy_waiting = 1;

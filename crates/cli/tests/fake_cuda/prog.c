@@ -30,6 +30,7 @@ int cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, uns
 int cuCtxSynchronize(void);
 int cuLibraryLoadData(void **, const void *, int *, void **, unsigned, int *, void **, unsigned);
 int cuLibraryGetGlobal(uint64_t *, size_t *, void *, const char *);
+int cuMemcpyPeer(uint64_t, void *, uint64_t, void *, size_t);
 
 /* A module taking part in gpusan's device ABI; functions sorted by name: abi_probe, zeta. */
 static const char *abi_ptx =
@@ -678,6 +679,22 @@ int main(int argc, char **argv) {
             memcpy(rec + 16, f, sizeof f);
         }
         rc |= cuCtxSynchronize();
+        fake_set_context(0x1000);
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "peer_copies")) {
+        /* `a` on device 0 (context 0x1000), `c` on device 1 (context 0x2000, with
+         * FAKE_CUDA_DEVICES=2): a clean peer copy, one reading 4 bytes past `a`, and one
+         * naming device 0's context for `c`. */
+        uint64_t c = 0;
+        void *d0 = (void *)(uintptr_t)0x1000, *d1 = (void *)(uintptr_t)0x2000;
+        fake_set_context(0x2000);
+        rc |= alloc_(&c, 1024);
+        fake_set_context(0x1000);
+        rc |= cuMemcpyPeer(c, d1, a, d0, 1024);
+        rc |= cuMemcpyPeer(c, d1, a + 4, d0, 1024);
+        rc |= cuMemcpyPeer(c, d0, b, d0, 16);
+        fake_set_context(0x2000);
+        rc |= free_(c);
         fake_set_context(0x1000);
         rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "table_growth")) {

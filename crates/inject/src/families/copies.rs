@@ -10,7 +10,7 @@ use gpusan_runtime::checks::{Call, Extent, Mem, Pitched3D};
 
 use super::judge::{check, device, uva};
 use crate::driver::hook::hooks;
-use crate::driver::{CUcontext, CUdeviceptr, CUresult, CUstream, Memcpy2D, Memcpy3D};
+use crate::driver::{current_context, real, CUcontext, CUdeviceptr, CUresult, CUstream, Memcpy2D, Memcpy3D};
 use crate::routes::after_sync;
 
 hooks! {
@@ -327,7 +327,7 @@ unsafe fn memcpy_peer(
     src_ctx: CUcontext,
     n: usize,
 ) -> CUresult {
-    check("cuMemcpyPeer", || Call::Copy { dst: device(dst), src: device(src), count: n as u64 });
+    check("cuMemcpyPeer", || peer(dst, dst_ctx, src, src_ctx, n as u64));
     real(dst, dst_ctx, src, src_ctx, n)
 }
 
@@ -340,6 +340,27 @@ unsafe fn memcpy_peer_async(
     n: usize,
     s: CUstream,
 ) -> CUresult {
-    check("cuMemcpyPeerAsync", || Call::Copy { dst: device(dst), src: device(src), count: n as u64 });
+    check("cuMemcpyPeerAsync", || peer(dst, dst_ctx, src, src_ctx, n as u64));
     real(dst, dst_ctx, src, src_ctx, n, s)
+}
+
+/// A peer copy: each side judged against its allocation and against the device of the
+/// context the call names for it, where gpusan tracks both sides (memory only the driver
+/// knows, an IPC mapping say, is not judged).
+fn peer(dst: u64, dst_ctx: CUcontext, src: u64, src_ctx: CUcontext, count: u64) -> Call<'static> {
+    match (device(dst), device(src), device_of(dst_ctx), device_of(src_ctx)) {
+        (Mem::Device(dst), Mem::Device(src), Some(dst_device), Some(src_device)) => {
+            Call::CopyPeer { dst, dst_device, src, src_device, count }
+        }
+        (dst, src, ..) => Call::Copy { dst, src, count },
+    }
+}
+
+/// The device of context `ctx`, asked with it made current for the moment.
+fn device_of(ctx: CUcontext) -> Option<i32> {
+    if ctx.is_null() {
+        return None;
+    }
+    let dev = real::in_context(ctx as u64, || current_context().1);
+    (dev >= 0).then_some(dev)
 }
