@@ -672,10 +672,16 @@ fn each_context_gets_its_own_device_table_and_error_buffer() {
 /// second GPU would run unchecked).
 #[test]
 fn a_library_is_pointed_at_the_table_of_every_context_it_runs_in() {
-    let o = gpusan_run(&[], &[prog(), "link", "abi_library_two_contexts"]);
+    // 0x2000 is device 1: the record is device 1's kernel past device 0's allocation (a peer
+    // access), reported against the owner's allocation with the kernel's device.
+    let env = [("FAKE_CUDA_DEVICES", std::path::Path::new("2"))];
+    let o = gpusan_run_env(&[], &[prog(), "link", "abi_library_two_contexts"], &env);
     assert_eq!(o.code, Some(0), "the second context's variables not pointed: {}{}", o.stdout, o.stderr);
     assert_eq!(o.kinds(), vec!["out_of_bounds_write"], "{:#}", o.report);
-    assert_eq!(o.report["errors"][0]["details"]["kernel"], "abi_probe", "{:#}", o.report);
+    let d = &o.report["errors"][0]["details"];
+    assert_eq!(d["kernel"], "abi_probe", "{:#}", o.report);
+    assert_eq!((&d["device"], &d["nearest"]["allocation"]["device"]), (&1.into(), &0.into()), "{:#}", o.report);
+    assert!(o.stderr.contains("in block (2,0,0) on device 1"), "{}", o.stderr);
 }
 
 /// Peer copies on two devices: each side judged against its allocation and against the

@@ -152,6 +152,7 @@ impl ErrorRecord {
             ptx: (self.ptx_line > 0).then(|| SourceLoc { file: module_name.to_string(), line: self.ptx_line }),
             source: lines.source_of(self.ptx_line),
             sass_offset: None,
+            device: None,
             launch_stack: Stack::default(),
             heap_block,
             frame_object,

@@ -320,6 +320,10 @@ pub struct DeviceDetails {
     /// checked (no PTX line exists there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sass_offset: Option<u32>,
+    /// The device the kernel ran on (its context's, whose error buffer held the record);
+    /// absent where gpusan did not know it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<i32>,
     pub launch_stack: Stack,
     /// The device-heap block (`malloc` in a kernel) the pointer belongs to, when the kernel
     /// knew it: such blocks are in no host allocation, so `nearest` does not name them.

@@ -42,6 +42,7 @@ fn device_details(kernel: &str, address: u64, nearest: Option<Nearest>) -> Devic
         ptx: Some(SourceLoc { file: "vec.ptx".into(), line: 88 }),
         source: Some(SourceLoc { file: "vec.cu".into(), line: 12 }),
         sass_offset: None,
+        device: None,
         launch_stack: site(2).into(),
         heap_block: None,
         frame_object: None,

@@ -94,6 +94,8 @@ struct ModuleInfo {
 }
 
 struct Abi {
+    /// The context's device, where its kernels run.
+    device: i32,
     table: DeviceTable,
     memory: TableMemory,
     /// The last update found no room: the device table misses changes `table` has taken in.
@@ -444,6 +446,7 @@ unsafe fn set_up(device: i32) -> Option<Abi> {
         }
     };
     Some(Abi {
+        device,
         table: DeviceTable::new(),
         memory: TableMemory::new(device),
         behind: false,
@@ -520,7 +523,8 @@ fn drain_with(how: Read) {
     let mut modules: Vec<(u32, Option<Loaded>, Arc<ModuleInfo>)> = Vec::new();
     for abi in entries() {
         let mut abi = lock_abi(&abi);
-        records.extend(drain_one(&mut abi, how));
+        let device = abi.device;
+        records.extend(drain_one(&mut abi, how).into_iter().map(|r| (r, device)));
         // Reports name modules of any context: what they need, taken only when there is
         // something to report.
         if !records.is_empty() {
@@ -540,7 +544,7 @@ fn drain_with(how: Read) {
         }
     }
     let st = state();
-    for r in records {
+    for (r, device) in records {
         let found = modules.iter().find(|(id, ..)| *id == r.module());
         let m = found.map(|(.., m)| m);
         let kernel = match m.and_then(|m| m.names.get(r.function() as usize)) {
@@ -550,6 +554,9 @@ fn drain_with(how: Read) {
         let label = m.map(|m| m.label.as_str()).unwrap_or("<unknown module>");
         let none = SourceLines::default();
         let mut report = r.to_report(&kernel, label, m.map_or(&none, |m| &m.lines), &st.registry);
+        if let gpusan_runtime::report::Details::Device(d) = &mut report.details {
+            d.device = (device >= 0).then_some(device);
+        }
         if let (gpusan_runtime::report::Details::Device(d), Some((_, Some(loaded), _))) = (&mut report.details, found) {
             // The stack of the kernel's first launch: records do not say which launch wrote them.
             d.launch_stack = super::coverage::launch_site(*loaded, &kernel).into();

@@ -175,7 +175,11 @@ impl fmt::Display for Report {
                 writeln!(f)?;
                 let [tx, ty, tz] = d.thread;
                 let [bx, by, bz] = d.block;
-                writeln!(f, "{BAR}     by thread ({tx},{ty},{tz}) in block ({bx},{by},{bz})")?;
+                write!(f, "{BAR}     by thread ({tx},{ty},{tz}) in block ({bx},{by},{bz})")?;
+                match d.device {
+                    Some(device) => writeln!(f, " on device {device}")?,
+                    None => writeln!(f)?,
+                }
                 let heap_free = matches!(self.kind, ErrorKind::DoubleFree | ErrorKind::InvalidFree);
                 match (d.heap_block, heap_free) {
                     (Some(b), true) if b.base == d.address => {
