@@ -561,6 +561,22 @@ fn findings_of_every_process_are_merged() {
     assert_eq!(o.kinds(), vec!["double_free", "memcpy_out_of_bounds"], "{:#}", o.report);
 }
 
+/// A distributed job's ranks (one process per GPU): each finding names its process and
+/// rank, in the JSON and the text.
+#[test]
+fn each_finding_names_its_process_and_rank() {
+    let script =
+        format!("RANK=0 LOCAL_RANK=0 {p} link double_free && RANK=1 LOCAL_RANK=1 {p} link memcpy_overflow", p = prog());
+    let o = gpusan_run(&[], &["sh", "-c", &script]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    let errors = o.report["errors"].as_array().unwrap();
+    let of = |kind: &str| &errors.iter().find(|e| e["kind"] == kind).unwrap()["process"];
+    let (first, second) = (of("double_free"), of("memcpy_out_of_bounds"));
+    assert_eq!((&first["rank"], &first["local_rank"]), (&0.into(), &0.into()), "{:#}", o.report);
+    assert_eq!(second["rank"], 1, "{:#}", o.report);
+    assert_ne!(first["pid"], second["pid"], "{:#}", o.report);
+}
+
 #[test]
 fn device_abi_table_upload_and_error_drain() {
     // The program plays an instrumented kernel (the fake driver's memory is host memory):

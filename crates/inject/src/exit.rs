@@ -55,6 +55,10 @@ fn finish(st: &State) {
         || Collector::new(CollectorConfig::default()).finish(mode, Vec::new(), |_| Vec::new()),
     );
     boundary::enter("exit", || more(st, &mut doc));
+    let process = gpusan_runtime::report::Process::this();
+    for e in &mut doc.errors {
+        e.process = Some(process.clone());
+    }
     if faulted_left_out > 0 {
         doc.notes.push(format!(
             "leak check: {faulted_left_out} allocation(s) of a context where a kernel faulted are not counted as \

@@ -606,8 +606,33 @@ pub struct Leak {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Counted {
     pub count: u64,
+    /// The process it was found in (set when the process writes its document): a run of
+    /// several (`torchrun`'s ranks, one per GPU) says whose finding each is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<Process>,
     #[serde(flatten)]
     pub report: Report,
+}
+
+/// A process of the run, as a finding names it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Process {
+    pub pid: u32,
+    /// `$RANK` and `$LOCAL_RANK`, as `torchrun` and other launchers of distributed jobs set
+    /// them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_rank: Option<u32>,
+}
+
+impl Process {
+    /// This process.
+    pub fn this() -> Process {
+        let var = |name| std::env::var(name).ok().and_then(|v| v.trim().parse().ok());
+        Process { pid: std::process::id(), rank: var("RANK"), local_rank: var("LOCAL_RANK") }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -1009,7 +1034,7 @@ impl Collector {
             return false;
         }
         self.index.insert(key, self.errors.len());
-        self.errors.push(Counted { count: times, report });
+        self.errors.push(Counted { count: times, process: None, report });
         true
     }
 

@@ -122,6 +122,31 @@ fn text_rendering() {
 
 /// The instrumented PTX and gpusan's counters are gpusan's own view: only the verbose text
 /// shows them (the JSON always has them).
+/// A merged report of several processes (a distributed job's ranks) says whose each finding
+/// is, and the kernel's device where known; one process's says no process.
+#[test]
+fn a_finding_of_a_run_of_several_processes_names_its_process_and_device() {
+    let mut doc = fixture();
+    doc.errors[0].process = Some(Process { pid: 42, rank: Some(1), local_rank: Some(1) });
+    doc.errors[1].process = Some(Process { pid: 43, rank: None, local_rank: None });
+    if let Details::Device(d) = &mut doc.errors[1].report.details {
+        d.device = Some(3);
+    }
+    let one = doc.to_string();
+    assert!(!one.contains("In process"), "{one}");
+    assert!(one.contains("by thread (32,0,0) in block (1,0,0) on device 3\n"), "{one}");
+    doc.cuda_processes = 2;
+    let text = doc.to_string();
+    assert!(text.contains("    Seen 2 times\n=========     In process 42 (rank 1)\n"), "{text}");
+    assert!(text.contains("=========     In process 43\n"), "{text}");
+    let json = doc.to_json();
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["errors"][0]["process"], serde_json::json!({"pid": 42, "rank": 1, "local_rank": 1}));
+    assert_eq!(v["errors"][1]["process"], serde_json::json!({"pid": 43}));
+    assert_eq!(v["errors"][1]["details"]["device"], 3);
+    assert_eq!(Document::from_json(&json).unwrap(), doc);
+}
+
 #[test]
 fn verbose_text_adds_the_ptx_location_and_counters() {
     let mut doc = fixture();

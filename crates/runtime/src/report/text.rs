@@ -62,6 +62,13 @@ impl Document {
             if error.count > 1 {
                 writeln!(f, "{BAR}     Seen {} times", error.count)?;
             }
+            // Said where the run had several processes (a distributed job's ranks).
+            if let Some(p) = error.process.as_ref().filter(|_| self.cuda_processes > 1) {
+                match p.rank {
+                    Some(rank) => writeln!(f, "{BAR}     In process {} (rank {rank})", p.pid)?,
+                    None => writeln!(f, "{BAR}     In process {}", p.pid)?,
+                }
+            }
             writeln!(f, "{BAR}")?;
         }
         if !self.leaks.is_empty() {
