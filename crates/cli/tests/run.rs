@@ -700,6 +700,18 @@ fn a_library_is_pointed_at_the_table_of_every_context_it_runs_in() {
     assert!(o.stderr.contains("in block (2,0,0) on device 1"), "{}", o.stderr);
 }
 
+/// Another process's memory opened through an IPC handle: bounded by the exporter's
+/// allocation, and its close judged as a free and held back, so a copy after it is a use
+/// after free; never a leak.
+#[test]
+fn memory_opened_through_an_ipc_handle_is_bounded_and_its_close_is_a_free() {
+    let o = gpusan_run(&["--leak-check", "full"], &[prog(), "link", "ipc"]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), vec!["memcpy_out_of_bounds", "use_after_free_host"], "{:#}", o.report);
+    let errors = o.report["errors"].as_array().unwrap();
+    assert!(errors.iter().all(|e| e["details"]["nearest"]["allocation"]["kind"] == "ipc_import"), "{:#}", o.report);
+}
+
 /// Peer copies on two devices: each side judged against its allocation and against the
 /// device of the context the call names for it.
 #[test]

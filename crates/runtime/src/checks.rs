@@ -316,6 +316,7 @@ fn placed_on_its_device(kind: AllocKind) -> bool {
             | AllocKind::HostPinned { .. }
             | AllocKind::HostRegistered
             | AllocKind::Vmm
+            | AllocKind::IpcImport
             | AllocKind::Other
     )
 }
@@ -451,7 +452,8 @@ pub fn check_free(registry: &Registry, api: &'static str, ptr: u64, outcome: &Fr
     Some(Finding { api, op: Op::Free, operand: Operand::Ptr, problem })
 }
 
-/// What the leak check leaves out besides module variables.
+/// What the leak check leaves out besides module variables and memory opened from another
+/// process.
 #[derive(Debug, Default, Clone)]
 pub struct LeakConfig {
     /// Contexts where a kernel faulted: every later call there fails, the program's frees
@@ -464,8 +466,10 @@ pub struct LeakConfig {
 pub fn leak_summary(registry: &Registry, config: &LeakConfig) -> (Vec<Leak>, u64) {
     let mut groups: HashMap<SiteId, (u64, u64)> = HashMap::new();
     let mut left_out = 0;
-    // Module variables live as long as their module: never the program's to free.
-    for alloc in registry.snapshot().iter().filter(|a| a.is_live() && a.kind != AllocKind::ModuleVariable) {
+    // Module variables live as long as their module: never the program's to free. Another
+    // process's memory opened here is the exporter's allocation, not one of this process.
+    let own = |a: &&Allocation| !matches!(a.kind, AllocKind::ModuleVariable | AllocKind::IpcImport);
+    for alloc in registry.snapshot().iter().filter(|a| a.is_live()).filter(own) {
         if config.faulted_contexts.contains(&alloc.context) {
             left_out += 1;
             continue;

@@ -70,6 +70,10 @@ pub enum AllocKind {
     /// A block a pool allocator handed out inside one of its segments (`pool_blocks`):
     /// released by the pool's own free (`Registry::free_block`), by no free call.
     PoolBlock { source: PoolSource, stream: u64 },
+    /// Another process's device memory, opened here (`cudaIpcOpenMemHandle`): released by
+    /// `cudaIpcCloseMemHandle` only. Its device is the exporter's, which the registry does
+    /// not learn.
+    IpcImport,
     /// Anything else; any free call may release it.
     Other,
 }
@@ -88,6 +92,7 @@ enum Family {
     Module,
     /// Pool blocks: released by their pool, by no free call.
     PoolBlock,
+    Ipc,
     Any,
 }
 
@@ -108,6 +113,7 @@ impl AllocKind {
             AllocKind::Array => "array",
             AllocKind::ModuleVariable => "module_variable",
             AllocKind::PoolBlock { .. } => "pool_block",
+            AllocKind::IpcImport => "ipc_import",
             AllocKind::Other => "other",
         }
     }
@@ -128,6 +134,7 @@ impl AllocKind {
             AllocKind::Array => "CUDA array",
             AllocKind::ModuleVariable => "module variable",
             AllocKind::PoolBlock { .. } => "pool block",
+            AllocKind::IpcImport => "IPC-imported device",
             AllocKind::Other => "other",
         }
     }
@@ -148,6 +155,7 @@ impl AllocKind {
             AllocKind::Array => 11,
             AllocKind::ModuleVariable => 12,
             AllocKind::PoolBlock { .. } => 13,
+            AllocKind::IpcImport => 14,
             AllocKind::Other => 0,
         }
     }
@@ -167,6 +175,7 @@ impl AllocKind {
             AllocKind::DeviceHeap => Family::DeviceHeap,
             AllocKind::ModuleVariable => Family::Module,
             AllocKind::PoolBlock { .. } => Family::PoolBlock,
+            AllocKind::IpcImport => Family::Ipc,
             AllocKind::Other => Family::Any,
         }
     }
@@ -191,6 +200,8 @@ pub enum FreeApi {
     DeviceFree,
     /// A graph memory free node.
     GraphFree,
+    /// `cudaIpcCloseMemHandle`, `cuIpcCloseMemHandle`.
+    IpcClose,
 }
 
 impl FreeApi {
@@ -205,6 +216,7 @@ impl FreeApi {
             FreeApi::MemUnmap => Family::Vmm,
             FreeApi::FreeArray => Family::Array,
             FreeApi::DeviceFree => Family::DeviceHeap,
+            FreeApi::IpcClose => Family::Ipc,
         };
         kind.family() == family || kind.family() == Family::Any
     }

@@ -155,7 +155,7 @@ fn peer_copies_check_both_devices() {
 /// never another device's: only its bounds are judged.
 #[test]
 fn a_peer_copy_of_memory_on_no_one_device_is_judged_for_bounds_only() {
-    let kinds = [AllocKind::Managed, AllocKind::HostPinned { mapped: true }, AllocKind::Vmm];
+    let kinds = [AllocKind::Managed, AllocKind::HostPinned { mapped: true }, AllocKind::Vmm, AllocKind::IpcImport];
     for kind in kinds {
         let r = Registry::default();
         r.insert(NewAlloc { base: A, size: 1024, kind, device: 0, context: 9, site: SiteId::UNKNOWN }).unwrap();

@@ -192,6 +192,42 @@ static pthread_rwlock_t driver_lock = PTHREAD_RWLOCK_INITIALIZER;
 static volatile int meet_copy, launch_waiting, copy_waiting;
 void fake_launch_meets_copy(void) { meet_copy = 1; }
 int fake_launch_waiting(void) { return launch_waiting; }
+/* IPC: a handle names an allocation by its address and size. The fake opens it in the same
+ * process (the driver would refuse: an exporter's memory is another process's), as a new
+ * mapping of that size, in the allocation table so cuMemGetAddressRange knows it. */
+typedef struct { unsigned char reserved[64]; } CUipcMemHandle;
+static int ipc_closes;
+int fake_ipc_closes(void) { return ipc_closes; }
+CUresult cuIpcGetMemHandle(CUipcMemHandle *h, uint64_t p) {
+    int i = find((uintptr_t)p);
+    if (i < 0) return 1;
+    memset(h, 0, sizeof *h);
+    memcpy(h->reserved, &p, 8);
+    memcpy(h->reserved + 8, &live_asked[i], sizeof(size_t));
+    return 0;
+}
+CUresult cuIpcOpenMemHandle_v2(uint64_t *dptr, CUipcMemHandle h, unsigned flags) {
+    (void)flags;
+    size_t size;
+    memcpy(&size, h.reserved + 8, sizeof size);
+    int i = find(0);
+    void *p = aligned_alloc(256, (size + 255) / 256 * 256);
+    if (i < 0 || !p || !size) return 1;
+    live_asked[i] = size;
+    live[i] = (uintptr_t)p;
+    live_bytes[i] = (size + 255) / 256 * 256;
+    live_ctx[i] = current_ctx;
+    *dptr = (uint64_t)(uintptr_t)p;
+    return 0;
+}
+CUresult cuIpcCloseMemHandle(uint64_t p) {
+    int i = find((uintptr_t)p);
+    if (i < 0) return 1;
+    ipc_closes++;
+    free((void *)live[i]);
+    live[i] = 0;
+    return 0;
+}
 /* A copy between two contexts' memory (the fake's is host memory: one memcpy). */
 CUresult cuMemcpyPeer(uint64_t dst, void *dst_ctx, uint64_t src, void *src_ctx, size_t n) {
     (void)dst_ctx; (void)src_ctx;

@@ -31,6 +31,11 @@ int cuCtxSynchronize(void);
 int cuLibraryLoadData(void **, const void *, int *, void **, unsigned, int *, void **, unsigned);
 int cuLibraryGetGlobal(uint64_t *, size_t *, void *, const char *);
 int cuMemcpyPeer(uint64_t, void *, uint64_t, void *, size_t);
+typedef struct { unsigned char reserved[64]; } CUipcMemHandle;
+int cuIpcGetMemHandle(CUipcMemHandle *, uint64_t);
+int cuIpcOpenMemHandle_v2(uint64_t *, CUipcMemHandle, unsigned);
+int cuIpcCloseMemHandle(uint64_t);
+int fake_ipc_closes(void);
 
 /* A module taking part in gpusan's device ABI; functions sorted by name: abi_probe, zeta. */
 static const char *abi_ptx =
@@ -680,6 +685,22 @@ int main(int argc, char **argv) {
         }
         rc |= cuCtxSynchronize();
         fake_set_context(0x1000);
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "ipc")) {
+        /* Memory opened through an IPC handle (the exporter's `a`, 1024 bytes): a copy that
+         * fills it, one 4 bytes past its end, its close, and a copy after the close (held
+         * back: the close reaches the driver only when it leaves quarantine). */
+        CUipcMemHandle h;
+        uint64_t y = 0;
+        rc |= cuIpcGetMemHandle(&h, a) | cuIpcOpenMemHandle_v2(&y, h, 1);
+        rc |= htod(y, host, 1024);
+        rc |= htod(y, host, 1028);
+        rc |= cuIpcCloseMemHandle(y);
+        if (fake_ipc_closes() != 0) rc |= 32; /* held back */
+        rc |= htod(y, host, 16);
+        /* Opened and never closed: the exporter's memory, not a leak of this process. */
+        uint64_t z = 0;
+        rc |= cuIpcOpenMemHandle_v2(&z, h, 1);
         rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "peer_copies")) {
         /* `a` on device 0 (context 0x1000), `c` on device 1 (context 0x2000, with

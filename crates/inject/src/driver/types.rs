@@ -22,6 +22,12 @@ pub type CUarray = *mut c_void;
 pub type CUlinkState = *mut c_void;
 /// `CUmemGenericAllocationHandle`.
 pub type CUmemHandle = u64;
+/// `CUipcMemHandle`: 64 opaque bytes, passed by value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUipcMemHandle {
+    pub reserved: [u8; 64],
+}
 /// `CUstreamCaptureStatus`: 0 none, 1 active, 2 invalidated.
 pub type CUstreamCaptureStatus = u32;
 

@@ -99,6 +99,7 @@ fn release(a: &Allocation) {
             | AllocKind::Async { .. }
             | AllocKind::Pool { .. } => real::cuMemFree_v2().map(|free| unsafe { free(a.base) }),
             AllocKind::HostPinned { .. } => real::cuMemFreeHost().map(|free| unsafe { free(a.base as *mut c_void) }),
+            AllocKind::IpcImport => real::cuIpcCloseMemHandle().map(|close| unsafe { close(a.base) }),
             // Released when the program freed them (unregistrations, unmaps) or never by a
             // free call (module variables, device heap, arrays, graphs).
             _ => None,
@@ -178,14 +179,14 @@ fn alloc_with_retry(mut alloc: impl FnMut() -> CUresult) -> CUresult {
 /// The common path of every free. `Deferred` frees are held in quarantine instead of
 /// reaching the driver; `Immediate` ones (graph memory, unregistrations, unmaps) reach it
 /// now and are only remembered as freed; `Ordered` ones are held after an event.
-enum Release {
+pub(super) enum Release {
     Deferred,
     Immediate,
     /// Stream-ordered: held back after an event on this stream (`ordered`).
     Ordered(CUstream),
 }
 
-fn free_common(
+pub(super) fn free_common(
     api: FreeApi,
     name: &'static str,
     ptr: u64,

@@ -12,6 +12,7 @@ pub mod contexts;
 pub mod copies;
 pub mod export_tables;
 pub mod graphs;
+pub mod ipc;
 pub mod jitlink;
 pub mod judge;
 pub mod labels;
@@ -38,6 +39,7 @@ pub fn hooks() -> Vec<Hook> {
     all.extend(modules::hooks());
     all.extend(launches::hooks());
     all.extend(graphs::hooks());
+    all.extend(ipc::hooks());
     all.extend(streams::hooks());
     all.extend(contexts::hooks());
     all.extend(tensormaps::hooks());
