@@ -1,0 +1,37 @@
+// gpusan-case: check
+// expect: use_after_free
+// expect-leak: none
+// compute-sanitizer: yes
+// native: may-fail
+// what: a child process opens its parent's buffer through an IPC handle, closes it, then a
+//       kernel sums the buffer through the stale pointer
+#include "case.h"
+#include "ipc.h"
+__global__ void sum_ipc(const int* p, int n, int* out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd(out, p[i]);
+}
+static int child(const char* hex) {
+    void* p;
+    int* out;
+    CK(cudaIpcOpenMemHandle(&p, ipc_unhex(hex), cudaIpcMemLazyEnablePeerAccess));
+    CK(cudaMalloc(&out, sizeof(int)));
+    CK(cudaIpcCloseMemHandle(p));
+    sum_ipc<<<4, 256>>>((const int*)p, 1024, out);
+    cudaError_t e = cudaDeviceSynchronize();
+    printf("bug kernel -> %s\n", cudaGetErrorName(e));
+    cudaFree(out);
+    BUG_DONE();
+}
+int main(int argc, char** argv) {
+    if (argc == 3 && !strcmp(argv[1], "child")) return child(argv[2]);
+    void* a;
+    cudaIpcMemHandle_t h;
+    CK(cudaMalloc(&a, 4096));
+    CK(cudaMemset(a, 0, 4096));
+    CK(cudaIpcGetMemHandle(&h, a));
+    int st = ipc_run_child(argv[0], h);
+    printf("child exit %d\n", st);
+    CK(cudaFree(a));
+    BUG_DONE();
+}
