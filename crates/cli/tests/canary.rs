@@ -73,6 +73,32 @@ fn an_overflow_past_a_device_allocation_is_found_by_the_periodic_scan() {
     assert_eq!(counter(&o, "canary_scan_gpu_us_max"), 12);
 }
 
+/// Two GPUs (two contexts): each allocation is guarded and scanned in its own context, each
+/// finding names its allocation's device, and a kernel of the other device (peer access)
+/// is among those launched since the last clean scan.
+#[test]
+fn each_device_guards_its_own_allocations() {
+    let env = [("FAKE_CUDA_DEVICES", Path::new("2"))];
+    let o = run_with(&[], "two_devices", &env);
+    assert_eq!(o.kinds(), vec!["canary_overwrite"], "{:#}", o.report);
+    let errors = o.report["errors"].as_array().unwrap();
+    let mut found: Vec<(u64, u64, u64)> = errors
+        .iter()
+        .map(|e| &e["details"])
+        .map(|d| {
+            let a = &d["allocation"];
+            (a["device"].as_u64().unwrap(), a["size"].as_u64().unwrap(), d["offset_past_end"].as_u64().unwrap())
+        })
+        .collect();
+    found.sort();
+    assert_eq!(found, vec![(0, 1000, 3), (1, 2000, 1)], "{:#}", o.report);
+    for e in errors {
+        let kernels: Vec<&str> =
+            e["details"]["kernels"].as_array().unwrap().iter().map(|k| k["kernel"].as_str().unwrap()).collect();
+        assert_eq!(kernels, vec!["oob"], "{:#}", e);
+    }
+}
+
 #[test]
 fn a_clean_run_reports_nothing_and_says_what_it_guarded() {
     let o = run("clean");

@@ -81,6 +81,7 @@ CUresult cuStreamEndCapture(void *, void **);
 int fake_capture_invalidations(void);
 size_t fake_alloc_asked(uint64_t);
 CUresult cuMemGetAddressRange_v2(uint64_t *, size_t *, uint64_t);
+void fake_set_context(uintptr_t);
 
 static void *churn(void *arg) {
     unsigned seed = (unsigned)(uintptr_t)arg;
@@ -304,6 +305,25 @@ int main(int argc, char **argv) {
         rc |= cuMemAlloc_v2(&a, 1000) | cuModuleLoadData(&module, ptx) | cuModuleGetFunction(&f, module, "fault_me");
         cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, 0, 0);
         sleep_ms(30);
+    } else if (!strcmp(s, "two_devices")) {
+        /* An allocation on each of two devices (contexts 0x1000 and 0x2000; FAKE_CUDA_DEVICES=2
+         * puts 0x2000 on device 1), a kernel launched on device 0 only, and a store past each
+         * end (device 1's through peer access): each context's guard scans its own
+         * allocation, and device 0's kernel is named for both. */
+        uint64_t c = 0;
+        rc |= cuMemAlloc_v2(&a, 1000);
+        fake_set_context(0x2000);
+        rc |= cuMemAlloc_v2(&c, 2000);
+        fake_set_context(0x1000);
+        launch_oob();
+        if (rc) goto done;
+        overwrite(a + 1003);
+        overwrite(c + 2001);
+        sleep_ms(40);
+        rc |= cuMemFree_v2(a);
+        fake_set_context(0x2000);
+        rc |= cuMemFree_v2(c);
+        fake_set_context(0x1000);
     } else if (!strcmp(s, "range")) {
         uint64_t base = 0;
         size_t size = 0;

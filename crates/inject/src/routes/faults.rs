@@ -175,14 +175,25 @@ impl Faults {
         found
     }
 
-    /// Canary mode: the launches of `context` since its canaries' last clean scan, the
-    /// last [`RING`], oldest first (done or not).
+    /// Canary mode: the launches since `context`'s canaries' last clean scan, oldest first
+    /// (done or not), at most [`RING`]. Another context's count too: its kernel may have
+    /// written here through peer access (another GPU's); where there are too many, the
+    /// oldest of other contexts go first.
     fn since_scan(&self, log: &[(u64, Launch)], context: u64) -> Vec<Launch> {
         let clean = self.scanned.get(&context).copied().unwrap_or(0);
-        let mut found: Vec<Launch> =
-            log.iter().filter(|(n, l)| l.context == context && *n > clean).map(|(_, l)| *l).collect();
-        found.drain(..found.len().saturating_sub(RING));
+        let found: Vec<Launch> = log.iter().filter(|(n, _)| *n > clean).map(|(_, l)| *l).collect();
+        let own = found.iter().filter(|l| l.context == context).count();
+        let mut others_over = (found.len() - own).saturating_sub(RING.saturating_sub(own));
+        let mut own_over = own.saturating_sub(RING);
         found
+            .into_iter()
+            .filter(|l| {
+                let over = if l.context == context { &mut own_over } else { &mut others_over };
+                let drop = *over > 0;
+                *over = over.saturating_sub(1);
+                !drop
+            })
+            .collect()
     }
 }
 
@@ -445,8 +456,17 @@ mod tests {
         assert!(pending(&faults).iter().all(|f| f % 3 != 2));
         faults.synced.insert(0x1000, 30);
         assert_eq!(pending(&faults), vec![32, 34, 36, 38, 40].into_iter().filter(|f| f % 3 != 2).collect::<Vec<_>>());
+        // Since 0x2000's clean scan: its launches and 0x1000's (a peer's kernel may write
+        // into its memory).
         faults.scanned.insert(0x2000, 35);
         let records = log.snapshot();
-        assert_eq!(faults.since_scan(&records, 0x2000).iter().map(|l| l.f).collect::<Vec<_>>(), vec![37, 39]);
+        let since = |faults: &Faults| faults.since_scan(&records, 0x2000).iter().map(|l| l.f).collect::<Vec<_>>();
+        assert_eq!(since(&faults), vec![36, 37, 38, 39, 40]);
+        // More than 16: the other context's oldest go first, every one of its own is kept.
+        faults.scanned.insert(0x2000, 10);
+        let kept = since(&faults);
+        assert_eq!(kept.len(), RING);
+        assert!((11..=40).step_by(2).all(|f| kept.contains(&f)), "{kept:?}");
+        assert_eq!(kept.iter().filter(|f| *f % 2 == 0).copied().collect::<Vec<_>>(), vec![40]);
     }
 }
