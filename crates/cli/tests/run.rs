@@ -700,6 +700,22 @@ fn a_library_is_pointed_at_the_table_of_every_context_it_runs_in() {
     assert!(o.stderr.contains("in block (2,0,0) on device 1"), "{}", o.stderr);
 }
 
+/// Managed memory's prefetches and advice are judged as ranges: past the end, and after the
+/// free; whole-allocation ones are silent.
+#[test]
+fn a_prefetch_or_advice_past_a_managed_allocation_or_after_its_free_is_found() {
+    let o = gpusan_run(&[], &[prog(), "link", "managed_ranges"]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert_eq!(o.kinds(), vec!["range_out_of_bounds", "use_after_free_host"], "{:#}", o.report);
+    let errors = o.report["errors"].as_array().unwrap();
+    let api = |kind: &str| errors.iter().find(|e| e["kind"] == kind).unwrap()["details"]["api"].clone();
+    assert_eq!(
+        (api("range_out_of_bounds"), api("use_after_free_host")),
+        ("cuMemPrefetchAsync".into(), "cuMemAdvise".into())
+    );
+    assert!(o.stderr.contains("Out-of-bounds range of 1028 bytes by cuMemPrefetchAsync (ptr)"), "{}", o.stderr);
+}
+
 /// Another process's memory opened through an IPC handle: bounded by the exporter's
 /// allocation, and its close judged as a free and held back, so a copy after it is a use
 /// after free; never a leak.

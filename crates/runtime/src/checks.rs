@@ -58,15 +58,62 @@ pub struct Symbol<'a> {
 /// The shape of a copy or set; sync and async variants share one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Call<'a> {
-    Copy { dst: Mem, src: Mem, count: u64 },
-    Copy2D { dst: Mem, dpitch: u64, src: Mem, spitch: u64, width: u64, height: u64 },
-    Copy3D { dst: Pitched3D, src: Pitched3D, extent: Extent },
-    CopyPeer { dst: u64, dst_device: i32, src: u64, src_device: i32, count: u64 },
-    CopyToSymbol { symbol: Symbol<'a>, offset: u64, src: Mem, count: u64 },
-    CopyFromSymbol { dst: Mem, symbol: Symbol<'a>, offset: u64, count: u64 },
-    Set { dst: Mem, count: u64 },
-    Set2D { dst: Mem, pitch: u64, width: u64, height: u64 },
-    Set3D { dst: Pitched3D, extent: Extent },
+    Copy {
+        dst: Mem,
+        src: Mem,
+        count: u64,
+    },
+    Copy2D {
+        dst: Mem,
+        dpitch: u64,
+        src: Mem,
+        spitch: u64,
+        width: u64,
+        height: u64,
+    },
+    Copy3D {
+        dst: Pitched3D,
+        src: Pitched3D,
+        extent: Extent,
+    },
+    CopyPeer {
+        dst: u64,
+        dst_device: i32,
+        src: u64,
+        src_device: i32,
+        count: u64,
+    },
+    CopyToSymbol {
+        symbol: Symbol<'a>,
+        offset: u64,
+        src: Mem,
+        count: u64,
+    },
+    CopyFromSymbol {
+        dst: Mem,
+        symbol: Symbol<'a>,
+        offset: u64,
+        count: u64,
+    },
+    Set {
+        dst: Mem,
+        count: u64,
+    },
+    /// A range the call acts on as a whole (`cuMemPrefetchAsync`, `cuMemAdvise`).
+    Range {
+        ptr: Mem,
+        count: u64,
+    },
+    Set2D {
+        dst: Mem,
+        pitch: u64,
+        width: u64,
+        height: u64,
+    },
+    Set3D {
+        dst: Pitched3D,
+        extent: Extent,
+    },
 }
 
 /// What kind of call a finding comes from.
@@ -74,6 +121,7 @@ pub enum Call<'a> {
 pub enum Op {
     Copy,
     Set,
+    Range,
     Free,
 }
 
@@ -168,6 +216,7 @@ impl Finding {
             Problem::OutOfBounds { .. } | Problem::SymbolOutOfBounds { .. } if self.op == Op::Set => {
                 ErrorKind::MemsetOutOfBounds
             }
+            Problem::OutOfBounds { .. } if self.op == Op::Range => ErrorKind::RangeOutOfBounds,
             Problem::OutOfBounds { .. } | Problem::SymbolOutOfBounds { .. } => ErrorKind::MemcpyOutOfBounds,
             Problem::UseAfterFree { .. } => ErrorKind::UseAfterFreeHost,
             Problem::UnknownAddress { .. } => ErrorKind::UnknownDeviceAddress,
@@ -183,7 +232,11 @@ impl Finding {
     /// The report, stacks still unsymbolized; `call_site` is where the API was called.
     pub fn to_report(&self, call_site: SiteId) -> Report {
         let (api, operand) = (self.api, self.operand.name());
-        let dir = if self.operand == Operand::Src { "read" } else { "write" };
+        let dir = match (self.op, self.operand) {
+            (Op::Range, _) => "range",
+            (_, Operand::Src) => "read",
+            _ => "write",
+        };
         let mut details = HostDetails {
             api: api.into(),
             operand: self.operand,
@@ -286,6 +339,10 @@ pub fn check_call(registry: &Registry, api: &'static str, call: &Call) -> Vec<Fi
         Call::Set { dst, count } => {
             c.op = Op::Set;
             c.linear(Operand::Dst, dst, 0, count);
+        }
+        Call::Range { ptr, count } => {
+            c.op = Op::Range;
+            c.linear(Operand::Ptr, ptr, 0, count);
         }
         Call::Set2D { dst, pitch, width, height } => {
             c.op = Op::Set;

@@ -29,7 +29,7 @@ pub enum ErrorKind {
     // Host API checks.
     MemcpyOutOfBounds,
     MemsetOutOfBounds,
-    /// A copy or set touching freed (quarantined) memory.
+    /// A copy, set or range (prefetch, advice) touching freed (quarantined) memory.
     UseAfterFreeHost,
     /// A device pointer in no known allocation.
     UnknownDeviceAddress,
@@ -47,6 +47,9 @@ pub enum ErrorKind {
     TensorMapOutOfBounds,
     /// A tensor map made on freed (quarantined) memory.
     TensorMapUseAfterFree,
+    /// A range an API call is given (a managed-memory prefetch or advice) that runs past
+    /// its allocation.
+    RangeOutOfBounds,
     // Instrumented kernels.
     OutOfBoundsRead,
     OutOfBoundsWrite,

@@ -368,3 +368,21 @@ fn untracked_device_memory_is_never_judged() {
     assert!(check_call(&r, "cuMemsetD8", &Call::Set { dst: Mem::Untracked(far), count: 1 << 20 }).is_empty());
     assert_eq!(copy(&r, Mem::Device(far), Mem::Host(0x1000), 64).len(), 1);
 }
+
+/// A range a call acts on as a whole (a managed-memory prefetch or advice): judged for its
+/// bounds and its allocation's life, named as a range.
+#[test]
+fn a_range_past_its_allocation_or_in_freed_memory_is_found() {
+    let r = registry(&[(A, 1024, AllocKind::Managed)]);
+    let range =
+        |ptr, count| summary(&check_call(&r, "cuMemPrefetchAsync", &Call::Range { ptr: Mem::Device(ptr), count }));
+    assert_eq!(range(A, 1024), []);
+    assert_eq!(range(A + 512, 516), [(RangeOutOfBounds, Ptr, 4)]);
+    let f = check_call(&r, "cuMemPrefetchAsync", &Call::Range { ptr: Mem::Device(A), count: 1025 });
+    assert_eq!(
+        f[0].to_report(SiteId::UNKNOWN).message,
+        "Out-of-bounds range of 1025 bytes by cuMemPrefetchAsync (ptr)"
+    );
+    r.free(A, FreeApi::Free, SiteId::UNKNOWN);
+    assert_eq!(range(A, 16), [(UseAfterFreeHost, Ptr, 0)]);
+}

@@ -120,6 +120,18 @@ CUresult cuMemAlloc_v2(uint64_t *dptr, size_t size) {
     *dptr = (uint64_t)(uintptr_t)p;
     return 0;
 }
+/* Managed memory: in the fake, device memory is host memory already. Prefetches and advice
+ * change nothing here. */
+typedef struct { int type; int id; } CUmemLocation;
+CUresult cuMemAllocManaged(uint64_t *dptr, size_t size, unsigned flags) { (void)flags; return cuMemAlloc_v2(dptr, size); }
+CUresult cuMemPrefetchAsync_v2(uint64_t p, size_t n, CUmemLocation to, unsigned flags, void *stream) {
+    (void)p; (void)n; (void)to; (void)flags; (void)stream;
+    return 0;
+}
+CUresult cuMemAdvise_v2(uint64_t p, size_t n, int advice, CUmemLocation at) {
+    (void)p; (void)n; (void)advice; (void)at;
+    return 0;
+}
 /* Mapped pinned host memory: in the fake, host and device addresses are the same.
  * FAKE_CUDA_NO_HOST_MAP makes it unavailable (gpusan then keeps its error buffer in device
  * memory and copies it back). */

@@ -36,6 +36,10 @@ int cuIpcGetMemHandle(CUipcMemHandle *, uint64_t);
 int cuIpcOpenMemHandle_v2(uint64_t *, CUipcMemHandle, unsigned);
 int cuIpcCloseMemHandle(uint64_t);
 int fake_ipc_closes(void);
+typedef struct { int type; int id; } CUmemLocation;
+int cuMemAllocManaged(uint64_t *, size_t, unsigned);
+int cuMemPrefetchAsync_v2(uint64_t, size_t, CUmemLocation, unsigned, void *);
+int cuMemAdvise_v2(uint64_t, size_t, int, CUmemLocation);
 
 /* A module taking part in gpusan's device ABI; functions sorted by name: abi_probe, zeta. */
 static const char *abi_ptx =
@@ -685,6 +689,17 @@ int main(int argc, char **argv) {
         }
         rc |= cuCtxSynchronize();
         fake_set_context(0x1000);
+        rc |= free_(a) | free_(b);
+    } else if (!strcmp(s, "managed_ranges")) {
+        /* Managed memory's ranges: a prefetch and an advice of the whole allocation, a
+         * prefetch 4 bytes past its end, and an advice after its free. */
+        uint64_t m = 0;
+        CUmemLocation dev0 = {1, 0}; /* CU_MEM_LOCATION_TYPE_DEVICE, 0 */
+        rc |= cuMemAllocManaged(&m, 1024, 1);
+        rc |= cuMemPrefetchAsync_v2(m, 1024, dev0, 0, 0) | cuMemAdvise_v2(m, 1024, 1, dev0);
+        rc |= cuMemPrefetchAsync_v2(m, 1028, dev0, 0, 0);
+        rc |= free_(m);
+        rc |= cuMemAdvise_v2(m, 16, 1, dev0);
         rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "ipc")) {
         /* Memory opened through an IPC handle (the exporter's `a`, 1024 bytes): a copy that

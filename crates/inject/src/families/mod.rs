@@ -18,6 +18,7 @@ pub mod judge;
 pub mod labels;
 pub mod launches;
 pub mod link;
+pub mod managed;
 pub mod memory;
 pub mod modules;
 pub mod nvrtc;
@@ -40,6 +41,7 @@ pub fn hooks() -> Vec<Hook> {
     all.extend(launches::hooks());
     all.extend(graphs::hooks());
     all.extend(ipc::hooks());
+    all.extend(managed::hooks());
     all.extend(streams::hooks());
     all.extend(contexts::hooks());
     all.extend(tensormaps::hooks());
