@@ -71,9 +71,8 @@ static const char *checked_ptx =
 
 /* Writes the error record an instrumented kernel of module `m` would: a 4-byte write at
  * `addr` by function `function`, at PTX line `ptx_line`, block 2, thread 5. */
-static int play_record(void *m, uint64_t addr, uint32_t function, uint32_t ptx_line) {
-    unsigned char *errors = (unsigned char *)(uintptr_t)global_value(m, "__gpusan_errors");
-    uint32_t module = (uint32_t)global_value(m, "__gpusan_module");
+static int write_record(uint64_t errors_at, uint32_t module, uint64_t addr, uint32_t function, uint32_t ptx_line) {
+    unsigned char *errors = (unsigned char *)(uintptr_t)errors_at;
     if (!errors || module == 0) return 16;
     uint32_t *count = (uint32_t *)errors, i = (*count)++;
     unsigned char *r = errors + 16 + 64 * i;
@@ -82,6 +81,10 @@ static int play_record(void *m, uint64_t addr, uint32_t function, uint32_t ptx_l
     memset(r + 8, 0, 8);
     memcpy(r + 16, f, sizeof f);
     return 0;
+}
+static int play_record(void *m, uint64_t addr, uint32_t function, uint32_t ptx_line) {
+    return write_record(global_value(m, "__gpusan_errors"), (uint32_t)global_value(m, "__gpusan_module"), addr, function,
+                        ptx_line);
 }
 
 static const char *ptx =
@@ -649,17 +652,8 @@ int main(int argc, char **argv) {
         fake_set_context(0x1000);
         if (!ta || !tb || ta == tb || ea == eb) rc |= 4; /* one table and buffer per context */
         if (memcmp((void *)(uintptr_t)tb, "GSAT", 4) != 0) rc |= 8;
-        if (!eb || module < 2) rc |= 16;
-        else {
-            unsigned char *errors = (unsigned char *)(uintptr_t)eb;
-            uint32_t *count = (uint32_t *)errors, i = (*count)++;
-            unsigned char *rec = errors + 16 + 64 * i;
-            uint64_t addr = a + 1024 + 4;
-            uint32_t f[12] = {module << 16 | 0, 1, 4, 15, 2, 0, 0, 5, 0, 0, 0, 1};
-            memcpy(rec, &addr, 8);
-            memset(rec + 8, 0, 8);
-            memcpy(rec + 16, f, sizeof f);
-        }
+        if (module < 2) rc |= 16;
+        else rc |= write_record(eb, module, a + 1024 + 4, 0, 15);
         rc |= cuCtxSynchronize();
         rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "abi_library_two_contexts")) {
@@ -676,17 +670,7 @@ int main(int argc, char **argv) {
         uint32_t module = (uint32_t)lib_value(lib, "__gpusan_module");
         if (!ta || !tb || ta == tb) rc |= 4; /* its own table in each context */
         else if (memcmp((void *)(uintptr_t)tb, "GSAT", 4) != 0) rc |= 8;
-        if (!eb || module == 0) rc |= 16;
-        else {
-            unsigned char *errors = (unsigned char *)(uintptr_t)eb;
-            uint32_t *count = (uint32_t *)errors, i = (*count)++;
-            unsigned char *rec = errors + 16 + 64 * i;
-            uint64_t addr = a + 1024 + 4;
-            uint32_t f[12] = {module << 16 | 0, 1, 4, 15, 2, 0, 0, 5, 0, 0, 0, 1};
-            memcpy(rec, &addr, 8);
-            memset(rec + 8, 0, 8);
-            memcpy(rec + 16, f, sizeof f);
-        }
+        rc |= write_record(eb, module, a + 1024 + 4, 0, 15);
         rc |= cuCtxSynchronize();
         fake_set_context(0x1000);
         rc |= free_(a) | free_(b);
