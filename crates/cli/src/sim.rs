@@ -617,9 +617,10 @@ fn bcache_programs(a: BcacheProgramsArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// Every trace replayed on every run at once (read and decoded once: `replay_all`), the
-/// traces spread over the cores (the results do not depend on the order); per trace, the
-/// runs' counts in `runs`' order.
+/// Every trace replayed on its runs, several at once from one reading (`replay_all`): a job
+/// per trace, or, where there are more cores than traces, the runs of each trace split into
+/// as many groups as spread them over the cores (the results do not depend on the
+/// grouping); per trace, the runs' counts in `runs`' order.
 fn replay_programs(
     traces: &[PathBuf],
     names: &[String],
@@ -627,27 +628,35 @@ fn replay_programs(
     runs: &[ProgramRun],
 ) -> anyhow::Result<Vec<Vec<gpusan_sim::bcache::program::ProgramStats>>> {
     use gpusan_sim::bcache::program::{replay_all, ProgramStats};
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let groups = cores.div_ceil(traces.len().max(1)).clamp(1, runs.len().max(1));
+    let per_group = runs.len().div_ceil(groups).max(1);
+    // (trace, first run, runs)
+    let jobs: Vec<(usize, usize, usize)> = (0..traces.len())
+        .flat_map(|t| (0..runs.len()).step_by(per_group).map(move |r| (t, r, per_group.min(runs.len() - r))))
+        .collect();
     type Slot = std::sync::Mutex<Option<anyhow::Result<(Vec<ProgramStats>, f64)>>>;
-    let machines: Vec<_> = runs.iter().map(|r| (r.2, r.3)).collect();
-    let results: Vec<Slot> = traces.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let results: Vec<Slot> = jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(traces.len()).max(1);
+    let workers = cores.min(jobs.len()).max(1);
     std::thread::scope(|s| {
         for _ in 0..workers {
             s.spawn(|| loop {
-                let t = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(path) = traces.get(t) else { break };
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&(t, first, n)) = jobs.get(i) else { break };
+                let machines: Vec<_> = runs[first..first + n].iter().map(|r| (r.2, r.3)).collect();
                 let started = Instant::now();
-                let out = open(path).and_then(|mut reader| {
-                    replay_all(&machines, config, &mut reader).with_context(|| format!("{}", path.display()))
+                let out = open(&traces[t]).and_then(|mut reader| {
+                    replay_all(&machines, config, &mut reader).with_context(|| format!("{}", traces[t].display()))
                 });
-                *results[t].lock().unwrap() = Some(out.map(|st| (st, started.elapsed().as_secs_f64())));
+                *results[i].lock().unwrap() = Some(out.map(|st| (st, started.elapsed().as_secs_f64())));
             });
         }
     });
-    let mut got: Vec<Vec<ProgramStats>> = Vec::new();
-    for (t, cell) in results.into_iter().enumerate() {
-        let (st, secs) = cell.into_inner().unwrap().expect("every trace ran")?;
+    let mut got: Vec<Vec<ProgramStats>> = vec![Vec::new(); traces.len()];
+    for (i, cell) in results.into_iter().enumerate() {
+        let (t, _, _) = jobs[i];
+        let (st, secs) = cell.into_inner().unwrap().expect("every job ran")?;
         let events = st.first().map_or(0, |s| s.events);
         // Every run replays every event: the rate is of events replayed, all runs together.
         let replayed = events * st.len() as u64;
@@ -657,7 +666,7 @@ fn replay_programs(
             st.len(),
             replayed as f64 / secs.max(1e-9) / 1e6
         );
-        got.push(st);
+        got[t].extend(st);
     }
     Ok(got)
 }

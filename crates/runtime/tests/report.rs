@@ -120,8 +120,6 @@ fn text_rendering() {
     assert_eq!(text, TEXT, "got:\n{text}");
 }
 
-/// The instrumented PTX and gpusan's counters are gpusan's own view: only the verbose text
-/// shows them (the JSON always has them).
 /// A merged report of several processes (a distributed job's ranks) says whose each finding
 /// is, and the kernel's device where known; one process's says no process.
 #[test]
@@ -147,6 +145,8 @@ fn a_finding_of_a_run_of_several_processes_names_its_process_and_device() {
     assert_eq!(Document::from_json(&json).unwrap(), doc);
 }
 
+/// The instrumented PTX and gpusan's counters are gpusan's own view: only the verbose text
+/// shows them (the JSON always has them).
 #[test]
 fn verbose_text_adds_the_ptx_location_and_counters() {
     let mut doc = fixture();

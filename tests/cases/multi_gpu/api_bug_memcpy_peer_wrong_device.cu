@@ -3,8 +3,9 @@
 // expect-leak: none
 // compute-sanitizer: no
 // native: may-fail
-// what: cudaMemcpyPeer names device 0 for a destination allocated on device 1 (with
-//       unified addressing the driver may copy anyway, to where the address really is)
+// what: cudaMemcpyPeer names the devices swapped: device 0 for a destination allocated on
+//       device 1 and device 1 for a source on device 0 (with unified addressing the driver
+//       may copy anyway, to where the addresses really are)
 #include "../case.h"
 int main() {
     int devices = 0;
@@ -16,7 +17,7 @@ int main() {
     CK(cudaMalloc(&c, n));
     CK(cudaSetDevice(0));
     CK(cudaMalloc(&a, n));
-    TRY(cudaMemcpyPeer(c, 0, a, 0, n));
+    TRY(cudaMemcpyPeer(c, 0, a, 1, n));
     CK(cudaDeviceSynchronize());
     CK(cudaFree(a));
     CK(cudaSetDevice(1));

@@ -206,10 +206,13 @@ void fake_launch_meets_copy(void) { meet_copy = 1; }
 int fake_launch_waiting(void) { return launch_waiting; }
 /* IPC: a handle names an allocation by its address and size. The fake opens it in the same
  * process (the driver would refuse: an exporter's memory is another process's), as a new
- * mapping of that size, in the allocation table so cuMemGetAddressRange knows it. */
+ * mapping of that size, in the allocation table so cuMemGetAddressRange knows it. Opening
+ * a handle open already gives the same mapping, counted, as the driver does; the last close
+ * ends it (its memory kept, so that a stale copy in a test writes nowhere harmful). */
 typedef struct { unsigned char reserved[64]; } CUipcMemHandle;
 static int ipc_closes;
 int fake_ipc_closes(void) { return ipc_closes; }
+static struct { uint64_t exported, mapped; int opens; } ipc_open[8];
 CUresult cuIpcGetMemHandle(CUipcMemHandle *h, uint64_t p) {
     int i = find((uintptr_t)p);
     if (i < 0) return 1;
@@ -221,7 +224,15 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *h, uint64_t p) {
 CUresult cuIpcOpenMemHandle_v2(uint64_t *dptr, CUipcMemHandle h, unsigned flags) {
     (void)flags;
     size_t size;
+    uint64_t exported;
+    memcpy(&exported, h.reserved, 8);
     memcpy(&size, h.reserved + 8, sizeof size);
+    for (int k = 0; k < 8; k++)
+        if (ipc_open[k].opens && ipc_open[k].exported == exported) {
+            ipc_open[k].opens++;
+            *dptr = ipc_open[k].mapped;
+            return 0;
+        }
     int i = find(0);
     void *p = aligned_alloc(256, (size + 255) / 256 * 256);
     if (i < 0 || !p || !size) return 1;
@@ -230,15 +241,26 @@ CUresult cuIpcOpenMemHandle_v2(uint64_t *dptr, CUipcMemHandle h, unsigned flags)
     live_bytes[i] = (size + 255) / 256 * 256;
     live_ctx[i] = current_ctx;
     *dptr = (uint64_t)(uintptr_t)p;
+    for (int k = 0; k < 8; k++)
+        if (!ipc_open[k].opens) {
+            ipc_open[k].exported = exported;
+            ipc_open[k].mapped = *dptr;
+            ipc_open[k].opens = 1;
+            break;
+        }
     return 0;
 }
 CUresult cuIpcCloseMemHandle(uint64_t p) {
-    int i = find((uintptr_t)p);
-    if (i < 0) return 1;
-    ipc_closes++;
-    free((void *)live[i]);
-    live[i] = 0;
-    return 0;
+    for (int k = 0; k < 8; k++)
+        if (ipc_open[k].opens && ipc_open[k].mapped == p) {
+            ipc_closes++;
+            if (--ipc_open[k].opens == 0) {
+                int i = find((uintptr_t)p);
+                if (i >= 0) live[i] = 0; /* unmapped; its bytes left alone */
+            }
+            return 0;
+        }
+    return 1; /* CUDA_ERROR_INVALID_VALUE */
 }
 /* A copy between two contexts' memory (the fake's is host memory: one memcpy). */
 CUresult cuMemcpyPeer(uint64_t dst, void *dst_ctx, uint64_t src, void *src_ctx, size_t n) {

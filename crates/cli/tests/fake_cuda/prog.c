@@ -686,16 +686,19 @@ int main(int argc, char **argv) {
         rc |= cuMemAdvise_v2(m, 16, 1, dev0);
         rc |= free_(a) | free_(b);
     } else if (!strcmp(s, "ipc")) {
-        /* Memory opened through an IPC handle (the exporter's `a`, 1024 bytes): a copy that
-         * fills it, one 4 bytes past its end, its close, and a copy after the close (held
-         * back: the close reaches the driver only when it leaves quarantine). */
+        /* Memory opened through an IPC handle (the exporter's `a`, 1024 bytes), twice (the
+         * driver counts the opens and gives the same pointer): a copy that fills it, one 4
+         * bytes past its end, the first close and a copy (still open), the last close (it
+         * reaches the driver at once) and a copy after it. */
         CUipcMemHandle h;
-        uint64_t y = 0;
-        rc |= cuIpcGetMemHandle(&h, a) | cuIpcOpenMemHandle_v2(&y, h, 1);
+        uint64_t y = 0, y2 = 0;
+        rc |= cuIpcGetMemHandle(&h, a) | cuIpcOpenMemHandle_v2(&y, h, 1) | cuIpcOpenMemHandle_v2(&y2, h, 1);
+        if (y2 != y) rc |= 64;
         rc |= htod(y, host, 1024);
         rc |= htod(y, host, 1028);
+        rc |= cuIpcCloseMemHandle(y) | htod(y, host, 16);
         rc |= cuIpcCloseMemHandle(y);
-        if (fake_ipc_closes() != 0) rc |= 32; /* held back */
+        if (fake_ipc_closes() != 2) rc |= 32; /* each close reached the driver */
         rc |= htod(y, host, 16);
         /* Opened and never closed: the exporter's memory, not a leak of this process. */
         uint64_t z = 0;

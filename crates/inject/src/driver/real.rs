@@ -57,7 +57,6 @@ real_functions! {
     fn cuMemHostRegister_v2(p: *mut c_void, bytes: usize, flags: u32);
     fn cuMemFreeHost(p: *mut c_void);
     fn cuMemGetAddressRange_v2(base: *mut CUdeviceptr, size: *mut usize, dptr: CUdeviceptr);
-    fn cuIpcCloseMemHandle(dptr: CUdeviceptr);
 
     // Virtual memory management (the device table's memory).
     fn cuMemGetAllocationGranularity(granularity: *mut usize, prop: *const MemAllocationProp, option: u32);

@@ -10,7 +10,9 @@ use gpusan_runtime::checks::{Call, Extent, Mem, Pitched3D};
 
 use super::judge::{check, device, uva};
 use crate::driver::hook::hooks;
-use crate::driver::{current_context, real, CUcontext, CUdeviceptr, CUresult, CUstream, Memcpy2D, Memcpy3D};
+use crate::driver::{
+    current_context, real, CUcontext, CUdeviceptr, CUresult, CUstream, Memcpy2D, Memcpy3D, CUDA_SUCCESS,
+};
 use crate::routes::after_sync;
 
 hooks! {
@@ -356,11 +358,16 @@ fn peer(dst: u64, dst_ctx: CUcontext, src: u64, src_ctx: CUcontext, count: u64) 
     }
 }
 
-/// The device of context `ctx`, asked with it made current for the moment.
+/// The device of context `ctx`, asked with it made current for the moment; none where it
+/// cannot be made current (the current context's device would be a wrong answer).
 fn device_of(ctx: CUcontext) -> Option<i32> {
-    if ctx.is_null() {
+    let (push, pop) = (real::cuCtxPushCurrent_v2()?, real::cuCtxPopCurrent_v2()?);
+    if ctx.is_null() || unsafe { push(ctx) } != CUDA_SUCCESS {
         return None;
     }
-    let dev = real::in_context(ctx as u64, || current_context().1);
+    let dev = current_context().1;
+    let mut popped: CUcontext = std::ptr::null_mut();
+    // SAFETY: undoes the push above.
+    unsafe { pop(&mut popped) };
     (dev >= 0).then_some(dev)
 }

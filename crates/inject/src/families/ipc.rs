@@ -1,18 +1,29 @@
 //! Memory of another process (`cudaIpcOpenMemHandle`, how NCCL and PyTorch's
 //! `torch.multiprocessing` share device buffers between processes): registered where it is
 //! opened, with the size of the exporter's allocation, so that copies into it are judged
-//! and kernels checked against it; its close is judged as a free and held back in
-//! quarantine like one, so that a use after the close finds it still mapped and marked
-//! freed. The exporter's frees are not seen here (another process's registry).
+//! and kernels checked against it; its last close is judged as a free and stays in the
+//! registry as freed memory (in quarantine), so that a later copy through the stale pointer
+//! is a use after free. The close itself reaches the driver at once: an exporter may free
+//! its memory once every importer closed it, and holding the mapping back would keep
+//! memory the exporter already gave back. The exporter's frees are not seen here (another
+//! process's registry).
+//!
+//! The driver counts opens of one handle in a context and hands back the same pointer:
+//! only the close that matches the first open ends the import.
 
-use gpusan_runtime::registry::{AllocKind, FreeApi};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use gpusan_runtime::locks;
+use gpusan_runtime::per_process::PerProcess;
+use gpusan_runtime::registry::{AllocKind, FreeApi, Lookup};
 
 use super::judge::{record_alloc, site};
 use super::memory::{free_common, Release};
 use crate::driver::hook::hooks;
 use crate::driver::types::CUipcMemHandle;
 use crate::driver::{real, CUdeviceptr, CUresult, CUDA_SUCCESS};
-use crate::state::quietly;
+use crate::state::{quietly, state};
 
 hooks! {
     fn cuIpcOpenMemHandle_v2(dptr: *mut CUdeviceptr, handle: CUipcMemHandle, flags: u32)
@@ -22,6 +33,9 @@ hooks! {
         => |real| open(real, dptr, handle, flags);
     fn cuIpcCloseMemHandle(dptr: CUdeviceptr) => |real| close(real, dptr);
 }
+
+/// Opens not yet closed, by the pointer the driver handed out (registered imports only).
+static OPENS: PerProcess<Mutex<HashMap<u64, u32>>> = PerProcess::new(Default::default);
 
 unsafe fn open(
     real: unsafe extern "C" fn(*mut CUdeviceptr, CUipcMemHandle, u32) -> CUresult,
@@ -33,17 +47,52 @@ unsafe fn open(
     if r == CUDA_SUCCESS && !dptr.is_null() {
         let p = *dptr;
         quietly(|| {
+            let mut opens = locks::lock(OPENS.get());
+            if let Some(n) = opens.get_mut(&p) {
+                // The same handle again: the driver counted it.
+                *n += 1;
+                return;
+            }
+            // Opened again after its close: the freed import goes, this one is registered.
+            if let Lookup::Freed { alloc, .. } = state().registry.lookup(p) {
+                if alloc.base == p && alloc.kind == AllocKind::IpcImport {
+                    state().registry.forget(p);
+                }
+            }
             // The exporter's allocation, as the driver maps it: its size is the range's.
-            let range = real::cuMemGetAddressRange_v2()?;
+            let Some(range) = real::cuMemGetAddressRange_v2() else { return };
             let (mut base, mut size) = (0u64, 0usize);
-            (range(&mut base, &mut size, p) == CUDA_SUCCESS && base == p && size > 0).then_some(())?;
-            record_alloc(p, size as u64, AllocKind::IpcImport, site());
-            Some(())
+            if range(&mut base, &mut size, p) == CUDA_SUCCESS && base == p && size > 0 {
+                record_alloc(p, size as u64, AllocKind::IpcImport, site());
+                opens.insert(p, 1);
+            }
         });
     }
     r
 }
 
 unsafe fn close(real: unsafe extern "C" fn(CUdeviceptr) -> CUresult, dptr: CUdeviceptr) -> CUresult {
-    free_common(FreeApi::IpcClose, "cuIpcCloseMemHandle", dptr, Release::Deferred, || real(dptr))
+    let last = quietly(|| {
+        let mut opens = locks::lock(OPENS.get());
+        match opens.get_mut(&dptr) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            Some(_) => {
+                opens.remove(&dptr);
+                true
+            }
+            // Not an import gpusan registered (its size unknown), or closed already: the
+            // driver answers, and a second close is judged below.
+            None => {
+                matches!(state().registry.lookup(dptr), Lookup::Freed { alloc, .. } if alloc.base == dptr && alloc.kind == AllocKind::IpcImport)
+            }
+        }
+    });
+    if last.unwrap_or(false) {
+        free_common(FreeApi::IpcClose, "cuIpcCloseMemHandle", dptr, Release::Immediate, || real(dptr))
+    } else {
+        real(dptr)
+    }
 }

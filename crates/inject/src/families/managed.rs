@@ -7,7 +7,7 @@
 
 use gpusan_runtime::checks::Call;
 
-use super::judge::{check, device};
+use super::judge::{check, uva};
 use crate::driver::hook::hooks;
 use crate::driver::types::MemLocation;
 use crate::driver::{CUdevice, CUdeviceptr, CUstream};
@@ -29,6 +29,9 @@ hooks! {
         => |real| { range("cuMemAdvise", p, count); real(p, count, advice, device) };
 }
 
+/// The range from `p`: judged where it is memory gpusan tracks. A pointer it does not know
+/// is left alone: with heterogeneous memory management a program may prefetch and advise
+/// memory from `malloc`.
 fn range(api: &'static str, p: CUdeviceptr, count: usize) {
-    check(api, || Call::Range { ptr: device(p), count: count as u64 });
+    check(api, || Call::Range { ptr: uva(p), count: count as u64 });
 }

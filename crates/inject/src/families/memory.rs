@@ -99,7 +99,6 @@ fn release(a: &Allocation) {
             | AllocKind::Async { .. }
             | AllocKind::Pool { .. } => real::cuMemFree_v2().map(|free| unsafe { free(a.base) }),
             AllocKind::HostPinned { .. } => real::cuMemFreeHost().map(|free| unsafe { free(a.base as *mut c_void) }),
-            AllocKind::IpcImport => real::cuIpcCloseMemHandle().map(|close| unsafe { close(a.base) }),
             // Released when the program freed them (unregistrations, unmaps) or never by a
             // free call (module variables, device heap, arrays, graphs).
             _ => None,

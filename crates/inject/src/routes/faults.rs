@@ -28,7 +28,8 @@ use crate::driver::{current_context_handle, real, CUresult};
 use crate::state::FastMap;
 use crate::state::{quietly, state};
 
-/// How many of a context's launches a finding names at most (the last ones).
+/// How many launches a finding names at most (the last ones; a canary finding keeps its
+/// own context's first).
 const RING: usize = 16;
 /// Launches the log keeps (all contexts and threads together).
 const LOG: usize = 1024;
@@ -272,8 +273,8 @@ pub fn scanned_clean(context: u64, upto: u64) {
     });
 }
 
-/// The launches of `context` since its canaries' last clean scan, oldest first, as a
-/// finding names them.
+/// The launches since `context`'s canaries' last clean scan, in every context (`since_scan`),
+/// oldest first, as a finding names them.
 pub fn since_clean_scan(context: u64) -> Vec<FaultLaunch> {
     let log = LAUNCH_LOG.get().snapshot();
     let launches = with(|s| {

@@ -26,9 +26,11 @@
 //! run in, with its variables in each: every context's copy is pointed at that context's
 //! buffers, at the context's first launch after the library loaded.
 //!
-//! Locks: the map of contexts is locked only to find or insert a context's entry, never
-//! across a driver call; each context's entry has a lock of its own, held across its
-//! uploads. So a launch waits only for an upload to its own context's table, which it
+//! Locks: the map of contexts is locked only to find or insert a context's entry or read
+//! the list of libraries, never across a driver call; each context's entry has a lock of
+//! its own, held across its uploads. The order is a context's lock, then the map's
+//! ([`point_libraries`] reads the list with its context locked); nothing takes them the
+//! other way round. So a launch waits only for an upload to its own context's table, which it
 //! needs anyway, never for another context's (another GPU's, another tenant's) copies,
 //! and a drain reports (symbolizes, writes) with no lock of this module held. The table is device memory; the
 //! error buffer is pinned host memory mapped into the device where the driver allows
@@ -288,13 +290,15 @@ pub fn on_module_loaded(loaded: Loaded, meta: impl FnOnce() -> Option<ModuleMeta
     let Some(abi) = context_entry() else { return false };
     let id = next_module_number();
     let info = Arc::new(ModuleInfo { names, sass: false, lines, label: format!("module {id}") });
+    add(&abi, AbiModule { target: Target::Variables(loaded), id, info: info.clone() });
+    // Published after it joined this context's modules, so that this context, launching
+    // meanwhile, does not point it twice.
     if let Loaded::Library(_) = loaded {
         let mut guard = lock();
         let libraries = &mut guard.get_or_insert_with(Contexts::default).libraries;
-        libraries.push((loaded, id, info.clone()));
+        libraries.push((loaded, id, info));
         LIBRARIES.get().store(libraries.len(), Ordering::Release);
     }
-    add(&abi, AbiModule { target: Target::Variables(loaded), id, info });
     true
 }
 

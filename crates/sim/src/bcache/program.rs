@@ -433,8 +433,10 @@ impl Lowering {
 }
 
 /// Events queued ahead of a run at most. With the lanes' segments, what bounds a replay's
-/// memory: about `QUEUED` × 32 bytes, plus a 32 KiB segment per thread, however many runs
-/// share the reading (the runs are fed the same chunks, so no run lags the others by more).
+/// memory: a thread's lane holds what the run furthest behind on that thread has not run,
+/// so the lanes hold at most `QUEUED` × 32 bytes per run sharing the reading (and about one
+/// run's worth where the runs keep pace, as in our traces), plus a 32 KiB segment per
+/// thread.
 const QUEUED: usize = 1 << 18;
 
 /// The machine, the data caches and the lowering: one event timed.
