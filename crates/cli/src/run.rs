@@ -21,7 +21,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use gpusan_abi::env::{self, INJECT_LIB, REAL_PTXAS, SANITIZER_LIB as SANITIZER_LIB_VAR};
-use gpusan_runtime::report::{Collector, CollectorConfig, Document, Report, TextConfig};
+use gpusan_runtime::report::{Collector, CollectorConfig, Document, EventLine, TextConfig};
 
 use crate::cs_compat::{self, CsArgs, TargetProcesses};
 use crate::python::{self, PythonHooks, TorchAllocator};
@@ -372,6 +372,7 @@ fn collect_process(report: &Path, mode: &str, damage: &mut Vec<String>) -> Docum
     events.push(".events");
     let events = PathBuf::from(events);
     let mut collector = Collector::new(CollectorConfig::default());
+    let mut process = None;
     if let Ok(bytes) = std::fs::read(&events) {
         let text = String::from_utf8_lossy(&bytes);
         // A last line cut short by a crash is expected; any other unreadable line is damage.
@@ -379,9 +380,10 @@ fn collect_process(report: &Path, mode: &str, damage: &mut Vec<String>) -> Docum
         let lines: Vec<&str> = text.lines().collect();
         let mut unreadable = 0;
         for (i, line) in lines.iter().enumerate() {
-            match serde_json::from_str::<Report>(line) {
-                Ok(r) => {
-                    collector.push(r);
+            match serde_json::from_str::<EventLine>(line) {
+                Ok(l) => {
+                    process = process.or(l.process);
+                    collector.push(l.report);
                 }
                 Err(_) if !complete && i + 1 == lines.len() => {}
                 Err(_) => unreadable += 1,
@@ -391,7 +393,11 @@ fn collect_process(report: &Path, mode: &str, damage: &mut Vec<String>) -> Docum
             damage.push(format!("{} has {unreadable} unreadable line(s), skipped", name(&events)));
         }
     }
-    collector.finish(mode, Vec::new(), |_| Vec::new())
+    let mut doc = collector.finish(mode, Vec::new(), |_| Vec::new());
+    for e in &mut doc.errors {
+        e.process = process.clone();
+    }
+    doc
 }
 
 /// The findings of every process of the run (each writes `report-<pid>.json[.events]`),

@@ -17,7 +17,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use gpusan_runtime::report::{Document, Report, TextConfig};
+use gpusan_runtime::report::{Document, EventLine, Report, TextConfig};
 
 use crate::cs_compat::Presentation;
 
@@ -70,8 +70,8 @@ impl Stream {
             for line in self.new_lines(&path) {
                 // A line that does not read as a finding is left to the final report, which
                 // says which file is damaged.
-                if let Ok(report) = serde_json::from_slice::<Report>(&line) {
-                    self.show(&report);
+                if let Ok(line) = serde_json::from_slice::<EventLine>(&line) {
+                    self.show(&line);
                 }
             }
         }
@@ -95,7 +95,10 @@ impl Stream {
         complete.split(|&b| b == b'\n').filter(|l| !l.is_empty()).map(<[u8]>::to_vec).collect()
     }
 
-    fn show(&mut self, report: &Report) {
+    /// A finding, and the process that made it where that process has a rank (a distributed
+    /// job's).
+    fn show(&mut self, line: &EventLine) {
+        let report = &line.report;
         if self.presentation.limit().is_some_and(|l| self.shown.len() >= l) {
             return; // past --print-limit: in the JSON only (the final text's note says so)
         }
@@ -106,10 +109,12 @@ impl Stream {
             }
             let mut shaped = report.clone();
             self.presentation.shape_report(&mut shaped);
+            let process =
+                line.process.as_ref().filter(|p| p.rank.is_some()).map(|p| p.line() + "\n").unwrap_or_default();
             let _ = if self.presentation.text.verbose {
-                writeln!(self.out, "{shaped:#}=========")
+                writeln!(self.out, "{shaped:#}{process}=========")
             } else {
-                writeln!(self.out, "{shaped}=========")
+                writeln!(self.out, "{shaped}{process}=========")
             };
         }
     }

@@ -575,6 +575,8 @@ fn each_finding_names_its_process_and_rank() {
     assert_eq!((&first["rank"], &first["local_rank"]), (&0.into(), &0.into()), "{:#}", o.report);
     assert_eq!(second["rank"], 1, "{:#}", o.report);
     assert_ne!(first["pid"], second["pid"], "{:#}", o.report);
+    // The streamed text names it too.
+    assert!(o.stderr.contains(&format!("=========     In process {} (rank 1)\n", second["pid"])), "{}", o.stderr);
 }
 
 #[test]

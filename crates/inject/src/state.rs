@@ -168,7 +168,8 @@ impl State {
         for stack in report.stacks_mut() {
             stack.frames = registry::symbolize(stack.site);
         }
-        if let Ok(line) = serde_json::to_string(&report) {
+        let line = gpusan_runtime::report::EventLine { process: Some(gpusan_runtime::report::Process::this()), report };
+        if let Ok(line) = serde_json::to_string(&line) {
             if let Some(f) = locks::lock(&self.events).as_mut() {
                 let _ = writeln!(f, "{line}");
             }

@@ -617,6 +617,16 @@ pub struct Counted {
     pub report: Report,
 }
 
+/// A line of a process's events file (`report-<pid>.json.events`): a finding the moment it
+/// was made, with the process that made it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventLine {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<Process>,
+    #[serde(flatten)]
+    pub report: Report,
+}
+
 /// A process of the run, as a finding names it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -631,6 +641,14 @@ pub struct Process {
 }
 
 impl Process {
+    /// The text report's line for it.
+    pub fn line(&self) -> String {
+        match self.rank {
+            Some(rank) => format!("=========     In process {} (rank {rank})", self.pid),
+            None => format!("=========     In process {}", self.pid),
+        }
+    }
+
     /// This process.
     pub fn this() -> Process {
         let var = |name| std::env::var(name).ok().and_then(|v| v.trim().parse().ok());

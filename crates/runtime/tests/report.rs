@@ -120,8 +120,9 @@ fn text_rendering() {
     assert_eq!(text, TEXT, "got:\n{text}");
 }
 
-/// A merged report of several processes (a distributed job's ranks) says whose each finding
-/// is, and the kernel's device where known; one process's says no process.
+/// A merged report of several processes says whose each finding is, and the kernel's device
+/// where known; one process's names its process only where it has a rank (a distributed
+/// job's).
 #[test]
 fn a_finding_of_a_run_of_several_processes_names_its_process_and_device() {
     let mut doc = fixture();
@@ -131,7 +132,8 @@ fn a_finding_of_a_run_of_several_processes_names_its_process_and_device() {
         d.device = Some(3);
     }
     let one = doc.to_string();
-    assert!(!one.contains("In process"), "{one}");
+    assert!(one.contains("=========     In process 42 (rank 1)\n"), "{one}");
+    assert!(!one.contains("In process 43"), "{one}");
     assert!(one.contains("by thread (32,0,0) in block (1,0,0) on device 3\n"), "{one}");
     doc.cuda_processes = 2;
     let text = doc.to_string();

@@ -62,12 +62,9 @@ impl Document {
             if error.count > 1 {
                 writeln!(f, "{BAR}     Seen {} times", error.count)?;
             }
-            // Said where the run had several processes (a distributed job's ranks).
-            if let Some(p) = error.process.as_ref().filter(|_| self.cuda_processes > 1) {
-                match p.rank {
-                    Some(rank) => writeln!(f, "{BAR}     In process {} (rank {rank})", p.pid)?,
-                    None => writeln!(f, "{BAR}     In process {}", p.pid)?,
-                }
+            // Said where the run had several processes, or a rank (a distributed job's).
+            if let Some(p) = error.process.as_ref().filter(|p| self.cuda_processes > 1 || p.rank.is_some()) {
+                writeln!(f, "{}", p.line())?;
             }
             writeln!(f, "{BAR}")?;
         }
