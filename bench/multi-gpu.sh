@@ -55,9 +55,22 @@ say "suite.py exit $?"
 # ---------------------------------------------------------------- 2. DDP
 # The summary, rewritten after each run: a call cut short still leaves what it had.
 summarize() {
-  python3 - "$out" "$work/ddp-runs.txt" > "$out/ddp.json.tmp" 2>> "$log" <<'PY' && mv "$out/ddp.json.tmp" "$out/ddp.json"
+  python3 - "$out" "$work/ddp-runs.txt" "$work" > "$out/ddp.json.tmp" 2>> "$log" <<'PY' && mv "$out/ddp.json.tmp" "$out/ddp.json"
 import json, os, re, sys
-out, runs = sys.argv[1], sys.argv[2]
+out, runs, work = sys.argv[1], sys.argv[2], sys.argv[3]
+
+
+def max_abs_diff(name, model):
+    # Rank 0's parameters against native's: a recompiled kernel changes low bits only.
+    try:
+        import torch
+        a = torch.load(os.path.join(work, f"params-{name}-{model}.pt"))
+        b = torch.load(os.path.join(work, f"params-native-{model}.pt"))
+        return float((a - b).abs().max()) if a.shape == b.shape else None
+    except Exception:
+        return None
+
+
 rows = []
 for line in open(runs):
     name, model, rc, log = line.split()
@@ -86,6 +99,7 @@ for r in rows:
         continue
     if r["steps"] == n["steps"]:
         r["same_params_as_native"] = r["params_sha256"] == n["params_sha256"] and None not in r["params_sha256"]
+        r["params_max_abs_diff_vs_native"] = max_abs_diff(r["run"], r["model"])
     r["step_ratio_vs_native"] = [m and b and m / b for m, b in zip(r["median_ms"], n["median_ms"])]
 json.dump({"what": "bench/multi-gpu.sh: DDP on 2 GPUs natively, under gpusan check and canary, and "
            "compute-sanitizer (fewer steps: its parameters are not compared)", "runs": rows}, sys.stdout, indent=1)
@@ -97,7 +111,7 @@ ddp() {  # NAME MODEL STEPS LIMIT WRAPPER...
   local t0 txt="$work/ddp-$name-$model.txt"
   t0=$(date +%s)
   timeout "$limit" "$@" torchrun --standalone --nproc_per_node=2 bench/multi_gpu/ddp_step.py \
-    --model "$model" --steps "$steps" --out "$out/ddp-$name-$model" > "$txt" 2>&1
+    --model "$model" --steps "$steps" --out "$out/ddp-$name-$model" --params "$work/params-$name-$model.pt" > "$txt" 2>&1
   local rc=$?
   tail -40 "$txt" >> "$log"
   say "ddp $name $model: rc=$rc after $(( $(date +%s) - t0 ))s"

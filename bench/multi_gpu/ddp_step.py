@@ -5,7 +5,10 @@ deterministic (seeds, deterministic algorithms, NCCL's ring and simple protocol 
 caller), so the hash must be the same natively, under gpusan and on every rank.
 
 Each rank writes OUT-rank<R>.json: {"rank", "world", "model", "steps", "median_ms",
-"step_ms", "params_sha256"}.
+"step_ms", "params_sha256"}; with --params FILE, rank 0 also saves its parameters, flattened
+(float32), so that a hash that differs can be told apart from a corruption: instrumented
+kernels are compiled again (ptxas may fuse a multiply and an add differently), which changes
+low bits only.
 """
 import argparse
 import hashlib
@@ -32,6 +35,7 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--out", required=True, help="prefix of the per-rank JSON files")
+    ap.add_argument("--params", default="", help="rank 0 saves its flattened parameters here (torch.save)")
     a = ap.parse_args()
     rank, local, world = (int(os.environ[k]) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
     torch.cuda.set_device(local)
@@ -65,6 +69,9 @@ def main():
            "median_ms": statistics.median(times), "step_ms": times, "params_sha256": h.hexdigest()}
     with open(f"{a.out}-rank{rank}.json", "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=1)
+    if a.params and rank == 0:
+        flat = torch.cat([p.detach().float().flatten() for p in model.parameters()]).cpu()
+        torch.save(flat, a.params)
     dist.barrier()
     dist.destroy_process_group()
 

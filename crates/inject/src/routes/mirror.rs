@@ -144,6 +144,9 @@ struct Contexts {
     /// with variables of its own there: every context's copy is pointed at that context's
     /// buffers (at its next launch), not only the copy of the context that loaded it.
     libraries: Vec<(Loaded, u32, Arc<ModuleInfo>)>,
+    /// Contexts whose table and error buffer could not be made at a launch for the
+    /// libraries: not tried again at every launch (a driver call or two each).
+    not_set_up: std::collections::HashSet<u64>,
     /// What contexts that went away counted: records not stored, table memory held, moves,
     /// untracked accesses of patched kernels.
     gone: (u64, u64, u64, u64),
@@ -482,8 +485,8 @@ pub fn before_launch(set_up: bool) {
         ACTIVE.get().store(true, Ordering::Release);
         abi
     } else {
-        entry(current_context().0)
-            .or_else(|| (LIBRARIES.get().load(Ordering::Acquire) > 0).then(context_entry).flatten())
+        let context = current_context().0;
+        entry(context).or_else(|| for_libraries(context))
     };
     if let Some(ctx) = abi {
         let mut abi = lock_abi(&ctx);
@@ -492,6 +495,20 @@ pub fn before_launch(set_up: bool) {
             point_libraries(&mut abi);
         }
     }
+}
+
+/// A context with no entry yet, at a launch: set up if an ABI library was loaded (its kernels
+/// may run here), unless that failed here before.
+fn for_libraries(context: u64) -> Option<Arc<Ctx>> {
+    if LIBRARIES.get().load(Ordering::Acquire) == 0 || lock().as_ref().is_some_and(|c| c.not_set_up.contains(&context))
+    {
+        return None;
+    }
+    let made = context_entry();
+    if made.is_none() {
+        lock().get_or_insert_with(Contexts::default).not_set_up.insert(context);
+    }
+    made
 }
 
 /// The contexts whose kernels report into an error buffer of gpusan's.
@@ -596,6 +613,10 @@ fn unnamed(module: Option<Loaded>) -> String {
 /// primary context before exit crashed there), and a new context the driver hands the
 /// same handle would be taken for one already set up.
 pub fn context_gone(context: u64) {
+    // A new context may get its handle.
+    if let Some(c) = lock().as_mut() {
+        c.not_set_up.remove(&context);
+    }
     let Some(abi) = lock().as_mut().and_then(|c| c.by_context.remove(&context)) else { return };
     let counts = {
         let abi = lock_abi(&abi);
