@@ -147,6 +147,30 @@ pub const PROGRAM_CACHES: &str = "GPUSAN_PROGRAM_CACHES";
 /// `gpusan trace`, `gpusan run --trace` (issue 19): where the process writes its trace
 /// (`docs/trace-format.md`); another process of the run writes at this path `.PID`.
 pub const TRACE_OUT: &str = "GPUSAN_TRACE_OUT";
+/// Which launches a traced run records the accesses of, `FIRST:EVERY`: each kernel's first
+/// FIRST launches, then one in EVERY (0: none more). Unset: every launch.
+pub const TRACE_SAMPLE: &str = "GPUSAN_TRACE_SAMPLE";
+
+/// Launches a trace records: each kernel's first `first`, then one in `every` (0: none more).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchSample {
+    pub first: u64,
+    pub every: u64,
+}
+
+impl LaunchSample {
+    /// `FIRST:EVERY` (or `FIRST`: those only).
+    pub fn parse(s: &str) -> Result<LaunchSample, String> {
+        let (first, every) = s.split_once(':').unwrap_or((s, "0"));
+        let num = |v: &str| v.trim().parse::<u64>().map_err(|_| format!("{s:?}: FIRST:EVERY, two whole numbers"));
+        Ok(LaunchSample { first: num(first)?, every: num(every)? })
+    }
+
+    /// Whether the launch numbered `n` (from 0) of a kernel is recorded.
+    pub fn takes(&self, n: u64) -> bool {
+        n < self.first || self.every > 0 && (n - self.first) % self.every == 0
+    }
+}
 /// Fence mode's tenant (issue 18): the socket of the `gpusan serve` manager its driver
 /// calls are forwarded to.
 pub const SERVER: &str = "GPUSAN_SERVER";
@@ -231,5 +255,20 @@ mod tests {
     fn values_of_a_switch_differ() {
         assert_ne!(LEAK_CHECK_FULL, LEAK_CHECK_NONE);
         assert_ne!(CHECK_COUNT_ON, CHECK_COUNT_OFF);
+    }
+}
+
+#[cfg(test)]
+mod launch_sample_tests {
+    use super::LaunchSample;
+
+    #[test]
+    fn a_sample_takes_the_first_launches_then_one_in_every() {
+        let s = LaunchSample::parse("2:3").unwrap();
+        let taken: Vec<u64> = (0..12).filter(|&n| s.takes(n)).collect();
+        assert_eq!(taken, vec![0, 1, 2, 5, 8, 11]);
+        let first_only = LaunchSample::parse("1").unwrap();
+        assert_eq!((0..5).filter(|&n| first_only.takes(n)).count(), 1);
+        assert!(LaunchSample::parse("x:1").is_err() && LaunchSample::parse("1:-1").is_err());
     }
 }

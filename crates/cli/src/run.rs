@@ -213,6 +213,11 @@ pub struct RunArgs {
     /// accesses, the run then serialized (each kernel waited for and its records drained).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<std::path::PathBuf>,
+    /// With `--trace` and the binary route: record the accesses of each kernel's first FIRST
+    /// launches, then of one in EVERY (0: none more), so that a long run is traced in part
+    /// and the launches not taken run unserialized. Every launch by default.
+    #[arg(long, value_name = "FIRST:EVERY", value_parser = gpusan_abi::env::LaunchSample::parse, requires = "trace")]
+    pub trace_sample: Option<gpusan_abi::env::LaunchSample>,
     /// `--mode fence`: the socket of the `gpusan serve` manager the program is a tenant of.
     #[arg(long, value_name = "SOCKET")]
     server: Option<std::path::PathBuf>,
@@ -588,6 +593,9 @@ pub fn run(a: RunArgs) -> Result<i32> {
         // A trace of an earlier run at the same path is replaced, not appended to.
         let _ = std::fs::remove_file(trace);
         cmd.env(env::TRACE_OUT, std::path::absolute(trace)?);
+        if let Some(s) = a.trace_sample {
+            cmd.env(env::TRACE_SAMPLE, format!("{}:{}", s.first, s.every));
+        }
     }
     if !selection.is_all() {
         cmd.env(env::KERNEL_SELECTION, selection.to_env());

@@ -406,6 +406,10 @@ pub struct TraceArgs {
     /// The trace's path.
     #[arg(short, long, default_value = "gpusan.gstrace")]
     out: PathBuf,
+    /// Record the accesses of each kernel's first FIRST launches, then of one in EVERY (0:
+    /// none more): a long run traced in part, the launches not taken run unserialized.
+    #[arg(long, value_name = "FIRST:EVERY")]
+    sample_launches: Option<String>,
     /// The program and its arguments (after `--`).
     #[arg(trailing_var_arg = true, required = true, value_name = "PROGRAM")]
     command: Vec<std::ffi::OsString>,
@@ -422,6 +426,9 @@ pub fn trace(a: TraceArgs) -> anyhow::Result<i32> {
     let mut argv: Vec<std::ffi::OsString> =
         ["run", "--mode", "check", "--route", "binary", "--trace"].iter().map(Into::into).collect();
     argv.push(a.out.clone().into_os_string());
+    if let Some(s) = &a.sample_launches {
+        argv.extend(["--trace-sample".into(), s.into()]);
+    }
     argv.push("--".into());
     argv.extend(a.command);
     let run = <Run as clap::Parser>::try_parse_from(argv)?;

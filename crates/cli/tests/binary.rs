@@ -404,6 +404,30 @@ fn a_first_launch_inside_the_driver_never_waits_for_an_upload_that_waits_for_the
 /// with the tracing patches (which judge as the others do and also record), gives the
 /// kernel's params block a trace buffer, and drains it after the launch; the trace reads
 /// back with the launch in it.
+/// `gpusan trace --sample-launches 1:0`: the kernel's first launch is traced, its second
+/// gets the twin params block with no trace buffer (checked, not recorded, not waited for),
+/// and only the first is in the trace.
+#[test]
+fn a_sampled_trace_records_only_the_launches_the_sample_takes() {
+    let d = dir();
+    let trace = d.join(format!("sampled-{}.gstrace", std::process::id()));
+    let opts = ["--mode", "check", "--route", "binary", "--trace", trace.to_str().unwrap(), "--trace-sample", "1:0"];
+    let r = run(&opts, "cubin", "sanitizer", &[]);
+    assert_eq!(lines(&r.log, "SetCallbackData function=0x4100 data=set traced"), 1, "{}", r.log);
+    assert_eq!(lines(&r.log, "SetCallbackData function=0x4100 data=set"), 2, "{}", r.log);
+    let notes = r.o.report["notes"].as_array().unwrap();
+    assert!(notes.iter().any(|n| n.as_str().unwrap().contains("1 traced, 1 left out")), "{notes:?}");
+    let mut reader = gpusan_trace::Reader::new(std::fs::File::open(&trace).unwrap()).unwrap();
+    assert_eq!(reader.meta().sample_launches, "1:0");
+    let mut chunk = gpusan_trace::Chunk::default();
+    let mut begun = 0;
+    while reader.next_chunk(&mut chunk).unwrap() {
+        begun += chunk.events.iter().filter(|e| e.kind == gpusan_trace::Kind::KernelBegin).count();
+    }
+    assert_eq!(begun, 1, "only the launch taken");
+    let _ = std::fs::remove_file(&trace);
+}
+
 #[test]
 fn a_traced_run_patches_with_the_tracing_patches() {
     let d = dir();

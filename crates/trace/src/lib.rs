@@ -50,6 +50,11 @@ pub struct Meta {
     /// One warp in this many was traced (1: every warp).
     #[serde(default = "one")]
     pub sample_warps: u32,
+    /// Which launches' accesses were traced, as `gpusan trace --sample-launches` took them
+    /// (`FIRST:EVERY`: each kernel's first FIRST, then one in EVERY); empty: every launch.
+    /// Only those launches are in the trace; allocations and frees all are.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sample_launches: String,
     /// What made the trace (`gpusan trace`, a synthetic generator, a test).
     #[serde(default)]
     pub source: String,

@@ -104,7 +104,9 @@ int sanitizerPatchModule(void *module) {
 }
 static struct { void *function; const void *data; } set_data[64];
 int sanitizerSetCallbackData(void *function, const void *data) {
-    note("SetCallbackData function=%p data=%s", function, data ? "set" : "null");
+    /* A params block with a trace buffer (gpusan_abi::binary::PARAMS_TRACE, at 40) says so. */
+    int traced = data && *(const uint64_t *)((const char *)data + 40) != 0;
+    note("SetCallbackData function=%p data=%s", function, data ? (traced ? "set traced" : "set") : "null");
     for (int i = 0; i < 64; i++)
         if (!set_data[i].function || set_data[i].function == function) {
             set_data[i].function = function;

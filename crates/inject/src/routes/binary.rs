@@ -143,6 +143,10 @@ struct Patched {
     /// A traced run: each context's trace buffer (`gpusan_abi::binary::TRACE_*`), made at
     /// its first patched kernel's launch; 0 where it could not be made.
     traces: HashMap<u64, u64>,
+    /// A traced run that samples its launches: each kernel's params block → its twin with
+    /// no trace buffer, given to the launches the sample leaves out (their patches check
+    /// and record nothing to drain, and the launch is not waited for).
+    untraced: HashMap<u64, u64>,
 }
 
 static PATCHED: PerProcess<Mutex<Option<Patched>>> = PerProcess::new(|| Mutex::new(None));
@@ -309,7 +313,8 @@ pub unsafe fn launch_begin(launch: &Launch) {
         return;
     }
     if let Some(given) = userdata(api, launch) {
-        (api.set_callback_data)(launch.function as *mut c_void, given.block as *const c_void);
+        let block = for_this_launch(given.block);
+        (api.set_callback_data)(launch.function as *mut c_void, block as *const c_void);
     }
 }
 
@@ -409,9 +414,38 @@ unsafe fn first_launch(api: &Api, launch: &Launch) -> Option<u64> {
     }
     if state().options.trace {
         give_trace(launch.context, block, &memory);
+        if super::trace::sampling() {
+            let twin = mirror::patched_kernel(launch.context, &text, if found { pc as u32 } else { 0 }, &memory);
+            if let Some(twin) = twin {
+                if locks::lock(PATCHED.get()).as_ref().is_some_and(|p| p.heap_modules.contains(&launch.module)) {
+                    give_heap(launch.context, twin, &memory);
+                }
+                if let Some(p) = locks::lock(PATCHED.get()).as_mut() {
+                    p.untraced.insert(block, twin);
+                }
+            }
+        }
     }
     Some(block)
 }
+
+/// The block a launch of a kernel whose params block is `block` gets: in a traced run, one
+/// the sample leaves out gets the twin with no trace buffer, or none where that could not be
+/// made (its records would be drained with another kernel's).
+fn for_this_launch(block: u64) -> u64 {
+    if block == 0 || !state().options.trace || super::trace::taken_now() {
+        return block;
+    }
+    let twin = locks::lock(PATCHED.get()).as_ref().and_then(|p| p.untraced.get(&block).copied());
+    if twin.is_none() {
+        quietly(|| coverage::binary_unset("<a sampled-out launch>", NO_TWIN));
+    }
+    twin.unwrap_or(0)
+}
+
+/// Why a launch left out of a traced run's sample ran unchecked.
+const NO_TWIN: &str =
+    "gpusan trace --sample-launches: a launch left out of the sample had no params block without a trace buffer (it ran unchecked)";
 
 /// Records a traced run's buffer holds per context: 32 bytes each, 64 MiB.
 pub const TRACE_RECORDS: u64 = 2 << 20;

@@ -8,7 +8,10 @@
 //! launch the run waits for the kernel and drains the buffer into the trace: a traced run
 //! is serialized, one kernel at a time, so that every record belongs to the kernel just
 //! launched and is resolved to the allocation (pool block first) the registry holds at that
-//! address then. Records a full buffer dropped are counted. These are GPUArmor-HWOnly
+//! address then. Records a full buffer dropped are counted. A long run can be traced in part
+//! (`--sample-launches FIRST:EVERY`): a launch the sample leaves out gets its kernel's twin
+//! params block, with no trace buffer (`binary.rs`), is not waited for and is not in the
+//! trace. These are GPUArmor-HWOnly
 //! traces (every access, no LOADMETA/MEMCHECK points): the check pass's points are not
 //! traced yet. Not drained: launches during a stream capture (a synchronization would end
 //! the capture), and graphs.
@@ -29,7 +32,7 @@ use gpusan_runtime::per_process::PerProcess;
 use gpusan_runtime::registry::{Allocation, Observer};
 use gpusan_trace::{Event, KernelInfo, Meta, Writer};
 
-use gpusan_abi::env::TRACE_OUT;
+use gpusan_abi::env::{LaunchSample, TRACE_OUT, TRACE_SAMPLE};
 
 pub struct Trace {
     path: String,
@@ -41,6 +44,17 @@ pub struct Trace {
     /// Device records drained, and dropped by a full buffer.
     drained: std::sync::atomic::AtomicU64,
     dropped: std::sync::atomic::AtomicU64,
+    /// `--sample-launches`: which launches are traced; each kernel's launches so far, and
+    /// those left out.
+    sample: Option<LaunchSample>,
+    launches: Mutex<HashMap<usize, u64>>,
+    left_out: std::sync::atomic::AtomicU64,
+}
+
+std::thread_local! {
+    /// Whether the launch this thread is making is traced (set by [`launched`], read by the
+    /// binary route's launch callback inside it and by [`after_launch`]).
+    static TAKEN: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
 }
 
 static TRACE: PerProcess<Option<Arc<Trace>>> = PerProcess::new(open);
@@ -65,9 +79,11 @@ fn open() -> Option<Arc<Trace>> {
         }
     };
     let program = std::env::args().collect::<Vec<_>>().join(" ");
+    let sample = std::env::var(TRACE_SAMPLE).ok().and_then(|s| LaunchSample::parse(&s).ok());
     let meta = Meta {
         program,
         sample_warps: 1,
+        sample_launches: sample.map(|s| format!("{}:{}", s.first, s.every)).unwrap_or_default(),
         source: "gpusan trace (allocations, pool blocks, frees, launches; each warp's accesses where the binary route patched the kernels)".into(),
         ..Meta::default()
     };
@@ -82,6 +98,9 @@ fn open() -> Option<Arc<Trace>> {
         names: Mutex::new(HashMap::new()),
         drained: Default::default(),
         dropped: Default::default(),
+        sample,
+        launches: Mutex::new(HashMap::new()),
+        left_out: Default::default(),
     }))
 }
 
@@ -117,9 +136,21 @@ impl Observer for TraceObserver {
     }
 }
 
-/// A kernel launched (its name known to coverage by now).
+/// A kernel launched (its name known to coverage by now): in the trace, unless the sample
+/// leaves it out.
 pub fn launched(f: usize, grid: [u32; 3], block: [u32; 3]) {
     let Some(t) = TRACE.get().as_ref() else { return };
+    let taken = t.sample.is_none_or(|s| {
+        let mut launches = locks::lock(&t.launches);
+        let n = launches.entry(f).or_default();
+        *n += 1;
+        s.takes(*n - 1)
+    });
+    TAKEN.with(|c| c.set(taken));
+    if !taken {
+        t.left_out.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
     let kernel = t.kernels.fetch_add(1, Ordering::Relaxed);
     let name = locks::lock(&t.names).entry(f).or_insert_with(|| super::coverage::name_of(f)).clone();
     if let Some(w) = locks::lock(&t.writer).as_mut() {
@@ -131,6 +162,9 @@ pub fn launched(f: usize, grid: [u32; 3], block: [u32; 3]) {
 /// waits for it and drains every context's buffer into the trace, then ends the kernel.
 pub fn after_launch() {
     let Some(t) = TRACE.get().as_ref() else { return };
+    if !TAKEN.with(|c| c.replace(true)) {
+        return;
+    }
     let kernel = t.kernels.load(Ordering::Relaxed).saturating_sub(1);
     let buffers = super::binary::trace_buffers();
     if !buffers.is_empty() && !crate::capture::any() {
@@ -238,6 +272,18 @@ extern "C" fn finish_at_exit() {
     });
 }
 
+/// Whether the run's trace takes a sample of the launches (`--sample-launches`).
+pub fn sampling() -> bool {
+    TRACE.get().as_ref().is_some_and(|t| t.sample.is_some())
+}
+
+/// Whether the launch this thread is making has its accesses traced: false only in a traced
+/// run whose sample leaves it out (the binary route then gives its kernel a params block
+/// with no trace buffer).
+pub fn taken_now() -> bool {
+    TAKEN.with(|c| c.get())
+}
+
 /// The report's word on the trace: where it went and what it holds, or why there is none.
 pub fn notes() -> Vec<String> {
     let mut out: Vec<String> = locks::lock(FAILED.get()).iter().cloned().collect();
@@ -261,6 +307,15 @@ pub fn notes() -> Vec<String> {
             }
             None => format!("trace: {} was not finished (see gpusan sim: it reads a cut trace up to its cut)", t.path),
         });
+        if let Some(s) = t.sample {
+            out.push(format!(
+                "trace: launches sampled (each kernel's first {}, then one in {}): {} traced, {} left out",
+                s.first,
+                s.every,
+                t.kernels.load(Ordering::Relaxed),
+                t.left_out.load(Ordering::Relaxed)
+            ));
+        }
     }
     out
 }
