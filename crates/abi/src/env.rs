@@ -168,7 +168,7 @@ impl LaunchSample {
 
     /// Whether the launch numbered `n` (from 0) of a kernel is recorded.
     pub fn takes(&self, n: u64) -> bool {
-        n < self.first || self.every > 0 && (n - self.first) % self.every == 0
+        n < self.first || self.every > 0 && (n - self.first).is_multiple_of(self.every)
     }
 }
 /// Fence mode's tenant (issue 18): the socket of the `gpusan serve` manager its driver
