@@ -7,7 +7,14 @@ use gpusan_trace::{Chunk, Config, ErrorKind, Event, KernelInfo, Kind, Meta, Op, 
 use proptest::prelude::*;
 
 fn meta() -> Meta {
-    Meta { program: "./app".into(), device: "NVIDIA H100".into(), sms: 132, sample_warps: 1, source: "test".into() }
+    Meta {
+        program: "./app".into(),
+        device: "NVIDIA H100".into(),
+        sms: 132,
+        sample_warps: 1,
+        sample_launches: String::new(),
+        source: "test".into(),
+    }
 }
 
 /// Writes `events` (a `KernelBegin` among them becomes a kernel named after its number).
