@@ -414,7 +414,7 @@ unsafe fn first_launch(api: &Api, launch: &Launch) -> Option<u64> {
     }
     if state().options.trace {
         give_trace(launch.context, block, &memory);
-        if super::trace::sampling() {
+        if SAMPLING.get().load(Ordering::Acquire) {
             let twin = mirror::patched_kernel(launch.context, &text, if found { pc as u32 } else { 0 }, &memory);
             if let Some(twin) = twin {
                 if locks::lock(PATCHED.get()).as_ref().is_some_and(|p| p.heap_modules.contains(&launch.module)) {
@@ -429,11 +429,28 @@ unsafe fn first_launch(api: &Api, launch: &Launch) -> Option<u64> {
     Some(block)
 }
 
+/// A traced run samples its launches (`gpusan trace --sample-launches`): set at its first
+/// launch, by the trace route.
+static SAMPLING: PerProcess<AtomicBool> = PerProcess::new(|| AtomicBool::new(false));
+
+std::thread_local! {
+    /// Whether the launch this thread is making is in the sample (set before each launch of
+    /// a sampling run).
+    static LAUNCH_TRACED: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// The trace route, before a launch of a run that samples its launches: whether this
+/// thread's launch is in the sample (told here, so that this module needs nothing of it).
+pub fn trace_sample(traced: bool) {
+    SAMPLING.get().store(true, Ordering::Release);
+    LAUNCH_TRACED.with(|c| c.set(traced));
+}
+
 /// The block a launch of a kernel whose params block is `block` gets: in a traced run, one
 /// the sample leaves out gets the twin with no trace buffer, or none where that could not be
 /// made (its records would be drained with another kernel's).
 fn for_this_launch(block: u64) -> u64 {
-    if block == 0 || !state().options.trace || super::trace::taken_now() {
+    if block == 0 || !state().options.trace || LAUNCH_TRACED.with(|c| c.get()) {
         return block;
     }
     let twin = locks::lock(PATCHED.get()).as_ref().and_then(|p| p.untraced.get(&block).copied());

@@ -52,8 +52,8 @@ pub struct Trace {
 }
 
 std::thread_local! {
-    /// Whether the launch this thread is making is traced (set by [`launched`], read by the
-    /// binary route's launch callback inside it and by [`after_launch`]).
+    /// Whether the launch this thread is making is traced (set by [`launched`], read by
+    /// [`after_launch`]; the binary route is told too, `binary::trace_sample`).
     static TAKEN: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
 }
 
@@ -147,6 +147,10 @@ pub fn launched(f: usize, grid: [u32; 3], block: [u32; 3]) {
         s.takes(*n - 1)
     });
     TAKEN.with(|c| c.set(taken));
+    if t.sample.is_some() {
+        // The binary route gives a launch left out its kernel's block with no trace buffer.
+        super::binary::trace_sample(taken);
+    }
     if !taken {
         t.left_out.fetch_add(1, Ordering::Relaxed);
         return;
@@ -270,18 +274,6 @@ extern "C" fn finish_at_exit() {
             }
         }
     });
-}
-
-/// Whether the run's trace takes a sample of the launches (`--sample-launches`).
-pub fn sampling() -> bool {
-    TRACE.get().as_ref().is_some_and(|t| t.sample.is_some())
-}
-
-/// Whether the launch this thread is making has its accesses traced: false only in a traced
-/// run whose sample leaves it out (the binary route then gives its kernel a params block
-/// with no trace buffer).
-pub fn taken_now() -> bool {
-    TAKEN.with(|c| c.get())
 }
 
 /// The report's word on the trace: where it went and what it holds, or why there is none.
