@@ -31,3 +31,18 @@ static inline int ipc_run_child(const char* self, const cudaIpcMemHandle_t& h) {
     if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st)) return -1;
     return WEXITSTATUS(st);
 }
+
+// The parent's part of an IPC case: exports a buffer of `bytes` filled with `byte`, runs the
+// child, frees the buffer, and ends as a bug case does.
+#define IPC_PARENT(self, bytes, byte)                      \
+    do {                                                   \
+        void* ipc_a;                                       \
+        cudaIpcMemHandle_t ipc_h;                          \
+        CK(cudaMalloc(&ipc_a, (bytes)));                   \
+        CK(cudaMemset(ipc_a, (byte), (bytes)));            \
+        CK(cudaIpcGetMemHandle(&ipc_h, ipc_a));            \
+        int ipc_st = ipc_run_child((self), ipc_h);         \
+        printf("child exit %d\n", ipc_st);                 \
+        CK(cudaFree(ipc_a));                               \
+        BUG_DONE();                                        \
+    } while (0)

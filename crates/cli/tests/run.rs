@@ -702,6 +702,19 @@ fn a_library_is_pointed_at_the_table_of_every_context_it_runs_in() {
     assert!(o.stderr.contains("in block (2,0,0) on device 1"), "{}", o.stderr);
 }
 
+/// IPC opens whose range the driver does not give are not bounded: the report says how many
+/// (here three: the handle twice, then once more).
+#[test]
+fn an_ipc_import_gpusan_could_not_bound_is_said_unchecked() {
+    let env = [("FAKE_CUDA_NO_RANGE", std::path::Path::new("1"))];
+    let o = gpusan_run_env(&[], &[prog(), "link", "ipc"], &env);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    let notes = o.report["notes"].as_array().unwrap();
+    assert!(notes.iter().any(|n| n.as_str().unwrap().starts_with("3 IPC open(s)")), "{notes:?}");
+    let errors = o.report["errors"].as_array().unwrap();
+    assert!(errors.iter().all(|e| e["details"]["nearest"]["allocation"]["kind"] != "ipc_import"), "{:#}", o.report);
+}
+
 /// Managed memory's prefetches and advice are judged as ranges: past the end, and after the
 /// free; whole-allocation ones are silent.
 #[test]

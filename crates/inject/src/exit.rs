@@ -103,6 +103,9 @@ fn more(st: &State, doc: &mut Document) {
         doc.notes
             .push(format!("Triton kernels were not checked: NVIDIA's ptxas was not found (set {})", env::REAL_PTXAS));
     }
+    if let Some(note) = families::ipc::unregistered_note() {
+        doc.notes.push(note);
+    }
     if let Some(note) = families::memory::release_failures() {
         doc.notes.push(note);
     }

@@ -4,17 +4,13 @@
 // compute-sanitizer: no
 // what: with peer access on, a kernel on device 0 fills a buffer of device 1 to its last
 //       element, and device 1 reads it back: every access inside its allocation
-#include "../case.h"
+#include "peer.h"
 __global__ void fill_peer(int* p, int n, int v) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) p[i] = v + i;
 }
 int main() {
-    int devices = 0, can = 0;
-    CK(cudaGetDeviceCount(&devices));
-    if (devices < 2) { printf("FAIL needs 2 GPUs\n"); return 1; }
-    CK(cudaDeviceCanAccessPeer(&can, 0, 1));
-    if (!can) { printf("FAIL no peer access 0 -> 1\n"); return 1; }
+    NEED_PEER_ACCESS();
     const int n = 1 << 20;
     int* remote;
     CK(cudaSetDevice(1));

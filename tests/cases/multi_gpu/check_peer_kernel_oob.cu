@@ -4,17 +4,13 @@
 // compute-sanitizer: yes
 // what: with peer access on, a kernel on device 0 writes one int past the end of a buffer of
 //       device 1 (the grid is one thread too many, and no bound check)
-#include "../case.h"
+#include "peer.h"
 __global__ void fill_peer(int* p, int v) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     p[i] = v;
 }
 int main() {
-    int devices = 0, can = 0;
-    CK(cudaGetDeviceCount(&devices));
-    if (devices < 2) { printf("FAIL needs 2 GPUs\n"); return 1; }
-    CK(cudaDeviceCanAccessPeer(&can, 0, 1));
-    if (!can) { printf("FAIL no peer access 0 -> 1\n"); return 1; }
+    NEED_PEER_ACCESS();
     const int n = 255;
     int* remote;
     CK(cudaSetDevice(1));

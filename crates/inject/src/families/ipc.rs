@@ -36,6 +36,16 @@ hooks! {
 
 /// Opens not yet closed, by the pointer the driver handed out (registered imports only).
 static OPENS: PerProcess<Mutex<HashMap<u64, u32>>> = PerProcess::new(Default::default);
+/// Imports whose size the driver did not say: not registered, so not judged.
+static UNREGISTERED: PerProcess<std::sync::atomic::AtomicU64> = PerProcess::new(Default::default);
+
+/// The report's word on imports gpusan could not bound, if any.
+pub fn unregistered_note() -> Option<String> {
+    let n = UNREGISTERED.get().load(std::sync::atomic::Ordering::Relaxed);
+    (n > 0).then(|| {
+        format!("{n} IPC open(s) (cudaIpcOpenMemHandle) went unchecked: the driver did not give the allocation's range")
+    })
+}
 
 unsafe fn open(
     real: unsafe extern "C" fn(*mut CUdeviceptr, CUipcMemHandle, u32) -> CUresult,
@@ -60,11 +70,14 @@ unsafe fn open(
                 }
             }
             // The exporter's allocation, as the driver maps it: its size is the range's.
-            let Some(range) = real::cuMemGetAddressRange_v2() else { return };
             let (mut base, mut size) = (0u64, 0usize);
-            if range(&mut base, &mut size, p) == CUDA_SUCCESS && base == p && size > 0 {
+            let known = real::cuMemGetAddressRange_v2()
+                .is_some_and(|range| range(&mut base, &mut size, p) == CUDA_SUCCESS && base == p && size > 0);
+            if known {
                 record_alloc(p, size as u64, AllocKind::IpcImport, site());
                 opens.insert(p, 1);
+            } else {
+                UNREGISTERED.get().fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
         });
     }

@@ -79,7 +79,17 @@ fn open() -> Option<Arc<Trace>> {
         }
     };
     let program = std::env::args().collect::<Vec<_>>().join(" ");
-    let sample = std::env::var(TRACE_SAMPLE).ok().and_then(|s| LaunchSample::parse(&s).ok());
+    let sample = match std::env::var(TRACE_SAMPLE) {
+        Ok(s) => match LaunchSample::parse(&s) {
+            Ok(sample) => Some(sample),
+            Err(why) => {
+                // Every launch traced instead, and said (`gpusan run` checks the option first).
+                *locks::lock(FAILED.get()) = Some(format!("trace: ${TRACE_SAMPLE} {why}: every launch traced"));
+                None
+            }
+        },
+        Err(_) => None,
+    };
     let meta = Meta {
         program,
         sample_warps: 1,
